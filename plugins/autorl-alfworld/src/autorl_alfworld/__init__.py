@@ -1,0 +1,1 @@
+"""The alfworld benchmark plugin for autorl."""

@@ -1,0 +1,1 @@
+"""The gsm8k benchmark plugin for autorl."""

@@ -1,0 +1,1 @@
+"""The humaneval benchmark plugin for autorl."""

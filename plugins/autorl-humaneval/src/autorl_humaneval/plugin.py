@@ -1,0 +1,13 @@
+"""Hook implementations of autorl-humaneval (only hookimpls live here)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from autorl import hookimpl
+
+
+@hookimpl
+def register_benchmarks(register: Callable[[type[Any]], None]) -> None:
+    """The humaneval benchmark registers here once its data and scoring land; nothing yet."""

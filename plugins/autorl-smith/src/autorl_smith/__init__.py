@@ -1,0 +1,1 @@
+"""The smith benchmark plugin for autorl."""

@@ -1,0 +1,1 @@
+"""Agents: the untrusted processes that post-train the model."""

@@ -1,0 +1,48 @@
+"""The agent contract: given the run context, a command to start in the workspace."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True)
+class AgentContext:
+    """What an agent is given. ``env`` is the whole environment contract (DESIGN section 4)."""
+
+    task: str
+    base_model: str
+    workspace: Path
+    model_path: Path
+    data_path: Path
+    output_dir: Path
+    grader_url: str
+    token: str
+    deadline: float
+    run_dir: Path
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+class Agent(ABC):
+    """Base class of agents. ``command`` is started with cwd = workspace in its own process group."""
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+        self.options: dict[str, Any] = dict(options or {})
+
+    @abstractmethod
+    def command(self, ctx: AgentContext) -> list[str]:
+        """The argv to run."""
+
+    def environment(self, ctx: AgentContext) -> dict[str, str]:
+        """Variables added to the contract for this agent (its config's env_vars, credentials it needs)."""
+        return {}
+
+    def ready(self) -> tuple[bool, str]:
+        """Whether the agent can run here, and if not what to install or set."""
+        return True, "ready"

@@ -1,0 +1,92 @@
+"""Running an agent: own session and process group, a fixed deadline, SIGTERM then SIGKILL to the group."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Variables passed through from the orchestrator's environment; everything else is left out.
+PASSTHROUGH = (
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "SHELL", "TMPDIR",
+    "VIRTUAL_ENV", "CONDA_PREFIX", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "OMP_NUM_THREADS",
+    "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "PYTHONHASHSEED",
+)
+
+
+@dataclass(frozen=True)
+class AgentOutcome:
+    exit_code: int | None
+    timed_out: bool
+    duration_s: float
+    reason: str
+
+
+def agent_environment(contract: Mapping[str, str], extra: Mapping[str, str], base: Mapping[str, str] | None = None) -> dict[str, str]:
+    base = os.environ if base is None else base
+    env = {k: base[k] for k in PASSTHROUGH if k in base}
+    env.update(contract)
+    env.update(extra)
+    return env
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _group_alive(pgid: int) -> bool:
+    return _signal_group(pgid, 0)
+
+
+def run_agent(
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    log_path: Path,
+    deadline: float,
+    grace_s: float = 10.0,
+) -> AgentOutcome:
+    """Run until the process exits or the deadline passes; leave no process of its group behind."""
+    started = time.time()
+    with log_path.open("ab") as log:
+        try:
+            proc = subprocess.Popen(
+                argv, cwd=cwd, env=dict(env), stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+        except OSError as exc:
+            return AgentOutcome(None, False, 0.0, f"agent could not start: {exc}")
+        pgid = proc.pid
+        timed_out = False
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            # whether it exited or not, nothing it started may outlive the run
+            if _group_alive(pgid):
+                _signal_group(pgid, signal.SIGTERM)
+                end = time.time() + grace_s
+                while time.time() < end and (proc.poll() is None or _group_alive(pgid)):
+                    time.sleep(0.1)
+                _signal_group(pgid, signal.SIGKILL)
+            proc.wait()
+    code = proc.returncode
+    if timed_out:
+        reason = "timeout"
+    elif code == 0:
+        reason = "exited"
+    elif code < 0:
+        reason = f"killed by {signal.Signals(-code).name}"
+    else:
+        reason = f"exited with code {code}"
+    return AgentOutcome(code, timed_out, time.time() - started, reason)

@@ -1,0 +1,1 @@
+"""Built-in plugins: they register through the same hooks as any third-party plugin."""

@@ -1,0 +1,26 @@
+"""Built-in agents, and agent folders found under ``AUTORL_AGENTS_PATH``."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from autorl.errors import UsageError
+from autorl.hookspecs import hookimpl
+from autorl.plugins import PluginWarning
+
+EXAMPLE_FOLDER = Path(__file__).resolve().parent.parent / "agents" / "example"
+
+
+@hookimpl
+def register_agents(register: Callable[[type[Any]], None]) -> None:
+    from autorl.agents.command import CommandAgent, agent_folders_from_env
+
+    register(CommandAgent.from_folder(EXAMPLE_FOLDER, name="example"))
+    for folder in agent_folders_from_env():
+        try:
+            register(CommandAgent.from_folder(folder))
+        except UsageError as exc:
+            warnings.warn(f"agent folder skipped: {exc}", PluginWarning, stacklevel=2)

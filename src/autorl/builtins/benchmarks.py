@@ -1,0 +1,15 @@
+"""Built-in benchmarks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from autorl.hookspecs import hookimpl
+
+
+@hookimpl
+def register_benchmarks(register: Callable[[type[Any]], None]) -> None:
+    from autorl.builtins.arith import Arith
+
+    register(Arith)

@@ -1,0 +1,156 @@
+"""``autorl:tiny``: a ~0.5M-parameter Qwen2 model built here, so the demo needs no network.
+
+The recipe trains a byte-level BPE tokenizer with Qwen2's exact pre-tokenization (so ``AutoTokenizer``
+reproduces its ids), then briefly fine-tunes a small Qwen2 on the ``arith`` training data until it is weak
+but not hopeless (greedy exact match on held-in training problems crosses ``TARGET``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from autorl.builtins.arith import _split
+from autorl.errors import MissingDependencyError
+
+RECIPE_VERSION = "1"
+TARGET = 0.25
+EOS = "<|endoftext|>"
+QWEN2_SPLIT = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+
+
+def _text(a: int, b: int) -> tuple[str, str]:
+    return f"Q: What is {a}+{b}?\nA:", f" {a + b}\n"
+
+
+def train_tokenizer(corpus: list[str]) -> Any:
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=[EOS, "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(corpus, trainer=trainer)
+    return tok
+
+
+def _greedy_accuracy(model: Any, tok: Any, pairs: list[tuple[int, int]]) -> float:
+    import torch
+
+    prompts = [_text(a, b)[0] for a, b in pairs]
+    enc = tok(prompts, return_tensors="pt", padding=True)
+    with torch.inference_mode():
+        out = model.generate(**enc, max_new_tokens=6, do_sample=False, pad_token_id=tok.pad_token_id)
+    texts = tok.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+    good = sum(t.strip().split("\n")[0].strip() == str(a + b) for t, (a, b) in zip(texts, pairs, strict=True))
+    return good / len(pairs)
+
+
+def build(target: Path, *, seed: int = 0, max_steps: int = 3000, lr: float = 1e-3, log: Any = print) -> Path:
+    """Build the model into ``target`` (atomically: a temp folder renamed at the end)."""
+    try:
+        import torch
+        from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    except ImportError as exc:
+        raise MissingDependencyError("the built-in model autorl:tiny", "'autorl[hf]'") from exc
+    started = time.monotonic()
+    train = _split("train")
+    corpus = [p + a for p, a in (_text(x, y) for x, y in train)]
+    raw = train_tokenizer(corpus)
+    tok = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token=EOS, pad_token=EOS, unk_token=EOS)
+    tok.padding_side = "left"
+    torch.manual_seed(seed)
+    config = Qwen2Config(
+        vocab_size=raw.get_vocab_size(),
+        hidden_size=128,
+        intermediate_size=384,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
+    model = Qwen2ForCausalLM(config)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 100))
+    rng = random.Random(seed)
+    probe = rng.sample(train, 200)
+    eos_id = tok.eos_token_id
+    step = 0
+    accuracy = 0.0
+    tok_right = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token=EOS, pad_token=EOS)
+    tok_right.padding_side = "right"
+    while step < max_steps:
+        batch = rng.sample(train, 64)
+        prompts = [tok_right(_text(a, b)[0])["input_ids"] for a, b in batch]
+        answers = [tok_right(_text(a, b)[1])["input_ids"] + [eos_id] for a, b in batch]
+        width = max(len(p) + len(a) for p, a in zip(prompts, answers, strict=True))
+        ids = torch.full((len(batch), width), eos_id)
+        labels = torch.full((len(batch), width), -100)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for i, (p, a) in enumerate(zip(prompts, answers, strict=True)):
+            seq = p + a
+            ids[i, : len(seq)] = torch.tensor(seq)
+            labels[i, len(p) : len(seq)] = torch.tensor(a)
+            mask[i, : len(seq)] = 1
+        model.train()
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad()
+        step += 1
+        if step % 50 == 0:
+            model.eval()
+            accuracy = _greedy_accuracy(model, tok, probe)
+            log(f"autorl:tiny step {step}: loss {loss.item():.3f}, train-probe accuracy {accuracy:.0%}")
+            if accuracy >= TARGET:
+                break
+    tmp = target.with_name(target.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tok.save_pretrained(tmp)
+    # AutoTokenizer then builds Qwen2Tokenizer, whose pipeline this tokenizer was trained with
+    cfg_path = tmp / "tokenizer_config.json"
+    tok_cfg = json.loads(cfg_path.read_text())
+    tok_cfg["tokenizer_class"] = "Qwen2Tokenizer"
+    cfg_path.write_text(json.dumps(tok_cfg, indent=2))
+    (tmp / "autorl_recipe.json").write_text(
+        json.dumps(
+            {
+                "recipe": "autorl:tiny",
+                "version": RECIPE_VERSION,
+                "seed": seed,
+                "steps": step,
+                "train_probe_accuracy": accuracy,
+                "build_seconds": round(time.monotonic() - started, 1),
+            },
+            indent=2,
+        )
+    )
+    if target.exists():
+        shutil.rmtree(target)
+    tmp.replace(target)
+    return target

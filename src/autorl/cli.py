@@ -1,0 +1,333 @@
+"""The ``autorl`` command line: a thin layer over the library. Heavy imports stay inside commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from autorl.errors import AutorlError, UsageError
+
+app = typer.Typer(
+    name="autorl",
+    help="Measure whether a large model, as an ML engineer, can post-train a small model past its baseline.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+list_app = typer.Typer(help="List what is installed.", no_args_is_help=True)
+grader_app = typer.Typer(help="The grading service.", no_args_is_help=True)
+app.add_typer(list_app, name="list")
+app.add_typer(grader_app, name="grader")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from autorl import __version__
+
+        typer.echo(f"autorl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
+) -> None:
+    """autorl: runs, evaluations, results."""
+
+
+def _print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, default=str))
+
+
+@app.command()
+def plugins() -> None:
+    """Show installed plugins and what each registers (JSON)."""
+    from autorl.registry import plugin_summary
+
+    _print_json(plugin_summary())
+
+
+def _table(title: str, columns: list[str], rows: list[list[str]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for c in columns:
+        table.add_column(c)
+    for r in rows:
+        table.add_row(*r)
+    Console().print(table)
+
+
+@list_app.command("benchmarks")
+def list_benchmarks(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """Benchmarks (tasks) that `autorl run --task` accepts."""
+    from autorl.registry import get_benchmarks
+
+    rows = []
+    for reg in sorted(get_benchmarks().values(), key=lambda r: r.name):
+        cls = reg.cls
+        source = getattr(cls, "source", None)
+        rows.append({"name": reg.name, "version": getattr(cls, "version", "?"), "distribution": reg.distribution,
+                     "plugin": reg.plugin, "splits": list(getattr(cls, "splits", ())), "source": str(source) if source else None})
+    if as_json:
+        _print_json(rows)
+        return
+    _table("benchmarks", ["name", "version", "distribution", "splits"],
+           [[r["name"], str(r["version"]), r["distribution"], ",".join(r["splits"])] for r in rows])
+
+
+@list_app.command("agents")
+def list_agents(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """Agents that `autorl run --agent` accepts (a folder with config.yaml works too)."""
+    from autorl.registry import get_agents
+
+    rows = []
+    for reg in sorted(get_agents().values(), key=lambda r: r.name):
+        ok, why = reg.cls().ready()
+        rows.append({"name": reg.name, "distribution": reg.distribution, "ready": ok, "status": why,
+                     "description": getattr(reg.cls, "description", "")})
+    if as_json:
+        _print_json(rows)
+        return
+    _table("agents", ["name", "distribution", "ready", "description"],
+           [[r["name"], r["distribution"], "yes" if r["ready"] else f"no: {r['status']}", r["description"]] for r in rows])
+
+
+@list_app.command("backends")
+def list_backends(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """Inference backends that `--backend` accepts, and whether each can run here."""
+    from autorl.registry import get_backends
+
+    rows = [{"name": r.name, "distribution": r.distribution, "available": r.cls.available()}
+            for r in sorted(get_backends().values(), key=lambda r: r.name)]
+    if as_json:
+        _print_json(rows)
+        return
+    _table("backends", ["name", "distribution", "available"],
+           [[r["name"], r["distribution"], "yes" if r["available"] else "no"] for r in rows])
+
+
+def _parse_env(pairs: list[str]) -> dict[str, str]:
+    env = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--agent-env takes NAME=VALUE, got {pair!r}")
+        env[name] = value
+    return env
+
+
+def _fmt(v: Any, digits: int = 2) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_fmt(x, digits) for x in v) + "]"
+    return str(v)
+
+
+@app.command("run")
+def run_cmd(
+    agent: str = typer.Option(..., "--agent", help="Agent name, or a folder with config.yaml + start.sh."),
+    task: str = typer.Option(..., "--task", help="Benchmark name."),
+    model: str = typer.Option(..., "--model", help="Local dir, hub id (org/name[@rev]) or autorl:tiny."),
+    timeout: float = typer.Option(..., "--timeout", help="The agent's time budget in seconds."),
+    port: Optional[int] = typer.Option(None, "--port", help="Grader port (default: a free one)."),
+    backend: Optional[str] = typer.Option(None, "--backend", help="Inference backend (default: vllm if usable, else hf)."),
+    gpus: Optional[str] = typer.Option(None, "--gpus", help="e.g. agent=0-2,grader=3"),
+    runs_dir: Optional[Path] = typer.Option(None, "--runs-dir", help="Where workspaces go (default AUTORL_HOME/runs)."),
+    seed: int = typer.Option(0, "--seed", help="Recorded; passed to the agent as AUTORL_SEED."),
+    agent_env: list[str] = typer.Option([], "--agent-env", help="NAME=VALUE for the agent (repeatable)."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Evaluate only the first N items per split."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Run an agent on a task and record baseline, scores and improvement."""
+    from autorl.runner import run
+
+    result = run(agent, task, model, timeout, port=port, backend=backend, gpus=gpus, runs_dir=runs_dir,
+                 seed=seed, agent_env=_parse_env(agent_env), limit=limit)
+    if as_json:
+        _print_json(result.row)
+        return
+    r = result.row
+    _table(f"run {r['run_id']}", ["", "dev", "test"], [
+        ["baseline", _fmt(r["baseline"]), _fmt(r["test_baseline"])],
+        ["best", _fmt(r["best_score"]), _fmt(r["test_score"])],
+        ["improvement", _fmt(r["improvement"]), _fmt(r["test_improvement"])],
+        ["improvement 95% CI", _fmt(r["improvement_ci95"]), _fmt(r["test_improvement_ci95"])],
+    ])
+    typer.echo(f"submissions: {r['submissions']}  success: {r['success']}  ({r['end_reason']})  "
+               f"duration: {r['duration_s']:.0f} s\nworkspace: {r['workspace']}")
+
+
+@app.command("eval")
+def eval_cmd(
+    task: str = typer.Option(..., "--task", help="Benchmark name."),
+    model: str = typer.Option(..., "--model", help="Checkpoint: local dir, hub id or autorl:tiny."),
+    split: str = typer.Option("dev", "--split", help="dev or test."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N items."),
+    backend: Optional[str] = typer.Option(None, "--backend", help="Inference backend."),
+    base_model: Optional[str] = typer.Option(None, "--base-model", help="Base model, when --model is a LoRA adapter."),
+    per_item: Optional[Path] = typer.Option(None, "--per-item", help="Where to write per-item records (JSONL)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON record."),
+) -> None:
+    """Evaluate a checkpoint through the same path the grader uses."""
+    from autorl.evaluation.run import evaluate_model
+    from autorl.registry import get_backend, get_benchmark
+    from autorl.resources import autorl_home, prepare_data, resolve_model
+    from autorl.runner import default_backend
+
+    if limit is not None and limit <= 0:
+        raise UsageError("--limit must be positive")
+    benchmark = get_benchmark(task)()
+    be = get_backend(backend or default_backend())()
+    resolved = resolve_model(model)
+    base = resolve_model(base_model).path if base_model else None
+    data = prepare_data(benchmark)
+    if per_item is None:
+        per_item = autorl_home() / "evals" / f"{task}-{split}-{resolved.path.name}.jsonl"
+    progress_cb = None
+    bar = None
+    if sys.stderr.isatty() and not as_json:
+        from rich.progress import Progress
+
+        bar = Progress(transient=True)
+        bar.start()
+        job = bar.add_task(f"{task}/{split}", total=None)
+
+        def progress_cb(done: int, total: int) -> None:
+            bar.update(job, completed=done, total=total)
+
+    try:
+        record = evaluate_model(benchmark, be, resolved.path, split=split, hidden_dir=data.hidden_dir,
+                                base_model_dir=base, limit=limit, per_item_path=per_item, progress=progress_cb)
+    finally:
+        if bar is not None:
+            bar.stop()
+    if as_json:
+        _print_json(record.to_dict(items=False))
+        return
+    typer.echo(f"{task}/{split}: {record.score:.2f} (n={record.n}, stderr {record.stderr:.2f}, "
+               f"95% CI {record.ci95[0]:.2f}-{record.ci95[1]:.2f}); config {record.config_hash}; "
+               f"per-item records {record.per_item_path}")
+
+
+@app.command()
+def results(
+    as_json: bool = typer.Option(False, "--json", help="A JSON list of runs, oldest first."),
+    task: Optional[str] = typer.Option(None, "--task", help="Only this task."),
+    ingest: list[Path] = typer.Option([], "--ingest", help="Add result.json files from other machines (repeatable)."),
+) -> None:
+    """List recorded runs."""
+    from autorl.ledger import Ledger
+    from autorl.resources import autorl_home
+
+    home = autorl_home()
+    ledger = Ledger(home / "autorl.db")
+    try:
+        for path in ingest:
+            ledger.ingest_file(path)
+        if ingest:
+            ledger.export_csv(home / "results.csv")
+        rows = [r for r in ledger.rows() if task is None or r["task"] == task]
+    finally:
+        ledger.close()
+    if as_json:
+        _print_json(rows)
+        return
+    _table("runs", ["run_id", "task", "agent", "base_model", "baseline", "best", "improvement", "95% CI", "test", "success"],
+           [[r["run_id"], r["task"], r["agent"], r["base_model"], _fmt(r["baseline"]), _fmt(r["best_score"]),
+             _fmt(r["improvement"]), _fmt(r["improvement_ci95"]), _fmt(r["test_score"]), str(r["success"])] for r in rows])
+
+
+@app.command()
+def submit(
+    path: str = typer.Argument(..., help="Checkpoint directory inside $OUTPUT_DIR."),
+    url: Optional[str] = typer.Option(None, "--url", help="Grader URL (default $GRADING_SERVER_URL)."),
+    token: Optional[str] = typer.Option(None, "--token", help="Token (default $AUTORL_TOKEN)."),
+    wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait for the score."),
+) -> None:
+    """Submit a checkpoint to the grader and print its record (JSON)."""
+    from autorl.grader.client import GraderClient
+
+    p = Path(path).expanduser()
+    with GraderClient(url, token) as client:
+        _print_json(client.submit(str(p.resolve()) if p.exists() else path, wait=wait))
+
+
+@grader_app.command("serve")
+def grader_serve(
+    task: str = typer.Option(..., "--task", help="Benchmark name."),
+    workspace: Path = typer.Option(..., "--workspace", help="The workspace whose output/ holds submissions."),
+    port: Optional[int] = typer.Option(None, "--port", help="Port on 127.0.0.1 (default: a free one)."),
+    base_model: Optional[str] = typer.Option(None, "--base-model", help="Base model, for the baseline and LoRA."),
+    backend: Optional[str] = typer.Option(None, "--backend", help="Inference backend."),
+    store_dir: Optional[Path] = typer.Option(None, "--store-dir", help="Grader storage (default under AUTORL_HOME)."),
+) -> None:
+    """Run a grader standalone; prints its URL and tokens."""
+    import hashlib
+
+    from autorl.grader.server import free_port, serve
+    from autorl.grader.service import GraderConfig
+    from autorl.registry import get_benchmark
+    from autorl.resources import autorl_home, prepare_data, private_dir, resolve_model
+    from autorl.runner import default_backend
+
+    benchmark = get_benchmark(task)()
+    ws = workspace.expanduser().resolve()
+    if not ws.is_dir():
+        raise UsageError(f"workspace {workspace} is not a directory")
+    (ws / "output").mkdir(exist_ok=True)
+    data = prepare_data(benchmark)
+    base = resolve_model(base_model) if base_model else None
+    home = autorl_home()
+    store = store_dir or home / "grader" / f"standalone-{hashlib.sha256(str(ws).encode()).hexdigest()[:12]}"
+    config = GraderConfig(task=task, workspace=str(ws), output_dir=str(ws / "output"), store_dir=str(private_dir(store)),
+                          hidden_dir=str(data.hidden_dir), base_model=str(base.path) if base else None,
+                          base_model_name=base.spec if base else None, backend=backend or default_backend(),
+                          baseline_cache_dir=str(private_dir(home / "baselines")))
+    port = port or free_port()
+    typer.echo(f"GRADING_SERVER_URL=http://127.0.0.1:{port}\nAUTORL_TOKEN={config.agent_token}\n"
+               f"AUTORL_ADMIN_TOKEN={config.admin_token}\nstore: {store}", err=False)
+    sys.stdout.flush()
+    serve(config, port)
+
+
+def _warning_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None) -> str:
+    return f"warning: {message}\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: plugin commands, then the app; user mistakes become one line and exit code 2."""
+    warnings.formatwarning = _warning_line  # type: ignore[assignment]
+    try:
+        from autorl.plugins import get_plugin_manager
+
+        get_plugin_manager().hook.register_commands(cli=app)
+        app(args=argv, standalone_mode=False)
+    except AutorlError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        typer.echo("aborted", err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:
+        # usage errors of the (vendored or standalone) click underneath typer
+        show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
+        if callable(show) and isinstance(code, int):
+            show()
+            sys.exit(code)
+        raise
+    sys.exit(0)

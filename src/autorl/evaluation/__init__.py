@@ -1,0 +1,1 @@
+"""Evaluators, statistics and the one evaluation path shared by baselines and submissions."""

@@ -1,0 +1,58 @@
+"""What identifies a score: the eval-config hash and the model's content hash."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from autorl.benchmark import Benchmark
+    from autorl.inference.base import Backend
+
+#: Bumped whenever this package changes how a score is computed from completions.
+EVALUATION_VERSION = "1"
+
+
+def stable_hash(data: Any) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def eval_config(benchmark: Benchmark, split: str, backend: Backend) -> dict[str, Any]:
+    """Everything that can move a score other than the model itself."""
+    return {
+        "benchmark": benchmark.name,
+        "benchmark_version": benchmark.version,
+        "split": split,
+        "eval_config": benchmark.config().to_dict(),
+        "backend": backend.identity(),
+        "evaluation_version": EVALUATION_VERSION,
+    }
+
+
+def config_hash(benchmark: Benchmark, split: str, backend: Backend) -> str:
+    return stable_hash(eval_config(benchmark, split, backend))
+
+
+def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def tree_manifest(root: Path) -> dict[str, str]:
+    """Relative path -> sha256 of every regular file below ``root`` (symlinks followed), sorted."""
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    return {p.relative_to(root).as_posix(): file_sha256(p) for p in files}
+
+
+def manifest_hash(manifest: dict[str, str]) -> str:
+    return hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()
+
+
+def model_hash(root: Path) -> str:
+    """Content hash of a model directory: the same bytes give the same hash wherever they live."""
+    return manifest_hash(tree_manifest(root))

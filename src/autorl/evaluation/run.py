@@ -1,0 +1,116 @@
+"""The one evaluation path: baselines, submissions and ``autorl eval`` all go through :func:`evaluate_model`."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from autorl.errors import UsageError
+from autorl.evaluation.identity import config_hash, eval_config
+from autorl.evaluation.stats import summarize
+
+if TYPE_CHECKING:
+    from autorl.benchmark import Benchmark
+    from autorl.inference.base import Backend
+
+
+@dataclass
+class EvalRecord:
+    """A score and everything needed to trust and reproduce it."""
+
+    benchmark: str
+    split: str
+    score: float
+    n: int
+    stderr: float
+    ci95: list[float]
+    config_hash: str
+    config: dict[str, Any]
+    item_scores: dict[str, float]
+    errors: int
+    duration_s: float
+    output_tokens: int
+    per_item_path: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self, items: bool = True) -> dict[str, Any]:
+        d = asdict(self)
+        if not items:
+            d.pop("item_scores")
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalRecord:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str))
+    tmp.replace(path)
+
+
+def evaluate_model(
+    benchmark: Benchmark,
+    backend: Backend,
+    model_dir: Path,
+    *,
+    split: str,
+    hidden_dir: Path,
+    base_model_dir: Path | None = None,
+    limit: int | None = None,
+    per_item_path: Path | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> EvalRecord:
+    """Evaluate ``model_dir`` on ``split`` of ``benchmark``; write per-item records if asked."""
+    if split not in benchmark.splits:
+        raise UsageError(f"{benchmark.name} has no split {split!r}; it has {', '.join(benchmark.splits)}")
+    benchmark.prepare_eval_data(hidden_dir)
+    items = benchmark.load_items(split, hidden_dir)
+    if limit is not None:
+        items = items[:limit]
+    started = time.monotonic()
+    backend.load(model_dir, base_model_dir)
+    try:
+        done = 0
+
+        def tick(k: int) -> None:
+            nonlocal done
+            done += k
+            if progress:
+                progress(done, len(items))
+
+        results = benchmark.evaluator().evaluate(benchmark, items, backend, tick)
+    finally:
+        backend.unload()
+    stats = summarize([r.score for r in results])
+    record = EvalRecord(
+        benchmark=benchmark.name,
+        split=split,
+        score=stats.mean,
+        n=stats.n,
+        stderr=stats.stderr,
+        ci95=list(stats.ci95),
+        config_hash=config_hash(benchmark, split, backend),
+        config=eval_config(benchmark, split, backend),
+        item_scores={r.id: r.score for r in results},
+        errors=sum(1 for r in results if r.error),
+        duration_s=time.monotonic() - started,
+        output_tokens=sum(int(r.extra.get("output_tokens", 0)) for r in results),
+        per_item_path=str(per_item_path) if per_item_path else None,
+        extra={"ci_method": stats.method, "single_split": benchmark.single_split},
+    )
+    if per_item_path is not None:
+        per_item_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = per_item_path.with_suffix(".tmp")
+        with tmp.open("w") as f:
+            for r in results:
+                f.write(json.dumps(r.to_dict(), default=str) + "\n")
+        tmp.replace(per_item_path)
+    return record

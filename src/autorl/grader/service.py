@@ -1,0 +1,495 @@
+"""The grader's logic, apart from HTTP: accept, snapshot, queue, evaluate in worker processes, report."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autorl.errors import AutorlError, GraderError
+from autorl.evaluation.run import write_json_atomic
+from autorl.evaluation.stats import paired_compare
+from autorl.grader.snapshot import take_snapshot
+from autorl.grader.store import DONE, FAILED, QUEUED, RUNNING, Store
+from autorl.grader.validation import Limits, resolve_submission_path, validate_checkpoint
+
+
+class RunClosed(AutorlError):
+    """The run no longer takes submissions (HTTP 409)."""
+
+
+class LimitReached(AutorlError):
+    """The run's submission limit is reached (HTTP 429)."""
+
+
+class QueueFull(AutorlError):
+    """Too many submissions are waiting (HTTP 503)."""
+
+
+class NotFound(AutorlError):
+    """No such submission (HTTP 404)."""
+
+
+@dataclass
+class GraderConfig:
+    """Everything a grader process needs; written by the orchestrator, readable only by its owner."""
+
+    task: str
+    workspace: str
+    output_dir: str
+    store_dir: str
+    hidden_dir: str
+    base_model: str | None = None
+    base_model_name: str | None = None
+    backend: str = "hf"
+    backend_options: dict[str, Any] = field(default_factory=dict)
+    benchmark_options: dict[str, Any] = field(default_factory=dict)
+    deadline: float | None = None
+    agent_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    admin_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    eval_timeout: float = 3600.0
+    max_submissions: int = 200
+    max_queue: int = 16
+    max_bytes: int = 64 * 2**30
+    max_files: int = 2000
+    #: one entry per evaluation slot: extra environment for its worker (e.g. CUDA_VISIBLE_DEVICES)
+    workers: list[dict[str, str]] = field(default_factory=lambda: [{}])
+    baseline_cache_dir: str | None = None
+    evaluate_baseline: bool = True
+    limit: int | None = None
+    python: str = sys.executable
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(asdict(self), f, indent=2)
+
+    @classmethod
+    def load(cls, path: Path) -> GraderConfig:
+        data = json.loads(path.read_text())
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+class EvalFailed(Exception):
+    pass
+
+
+BASELINE_ID = 0
+
+
+class Grader:
+    """Owns one run's store and evaluation slots."""
+
+    def __init__(self, config: GraderConfig) -> None:
+        self.config = config
+        self.store_dir = Path(config.store_dir)
+        self.store_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(self.store_dir, 0o700)
+        self.store = Store(self.store_dir / "grader.db")
+        self.store.recover()
+        if self.store.get_meta("task") is None:
+            self.store.set_meta("task", config.task)
+            self.store.set_meta("created_at", time.time())
+        self.workspace = Path(config.workspace)
+        self.output_dir = Path(config.output_dir)
+        self.limits = Limits(config.max_bytes, config.max_files)
+        self._stop = threading.Event()
+        self._wake = threading.Condition()
+        self._threads: list[threading.Thread] = []
+        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.baseline_error: str | None = None
+        self._baseline_lock = threading.Lock()
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+    def start(self) -> None:
+        for slot, env in enumerate(self.config.workers or [{}]):
+            t = threading.Thread(target=self._loop, args=(slot, env), name=f"grader-slot-{slot}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._wake:
+            self._wake.notify_all()
+        for proc in list(self._procs.values()):
+            _kill_group(proc)
+        for t in self._threads:
+            t.join(timeout=10)
+        self.store.close()
+
+    @property
+    def deadline(self) -> float | None:
+        value = self.store.get_meta("deadline", self.config.deadline)
+        return None if value is None else float(value)
+
+    def set_deadline(self, deadline: float) -> None:
+        self.store.set_meta("deadline", float(deadline))
+
+    @property
+    def closed(self) -> bool:
+        if self.store.get_meta("closed", False):
+            return True
+        deadline = self.deadline
+        return deadline is not None and time.time() > deadline
+
+    def close(self) -> None:
+        self.store.set_meta("closed", True)
+
+    def time_info(self) -> dict[str, Any]:
+        now = time.time()
+        deadline = self.deadline
+        return {
+            "now": now,
+            "deadline": deadline,
+            "remaining_s": max(0.0, deadline - now) if deadline else None,
+            "closed": self.closed,
+        }
+
+    # -- submissions --------------------------------------------------------------------------------
+    def submit(self, raw_path: Any) -> int:
+        """Validate, snapshot and queue; returns the new id. Raises the errors the API maps to statuses."""
+        if self.closed:
+            raise RunClosed("the run is closed: the deadline has passed or the run was stopped")
+        path = resolve_submission_path(raw_path, self.workspace, self.output_dir)
+        checkpoint = validate_checkpoint(path, self.output_dir, self.limits)
+        try:
+            sid = self.store.add_submission(
+                str(raw_path), max_total=self.config.max_submissions, max_queued=self.config.max_queue
+            )
+        except LookupError as exc:
+            if exc.args[0] == "total":
+                raise LimitReached(f"the run's limit of {self.config.max_submissions} submissions is reached") from None
+            raise QueueFull(f"{self.config.max_queue} submissions are already waiting; try again later") from None
+        try:
+            snap, digest = take_snapshot(checkpoint, self.store_dir / "snapshots" / str(sid))
+        except OSError as exc:
+            self.store.update(sid, status=FAILED, error=f"could not copy the checkpoint: {exc}", finished_at=time.time())
+            raise GraderError(f"could not copy the checkpoint: {exc}") from None
+        earlier = self.store.evaluation(digest, "dev")
+        if earlier is not None:
+            first = next(
+                (s["id"] for s in self.store.all() if s["content_hash"] == digest and s["status"] == DONE), None
+            )
+            self.store.update(
+                sid,
+                snapshot=str(snap),
+                content_hash=digest,
+                kind=checkpoint.kind,
+                status=DONE,
+                score=earlier["score"],
+                record=_summary(earlier),
+                duplicate_of=first,
+                started_at=time.time(),
+                finished_at=time.time(),
+            )
+        else:
+            self.store.update(sid, snapshot=str(snap), content_hash=digest, kind=checkpoint.kind, status=QUEUED)
+            with self._wake:
+                self._wake.notify_all()
+        self.write_mirror()
+        return sid
+
+    def _loop(self, slot: int, env: dict[str, str]) -> None:
+        while not self._stop.is_set():
+            if slot == 0 and self._needs_baseline():
+                self._run_baseline(env)
+                continue
+            sub = self.store.claim_next()
+            if sub is None:
+                with self._wake:
+                    self._wake.wait(timeout=0.5)
+                continue
+            self._evaluate_submission(sub, env)
+
+    def _evaluate_submission(self, sub: dict[str, Any], env: dict[str, str]) -> None:
+        sid = int(sub["id"])
+        try:
+            record = self.run_eval(Path(sub["snapshot"]), "dev", f"sub{sid}", env)
+        except EvalFailed as exc:
+            self.store.update(sid, status=FAILED, error=str(exc), finished_at=time.time())
+        else:
+            self.store.put_evaluation(sub["content_hash"], "dev", record)
+            self.store.update(sid, status=DONE, score=record["score"], record=_summary(record), finished_at=time.time())
+        self.write_mirror()
+
+    # -- evaluations in worker processes ------------------------------------------------------------------
+    def run_eval(self, model_dir: Path, split: str, tag: str, env: dict[str, str], cache: bool = False) -> dict[str, Any]:
+        jobs = self.store_dir / "jobs"
+        jobs.mkdir(exist_ok=True)
+        job = {
+            "task": self.config.task,
+            "benchmark_options": self.config.benchmark_options,
+            "backend": self.config.backend,
+            "backend_options": self.config.backend_options,
+            "model_dir": str(model_dir),
+            "base_model_dir": self.config.base_model,
+            "split": split,
+            "hidden_dir": self.config.hidden_dir,
+            "limit": self.config.limit,
+            "per_item_path": str(self.store_dir / "items" / f"{tag}-{split}.jsonl"),
+            "result_path": str(jobs / f"{tag}-{split}.result.json"),
+            "cache_dir": self.config.baseline_cache_dir if cache else None,
+        }
+        job_path = jobs / f"{tag}-{split}.job.json"
+        write_json_atomic(job_path, job)
+        Path(job["result_path"]).unlink(missing_ok=True)
+        log_path = self.store_dir / "logs" / f"{tag}-{split}.log"
+        log_path.parent.mkdir(exist_ok=True)
+        with log_path.open("ab") as log:
+            proc = subprocess.Popen(
+                [self.config.python, "-m", "autorl.grader.worker", str(job_path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **env},
+                start_new_session=True,
+            )
+            self._procs[id(proc)] = proc
+            try:
+                code = proc.wait(timeout=self.config.eval_timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                raise EvalFailed(f"evaluation timed out after {self.config.eval_timeout:.0f} s") from None
+            finally:
+                self._procs.pop(id(proc), None)
+        result_path = Path(job["result_path"])
+        if result_path.is_file():
+            result = json.loads(result_path.read_text())
+            if result.get("ok"):
+                return dict(result["record"])
+            raise EvalFailed(str(result.get("error", "evaluation failed")))
+        if code < 0:
+            name = signal.Signals(-code).name
+            hint = " (out of memory?)" if -code == signal.SIGKILL else ""
+            raise EvalFailed(f"evaluation worker was killed by {name}{hint}")
+        tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        raise EvalFailed(f"evaluation worker exited with code {code}: {tail[0][:300]}")
+
+    # -- baseline -----------------------------------------------------------------------------------
+    def _needs_baseline(self) -> bool:
+        return (
+            self.config.evaluate_baseline
+            and self.config.base_model is not None
+            and self.baseline_error is None
+            and self.store.baseline("dev") is None
+        )
+
+    def _run_baseline(self, env: dict[str, str]) -> None:
+        try:
+            record = self.baseline_record("dev", env)
+        except EvalFailed as exc:
+            self.baseline_error = str(exc)
+            return
+        self.store.set_baseline("dev", record["score"], record, "evaluated")
+        self.write_mirror()
+
+    def baseline_record(self, split: str, env: dict[str, str]) -> dict[str, Any]:
+        """The base model's evaluation on ``split``, from the cross-run cache when its key matches."""
+        assert self.config.base_model is not None
+        return self.run_eval(Path(self.config.base_model), split, "baseline", env, cache=True)
+
+    def set_baseline(self, score: float) -> None:
+        self.store.set_baseline("dev", float(score), None, "set")
+        self.write_mirror()
+
+    def wait_baseline(self, timeout: float) -> dict[str, Any] | None:
+        end = time.time() + timeout
+        while time.time() < end:
+            base = self.store.baseline("dev")
+            if base is not None or self.baseline_error or not self._threads:
+                return base
+            time.sleep(0.1)
+        return self.store.baseline("dev")
+
+    # -- reporting ----------------------------------------------------------------------------------
+    def best(self) -> dict[str, Any] | None:
+        done = [s for s in self.store.all() if s["status"] == DONE and s["score"] is not None]
+        if not done:
+            return None
+        top = max(done, key=lambda s: (s["score"], -s["id"]))
+        return {"submission_id": top["id"], "score": top["score"]}
+
+    def comparison(self, sub: dict[str, Any], split: str = "dev") -> dict[str, Any] | None:
+        base = self.store.baseline(split)
+        if base is None or not base.get("record") or sub.get("content_hash") is None:
+            return None
+        full = self.store.evaluation(sub["content_hash"], split)
+        if full is None:
+            return None
+        try:
+            return paired_compare(base["record"]["item_scores"], full["item_scores"]).to_dict()
+        except ValueError:
+            return None
+
+    def public(self, sub: dict[str, Any], *, total: int | None = None) -> dict[str, Any]:
+        """The record the agent sees (dev split only; never item-level results)."""
+        base = self.store.baseline("dev")
+        rec = sub.get("record") or {}
+        out: dict[str, Any] = {
+            "submission_id": sub["id"],
+            "status": sub["status"],
+            "model_path": sub["model_path"],
+            "kind": sub["kind"],
+            "split": "dev",
+            "score": sub["score"],
+            "n": rec.get("n"),
+            "stderr": rec.get("stderr"),
+            "ci95": rec.get("ci95"),
+            "baseline_score": base["score"] if base else None,
+            "improvement": None,
+            "improvement_ci95": None,
+            "p_value": None,
+            "best": self.best(),
+            "total_submissions": total if total is not None else len(self.store.all()),
+            "error": sub["error"],
+            "duplicate_of": sub["duplicate_of"],
+            "content_hash": sub["content_hash"],
+            "config_hash": rec.get("config_hash"),
+            "created_at": sub["created_at"],
+            "finished_at": sub["finished_at"],
+        }
+        if sub["status"] == DONE and base is not None and sub["score"] is not None:
+            out["improvement"] = sub["score"] - base["score"]
+            if sub.get("comparison") is None:
+                comp = self.comparison(sub)
+                if comp is not None:
+                    self.store.update(sub["id"], comparison=comp)
+                    sub["comparison"] = comp
+            comp = sub.get("comparison")
+            if comp:
+                out["improvement_ci95"] = comp["ci95"]
+                out["p_value"] = comp["p_value"]
+        return out
+
+    def submission(self, sid: int) -> dict[str, Any]:
+        sub = self.store.get(sid)
+        if sub is None:
+            raise NotFound(f"no submission {sid}")
+        return self.public(sub)
+
+    def submissions(self) -> list[dict[str, Any]]:
+        subs = self.store.all()
+        return [self.public(s, total=len(subs)) for s in subs]
+
+    def wait(self, sid: int, timeout: float | None = None) -> dict[str, Any]:
+        end = None if timeout is None else time.time() + timeout
+        while True:
+            sub = self.store.get(sid)
+            if sub is None:
+                raise NotFound(f"no submission {sid}")
+            if sub["status"] in (DONE, FAILED) or (end is not None and time.time() > end):
+                return self.public(sub)
+            time.sleep(0.1)
+
+    def write_mirror(self) -> None:
+        """A read-only scores.json in the workspace, for the agent's convenience; nothing reads it back."""
+        path = self.workspace / "scores.json"
+        try:
+            tmp = path.with_name(".scores.json.tmp")
+            tmp.unlink(missing_ok=True)
+            tmp.write_text(json.dumps(self.submissions(), indent=2))
+            os.chmod(tmp, 0o444)
+            tmp.replace(path)
+        except OSError:
+            pass
+
+    # -- final test evaluation ------------------------------------------------------------------------
+    def evaluate_test(self, sid: int | None = None) -> dict[str, Any]:
+        """Score one submission (default: best on dev) on the hidden test split, once."""
+        if sid is None:
+            best = self.best()
+            if best is None:
+                raise NotFound("no finished submission to evaluate on the test split")
+            sid = int(best["submission_id"])
+        sub = self.store.get(sid)
+        if sub is None:
+            raise NotFound(f"no submission {sid}")
+        if sub["status"] != DONE:
+            raise GraderError(f"submission {sid} is {sub['status']}, not done", status=409)
+        if not self.store.claim_test(sid):
+            existing = self.store.test_score(sid)
+            assert existing is not None
+            return self._public_test(existing)
+        env = (self.config.workers or [{}])[0]
+        try:
+            record = self.run_eval(Path(sub["snapshot"]), "test", f"sub{sid}", env)
+            comparison = None
+            base_score = None
+            if self.config.base_model:
+                base = self.store.baseline("test")
+                if base is None:
+                    rec = self.baseline_record("test", env)
+                    self.store.set_baseline("test", rec["score"], rec, "evaluated")
+                    base = self.store.baseline("test")
+                assert base is not None
+                base_score = base["score"]
+                comparison = paired_compare(base["record"]["item_scores"], record["item_scores"]).to_dict()
+        except EvalFailed as exc:
+            self.store.finish_test(sid, status=FAILED, error=str(exc))
+        else:
+            summary = _summary(record)
+            summary["baseline_score"] = base_score
+            self.store.finish_test(sid, status=DONE, score=record["score"], record=summary, comparison=comparison)
+        result = self.store.test_score(sid)
+        assert result is not None
+        return self._public_test(result)
+
+    def _public_test(self, row: dict[str, Any]) -> dict[str, Any]:
+        rec = row.get("record") or {}
+        comp = row.get("comparison") or {}
+        return {
+            "submission_id": row["submission_id"],
+            "split": "test",
+            "status": row["status"],
+            "score": row["score"],
+            "n": rec.get("n"),
+            "ci95": rec.get("ci95"),
+            "baseline_score": rec.get("baseline_score"),
+            "improvement": comp.get("difference"),
+            "improvement_ci95": comp.get("ci95"),
+            "p_value": comp.get("p_value"),
+            "error": row["error"],
+            "config_hash": rec.get("config_hash"),
+        }
+
+    def state(self) -> dict[str, Any]:
+        """Everything the orchestrator collects at the end of a run."""
+        base = self.store.baseline("dev")
+        return {
+            "task": self.config.task,
+            "baseline": _summary(base["record"]) if base and base.get("record") else base,
+            "baseline_score": base["score"] if base else None,
+            "baseline_error": self.baseline_error,
+            "submissions": self.submissions(),
+            "best": self.best(),
+            "test": [self._public_test(t) for t in self.store.test_scores()],
+            "counts": self.store.counts(),
+            "closed": self.closed,
+        }
+
+
+def _summary(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if k != "item_scores"}
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+__all__ = ["BASELINE_ID", "RUNNING", "Grader", "GraderConfig"]

@@ -1,0 +1,234 @@
+"""The grader's submission store: SQLite in WAL mode, every state change one transaction.
+
+Ids come from AUTOINCREMENT, so they are never reused, even after a crash and restart.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS submissions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    created_at REAL NOT NULL,
+    model_path TEXT NOT NULL,
+    snapshot TEXT,
+    content_hash TEXT,
+    kind TEXT NOT NULL DEFAULT 'full',
+    status TEXT NOT NULL,
+    score REAL,
+    record TEXT,
+    comparison TEXT,
+    error TEXT,
+    started_at REAL,
+    finished_at REAL,
+    duplicate_of INTEGER,
+    attempts INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS evaluations (
+    content_hash TEXT NOT NULL,
+    split TEXT NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (content_hash, split)
+);
+CREATE TABLE IF NOT EXISTS baseline (
+    split TEXT PRIMARY KEY,
+    score REAL NOT NULL,
+    record TEXT,
+    source TEXT NOT NULL,
+    set_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS test_scores (
+    submission_id INTEGER PRIMARY KEY,
+    score REAL,
+    record TEXT,
+    comparison TEXT,
+    status TEXT NOT NULL,
+    error TEXT,
+    created_at REAL NOT NULL
+);
+"""
+
+QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
+_JSON_COLUMNS = ("record", "comparison")
+
+
+def _row(row: sqlite3.Row | None) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    d = dict(row)
+    for col in _JSON_COLUMNS:
+        if d.get(col):
+            d[col] = json.loads(d[col])
+    return d
+
+
+class Store:
+    """Thread-safe access to one grader's database file."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    # -- meta -------------------------------------------------------------------------------
+    def get_meta(self, key: str, default: Any = None) -> Any:
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return json.loads(row[0]) if row else default
+
+    def set_meta(self, key: str, value: Any) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value)))
+
+    # -- submissions ------------------------------------------------------------------------
+    def add_submission(self, model_path: str, *, max_total: int | None = None, max_queued: int | None = None) -> int:
+        """Insert a queued submission; raises LookupError('total'|'queue') when a limit is reached."""
+        with self.transaction() as db:
+            if max_total is not None:
+                (total,) = db.execute("SELECT COUNT(*) FROM submissions").fetchone()
+                if total >= max_total:
+                    raise LookupError("total")
+            if max_queued is not None:
+                (queued,) = db.execute(
+                    "SELECT COUNT(*) FROM submissions WHERE status IN (?, ?)", (QUEUED, "pending")
+                ).fetchone()
+                if queued >= max_queued:
+                    raise LookupError("queue")
+            cur = db.execute(
+                "INSERT INTO submissions (created_at, model_path, status) VALUES (?, ?, 'pending')",
+                (time.time(), model_path),
+            )
+            return int(cur.lastrowid or 0)
+
+    def update(self, submission_id: int, **fields: Any) -> None:
+        for col in _JSON_COLUMNS:
+            if col in fields and fields[col] is not None:
+                fields[col] = json.dumps(fields[col])
+        cols = ", ".join(f"{k}=?" for k in fields)
+        with self.transaction() as db:
+            db.execute(f"UPDATE submissions SET {cols} WHERE id=?", (*fields.values(), submission_id))
+
+    def get(self, submission_id: int) -> dict[str, Any] | None:
+        with self._lock:
+            return _row(self._db.execute("SELECT * FROM submissions WHERE id=?", (submission_id,)).fetchone())
+
+    def all(self) -> list[dict[str, Any]]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM submissions ORDER BY id").fetchall()
+        return [r for r in (_row(x) for x in rows) if r is not None]
+
+    def claim_next(self) -> dict[str, Any] | None:
+        """Mark the oldest queued submission running and return it."""
+        with self.transaction() as db:
+            row = db.execute("SELECT * FROM submissions WHERE status=? ORDER BY id LIMIT 1", (QUEUED,)).fetchone()
+            if row is None:
+                return None
+            db.execute(
+                "UPDATE submissions SET status=?, started_at=?, attempts=attempts+1 WHERE id=?",
+                (RUNNING, time.time(), row["id"]),
+            )
+        return self.get(int(row["id"]))
+
+    def recover(self, max_attempts: int = 2) -> None:
+        """After a restart: interrupted evaluations go back to the queue, or fail after repeated tries."""
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE submissions SET status=?, error=?, finished_at=? WHERE status=? AND attempts>=?",
+                (FAILED, "evaluation interrupted repeatedly (grader restarted)", time.time(), RUNNING, max_attempts),
+            )
+            db.execute("UPDATE submissions SET status=? WHERE status=?", (QUEUED, RUNNING))
+            db.execute(
+                "UPDATE submissions SET status=?, error=?, finished_at=? WHERE status='pending'",
+                (FAILED, "grader stopped while the checkpoint was being copied", time.time()),
+            )
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            rows = self._db.execute("SELECT status, COUNT(*) FROM submissions GROUP BY status").fetchall()
+        return {r[0]: r[1] for r in rows}
+
+    # -- evaluation results by content ---------------------------------------------------------
+    def evaluation(self, content_hash: str, split: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT record FROM evaluations WHERE content_hash=? AND split=?", (content_hash, split)
+            ).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def put_evaluation(self, content_hash: str, split: str, record: dict[str, Any]) -> None:
+        with self.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO evaluations VALUES (?, ?, ?)", (content_hash, split, json.dumps(record))
+            )
+
+    # -- baseline -----------------------------------------------------------------------------
+    def set_baseline(self, split: str, score: float, record: dict[str, Any] | None, source: str) -> None:
+        with self.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO baseline VALUES (?, ?, ?, ?, ?)",
+                (split, score, json.dumps(record) if record else None, source, time.time()),
+            )
+
+    def baseline(self, split: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM baseline WHERE split=?", (split,)).fetchone()
+        return _row(row)
+
+    # -- final test scores --------------------------------------------------------------------
+    def test_score(self, submission_id: int) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM test_scores WHERE submission_id=?", (submission_id,)).fetchone()
+        return _row(row)
+
+    def test_scores(self) -> list[dict[str, Any]]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM test_scores ORDER BY submission_id").fetchall()
+        return [r for r in (_row(x) for x in rows) if r is not None]
+
+    def claim_test(self, submission_id: int) -> bool:
+        """Reserve the one test evaluation of a submission; False if it was already taken."""
+        with self.transaction() as db:
+            if db.execute("SELECT 1 FROM test_scores WHERE submission_id=?", (submission_id,)).fetchone():
+                return False
+            db.execute(
+                "INSERT INTO test_scores (submission_id, status, created_at) VALUES (?, ?, ?)",
+                (submission_id, RUNNING, time.time()),
+            )
+            return True
+
+    def finish_test(self, submission_id: int, **fields: Any) -> None:
+        for col in _JSON_COLUMNS:
+            if col in fields and fields[col] is not None:
+                fields[col] = json.dumps(fields[col])
+        cols = ", ".join(f"{k}=?" for k in fields)
+        with self.transaction() as db:
+            db.execute(f"UPDATE test_scores SET {cols} WHERE submission_id=?", (*fields.values(), submission_id))

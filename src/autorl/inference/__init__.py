@@ -1,0 +1,1 @@
+"""Inference backends: batched generation over a model directory."""

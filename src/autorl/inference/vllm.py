@@ -1,0 +1,109 @@
+"""The ``vllm`` backend: in-process ``vllm.LLM``, LoRA requests, prefix caching, a GPU memory share."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from autorl.errors import MissingDependencyError
+from autorl.inference.base import Backend, Completion, GenerationRequest, cut_at_stop, is_adapter
+
+
+def sampling_kwargs(request: GenerationRequest) -> dict[str, Any]:
+    """``vllm.SamplingParams`` arguments equivalent to the hf backend's decoding for ``request``."""
+    kwargs: dict[str, Any] = {
+        "n": request.n,
+        "max_tokens": request.max_new_tokens,
+        "temperature": request.temperature,
+        "top_p": request.top_p if request.temperature > 0 else 1.0,
+        "stop": list(request.stop) or None,
+        "seed": request.seed if request.temperature > 0 else None,
+    }
+    return kwargs
+
+
+def adapter_rank(adapter_dir: Path) -> int:
+    return int(json.loads((adapter_dir / "adapter_config.json").read_text()).get("r", 16))
+
+
+class VLLMBackend(Backend):
+    """vllm's offline engine. Options: ``gpu_memory_utilization`` (0.45, the agent may share the GPU),
+    ``max_model_len``, ``tensor_parallel_size``, ``enforce_eager``, ``dtype`` (``auto``)."""
+
+    name = "vllm"
+
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        super().__init__(options)
+        self.llm: Any = None
+        self.lora: Any = None
+
+    @classmethod
+    def available(cls) -> bool:
+        try:
+            import importlib.util
+
+            if importlib.util.find_spec("vllm") is None:
+                return False
+            import torch
+
+            return bool(torch.cuda.is_available())
+        except ImportError:
+            return False
+
+    def identity(self) -> dict[str, Any]:
+        import vllm
+
+        return {"name": self.name, "vllm": vllm.__version__, "dtype": str(self.options.get("dtype", "auto"))}
+
+    def engine_kwargs(self, model: Path, lora: bool, max_lora_rank: int) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "model": str(model),
+            "trust_remote_code": False,
+            "enable_prefix_caching": True,
+            "gpu_memory_utilization": float(self.options.get("gpu_memory_utilization", 0.45)),
+            "tensor_parallel_size": int(self.options.get("tensor_parallel_size", 1)),
+            "dtype": str(self.options.get("dtype", "auto")),
+            "seed": 0,
+        }
+        for key in ("max_model_len", "enforce_eager", "max_num_seqs", "compilation_config"):
+            if key in self.options:
+                kwargs[key] = self.options[key]
+        if lora:
+            kwargs.update(enable_lora=True, max_lora_rank=max(8, max_lora_rank), max_loras=1)
+        return kwargs
+
+    def load(self, model_dir: Path, base_model_dir: Path | None = None) -> None:
+        try:
+            from vllm import LLM
+            from vllm.lora.request import LoRARequest
+        except ImportError as exc:
+            raise MissingDependencyError("the vllm backend", "vllm") from exc
+        adapter = is_adapter(model_dir)
+        engine_model = base_model_dir if adapter and base_model_dir else model_dir
+        rank = adapter_rank(model_dir) if adapter else 0
+        self.llm = LLM(**self.engine_kwargs(engine_model, adapter, rank))
+        self.lora = LoRARequest("submission", 1, str(model_dir)) if adapter else None
+
+    def unload(self) -> None:
+        self.llm = None
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
+        from vllm import SamplingParams
+
+        tok = self.llm.get_tokenizer()
+        prompts = [
+            r.prompt
+            if isinstance(r.prompt, str)
+            else tok.apply_chat_template(r.prompt, tokenize=False, add_generation_prompt=True)
+            for r in requests
+        ]
+        params = [SamplingParams(**sampling_kwargs(r)) for r in requests]
+        outputs = self.llm.generate(prompts, params, lora_request=self.lora, use_tqdm=False)
+        result = []
+        for req, out in zip(requests, outputs, strict=True):
+            texts = [cut_at_stop(o.text, req.stop)[0] for o in out.outputs]
+            tokens = sum(len(o.token_ids) for o in out.outputs)
+            result.append(Completion(texts, tokens, [str(o.finish_reason) for o in out.outputs]))
+        return result

@@ -1,0 +1,127 @@
+"""Typed accessors over what plugins register. Names are resolved here, at entry points only."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from autorl.errors import PluginConflictError, UnknownNameError
+from autorl.plugins import PluginManager, PluginWarning, get_plugin_manager
+
+if TYPE_CHECKING:
+    from autorl.agents.base import Agent
+    from autorl.benchmark import Benchmark
+    from autorl.inference.base import Backend
+
+Kind = Literal["benchmark", "agent", "backend"]
+KINDS: tuple[Kind, ...] = ("benchmark", "agent", "backend")
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One registered class and the plugin that registered it."""
+
+    kind: Kind
+    name: str
+    cls: type[Any]
+    plugin: str
+    distribution: str
+
+
+def _collect(pm: PluginManager, kind: Kind) -> dict[str, Registration]:
+    found: dict[str, Registration] = {}
+    hook = getattr(pm.hook, f"register_{kind}s")
+    for impl in reversed(hook.get_hookimpls()):  # registration order, not pluggy's LIFO call order
+        info = pm.infos.get(impl.plugin_name)
+        dist = info.distribution if info else impl.plugin_name
+
+        def register(cls: type[Any], _plugin: str = impl.plugin_name, _dist: str = dist) -> None:
+            name = getattr(cls, "name", None)
+            if not isinstance(name, str) or not name:
+                raise PluginConflictError(f"{_dist} registers a {kind} class {cls!r} without a `name`")
+            if name in found:
+                raise PluginConflictError(
+                    f"{kind} {name!r} is registered twice: by {found[name].distribution} "
+                    f"(plugin {found[name].plugin}) and by {_dist} (plugin {_plugin}); uninstall or "
+                    "disable one (AUTORL_DISABLE_PLUGINS)"
+                )
+            found[name] = Registration(kind, name, cls, _plugin, _dist)
+
+        try:
+            impl.function(register)
+        except PluginConflictError:
+            raise
+        except Exception as exc:
+            warnings.warn(
+                f"plugin {impl.plugin_name!r} ({dist}) failed while registering {kind}s: "
+                f"{type(exc).__name__}: {exc}",
+                PluginWarning,
+                stacklevel=2,
+            )
+    return found
+
+
+def registrations(kind: Kind, pm: PluginManager | None = None) -> dict[str, Registration]:
+    """Every registration of one kind, cached on the plugin manager."""
+    pm = pm or get_plugin_manager()
+    cache: dict[str, dict[str, Registration]] = pm.__dict__.setdefault("_autorl_registry", {})
+    if kind not in cache:
+        cache[kind] = _collect(pm, kind)
+    return cache[kind]
+
+
+def _get(kind: Kind, name: str, pm: PluginManager | None) -> type[Any]:
+    regs = registrations(kind, pm)
+    if name not in regs:
+        raise UnknownNameError(kind, name, regs)
+    return regs[name].cls
+
+
+def get_benchmark(name: str, pm: PluginManager | None = None) -> type[Benchmark]:
+    """The benchmark class registered as ``name``."""
+    return _get("benchmark", name, pm)
+
+
+def get_agent(name: str, pm: PluginManager | None = None) -> type[Agent]:
+    """The agent class registered as ``name``."""
+    return _get("agent", name, pm)
+
+
+def get_backend(name: str, pm: PluginManager | None = None) -> type[Backend]:
+    """The backend class registered as ``name``."""
+    return _get("backend", name, pm)
+
+
+def get_benchmarks(pm: PluginManager | None = None) -> dict[str, Registration]:
+    return registrations("benchmark", pm)
+
+
+def get_agents(pm: PluginManager | None = None) -> dict[str, Registration]:
+    return registrations("agent", pm)
+
+
+def get_backends(pm: PluginManager | None = None) -> dict[str, Registration]:
+    return registrations("backend", pm)
+
+
+def plugin_summary(pm: PluginManager | None = None) -> list[dict[str, Any]]:
+    """What ``autorl plugins`` and ``GET /-/plugins`` show: each plugin and what it registers."""
+    pm = pm or get_plugin_manager()
+    rows: dict[str, dict[str, Any]] = {}
+    for name, info in pm.infos.items():
+        rows[name] = {
+            "name": name,
+            "distribution": info.distribution,
+            "version": info.version,
+            "module": info.module,
+            "builtin": info.builtin,
+            "benchmarks": [],
+            "agents": [],
+            "backends": [],
+        }
+    for kind in KINDS:
+        for reg in registrations(kind, pm).values():
+            if reg.plugin in rows:
+                rows[reg.plugin][f"{kind}s"].append(reg.name)
+    return list(rows.values())

@@ -1,0 +1,144 @@
+"""Models and data: where they live (``AUTORL_HOME``) and how they are acquired."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from autorl.errors import ResourceError
+
+if TYPE_CHECKING:
+    from autorl.benchmark import Benchmark
+
+BUILTIN_MODELS = ("autorl:tiny",)
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$")
+
+
+def autorl_home() -> Path:
+    """``AUTORL_HOME`` (``AUTORL_FILE_PATH`` is accepted as an alias), default ``~/.cache/autorl``."""
+    raw = os.environ.get("AUTORL_HOME") or os.environ.get("AUTORL_FILE_PATH")
+    return Path(raw).expanduser() if raw else Path.home() / ".cache" / "autorl"
+
+
+def private_dir(path: Path) -> Path:
+    """A directory only its owner can enter (grader storage, hidden data)."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(path, 0o700)
+    return path
+
+
+@contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model as given by the user and where its files are."""
+
+    spec: str
+    path: Path
+    source: str  # "local", "hub" or "builtin"
+    revision: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The name used in the workspace (``models/<name>``) and as BASE_MODEL."""
+        if self.source == "local":
+            return self.path.name
+        return self.spec.split("@", 1)[0]
+
+
+def _builtin_model(spec: str, home: Path) -> ResolvedModel:
+    from autorl.builtins import tiny_model
+
+    target = home / "models" / "autorl" / f"tiny-v{tiny_model.RECIPE_VERSION}"
+    with file_lock(target.with_name(target.name + ".lock")):
+        if not (target / "config.json").is_file():
+            print(f"building the built-in model {spec} into {target} (once; about half a minute)", file=sys.stderr)
+            tiny_model.build(target, log=lambda m: print(m, file=sys.stderr))
+            for p in target.rglob("*"):
+                if p.is_file():
+                    p.chmod(0o444)
+    return ResolvedModel(spec, target, "builtin", f"recipe-v{tiny_model.RECIPE_VERSION}")
+
+
+def _hub_model(spec: str, home: Path) -> ResolvedModel:
+    repo_id, _, revision = spec.partition("@")
+    try:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
+    except ImportError as exc:  # pragma: no cover - a core dependency
+        raise ResourceError("huggingface_hub is not installed") from exc
+    try:
+        path = Path(
+            snapshot_download(
+                repo_id,
+                revision=revision or None,
+                cache_dir=str(home / "models" / "hub"),
+                allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model", "*.tiktoken", "*.jinja"],
+            )
+        )
+    except LocalEntryNotFoundError:
+        raise ResourceError(
+            f"model {repo_id!r} is not in the cache and cannot be downloaded (offline: HF_HUB_OFFLINE is set or "
+            "the hub is unreachable); download it on a connected machine or pass a local directory"
+        ) from None
+    except RepositoryNotFoundError:
+        raise ResourceError(f"no model {repo_id!r} on the hub (or it is gated: log in with `hf auth login`)") from None
+    except (HfHubHTTPError, OSError, ValueError) as exc:
+        raise ResourceError(f"could not download {repo_id!r}: {str(exc).splitlines()[0]}") from None
+    return ResolvedModel(spec, path, "hub", path.name)
+
+
+def resolve_model(spec: str, home: Path | None = None) -> ResolvedModel:
+    """A local directory, a built-in recipe (``autorl:tiny``), or a hub id (``org/name[@revision]``)."""
+    home = home or autorl_home()
+    if spec in BUILTIN_MODELS:
+        return _builtin_model(spec, home)
+    local = Path(spec).expanduser()
+    if local.is_dir():
+        if not (local / "config.json").is_file() and not (local / "adapter_config.json").is_file():
+            raise ResourceError(f"{local} has no config.json: not a model directory")
+        return ResolvedModel(spec, local.resolve(), "local", None)
+    if spec.startswith("autorl:"):
+        raise ResourceError(f"unknown built-in model {spec!r}; built-in: {', '.join(BUILTIN_MODELS)}")
+    if _HUB_ID.match(spec) and not spec.startswith((".", "/", "~")):
+        return _hub_model(spec, home)
+    raise ResourceError(f"model {spec!r} is neither a local directory, a hub id (org/name) nor a built-in model")
+
+
+@dataclass(frozen=True)
+class BenchmarkData:
+    train_dir: Path
+    hidden_dir: Path
+
+
+def prepare_data(benchmark: Benchmark, home: Path | None = None) -> BenchmarkData:
+    """Run the plugin's idempotent data preparation: training data for the agent, hidden data for the grader."""
+    home = home or autorl_home()
+    train_dir = home / "datasets" / benchmark.name
+    hidden_dir = private_dir(home / "hidden" / benchmark.name)
+    with file_lock(home / "datasets" / f".{benchmark.name}.lock"):
+        try:
+            benchmark.prepare_train_data(train_dir)
+            benchmark.prepare_eval_data(hidden_dir)
+        except OSError as exc:
+            raise ResourceError(f"could not prepare the data of {benchmark.name}: {exc}") from None
+    for p in train_dir.rglob("*"):
+        if p.is_file():
+            p.chmod(0o444)
+    return BenchmarkData(train_dir, hidden_dir)

@@ -1,0 +1,336 @@
+"""``autorl.run()``: resources -> workspace -> grader -> baseline -> agent -> collect -> record."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autorl.agents.base import Agent, AgentContext
+from autorl.agents.command import CommandAgent
+from autorl.agents.process import agent_environment, run_agent
+from autorl.errors import AutorlError, GraderError, UsageError
+from autorl.evaluation.run import write_json_atomic
+from autorl.gpus import GpuAssignment, parse_gpus
+from autorl.grader.client import GraderClient
+from autorl.grader.server import free_port
+from autorl.grader.service import GraderConfig
+from autorl.ledger import Ledger
+from autorl.registry import get_agent, get_backend, get_backends, get_benchmark
+from autorl.resources import autorl_home, prepare_data, private_dir, resolve_model
+from autorl.workspace import build_workspace
+
+Log = Callable[[str], None]
+
+
+@dataclass
+class RunResult:
+    """The outcome of one run; ``row`` is its ledger / results.csv row."""
+
+    run_id: str
+    row: dict[str, Any]
+    submissions: list[dict[str, Any]]
+    baseline: dict[str, Any] | None
+    test: dict[str, Any] | None
+    agent: dict[str, Any]
+    run_dir: Path
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def success(self) -> bool:
+        return bool(self.row["success"])
+
+    @property
+    def baseline_score(self) -> float | None:
+        return self.row["baseline"]
+
+    @property
+    def best_score(self) -> float | None:
+        return self.row["best_score"]
+
+    @property
+    def improvement(self) -> float | None:
+        return self.row["improvement"]
+
+    @property
+    def improvement_ci95(self) -> list[float] | None:
+        return self.row["improvement_ci95"]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["run_dir"] = str(self.run_dir)
+        return d
+
+
+def resolve_agent(spec: str) -> type[Agent]:
+    """A registered agent name, or a folder with config.yaml + start script."""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return CommandAgent.from_folder(path)
+    if "/" in spec or spec.startswith("."):
+        raise UsageError(f"agent folder {spec!r} does not exist")
+    return get_agent(spec)
+
+
+def default_backend() -> str:
+    backends = get_backends()
+    if "vllm" in backends and backends["vllm"].cls.available():
+        return "vllm"
+    return "hf"
+
+
+def _new_run_id(parent: Path, agent: str) -> tuple[str, Path]:
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    for k in range(1000):
+        run_id = stamp if k == 0 else f"{stamp}-{k}"
+        root = parent / f"{run_id}_{agent}"
+        if not root.exists():
+            return run_id, root
+    raise AutorlError(f"cannot find a free run directory under {parent}")
+
+
+class _GraderProcess:
+    def __init__(self, config: GraderConfig, config_path: Path, port: int, log_path: Path) -> None:
+        config.save(config_path)
+        self.url = f"http://127.0.0.1:{port}"
+        self._log = log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "autorl.grader.server", str(config_path), "--port", str(port)],
+            stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+        self.admin = GraderClient(self.url, config.admin_token, timeout=None)
+
+    def wait_ready(self, timeout: float = 90.0) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                raise GraderError(f"the grader exited with code {self.proc.returncode}; see {self._log.name}")
+            try:
+                self.admin.health()
+                return
+            except GraderError:
+                time.sleep(0.2)
+        raise GraderError(f"the grader did not answer within {timeout:.0f} s; see {self._log.name}")
+
+    def stop(self) -> None:
+        self.admin.close()
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self._log.close()
+
+
+def _wait_for_evaluations(admin: GraderClient, timeout: float) -> dict[str, Any]:
+    end = time.monotonic() + timeout
+    while True:
+        state = admin.state()
+        counts = state["counts"]
+        if not counts.get("queued") and not counts.get("running") and not counts.get("pending"):
+            return state
+        if time.monotonic() > end:
+            return state
+        time.sleep(0.5)
+
+
+def run(
+    agent: str,
+    task: str,
+    model: str,
+    timeout: float,
+    *,
+    port: int | None = None,
+    backend: str | None = None,
+    gpus: str | None = None,
+    runs_dir: Path | str | None = None,
+    seed: int = 0,
+    agent_env: Mapping[str, str] | None = None,
+    benchmark_options: Mapping[str, Any] | None = None,
+    backend_options: Mapping[str, Any] | None = None,
+    eval_timeout: float = 3600.0,
+    grace_s: float = 10.0,
+    final_test: bool = True,
+    limit: int | None = None,
+    log: Log | None = None,
+) -> RunResult:
+    """Run one agent on one task from one base model, and record the result.
+
+    Args:
+        agent: a registered agent name, or a folder with ``config.yaml`` + start script.
+        task: a registered benchmark name.
+        model: a local directory, a hub id (``org/name[@revision]``) or a built-in model (``autorl:tiny``).
+        timeout: the agent's time budget in seconds, fixed when the agent starts.
+        port: the grader's port (default: a free one).
+        backend: the inference backend (default: vllm when usable, else hf).
+        gpus: e.g. ``agent=0-2,grader=3``.
+        runs_dir: where workspaces go (default ``AUTORL_HOME/runs``).
+        seed: recorded, and given to the agent as ``AUTORL_SEED``.
+        agent_env: variables for the agent on top of the contract (override its config's env_vars).
+        limit: evaluate only the first N items of each split (quick checks; recorded).
+    """
+    say: Log = log or (lambda m: print(m, file=sys.stderr, flush=True))
+    if timeout <= 0:
+        raise UsageError("--timeout must be a positive number of seconds")
+    started = time.time()
+    home = autorl_home()
+    bench_cls = get_benchmark(task)
+    benchmark = bench_cls(dict(benchmark_options or {}))
+    agent_cls = resolve_agent(agent)
+    agent_obj = agent_cls({"env": dict(agent_env or {})})
+    backend_name = backend or default_backend()
+    get_backend(backend_name)
+    assignment = parse_gpus(gpus) if gpus else GpuAssignment()
+    resolved = resolve_model(model)
+    data = prepare_data(benchmark, home)
+    runs_root = Path(runs_dir).expanduser() if runs_dir else home / "runs"
+    run_id, root = _new_run_id(runs_root / task, agent_cls.name)
+    store_dir = private_dir(home / "grader" / f"{task}_{run_id}_{agent_cls.name}")
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}"
+    ws = build_workspace(
+        root, benchmark=benchmark, model=resolved, train_dir=data.train_dir, timeout_s=timeout, grader_url=url
+    )
+    say(f"run {run_id}: {agent_cls.name} on {task} from {resolved.spec} ({timeout:.0f} s); workspace {root}")
+    options = dict(backend_options or {})
+    if assignment.shared and backend_name == "vllm":
+        options.setdefault("gpu_memory_utilization", 0.35)
+    config = GraderConfig(
+        task=task,
+        workspace=str(root),
+        output_dir=str(ws.output),
+        store_dir=str(store_dir),
+        hidden_dir=str(data.hidden_dir),
+        base_model=str(resolved.path),
+        base_model_name=resolved.spec,
+        backend=backend_name,
+        backend_options=options,
+        benchmark_options=dict(benchmark_options or {}),
+        eval_timeout=eval_timeout,
+        workers=assignment.grader_workers(),
+        baseline_cache_dir=str(private_dir(home / "baselines")),
+        limit=limit,
+    )
+    grader = _GraderProcess(config, store_dir / "config.json", port, root / "grading_server.log")
+    try:
+        grader.wait_ready()
+        say(f"grader at {url}; evaluating the baseline")
+        base = grader.admin.baseline(timeout=eval_timeout)
+        say(f"baseline: {base['score']:.2f} (n={base['n']}, 95% CI {base['ci95'][0]:.2f}-{base['ci95'][1]:.2f})")
+        deadline = time.time() + timeout
+        grader.admin.set_deadline(deadline)
+        ctx_env = {
+            "TASK": task,
+            "BASE_MODEL": resolved.name,
+            "WORKSPACE": str(root),
+            "MODEL_PATH": str(ws.model(resolved.name)),
+            "DATA_PATH": str(ws.data),
+            "OUTPUT_DIR": str(ws.output),
+            "GRADING_SERVER_URL": url,
+            "AUTORL_TOKEN": config.agent_token,
+            "AUTORL_DEADLINE": f"{deadline:.3f}",
+            "AUTORL_SEED": str(seed),
+            "AUTORL_PYTHON": sys.executable,
+            **assignment.agent_env(),
+        }
+        ctx = AgentContext(
+            task, resolved.name, root, ws.model(resolved.name), ws.data, ws.output, url, config.agent_token,
+            deadline, root, ctx_env,
+        )
+        env = agent_environment(ctx_env, agent_obj.environment(ctx))
+        say(f"agent {agent_cls.name} started; log {ws.agent_log}")
+        outcome = run_agent(
+            agent_obj.command(ctx), cwd=root, env=env, log_path=ws.agent_log, deadline=deadline, grace_s=grace_s
+        )
+        say(f"agent {outcome.reason} after {outcome.duration_s:.0f} s; finishing evaluations in flight")
+        _wait_for_evaluations(grader.admin, eval_timeout)
+        grader.admin.close_run()
+        state = grader.admin.state()
+        test = None
+        if final_test and state["best"] is not None:
+            say(f"scoring the best submission ({state['best']['submission_id']}) on the hidden test split")
+            test = grader.admin.evaluate_test()
+    finally:
+        grader.stop()
+    result = _result(
+        run_id=run_id, started=started, task=task, agent=agent_cls.name, model=resolved, root=root, seed=seed,
+        state=state, test=test, outcome=asdict(outcome), backend=backend_name, limit=limit, config=config,
+    )
+    write_json_atomic(root / "result.json", result.to_dict())
+    ledger = Ledger(home / "autorl.db")
+    try:
+        ledger.ingest(result.to_dict())
+        ledger.export_csv(home / "results.csv")
+    finally:
+        ledger.close()
+    return result
+
+
+def _result(
+    *, run_id: str, started: float, task: str, agent: str, model: Any, root: Path, seed: int,
+    state: dict[str, Any], test: dict[str, Any] | None, outcome: dict[str, Any], backend: str,
+    limit: int | None, config: GraderConfig,
+) -> RunResult:
+    from autorl import __version__
+
+    subs = state["submissions"]
+    best = state["best"]
+    best_sub = next((s for s in subs if best and s["submission_id"] == best["submission_id"]), None)
+    baseline = state["baseline_score"]
+    scored = [s for s in subs if s["status"] == "done"]
+    crashed = not outcome["timed_out"] and outcome["exit_code"] != 0
+    if crashed:
+        end_reason = f"agent {outcome['reason']}"
+    elif not scored:
+        end_reason = "no scored submission"
+    else:
+        end_reason = "timeout" if outcome["timed_out"] else "agent finished"
+    row = {
+        "run_id": run_id,
+        "timestamp": dt.datetime.fromtimestamp(started, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+        "task": task,
+        "agent": agent,
+        "base_model": model.spec,
+        "baseline": baseline,
+        "best_score": best["score"] if best else None,
+        "improvement": (best["score"] - baseline) if best and baseline is not None else None,
+        "improvement_ci95": best_sub["improvement_ci95"] if best_sub else None,
+        "p_value": best_sub["p_value"] if best_sub else None,
+        "best_submission": best["submission_id"] if best else None,
+        "submissions": len(subs),
+        "duration_s": round(time.time() - started, 1),
+        "success": bool(scored) and not crashed and baseline is not None,
+        "workspace": str(root),
+        "test_baseline": test["baseline_score"] if test else None,
+        "test_score": test["score"] if test else None,
+        "test_improvement": test["improvement"] if test else None,
+        "test_improvement_ci95": test["improvement_ci95"] if test else None,
+        "end_reason": end_reason,
+        "seed": seed,
+        "config_hash": (state.get("baseline") or {}).get("config_hash"),
+    }
+    meta = {
+        "autorl_version": __version__,
+        "backend": backend,
+        "model_path": str(model.path),
+        "model_source": model.source,
+        "model_revision": model.revision,
+        "limit": limit,
+        "eval_config": (state.get("baseline") or {}).get("config"),
+        "python": sys.version.split()[0],
+    }
+    return RunResult(run_id, row, subs, state.get("baseline"), test, outcome, root, meta)
+
+
+def load_result(path: Path) -> dict[str, Any]:
+    return dict(json.loads(path.read_text()))

@@ -1,0 +1,142 @@
+"""The per-run workspace the agent lives in: code/, output/, read-only links to model and data, docs."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from autorl.benchmark import Benchmark
+    from autorl.resources import ResolvedModel
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: Path
+
+    @property
+    def code(self) -> Path:
+        return self.root / "code"
+
+    @property
+    def output(self) -> Path:
+        return self.root / "output"
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def agent_log(self) -> Path:
+        return self.root / "agent.log"
+
+    def model(self, model_name: str) -> Path:
+        return self.root / "models" / model_name
+
+
+def _decoding_lines(benchmark: Benchmark) -> str:
+    cfg = benchmark.config()
+    lines = [
+        f"- chat template: {'applied (messages rendered with the tokenizer chat template, generation prompt added)' if cfg.chat_template else 'not applied (plain text completion)'}",
+        f"- decoding: {'greedy' if cfg.temperature == 0 else f'sampling, temperature {cfg.temperature}, top_p {cfg.top_p}'}",
+        f"- max new tokens: {cfg.max_new_tokens}",
+        f"- stop strings: {json.dumps(list(cfg.stop))} (the completion is cut before the first one)",
+        f"- samples per item: {cfg.num_samples}",
+    ]
+    if cfg.system_prompt:
+        lines.append(f"- system prompt: {json.dumps(cfg.system_prompt)}")
+    if cfg.few_shot:
+        lines.append(f"- few-shot examples: {len(cfg.few_shot)}, prepended as shown in the example prompt")
+    return "\n".join(lines)
+
+
+def instructions(benchmark: Benchmark, base_model: str, timeout_s: float, url: str) -> str:
+    """``instructions.md``: rules, the API, the time budget and the grader's exact prompt format."""
+    example = benchmark.config().render({"question": "<the item's question>"})
+    curl = (
+        'curl -s -X POST "$GRADING_SERVER_URL/submit" \\\n'
+        '     -H "Content-Type: application/json" \\\n'
+        '     -H "Authorization: Bearer $AUTORL_TOKEN" \\\n'
+        "     -d '{\"model_path\": \"'\"$OUTPUT_DIR\"'/v1\"}'"
+    )
+    return f"""# Instructions
+
+You are post-training the model `{base_model}` so that it scores higher than its baseline on the
+benchmark `{benchmark.name}` (see `description.md`). Train it any way you like (RL such as GRPO, SFT,
+anything), write checkpoints under `$OUTPUT_DIR`, and submit them to the grading server.
+
+## Rules
+- Work only inside this workspace (`$WORKSPACE`). `models/` and `data/` are read-only.
+- The grader scores submissions on hidden items that are not in `data/`. Do not try to obtain them.
+- The score you get back is on a hidden *dev* split. The run's final number is the best submission (on dev)
+  scored once more on a separate hidden *test* split.
+- You have {timeout_s:.0f} seconds in total, counted from your start. `AUTORL_DEADLINE` holds the deadline
+  (Unix seconds); `GET $GRADING_SERVER_URL/time` tells the time left. When it runs out your processes are
+  stopped; a submission already sent before the deadline is still evaluated and counts.
+
+## Environment
+`TASK`, `BASE_MODEL`, `WORKSPACE`, `MODEL_PATH` (read-only base model), `DATA_PATH` (read-only training
+data), `OUTPUT_DIR` (write checkpoints here), `GRADING_SERVER_URL`, `AUTORL_TOKEN`, `AUTORL_DEADLINE`.
+
+## Checkpoints
+A submission is a directory inside `$OUTPUT_DIR` holding either a full checkpoint (`config.json`,
+`*.safetensors` weights, tokenizer files: `model.save_pretrained(dir)` and `tokenizer.save_pretrained(dir)`)
+or a LoRA adapter for the base model (`adapter_config.json` + `adapter_model.safetensors`). Pickle
+weights (`.bin`), custom code (`auto_map`, `.py` files) and links leaving `$OUTPUT_DIR` are refused.
+The grader copies the directory when you submit; later changes to it do not affect that submission.
+The grader loads tokenizers with `AutoTokenizer.from_pretrained(dir)` (no remote code, left padding).
+
+## Submitting
+```bash
+{curl}
+```
+The answer is JSON: `submission_id`, `score` (percent, dev split), `baseline_score`, `improvement`,
+`improvement_ci95`, `best`, `total_submissions`, ... Add `?wait=false` to get `202` at once and poll
+`GET /submissions/<id>`. `GET /submissions` lists yours. From Python: `from autorl.grader.client import
+GraderClient; GraderClient().submit(path)`.
+
+## How the grader prompts the model
+Each item is rendered exactly like this (here with a placeholder question):
+
+```text
+{example if isinstance(example, str) else json.dumps(example, indent=2)}
+```
+
+{_decoding_lines(benchmark)}
+
+Train with the same format so that training matches evaluation.
+"""
+
+
+def build_workspace(
+    root: Path,
+    *,
+    benchmark: Benchmark,
+    model: ResolvedModel,
+    train_dir: Path,
+    timeout_s: float,
+    grader_url: str,
+) -> Workspace:
+    """Create the workspace at ``root``. Evaluation data is never placed in or linked from it."""
+    ws = Workspace(root)
+    ws.code.mkdir(parents=True, exist_ok=False)
+    ws.output.mkdir()
+    link = ws.model(model.name)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(model.path, link, target_is_directory=True)
+    os.symlink(train_dir, ws.data, target_is_directory=True)
+    (root / "description.md").write_text(benchmark.description().strip() + "\n")
+    (root / "instructions.md").write_text(instructions(benchmark, model.name, timeout_s, grader_url))
+    for name, src in benchmark.exposed_files().items():
+        target = root / name
+        if target.exists() or "/" in name or name.startswith("."):
+            raise ValueError(f"benchmark {benchmark.name} exposes an invalid file name {name!r}")
+        os.symlink(src, target)
+    for doc in ("description.md", "instructions.md"):
+        (root / doc).chmod(0o444)
+    return ws
+
+
