@@ -20,9 +20,9 @@ from autorl import hookspecs
 
 ENTRY_POINT_GROUP = "autorl"
 BUILTIN_PLUGINS = (
-    "autorl.builtins.benchmarks",
-    "autorl.builtins.agents",
-    "autorl.builtins.backends",
+    "autorl.default_plugins.benchmarks",
+    "autorl.default_plugins.agents",
+    "autorl.default_plugins.backends",
 )
 
 

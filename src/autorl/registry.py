@@ -32,7 +32,7 @@ class Registration:
 def _collect(pm: PluginManager, kind: Kind) -> dict[str, Registration]:
     found: dict[str, Registration] = {}
     hook = getattr(pm.hook, f"register_{kind}s")
-    for impl in reversed(hook.get_hookimpls()):  # registration order, not pluggy's LIFO call order
+    for impl in hook.get_hookimpls():  # registration order
         info = pm.infos.get(impl.plugin_name)
         dist = info.distribution if info else impl.plugin_name
 

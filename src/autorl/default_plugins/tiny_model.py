@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autorl.builtins.arith import _split
+from autorl.default_plugins.arith import _split
 from autorl.errors import MissingDependencyError
 
 RECIPE_VERSION = "1"

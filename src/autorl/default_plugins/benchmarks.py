@@ -10,6 +10,6 @@ from autorl.hookspecs import hookimpl
 
 @hookimpl
 def register_benchmarks(register: Callable[[type[Any]], None]) -> None:
-    from autorl.builtins.arith import Arith
+    from autorl.default_plugins.arith import Arith
 
     register(Arith)

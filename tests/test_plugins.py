@@ -1,0 +1,160 @@
+"""Plugin discovery as a third party experiences it: installed distributions, through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import autorl
+from autorl.errors import PluginConflictError, UnknownNameError
+from autorl.registry import get_benchmark, get_benchmarks
+
+from .conftest import cli
+
+
+def fake_distribution(site: Path, dist: str, ep_name: str, module: str, source: str) -> None:
+    """Install a distribution the way pip leaves it: a module plus a .dist-info with entry points."""
+    site.mkdir(parents=True, exist_ok=True)
+    (site / f"{module}.py").write_text(textwrap.dedent(source))
+    info = site / f"{dist.replace('-', '_')}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[autorl]\n{ep_name} = {module}\n")
+
+
+def test_installed_example_plugin_is_listed() -> None:
+    plugins = {p["name"]: p for p in json.loads(cli("plugins", check=True).stdout)}
+    assert plugins["example-plugin"]["distribution"] == "autorl-example-plugin"
+    assert plugins["example-plugin"]["version"] == "0.3.0"
+    assert plugins["example-plugin"]["benchmarks"] == ["echo"]
+    assert plugins["example-plugin"]["backends"] == ["scripted"]
+    assert "arith" in plugins["autorl.default_plugins.benchmarks"]["benchmarks"]
+    rows = json.loads(cli("list", "benchmarks", "--json", check=True).stdout)
+    assert {"name": "echo", "distribution": "autorl-example-plugin"}.items() <= next(r for r in rows if r["name"] == "echo").items()
+    table = cli("list", "benchmarks", check=True).stdout
+    assert "echo" in table and "autorl-example-plugin" in table
+
+
+def test_plugin_packages_load() -> None:
+    plugins = {p["name"]: p["distribution"] for p in json.loads(cli("plugins", check=True).stdout)}
+    for name in ("gsm8k", "humaneval", "alfworld", "smith"):
+        assert plugins[name] == f"autorl-{name}"
+
+
+def test_broken_plugin_warns_and_others_still_load(tmp_path: Path) -> None:
+    fake_distribution(tmp_path, "autorl-broken", "broken", "broken_mod", "raise ImportError('missing dependency xyz')\n")
+    proc = cli("list", "benchmarks", "--json", env={"PYTHONPATH": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    assert "broken" in proc.stderr and "autorl-broken" in proc.stderr and "missing dependency xyz" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert {"arith", "echo"} <= {r["name"] for r in json.loads(proc.stdout)}
+
+
+def test_same_name_twice_is_an_error_naming_both_distributions(tmp_path: Path) -> None:
+    fake_distribution(tmp_path, "autorl-copycat", "copycat", "copycat_mod", """
+        from autorl import hookimpl
+        from autorl_example_plugin.stub import EchoBenchmark
+
+        class Copy(EchoBenchmark):
+            pass
+
+        @hookimpl
+        def register_benchmarks(register):
+            register(Copy)
+    """)
+    proc = cli("list", "benchmarks", env={"PYTHONPATH": str(tmp_path)})
+    assert proc.returncode == 2
+    line = proc.stderr.strip()
+    assert "echo" in line and "autorl-example-plugin" in line and "autorl-copycat" in line
+    assert len(line.splitlines()) == 1 and "Traceback" not in line
+
+
+@pytest.mark.parametrize(
+    ("env", "present", "absent"),
+    [
+        ({"AUTORL_DISABLE_PLUGINS": "example-plugin"}, {"arith"}, {"echo"}),
+        ({"AUTORL_DISABLE_PLUGINS": "autorl-example-plugin"}, {"arith"}, {"echo"}),
+        ({"AUTORL_LOAD_PLUGINS": "gsm8k"}, {"arith"}, {"echo"}),
+        ({"AUTORL_LOAD_PLUGINS": "example-plugin"}, {"arith", "echo"}, set()),
+    ],
+)
+def test_blocked_plugins_vanish(env: dict[str, str], present: set[str], absent: set[str]) -> None:
+    names = {r["name"] for r in json.loads(cli("list", "benchmarks", "--json", env=env, check=True).stdout)}
+    assert present <= names
+    assert not absent & names
+    plugin_names = {p["name"] for p in json.loads(cli("plugins", env=env, check=True).stdout)}
+    if absent:
+        assert "example-plugin" not in plugin_names
+
+
+def test_unknown_name_suggests_close_matches() -> None:
+    with pytest.raises(UnknownNameError, match="did you mean 'arith'"):
+        get_benchmark("arit")
+    proc = cli("eval", "--task", "ech", "--model", "x")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "error: unknown benchmark 'ech'; did you mean 'echo'?"
+
+
+def test_register_plugin_fixture_and_conflicts(autorl_pm, register_plugin) -> None:  # type: ignore[no-untyped-def]
+    from autorl_example_plugin.stub import EchoBenchmark
+
+    class One:
+        @autorl.hookimpl
+        def register_benchmarks(self, register):  # type: ignore[no-untyped-def]
+            register(EchoBenchmark)
+
+    register_plugin(One(), name="one", distribution="dist-one")
+    assert get_benchmarks()["echo"].distribution == "dist-one"
+    register_plugin(One(), name="two", distribution="dist-two")
+    with pytest.raises(PluginConflictError, match="dist-one.*dist-two"):
+        get_benchmarks()
+
+
+def test_fresh_plugin_manager_sees_no_entry_points(autorl_pm) -> None:  # type: ignore[no-untyped-def]
+    assert "echo" not in get_benchmarks()
+    assert "arith" in get_benchmarks()
+
+
+HEAVY = ("torch", "transformers", "trl", "vllm", "peft", "datasets")
+# a plugin's classes load only when something is looked up, not for --help
+LAZY = (*HEAVY, "autorl_example_plugin.stub")
+
+
+@pytest.mark.parametrize(
+    ("code", "forbidden"),
+    [
+        ("import autorl", LAZY),
+        ("from autorl.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass", LAZY),
+        ("from autorl.cli import main\ntry:\n    main(['list', 'benchmarks'])\nexcept SystemExit:\n    pass", HEAVY),
+    ],
+)
+def test_light_imports(code: str, forbidden: tuple[str, ...]) -> None:
+    check = f"{code}\nimport sys\nprint([m for m in {forbidden!r} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_public_api_is_curated() -> None:
+    assert set(autorl.__all__) == {
+        "Agent", "AgentContext", "AutorlError", "Backend", "Benchmark", "Completion", "EvalConfig",
+        "Evaluator", "GenerationRequest", "Item", "ItemResult", "__version__", "evaluate", "hookimpl", "run",
+    }
+    for name in autorl.__all__:
+        assert hasattr(autorl, name), name
+    public = {n for n in vars(autorl) if not n.startswith("_")}
+    # besides __all__, only subpackages and typing helpers are visible at the top level
+    assert public - set(autorl.__all__) <= {"annotations", "TYPE_CHECKING", "Any", "agents", "benchmark", "errors",
+                                            "evaluation", "hookspecs", "inference", "plugins", "registry"}
+
+
+def test_cli_version_and_usage_errors() -> None:
+    assert cli("--version", check=True).stdout.strip() == f"autorl {autorl.__version__}"
+    proc = cli("run", "--agent", "example")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    proc = cli("run", "--agent", "./no/such/folder", "--task", "arith", "--model", "autorl:tiny", "--timeout", "5")
+    assert proc.returncode == 2 and proc.stderr.strip() == "error: agent folder './no/such/folder' does not exist"
