@@ -1,0 +1,303 @@
+"""The evaluation engine on a real tiny model: deterministic, batched correctly, LoRA-aware, hashed."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autorl.benchmark import Benchmark, EvalConfig, Item
+from autorl.default_plugins.arith import Arith
+from autorl.evaluation.episode import EpisodeBenchmark, EpisodeEvaluator, Environment, StepResult
+from autorl.evaluation.identity import config_hash, model_hash
+from autorl.evaluation.run import evaluate_model
+from autorl.inference.base import Backend, Completion, GenerationRequest
+from autorl.inference.hf import HFBackend
+from autorl.inference.vllm import sampling_kwargs
+
+from .conftest import cli
+
+
+def arith_requests(n: int = 64) -> list[GenerationRequest]:
+    b = Arith()
+    items = b.load_items("dev", Path("."))[:n]
+    # varied prompt lengths, so sorting and padding matter
+    return [GenerationRequest(("Hmm. " * (i % 5)) + str(b.prompt(it)), max_new_tokens=8, stop=("\n",))
+            for i, it in enumerate(items)]
+
+
+def test_tokenizer_loads_identically_through_auto_tokenizer(tiny_model: Path) -> None:
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    raw = Tokenizer.from_file(str(tiny_model / "tokenizer.json"))
+    auto = AutoTokenizer.from_pretrained(str(tiny_model))
+    for text in ["Q: What is 23+45?\nA: 68\n", "  spaces\tand tabs, numbers 1234 and symbols +-*/", "Hello World's"]:
+        assert auto(text, add_special_tokens=False)["input_ids"] == raw.encode(text).ids
+        assert auto.decode(raw.encode(text).ids) == text
+
+
+def test_greedy_generation_is_deterministic_and_batching_does_not_change_it(tiny_model: Path) -> None:
+    reqs = arith_requests()
+    outs = []
+    for options in ({"batch_size": 64}, {"batch_size": 64}, {"batch_size": 1}, {"batch_size": 7}):
+        be = HFBackend(options)
+        be.load(tiny_model)
+        outs.append([c.texts for c in be.generate(reqs)])
+        be.unload()
+    assert outs[0] == outs[1] == outs[2] == outs[3]
+    assert all("\n" not in t[0] for t in outs[0])
+
+
+def test_stop_strings_and_token_counts(tiny_model: Path) -> None:
+    be = HFBackend()
+    be.load(tiny_model)
+    free = be.generate([GenerationRequest("Q: What is 12+34?\nA:", max_new_tokens=12)])[0]
+    stopped = be.generate([GenerationRequest("Q: What is 12+34?\nA:", max_new_tokens=12, stop=("\n",))])[0]
+    assert "\n" not in stopped.texts[0]
+    assert free.texts[0].startswith(stopped.texts[0])
+    assert stopped.finish_reasons == ["stop"]
+    assert 0 < stopped.output_tokens <= 12
+
+
+def test_sampling_returns_n_completions(tiny_model: Path) -> None:
+    be = HFBackend()
+    be.load(tiny_model)
+    out = be.generate([GenerationRequest("Q: What is 12+34?\nA:", max_new_tokens=6, temperature=1.0, n=4, seed=3)])[0]
+    again = be.generate([GenerationRequest("Q: What is 12+34?\nA:", max_new_tokens=6, temperature=1.0, n=4, seed=3)])[0]
+    assert len(out.texts) == 4 and out.texts == again.texts
+
+
+@pytest.fixture(scope="module")
+def lora_pair(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    root = tmp_path_factory.mktemp("lora")
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_model))
+    peft_model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+                                                  init_lora_weights=False))
+    with torch.no_grad():
+        for name, p in peft_model.named_parameters():
+            if "lora_B" in name:
+                p.mul_(20.0)
+    peft_model.save_pretrained(root / "adapter")
+    merged = peft_model.merge_and_unload()
+    merged.save_pretrained(root / "merged", safe_serialization=True)
+    AutoTokenizer.from_pretrained(str(tiny_model)).save_pretrained(root / "merged")
+    return root / "adapter", root / "merged"
+
+
+def test_lora_adapter_scores_like_the_merged_model(tiny_model: Path, lora_pair: tuple[Path, Path], tmp_path: Path) -> None:
+    adapter, merged = lora_pair
+    bench = Arith()
+    a = evaluate_model(bench, HFBackend(), adapter, split="dev", hidden_dir=tmp_path, base_model_dir=tiny_model, limit=120)
+    m = evaluate_model(bench, HFBackend(), merged, split="dev", hidden_dir=tmp_path, limit=120)
+    base = evaluate_model(bench, HFBackend(), tiny_model, split="dev", hidden_dir=tmp_path, limit=120)
+    assert a.item_scores == m.item_scores
+    assert a.score == m.score
+    assert a.item_scores != base.item_scores  # the adapter really changed the model
+
+
+def test_config_hash_changes_with_every_setting_and_only_then() -> None:
+    class Variant(Arith):
+        pass
+
+    be = HFBackend()
+    reference = config_hash(Arith(), "dev", be)
+    assert config_hash(Arith(), "dev", HFBackend()) == reference
+    changes: list[Any] = [
+        ("split", lambda: config_hash(Arith(), "test", be)),
+        ("chat template", lambda: config_hash(Arith({"chat_template": True}), "dev", be)),
+        ("backend dtype", lambda: config_hash(Arith(), "dev", HFBackend({"dtype": "bfloat16"}))),
+    ]
+    for field, value in [("prompt_template", "Q: {question}\nA: "), ("max_new_tokens", 9), ("temperature", 0.5),
+                         ("top_p", 0.9), ("stop", ("\n\n",)), ("few_shot", (("Q: 1+1\nA:", " 2"),)),
+                         ("system_prompt", "Add."), ("num_samples", 2), ("seed", 1)]:
+        Variant.eval_config = Arith.eval_config.replace(**{field: value})
+        changes.append((field, lambda: config_hash(Variant(), "dev", be)))
+        assert config_hash(Variant(), "dev", be) != reference, field
+    Variant.eval_config = Arith.eval_config
+    assert config_hash(Variant(), "dev", be) == reference
+    Variant.version = "2"
+    assert config_hash(Variant(), "dev", be) != reference
+    for label, fn in changes[:3]:
+        assert fn() != reference, label
+
+
+def test_model_hash_is_content_based(tiny_model: Path, tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_model, copy)
+    assert model_hash(copy) == model_hash(tiny_model)
+    (copy / "config.json").chmod(0o644)
+    (copy / "config.json").write_text((copy / "config.json").read_text() + " ")
+    assert model_hash(copy) != model_hash(tiny_model)
+
+
+def test_eval_cli_json(shared_home: Path, tiny_model: Path) -> None:
+    proc = cli("eval", "--task", "arith", "--model", "autorl:tiny", "--limit", "50", "--json",
+               env={"AUTORL_HOME": str(shared_home)}, check=True)
+    record = json.loads(proc.stdout)
+    for key in ("score", "n", "stderr", "ci95", "config_hash", "per_item_path"):
+        assert key in record
+    assert record["n"] == 50 and 0 < record["score"] < 100
+    lines = Path(record["per_item_path"]).read_text().splitlines()
+    assert len(lines) == 50 and {"id", "score", "completions"} <= json.loads(lines[0]).keys()
+    text = cli("eval", "--task", "arith", "--model", "autorl:tiny", "--limit", "50",
+               env={"AUTORL_HOME": str(shared_home)}, check=True).stdout
+    assert f"{record['score']:.2f}" in text and record["config_hash"] in text
+
+
+def test_eval_cli_bad_inputs(shared_home: Path, tmp_path: Path) -> None:
+    env = {"AUTORL_HOME": str(shared_home), "HF_HUB_OFFLINE": "1"}
+    for args, message in [
+        (["--split", "train"], "has no split 'train'"),
+        (["--limit", "0"], "--limit must be positive"),
+        (["--backend", "hff"], "unknown backend 'hff'"),
+    ]:
+        proc = cli("eval", "--task", "arith", "--model", "autorl:tiny", *args, env=env)
+        assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+    (tmp_path / "notamodel").mkdir()
+    proc = cli("eval", "--task", "arith", "--model", str(tmp_path / "notamodel"), env=env)
+    assert proc.returncode == 2 and "no config.json" in proc.stderr
+
+
+class _Scripted(Backend):
+    name = "scripted-test"
+
+    def __init__(self, reply: Any) -> None:
+        super().__init__()
+        self.reply = reply
+        self.calls: list[int] = []
+
+    def load(self, model_dir: Path, base_model_dir: Path | None = None) -> None:
+        pass
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
+        self.calls.append(len(requests))
+        return [Completion([self.reply(r)]) for r in requests]
+
+
+def test_scoring_error_is_recorded_on_the_item_not_fatal(tmp_path: Path) -> None:
+    from autorl_example_plugin.stub import EchoBenchmark
+
+    be = _Scripted(lambda r: "raise" if r.prompt.endswith("3") else r.prompt.split()[-1])
+    rec = evaluate_model(EchoBenchmark(), be, tmp_path, split="dev", hidden_dir=tmp_path,
+                         per_item_path=tmp_path / "items.jsonl")
+    items = [json.loads(x) for x in (tmp_path / "items.jsonl").read_text().splitlines()]
+    broken = [i for i in items if i["error"]]
+    assert [i["id"] for i in broken] == ["dev-3", "dev-13"]
+    assert "scoring blew up" in broken[0]["error"]
+    assert rec.errors == 2 and rec.score == pytest.approx(90.0)
+
+
+class _Counter(Environment):
+    def __init__(self, target: int) -> None:
+        self.target, self.value = target, 0
+
+    def reset(self) -> str:
+        return "value 0"
+
+    def step(self, action: str) -> StepResult:
+        self.value += 1 if action == "inc" else 0
+        done = self.value >= self.target
+        return StepResult(f"value {self.value}", 1.0 if done else 0.0, done)
+
+
+class _CountBench(EpisodeBenchmark, Benchmark):
+    name = "count"
+    max_steps = 6
+    eval_config = EvalConfig(max_new_tokens=4)
+
+    def prepare_train_data(self, target_dir: Path) -> None:
+        pass
+
+    def load_items(self, split: str, hidden_dir: Path) -> list[Item]:
+        return [Item(f"g{k}", {"question": ""}, k) for k in (1, 2, 3, 9)]
+
+    def score(self, item: Item, completion: str) -> float:
+        return 0.0
+
+    def evaluator(self) -> EpisodeEvaluator:
+        return EpisodeEvaluator()
+
+    def make_env(self, item: Item) -> Environment:
+        return _Counter(int(item.reference))
+
+    def episode_prompt(self, item: Item, history: list[tuple[str, str]], observation: str) -> str:
+        return observation
+
+
+def test_episode_evaluator_steps_episodes_in_lockstep(tmp_path: Path) -> None:
+    be = _Scripted(lambda r: "inc")
+    rec = evaluate_model(_CountBench(), be, tmp_path, split="dev", hidden_dir=tmp_path)
+    # one batched call per turn over the episodes still running: 4, 3, 2, then the long one alone
+    assert be.calls == [4, 3, 2, 1, 1, 1]
+    assert rec.item_scores == {"g1": 1.0, "g2": 1.0, "g3": 1.0, "g9": 0.0}
+
+
+def test_vllm_sampling_matches_hf_decoding() -> None:
+    greedy = sampling_kwargs(GenerationRequest("p", max_new_tokens=8, stop=("\n",), top_p=0.5))
+    assert greedy == {"n": 1, "max_tokens": 8, "temperature": 0.0, "top_p": 1.0, "stop": ["\n"], "seed": None}
+    sample = sampling_kwargs(GenerationRequest("p", max_new_tokens=8, temperature=0.7, top_p=0.9, n=4, seed=5))
+    assert sample["temperature"] == 0.7 and sample["top_p"] == 0.9 and sample["n"] == 4 and sample["seed"] == 5
+    assert sample["stop"] is None
+
+
+@pytest.fixture
+def openai_server() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """A real OpenAI-compatible completions server on 127.0.0.1 that answers with the sum asked for."""
+    import re
+    import socket
+    import time
+
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    seen: list[dict[str, Any]] = []
+    failures = {"left": 1}
+
+    async def completions(request: Request) -> JSONResponse:
+        body = await request.json()
+        seen.append(body)
+        if failures["left"]:
+            failures["left"] -= 1
+            return JSONResponse({"error": "overloaded"}, status_code=503)
+        a, b = map(int, re.findall(r"(\d+)\+(\d+)", body["prompt"])[-1])
+        return JSONResponse({"choices": [{"index": 0, "text": f" {a + b}\nQ: more", "finish_reason": "stop"}],
+                             "usage": {"completion_tokens": 3}})
+
+    app = Starlette(routes=[Route("/v1/completions", completions, methods=["POST"])])
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}/v1", seen
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def test_openai_backend_against_a_real_server(openai_server: tuple[str, list[dict[str, Any]]], tmp_path: Path) -> None:
+    from autorl.inference.openai import OpenAIBackend
+
+    url, seen = openai_server
+    be = OpenAIBackend({"base_url": url, "model": "served-model", "concurrency": 4})
+    rec = evaluate_model(Arith(), be, tmp_path, split="dev", hidden_dir=tmp_path, limit=20)
+    assert rec.score == 100.0 and rec.n == 20
+    assert len(seen) == 21  # one 503 retried
+    assert seen[-1]["model"] == "served-model" and seen[-1]["stop"] == ["\n"] and seen[-1]["temperature"] == 0.0
