@@ -12,7 +12,7 @@ import pytest
 
 from autorl.benchmark import Benchmark, EvalConfig, Item
 from autorl.default_plugins.arith import Arith
-from autorl.evaluation.episode import EpisodeBenchmark, EpisodeEvaluator, Environment, StepResult
+from autorl.evaluation.episode import Environment, EpisodeBenchmark, EpisodeEvaluator, StepResult
 from autorl.evaluation.identity import config_hash, model_hash
 from autorl.evaluation.run import evaluate_model
 from autorl.inference.base import Backend, Completion, GenerationRequest

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -102,7 +103,7 @@ def _fifty(grader: RunningGrader) -> None:
     db = sqlite3.connect(Path(grader.config.store_dir) / "grader.db")
     spans = sorted(db.execute("SELECT started_at, finished_at FROM submissions WHERE duplicate_of IS NULL").fetchall())
     assert len(spans) >= 21  # distinct contents were evaluated, one at a time
-    for (_, end), (start, _) in zip(spans, spans[1:]):
+    for (_, end), (start, _) in itertools.pairwise(spans):
         assert start >= end
 
 

@@ -111,7 +111,7 @@ def test_register_plugin_fixture_and_conflicts(autorl_pm, register_plugin) -> No
     register_plugin(One(), name="one", distribution="dist-one")
     assert get_benchmarks()["echo"].distribution == "dist-one"
     register_plugin(One(), name="two", distribution="dist-two")
-    with pytest.raises(PluginConflictError, match="dist-one.*dist-two"):
+    with pytest.raises(PluginConflictError, match=r"dist-one.*dist-two"):
         get_benchmarks()
 
 

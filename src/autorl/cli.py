@@ -6,7 +6,7 @@ import json
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -69,7 +69,7 @@ def list_benchmarks(as_json: bool = typer.Option(False, "--json", help="Machine-
     """Benchmarks (tasks) that `autorl run --task` accepts."""
     from autorl.registry import get_benchmarks
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for reg in sorted(get_benchmarks().values(), key=lambda r: r.name):
         cls = reg.cls
         source = getattr(cls, "source", None)
@@ -139,13 +139,13 @@ def run_cmd(
     task: str = typer.Option(..., "--task", help="Benchmark name."),
     model: str = typer.Option(..., "--model", help="Local dir, hub id (org/name[@rev]) or autorl:tiny."),
     timeout: float = typer.Option(..., "--timeout", help="The agent's time budget in seconds."),
-    port: Optional[int] = typer.Option(None, "--port", help="Grader port (default: a free one)."),
-    backend: Optional[str] = typer.Option(None, "--backend", help="Inference backend (default: vllm if usable, else hf)."),
-    gpus: Optional[str] = typer.Option(None, "--gpus", help="e.g. agent=0-2,grader=3"),
-    runs_dir: Optional[Path] = typer.Option(None, "--runs-dir", help="Where workspaces go (default AUTORL_HOME/runs)."),
+    port: int | None = typer.Option(None, "--port", help="Grader port (default: a free one)."),
+    backend: str | None = typer.Option(None, "--backend", help="Inference backend (default: vllm if usable, else hf)."),
+    gpus: str | None = typer.Option(None, "--gpus", help="e.g. agent=0-2,grader=3"),
+    runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Where workspaces go (default AUTORL_HOME/runs)."),
     seed: int = typer.Option(0, "--seed", help="Recorded; passed to the agent as AUTORL_SEED."),
     agent_env: list[str] = typer.Option([], "--agent-env", help="NAME=VALUE for the agent (repeatable)."),
-    limit: Optional[int] = typer.Option(None, "--limit", help="Evaluate only the first N items per split."),
+    limit: int | None = typer.Option(None, "--limit", help="Evaluate only the first N items per split."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Run an agent on a task and record baseline, scores and improvement."""
@@ -172,10 +172,10 @@ def eval_cmd(
     task: str = typer.Option(..., "--task", help="Benchmark name."),
     model: str = typer.Option(..., "--model", help="Checkpoint: local dir, hub id or autorl:tiny."),
     split: str = typer.Option("dev", "--split", help="dev or test."),
-    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N items."),
-    backend: Optional[str] = typer.Option(None, "--backend", help="Inference backend."),
-    base_model: Optional[str] = typer.Option(None, "--base-model", help="Base model, when --model is a LoRA adapter."),
-    per_item: Optional[Path] = typer.Option(None, "--per-item", help="Where to write per-item records (JSONL)."),
+    limit: int | None = typer.Option(None, "--limit", help="Only the first N items."),
+    backend: str | None = typer.Option(None, "--backend", help="Inference backend."),
+    base_model: str | None = typer.Option(None, "--base-model", help="Base model, when --model is a LoRA adapter."),
+    per_item: Path | None = typer.Option(None, "--per-item", help="Where to write per-item records (JSONL)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON record."),
 ) -> None:
     """Evaluate a checkpoint through the same path the grader uses."""
@@ -222,7 +222,7 @@ def eval_cmd(
 @app.command()
 def results(
     as_json: bool = typer.Option(False, "--json", help="A JSON list of runs, oldest first."),
-    task: Optional[str] = typer.Option(None, "--task", help="Only this task."),
+    task: str | None = typer.Option(None, "--task", help="Only this task."),
     ingest: list[Path] = typer.Option([], "--ingest", help="Add result.json files from other machines (repeatable)."),
 ) -> None:
     """List recorded runs."""
@@ -250,8 +250,8 @@ def results(
 @app.command()
 def submit(
     path: str = typer.Argument(..., help="Checkpoint directory inside $OUTPUT_DIR."),
-    url: Optional[str] = typer.Option(None, "--url", help="Grader URL (default $GRADING_SERVER_URL)."),
-    token: Optional[str] = typer.Option(None, "--token", help="Token (default $AUTORL_TOKEN)."),
+    url: str | None = typer.Option(None, "--url", help="Grader URL (default $GRADING_SERVER_URL)."),
+    token: str | None = typer.Option(None, "--token", help="Token (default $AUTORL_TOKEN)."),
     wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait for the score."),
 ) -> None:
     """Submit a checkpoint to the grader and print its record (JSON)."""
@@ -266,10 +266,10 @@ def submit(
 def grader_serve(
     task: str = typer.Option(..., "--task", help="Benchmark name."),
     workspace: Path = typer.Option(..., "--workspace", help="The workspace whose output/ holds submissions."),
-    port: Optional[int] = typer.Option(None, "--port", help="Port on 127.0.0.1 (default: a free one)."),
-    base_model: Optional[str] = typer.Option(None, "--base-model", help="Base model, for the baseline and LoRA."),
-    backend: Optional[str] = typer.Option(None, "--backend", help="Inference backend."),
-    store_dir: Optional[Path] = typer.Option(None, "--store-dir", help="Grader storage (default under AUTORL_HOME)."),
+    port: int | None = typer.Option(None, "--port", help="Port on 127.0.0.1 (default: a free one)."),
+    base_model: str | None = typer.Option(None, "--base-model", help="Base model, for the baseline and LoRA."),
+    backend: str | None = typer.Option(None, "--backend", help="Inference backend."),
+    store_dir: Path | None = typer.Option(None, "--store-dir", help="Grader storage (default under AUTORL_HOME)."),
 ) -> None:
     """Run a grader standalone; prints its URL and tokens."""
     import hashlib

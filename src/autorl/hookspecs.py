@@ -6,7 +6,8 @@ A plugin is a module (an entry point in the ``autorl`` group, or a built-in) who
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pluggy
 

@@ -50,24 +50,29 @@ class RunResult:
 
     @property
     def baseline_score(self) -> float | None:
-        return self.row["baseline"]
+        return _float(self.row["baseline"])
 
     @property
     def best_score(self) -> float | None:
-        return self.row["best_score"]
+        return _float(self.row["best_score"])
 
     @property
     def improvement(self) -> float | None:
-        return self.row["improvement"]
+        return _float(self.row["improvement"])
 
     @property
     def improvement_ci95(self) -> list[float] | None:
-        return self.row["improvement_ci95"]
+        ci = self.row["improvement_ci95"]
+        return None if ci is None else [float(x) for x in ci]
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["run_dir"] = str(self.run_dir)
         return d
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def resolve_agent(spec: str) -> type[Agent]:

@@ -60,7 +60,7 @@ def _greedy_accuracy(model: Any, tok: Any, pairs: list[tuple[int, int]]) -> floa
         out = model.generate(**enc, max_new_tokens=6, do_sample=False, pad_token_id=tok.pad_token_id)
     texts = tok.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
     good = sum(t.strip().split("\n")[0].strip() == str(a + b) for t, (a, b) in zip(texts, pairs, strict=True))
-    return good / len(pairs)
+    return float(good) / len(pairs)
 
 
 def build(target: Path, *, seed: int = 0, max_steps: int = 3000, lr: float = 1e-3, log: Any = print) -> Path:
@@ -74,7 +74,7 @@ def build(target: Path, *, seed: int = 0, max_steps: int = 3000, lr: float = 1e-
     train = _split("train")
     corpus = [p + a for p, a in (_text(x, y) for x, y in train)]
     raw = train_tokenizer(corpus)
-    tok = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token=EOS, pad_token=EOS, unk_token=EOS)
+    tok = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token=EOS, pad_token=EOS, unk_token=EOS)  # type: ignore[no-untyped-call]
     tok.padding_side = "left"
     torch.manual_seed(seed)
     config = Qwen2Config(
@@ -98,7 +98,7 @@ def build(target: Path, *, seed: int = 0, max_steps: int = 3000, lr: float = 1e-
     eos_id = tok.eos_token_id
     step = 0
     accuracy = 0.0
-    tok_right = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token=EOS, pad_token=EOS)
+    tok_right = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token=EOS, pad_token=EOS)  # type: ignore[no-untyped-call]
     tok_right.padding_side = "right"
     while step < max_steps:
         batch = rng.sample(train, 64)
@@ -122,7 +122,7 @@ def build(target: Path, *, seed: int = 0, max_steps: int = 3000, lr: float = 1e-
         opt.zero_grad()
         step += 1
         if step % 50 == 0:
-            model.eval()
+            model.eval()  # type: ignore[no-untyped-call]
             accuracy = _greedy_accuracy(model, tok, probe)
             log(f"autorl:tiny step {step}: loss {loss.item():.3f}, train-probe accuracy {accuracy:.0%}")
             if accuracy >= TARGET:

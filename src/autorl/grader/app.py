@@ -212,8 +212,8 @@ def create_app(grader: Grader, *, manage_lifecycle: bool = True) -> Starlette:
         Route("/admin/test", admin_test, methods=["POST"]),
     ]
 
-    from contextlib import asynccontextmanager
     from collections.abc import AsyncIterator
+    from contextlib import asynccontextmanager
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

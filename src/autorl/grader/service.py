@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -213,7 +214,7 @@ class Grader:
     def _evaluate_submission(self, sub: dict[str, Any], env: dict[str, str]) -> None:
         sid = int(sub["id"])
         try:
-            record = self.run_eval(Path(sub["snapshot"]), "dev", f"sub{sid}", env)
+            record = self.run_eval(Path(str(sub["snapshot"])), "dev", f"sub{sid}", env)
         except EvalFailed as exc:
             self.store.update(sid, status=FAILED, error=str(exc), finished_at=time.time())
         else:
@@ -225,7 +226,8 @@ class Grader:
     def run_eval(self, model_dir: Path, split: str, tag: str, env: dict[str, str], cache: bool = False) -> dict[str, Any]:
         jobs = self.store_dir / "jobs"
         jobs.mkdir(exist_ok=True)
-        job = {
+        result_path = jobs / f"{tag}-{split}.result.json"
+        job: dict[str, Any] = {
             "task": self.config.task,
             "benchmark_options": self.config.benchmark_options,
             "backend": self.config.backend,
@@ -236,12 +238,12 @@ class Grader:
             "hidden_dir": self.config.hidden_dir,
             "limit": self.config.limit,
             "per_item_path": str(self.store_dir / "items" / f"{tag}-{split}.jsonl"),
-            "result_path": str(jobs / f"{tag}-{split}.result.json"),
+            "result_path": str(result_path),
             "cache_dir": self.config.baseline_cache_dir if cache else None,
         }
         job_path = jobs / f"{tag}-{split}.job.json"
         write_json_atomic(job_path, job)
-        Path(job["result_path"]).unlink(missing_ok=True)
+        result_path.unlink(missing_ok=True)
         log_path = self.store_dir / "logs" / f"{tag}-{split}.log"
         log_path.parent.mkdir(exist_ok=True)
         with log_path.open("ab") as log:
@@ -261,7 +263,6 @@ class Grader:
                 raise EvalFailed(f"evaluation timed out after {self.config.eval_timeout:.0f} s") from None
             finally:
                 self._procs.pop(id(proc), None)
-        result_path = Path(job["result_path"])
         if result_path.is_file():
             result = json.loads(result_path.read_text())
             if result.get("ok"):
@@ -421,7 +422,7 @@ class Grader:
             return self._public_test(existing)
         env = (self.config.workers or [{}])[0]
         try:
-            record = self.run_eval(Path(sub["snapshot"]), "test", f"sub{sid}", env)
+            record = self.run_eval(Path(str(sub["snapshot"])), "test", f"sub{sid}", env)
             comparison = None
             base_score = None
             if self.config.base_model:
@@ -482,14 +483,10 @@ def _summary(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 __all__ = ["BASELINE_ID", "RUNNING", "Grader", "GraderConfig"]

@@ -48,7 +48,7 @@ def load_causal_lm(
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
 
     torch_dtype: Any
     if dtype == "auto":
@@ -106,11 +106,17 @@ class HFBackend(Backend):
         import torch
         import transformers
 
+        device = _default_device() if self.device == "auto" else self.device
+        dtype = str(self.options.get("dtype", "auto"))
+        if dtype == "auto":
+            dtype = "bfloat16" if device.startswith("cuda") else "float32"
+        # the resolved device type and dtype, since the same weights score differently in bf16 and fp32
         return {
             "name": self.name,
             "torch": torch.__version__.split("+")[0],
             "transformers": transformers.__version__,
-            "dtype": str(self.options.get("dtype", "auto")),
+            "device_type": device.split(":")[0],
+            "dtype": dtype,
         }
 
     def load(self, model_dir: Path, base_model_dir: Path | None = None) -> None:
@@ -144,7 +150,7 @@ class HFBackend(Backend):
         free, _total = torch.cuda.mem_get_info()
         cfg = self.model.config
         layers = int(getattr(cfg, "num_hidden_layers", 32))
-        heads = int(getattr(cfg, "num_key_value_heads", None) or getattr(cfg, "num_attention_heads", 32))
+        heads = int(getattr(cfg, "num_key_value_heads", None) or getattr(cfg, "num_attention_heads", 32) or 32)
         head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads)
         elem = next(self.model.parameters()).element_size()
         kv_per_seq = 2 * layers * heads * head_dim * elem * longest

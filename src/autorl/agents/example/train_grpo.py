@@ -50,7 +50,7 @@ dataset = Dataset.from_list(
 
 def reward(completions: list[str], reference: list[str], **_: object) -> list[float]:
     out = []
-    for text, ref in zip(completions, reference):
+    for text, ref in zip(completions, reference, strict=False):
         text = text if isinstance(text, str) else str(text)
         for stop in cfg.stop:
             text = text.split(stop, 1)[0]
