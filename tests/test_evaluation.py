@@ -301,3 +301,25 @@ def test_openai_backend_against_a_real_server(openai_server: tuple[str, list[dic
     assert rec.score == 100.0 and rec.n == 20
     assert len(seen) == 21  # one 503 retried
     assert seen[-1]["model"] == "served-model" and seen[-1]["stop"] == ["\n"] and seen[-1]["temperature"] == 0.0
+
+
+def test_compacting_decoder_matches_generate_and_both_apply_logits_processors(tiny_model: Path) -> None:
+    reqs = arith_requests(80) + [GenerationRequest("Q: What is 12+34?\nA:", max_new_tokens=10)]
+    outputs = {}
+    for mode in ("generate", "compact"):
+        be = HFBackend({"decode": mode, "batch_size": 32})
+        be.load(tiny_model)
+        outputs[mode] = [(c.texts, c.output_tokens, c.finish_reasons) for c in be.generate(reqs)]
+    assert outputs["compact"] == outputs["generate"]
+
+    def end_after_two(prompts: list[list[int]], step: int, logits: Any) -> Any:
+        assert all(isinstance(p, list) and p for p in prompts)
+        if step >= 2:
+            logits[:, :] = -float("inf")
+            logits[:, be.tokenizer.eos_token_id] = 0.0
+        return logits
+
+    for mode in ("generate", "compact"):
+        be = HFBackend({"decode": mode, "logits_processor": end_after_two})
+        be.load(tiny_model)
+        assert all(c.output_tokens <= 2 for c in be.generate(reqs[:20]))
