@@ -304,7 +304,7 @@ def test_openai_backend_against_a_real_server(openai_server: tuple[str, list[dic
 
 
 def test_compacting_decoder_matches_generate_and_both_apply_logits_processors(tiny_model: Path) -> None:
-    reqs = arith_requests(80) + [GenerationRequest("Q: What is 12+34?\nA:", max_new_tokens=10)]
+    reqs = [*arith_requests(80), GenerationRequest("Q: What is 12+34?\nA:", max_new_tokens=10)]
     outputs = {}
     for mode in ("generate", "compact"):
         be = HFBackend({"decode": mode, "batch_size": 32})
