@@ -108,7 +108,7 @@ class Grader:
         self._threads: list[threading.Thread] = []
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
         self.baseline_error: str | None = None
-        self._baseline_lock = threading.Lock()
+        self._mirror_lock = threading.Lock()
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def start(self) -> None:
@@ -394,14 +394,16 @@ class Grader:
     def write_mirror(self) -> None:
         """A read-only scores.json in the workspace, for the agent's convenience; nothing reads it back."""
         path = self.workspace / "scores.json"
-        try:
-            tmp = path.with_name(".scores.json.tmp")
-            tmp.unlink(missing_ok=True)
-            tmp.write_text(json.dumps(self.submissions(), indent=2))
-            os.chmod(tmp, 0o444)
-            tmp.replace(path)
-        except OSError:
-            pass
+        # one writer at a time, each reading the store inside the lock: the last write is the newest state
+        with self._mirror_lock:
+            try:
+                tmp = path.with_name(".scores.json.tmp")
+                tmp.unlink(missing_ok=True)
+                tmp.write_text(json.dumps(self.submissions(), indent=2))
+                os.chmod(tmp, 0o444)
+                tmp.replace(path)
+            except OSError:
+                pass
 
     # -- final test evaluation ------------------------------------------------------------------------
     def evaluate_test(self, sid: int | None = None) -> dict[str, Any]:
