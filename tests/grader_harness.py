@@ -2,32 +2,27 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from autorl.grader.process import GraderProcess
 from autorl.grader.server import free_port
 from autorl.grader.service import GraderConfig
 
 
-@dataclass
-class RunningGrader:
-    config: GraderConfig
-    config_path: Path
-    port: int
-    proc: subprocess.Popen[bytes]
-    log: Path
+class RunningGrader(GraderProcess):
+    """The real grader process, plus helpers for tests."""
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+    def __init__(self, config: GraderConfig, port: int) -> None:
+        store = Path(config.store_dir)
+        store.mkdir(parents=True, exist_ok=True)
+        self.config = config
+        self.config_path = store / "config.json"
+        self.port = port
+        super().__init__(config, self.config_path, port, store / "server.log")
 
     @property
     def workspace(self) -> Path:
@@ -42,44 +37,14 @@ class RunningGrader:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=120, **kw)
 
-    def admin(self) -> httpx.Client:
+    def admin_http(self) -> httpx.Client:
         return self.client(self.config.admin_token)
-
-    def kill9(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
 
 
 def start_grader(config: GraderConfig, port: int | None = None) -> RunningGrader:
-    port = port or free_port()
-    store = Path(config.store_dir)
-    store.mkdir(parents=True, exist_ok=True)
-    config_path = store / "config.json"
-    config.save(config_path)
-    log = store / "server.log"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "autorl.grader.server", str(config_path), "--port", str(port)],
-        stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    running = RunningGrader(config, config_path, port, proc, log)
-    end = time.monotonic() + 60
-    while True:
-        try:
-            httpx.get(f"{running.url}/health", timeout=2)
-            return running
-        except httpx.HTTPError:
-            if proc.poll() is not None or time.monotonic() > end:
-                raise RuntimeError(f"grader did not start:\n{log.read_text()}") from None
-            time.sleep(0.1)
+    grader = RunningGrader(config, port or free_port())
+    grader.wait_ready(60)
+    return grader
 
 
 def make_config(tmp_path: Path, **overrides: Any) -> GraderConfig:

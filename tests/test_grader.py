@@ -116,7 +116,7 @@ def test_kill_minus_nine_mid_queue_then_restart_loses_nothing(tmp_path: Path) ->
         ids = [c.post("/submit", params={"wait": "false"}, json={"model_path": f"output/s{k}"}).json()["submission_id"]
                for k in range(5)]
         first = wait_done(c, ids[0])
-    g.kill9()
+    g.kill()
     g2 = start_grader(config, port=g.port)
     try:
         with g2.client() as c:
@@ -206,8 +206,8 @@ def test_bad_inputs_get_documented_json_errors(
         error = resp.json()["error"]
         assert isinstance(error, str) and error and "Traceback" not in error
         # nothing was recorded, and the server still serves
-        assert g.admin().get("/admin/state").json()["submissions"] == []
-    assert g.admin().get("/admin/state").json()["baseline_score"] is None
+        assert g.admin_http().get("/admin/state").json()["submissions"] == []
+    assert g.admin_http().get("/admin/state").json()["baseline_score"] is None
 
 
 def test_limits_and_closed_run(tmp_path: Path) -> None:
@@ -226,7 +226,7 @@ def test_limits_and_closed_run(tmp_path: Path) -> None:
             wait_done(c, 2)
             r = c.post("/submit", json={"model_path": "output/q2"})
             assert r.status_code == 429 and "limit" in r.json()["error"]
-        g.admin().post("/admin/close")
+        g.admin_http().post("/admin/close")
         with g.client() as c:
             r = c.post("/submit", json={"model_path": "output/q2"})
             assert r.status_code == 409
@@ -299,7 +299,7 @@ def test_scores_json_is_a_mirror_nothing_reads_back(grader: RunningGrader) -> No
         mirror.chmod(0o644)
         mirror.write_text(json.dumps([{"submission_id": 1, "score": 100.0}]))
         assert c.get("/submissions/1").json()["score"] == pytest.approx(30.0)
-    state = grader.admin().get("/admin/state").json()
+    state = grader.admin_http().get("/admin/state").json()
     assert state["best"]["score"] == pytest.approx(30.0)
 
 
@@ -309,7 +309,7 @@ def test_hidden_test_split_is_scored_once_by_admin(grader: RunningGrader) -> Non
     with grader.client() as c:
         c.post("/submit", json={"model_path": "output/a"})
         c.post("/submit", json={"model_path": "output/b"})
-    admin = grader.admin()
+    admin = grader.admin_http()
     test = admin.post("/admin/test", json={}).json()
     assert test["submission_id"] == 2 and test["split"] == "test" and test["n"] == 30
     # the stub answers only dev items, so both model and baseline score 0 on test
@@ -323,7 +323,7 @@ def test_hidden_test_split_is_scored_once_by_admin(grader: RunningGrader) -> Non
 def test_admin_sets_baseline_and_deadline(tmp_path: Path) -> None:
     g = start_grader(make_config(tmp_path))
     try:
-        admin = g.admin()
+        admin = g.admin_http()
         assert admin.post("/set_baseline", json={"score": 10.0}).json() == {"baseline_score": 10.0}
         ckpt(g, "v", correct=4)
         with g.client() as c:

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -17,10 +14,11 @@ from typing import Any
 from autorl.agents.base import Agent, AgentContext
 from autorl.agents.command import CommandAgent
 from autorl.agents.process import agent_environment, run_agent
-from autorl.errors import AutorlError, GraderError, UsageError
+from autorl.errors import AutorlError, UsageError
 from autorl.evaluation.run import write_json_atomic
 from autorl.gpus import GpuAssignment, parse_gpus
 from autorl.grader.client import GraderClient
+from autorl.grader.process import GraderProcess
 from autorl.grader.server import free_port
 from autorl.grader.service import GraderConfig
 from autorl.ledger import Ledger
@@ -100,41 +98,6 @@ def _new_run_id(parent: Path, agent: str) -> tuple[str, Path]:
         if not root.exists():
             return run_id, root
     raise AutorlError(f"cannot find a free run directory under {parent}")
-
-
-class _GraderProcess:
-    def __init__(self, config: GraderConfig, config_path: Path, port: int, log_path: Path) -> None:
-        config.save(config_path)
-        self.url = f"http://127.0.0.1:{port}"
-        self._log = log_path.open("ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "autorl.grader.server", str(config_path), "--port", str(port)],
-            stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-        )
-        self.admin = GraderClient(self.url, config.admin_token, timeout=None)
-
-    def wait_ready(self, timeout: float = 90.0) -> None:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if self.proc.poll() is not None:
-                raise GraderError(f"the grader exited with code {self.proc.returncode}; see {self._log.name}")
-            try:
-                self.admin.health()
-                return
-            except GraderError:
-                time.sleep(0.2)
-        raise GraderError(f"the grader did not answer within {timeout:.0f} s; see {self._log.name}")
-
-    def stop(self) -> None:
-        self.admin.close()
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        self._log.close()
 
 
 def _wait_for_evaluations(admin: GraderClient, timeout: float) -> dict[str, Any]:
@@ -226,7 +189,7 @@ def run(
         baseline_cache_dir=str(private_dir(home / "baselines")),
         limit=limit,
     )
-    grader = _GraderProcess(config, store_dir / "config.json", port, root / "grading_server.log")
+    grader = GraderProcess(config, store_dir / "config.json", port, root / "grading_server.log")
     try:
         grader.wait_ready()
         say(f"grader at {url}; evaluating the baseline")
