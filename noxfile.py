@@ -15,10 +15,10 @@ PLUGINS = sorted(p.name for p in (ROOT / "plugins").iterdir() if (p / "pyproject
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Core test suite, with the example third-party plugin and the plugin packages installed."""
+    """Core tests and every plugin's tests, with the example third-party plugin and all plugins installed."""
     session.install(*CONSTRAINTS, "-e", ".[test]", "-e", "tests/example_plugin",
                     *[arg for p in PLUGINS for arg in ("-e", f"plugins/{p}")])
-    session.run("pytest", *session.posargs)
+    session.run("pytest", "tests", *[f"plugins/{p}/tests" for p in PLUGINS], *session.posargs)
 
 
 @nox.session

@@ -10,4 +10,6 @@ from autorl import hookimpl
 
 @hookimpl
 def register_benchmarks(register: Callable[[type[Any]], None]) -> None:
-    """The gsm8k benchmark registers here once its data and scoring land; nothing yet."""
+    from autorl_gsm8k.benchmark import GSM8K
+
+    register(GSM8K)
