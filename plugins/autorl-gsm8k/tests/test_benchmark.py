@@ -87,7 +87,7 @@ def test_offline_without_mirror_is_one_clear_error(tmp_path: Path, monkeypatch: 
     monkeypatch.setenv("AUTORL_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("AUTORL_DATA_DIR", raising=False)
-    with pytest.raises(ResourceError, match="AUTORL_DATA_DIR.*data_dir"):
+    with pytest.raises(ResourceError, match=r"AUTORL_DATA_DIR.*data_dir"):
         GSM8K().prepare_train_data(tmp_path / "train")
 
 
