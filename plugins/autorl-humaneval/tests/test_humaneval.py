@@ -1,0 +1,144 @@
+"""HumanEval splits, pass@1 on canonical and wrong solutions, and containment of hostile programs."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+from autorl_humaneval.benchmark import HumanEval, pass_at_k, program
+from autorl_humaneval.sandbox import Limits, isolation, run_many, run_program
+
+
+@pytest.fixture
+def prepared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[HumanEval, Path, Path]:
+    monkeypatch.setenv("AUTORL_HOME", str(tmp_path / "home"))
+    from autorl.resources import prepare_data
+
+    bench = HumanEval()
+    data = prepare_data(bench)
+    return bench, data.train_dir, data.hidden_dir
+
+
+def test_splits_are_disjoint_and_hidden(prepared: tuple[HumanEval, Path, Path]) -> None:
+    bench, train_dir, hidden_dir = prepared
+    train = [json.loads(x)["task_id"] for x in (train_dir / "train.jsonl").read_text().splitlines()]
+    dev = [i.id for i in bench.load_items("dev", hidden_dir)]
+    test = [i.id for i in bench.load_items("test", hidden_dir)]
+    assert train == [f"HumanEval/{k}" for k in range(82)]
+    assert dev == [f"HumanEval/{k}" for k in range(82, 123)]
+    assert test == [f"HumanEval/{k}" for k in range(123, 164)]
+    assert (hidden_dir.stat().st_mode & 0o777) == 0o700
+    assert bench.hidden_paths()[0].name == "HumanEval.jsonl.gz"
+
+
+def test_canonical_solutions_pass_and_wrong_ones_fail(prepared: tuple[HumanEval, Path, Path]) -> None:
+    bench, _, hidden_dir = prepared
+    problems = [i.reference for split in ("dev", "test") for i in bench.load_items(split, hidden_dir)]
+    good = run_many([program(p, p["canonical_solution"]) for p in problems], limits=bench.limits())
+    assert [o.status for o in good] == ["passed"] * 82
+    bad = run_many([program(p, "    return None\n") for p in problems], limits=bench.limits())
+    assert not any(o.passed for o in bad)
+
+
+def test_pass_at_k() -> None:
+    assert pass_at_k(10, 0, 1) == 0.0
+    assert pass_at_k(10, 10, 1) == 1.0
+    assert pass_at_k(10, 3, 1) == pytest.approx(0.3)
+    assert pass_at_k(5, 1, 2) == pytest.approx(1 - 6 / 10)
+
+
+QUICK = Limits(timeout_s=5.0, memory_mb=512)
+
+
+def test_infinite_loop_times_out() -> None:
+    assert run_program("while True:\n    pass\n", limits=Limits(timeout_s=2.0)).status == "timeout"
+
+
+def test_fork_bomb_is_contained() -> None:
+    out = run_program("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+                      limits=Limits(timeout_s=3.0, processes=32))
+    assert not out.passed
+    from autorl_humaneval.sandbox import UID_POOL
+
+    rows = subprocess.run(["ps", "-e", "-o", "uid=,stat="], capture_output=True, text=True).stdout.splitlines()
+    live = [r for r in rows if int(r.split()[0]) in UID_POOL and not r.split()[1].startswith("Z")]
+    assert live == []  # nothing it forked is left running (zombies wait for init to reap them)
+
+
+def test_memory_blow_up_fails() -> None:
+    out = run_program("x = bytearray(4 * 1024 ** 3)\n", limits=QUICK)
+    assert not out.passed and "MemoryError" in out.detail
+
+
+def test_writing_outside_the_temporary_directory_fails(tmp_path: Path) -> None:
+    if isolation() != "bwrap":
+        pytest.skip("a private /tmp needs bubblewrap (apt-get install bubblewrap); here only limits apply")
+    targets = [tmp_path / "escaped.txt", Path("/tmp") / f"autorl-escape-{uuid.uuid4().hex}", Path.home() / "escaped"]
+    for target in targets:
+        out = run_program(f"open({str(target)!r}, 'w').write('x')\n", limits=QUICK)
+        assert not target.exists(), target
+    assert run_program("open('inside.txt', 'w').write('fine')\n", limits=QUICK).passed
+
+
+def test_network_connections_fail() -> None:
+    if isolation() == "limits":
+        pytest.skip("no network namespace can be made here (neither bwrap nor unshare runs)")
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(6)
+    port = server.getsockname()[1]
+    connected: list[bool] = []
+
+    def accept() -> None:
+        try:
+            server.accept()
+            connected.append(True)
+        except OSError:
+            pass
+
+    t = threading.Thread(target=accept)
+    t.start()
+    out = run_program(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=3)\n", limits=QUICK)
+    t.join()
+    server.close()
+    assert not out.passed and not connected
+
+
+def test_grader_store_and_evaluation_data_cannot_be_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUTORL_HOME", str(tmp_path / "home"))
+    store = tmp_path / "home" / "grader" / "run1"
+    store.mkdir(parents=True)
+    os.chmod(store, 0o700)
+    (store / "grader.db").write_text("secret scores")
+    bench = HumanEval()
+    for target in (store / "grader.db", bench.hidden_paths()[0]):
+        out = run_many([f"data = open({str(target)!r}, 'rb').read()\nassert data\n"], limits=QUICK,
+                       hidden=bench.sandbox_hidden())[0]
+        assert not out.passed, target
+
+
+def test_scoring_runs_through_the_sandbox(prepared: tuple[HumanEval, Path, Path]) -> None:
+    bench, _, hidden_dir = prepared
+    item = bench.load_items("dev", hidden_dir)[0]
+    assert bench.score(item, item.reference["canonical_solution"]) == 1.0
+    assert bench.score(item, "    import os\n    os.system('touch /tmp/x')\n    return None\n") == 0.0
+
+
+def test_tiny_model_eval_end_to_end(prepared: tuple[HumanEval, Path, Path]) -> None:
+    pytest.importorskip("torch", reason="the tiny-model run needs the hf backend (autorl[hf])")
+    proc = subprocess.run(
+        [sys.executable, "-c", "from autorl.cli import main; main()", "eval", "--task", "humaneval",
+         "--model", "autorl:tiny", "--limit", "3", "--json"],
+        capture_output=True, text=True, env=dict(os.environ), timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    assert record["n"] == 3 and record["score"] == 0.0 and record["benchmark"] == "humaneval"
