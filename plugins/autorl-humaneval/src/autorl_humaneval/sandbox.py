@@ -11,6 +11,7 @@ Without bubblewrap the isolation is the limits plus a new network namespace wher
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import queue
@@ -170,18 +171,14 @@ def _reap(uid: int, timeout_s: float = 10.0) -> None:
     end = time.monotonic() + timeout_s
     while (pids := _processes_of(uid)) and time.monotonic() < end:
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         time.sleep(0.02)
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     proc.wait()
 
 
