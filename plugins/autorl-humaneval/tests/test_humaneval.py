@@ -80,10 +80,13 @@ def test_memory_blow_up_fails() -> None:
 def test_writing_outside_the_temporary_directory_fails(tmp_path: Path) -> None:
     if isolation() != "bwrap":
         pytest.skip("a private /tmp needs bubblewrap (apt-get install bubblewrap); here only limits apply")
-    targets = [tmp_path / "escaped.txt", Path("/tmp") / f"autorl-escape-{uuid.uuid4().hex}", Path.home() / "escaped"]
-    for target in targets:
+    for target in (tmp_path / "escaped.txt", Path.home() / "escaped", Path("/usr/lib/escaped")):
         out = run_program(f"open({str(target)!r}, 'w').write('x')\n", limits=QUICK)
         assert not out.passed and not target.exists(), target
+    # /tmp inside the sandbox is its own: the write succeeds there and never reaches the real /tmp
+    shared = Path("/tmp") / f"autorl-escape-{uuid.uuid4().hex}"
+    run_program(f"open({str(shared)!r}, 'w').write('x')\n", limits=QUICK)
+    assert not shared.exists()
     assert run_program("open('inside.txt', 'w').write('fine')\n", limits=QUICK).passed
 
 
