@@ -76,6 +76,7 @@ def evaluate_model(
     if limit is not None:
         items = items[:limit]
     started = time.monotonic()
+    backend.model_dir = model_dir
     backend.load(model_dir, base_model_dir)
     try:
         done = 0

@@ -51,6 +51,8 @@ class Backend(ABC):
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         self.options: dict[str, Any] = dict(options or {})
+        #: the checkpoint being evaluated (set by the evaluation path), for evaluators that need the files
+        self.model_dir: Path | None = None
 
     @classmethod
     def available(cls) -> bool:

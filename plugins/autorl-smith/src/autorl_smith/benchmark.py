@@ -1,0 +1,174 @@
+"""A rl-smith folder as an autorl benchmark, with held-out dev/test data the agent never sees."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from autorl import Benchmark, EvalConfig, Item
+from autorl.errors import ResourceError
+from autorl.evaluation.base import Evaluator, ItemResult, Progress
+from autorl.evaluation.generation import GenerationEvaluator
+from autorl.inference.base import Backend
+from autorl.resources import autorl_home, file_lock
+from autorl_smith.folder import SmithFolder, eval_file
+from autorl_smith.scorer import Request, score_all
+
+SPLIT_SEED = 20240611
+DOWNLOAD_TIMEOUT_S = 3600
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def _write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tmp.replace(path)
+
+
+def eval_config_of(config: dict[str, Any]) -> EvalConfig:
+    template = str(config.get("prompt_template", "{question}"))
+    shots = tuple(
+        (template.format(question=s["question"]), " " + str(s["answer"]))
+        for s in config.get("few_shot", []) or []
+    )
+    return EvalConfig(
+        prompt_template=template,
+        few_shot=shots,
+        chat_template=bool(config.get("chat_template", False)),
+        system_prompt=config.get("system_prompt"),
+        max_new_tokens=int(config.get("max_new_tokens", 256)),
+        temperature=float(config.get("temperature", 0.0)),
+        stop=tuple(config.get("stop", ()) or ()),
+    )
+
+
+class SmithEvaluator(GenerationEvaluator):
+    """Generation with the folder's prompt settings, then the folder's evaluate() in a separate process."""
+
+    def evaluate(self, benchmark: Benchmark, items: Sequence[Item], backend: Backend,
+                 progress: Progress | None = None) -> list[ItemResult]:
+        assert isinstance(benchmark, SmithBenchmark)
+        generated = super().evaluate(benchmark, items, backend, None)
+        requests = [Request(str(i.input["question"]), r.completions[0] if r.completions else "", str(i.reference))
+                    for i, r in zip(items, generated, strict=True)]
+        scored = score_all(benchmark.work_dir() / "eval.py", benchmark.work_dir(), requests, benchmark.timeout_s())
+        if progress:
+            progress(len(items))
+        return [ItemResult(r.id, s.score, r.completions, s.error, r.extra)
+                for r, s in zip(generated, scored, strict=True)]
+
+
+class SmithBenchmark(Benchmark):
+    """Base of the classes made for each discovered folder (see plugin.py)."""
+
+    folder: ClassVar[SmithFolder]
+    source: ClassVar[Path]
+
+    def config(self) -> EvalConfig:
+        cfg = eval_config_of(self.folder.config)
+        if "chat_template" in self.options:
+            cfg = cfg.replace(chat_template=bool(self.options["chat_template"]))
+        return cfg
+
+    def timeout_s(self) -> float:
+        return float(self.folder.config.get("eval_timeout_s", 30))
+
+    def description(self) -> str:
+        own = self.work_dir() / "description.md" if self.work_dir().is_dir() else self.folder.path / "description.md"
+        text = own.read_text() if own.is_file() else f"# {self.name}\n\nA benchmark from {self.folder.path}.\n"
+        return text.rstrip() + (
+            "\n\n## Data\n`data/train.jsonl`: one JSON object a line, `{\"question\": ..., \"answer\": ...}`. "
+            "The grader's dev and test items are held out and not in it.\n"
+        )
+
+    def work_dir(self) -> Path:
+        """A grader-owned copy of the folder at this version, where download_data.py has run."""
+        return autorl_home() / "hidden" / "smith" / f"{self.folder.name}-{self.folder.version()}"
+
+    def _prepare_folder(self) -> Path:
+        work = self.work_dir()
+        with file_lock(work.with_name(work.name + ".lock")):
+            if (work / ".ready").is_file():
+                return work
+            shutil.rmtree(work, ignore_errors=True)
+            shutil.copytree(self.folder.path, work, ignore=shutil.ignore_patterns("__pycache__", ".git"))
+            script = work / "download_data.py"
+            if script.is_file():
+                proc = subprocess.run([sys.executable, str(script)], cwd=work, capture_output=True, text=True,
+                                      timeout=DOWNLOAD_TIMEOUT_S)
+                if proc.returncode != 0:
+                    tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+                    raise ResourceError(f"{self.folder.path}/download_data.py failed: {tail[0][:300]}")
+            if not (work / "data" / "train.jsonl").is_file():
+                raise ResourceError(f"{self.folder.path}: data/train.jsonl is missing after download_data.py")
+            (work / ".ready").write_text("")
+        return work
+
+    def _splits(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], str]:
+        work = self._prepare_folder()
+        train = _read_jsonl(work / "data" / "train.jsonl")
+        held = eval_file(work, self.folder.config)
+        rng = random.Random(SPLIT_SEED)
+        if held is not None and held.is_file():
+            rows = _read_jsonl(held)
+            rng.shuffle(rows)
+            half = max(1, len(rows) // 2)
+            return train, rows[:half], rows[half:] or rows[:half], "eval_file"
+        order = list(range(len(train)))
+        rng.shuffle(order)
+        n_dev, n_test = max(1, len(train) // 10), max(1, len(train) // 5)
+        dev = [train[i] for i in order[:n_dev]]
+        test = [train[i] for i in order[n_dev : n_dev + n_test]]
+        rest = [train[i] for i in sorted(order[n_dev + n_test :])]
+        return rest, dev, test, "carved"
+
+    def prepare_train_data(self, target_dir: Path) -> None:
+        if (target_dir / "train.jsonl").is_file():
+            return
+        train, _, _, _ = self._splits()
+        _write_jsonl(target_dir / "train.jsonl", [{"question": r["question"], "answer": r["answer"]} for r in train])
+
+    def prepare_eval_data(self, hidden_dir: Path) -> None:
+        if (hidden_dir / "split.json").is_file():
+            return
+        train, dev, test, how = self._splits()
+        _write_jsonl(hidden_dir / "dev.jsonl", dev)
+        _write_jsonl(hidden_dir / "test.jsonl", test)
+        (hidden_dir / "split.json").write_text(json.dumps(
+            {"source": how, "folder": str(self.folder.path), "version": self.folder.version(),
+             "train": len(train), "dev": len(dev), "test": len(test)}, indent=2))
+
+    def load_items(self, split: str, hidden_dir: Path) -> list[Item]:
+        return [Item(f"{split}-{k}", {"question": r["question"]}, str(r["answer"]))
+                for k, r in enumerate(_read_jsonl(hidden_dir / f"{split}.jsonl"))]
+
+    def score(self, item: Item, completion: str) -> float:
+        work = self._prepare_folder()
+        result = score_all(work / "eval.py", work, [Request(str(item.input.get("question", "")), completion,
+                                                            str(item.reference))], self.timeout_s())[0]
+        return result.score
+
+    def evaluator(self) -> Evaluator:
+        if self.folder.eval_mode == "opencompass":
+            from autorl_smith.opencompass import OpenCompassEvaluator
+
+            return OpenCompassEvaluator()
+        return SmithEvaluator()
+
+    def exposed_files(self) -> dict[str, Path]:
+        work = self._prepare_folder()
+        return {Path(rel).name: work / rel for rel in self.folder.expose_files}
+
+    def hidden_paths(self) -> list[Path]:
+        held = eval_file(self.folder.path, self.folder.config)
+        return [self.folder.path / "data", *([held] if held else []), self.work_dir()]

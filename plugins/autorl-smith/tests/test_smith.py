@@ -1,0 +1,203 @@
+"""rl-smith folders: discovery with validation, held-out splits, contained third-party scoring, end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from autorl_smith.folder import discover
+from autorl_smith.scorer import Request, score_all
+
+ROWS = [{"question": f"not ( {a} ) and ( {b} ) is", "answer": str((not a) and b)}
+        for a in (True, False) for b in (True, False)] * 10
+
+EVAL_PY = '''
+def evaluate(question, model_answer, reference_answer, **kwargs):
+    words = model_answer.strip().split()
+    return 1.0 if words and words[0].strip(".") == reference_answer else 0.0
+'''
+
+
+def make_folder(root: Path, name: str, *, config: dict | None = None, eval_py: str = EVAL_PY,
+                rows: list | None = None, test_rows: list | None = None, extra: dict | None = None) -> Path:
+    folder = root / name
+    (folder / "data").mkdir(parents=True)
+    cfg = {"name": name, "eval_mode": "per_sample", "expose_files": [], "prompt_template": "Q: {question}\nA:",
+           "max_new_tokens": 6, "stop": ["\n"]}
+    cfg.update(config or {})
+    (folder / "config.yaml").write_text(json.dumps(cfg))
+    (folder / "eval.py").write_text(eval_py)
+    (folder / "data" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (rows or ROWS)))
+    if test_rows is not None:
+        (folder / "data" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in test_rows))
+    for rel, text in (extra or {}).items():
+        (folder / rel).write_text(text)
+    return folder
+
+
+def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", "from autorl.cli import main; main()", *args],
+                          capture_output=True, text=True, env={**os.environ, **env}, timeout=900)
+
+
+def test_valid_folders_become_tasks_and_malformed_ones_warn(tmp_path: Path) -> None:
+    root = tmp_path / "benchmarks"
+    make_folder(root, "boolexpr", extra={"description.md": "# boolean expressions\n"})
+    make_folder(root, "nokeys", config={"eval_mode": None})
+    (root / "nokeys" / "config.yaml").write_text("name: nokeys\n")
+    make_folder(root, "badmode", config={"eval_mode": "vibes"})
+    make_folder(root, "noevaluate", eval_py="def score(q, a, r):\n    return 1.0\n")
+    make_folder(root, "badjsonl")
+    (root / "badjsonl" / "data" / "train.jsonl").write_text('{"question": "q", "answer": "a"}\nnot json\n')
+    proc = cli("list", "benchmarks", "--json", env={"SMITH_BENCH_DIR": str(root)})
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["name"]: r for r in json.loads(proc.stdout)}
+    assert "smith-boolexpr" in rows and rows["smith-boolexpr"]["source"] == str(root / "boolexpr")
+    assert not {"smith-nokeys", "smith-badmode", "smith-noevaluate", "smith-badjsonl"} & set(rows)
+    err = proc.stderr
+    assert "nokeys skipped: config.yaml: missing key(s) eval_mode, expose_files" in err
+    assert "badmode skipped: config.yaml: eval_mode 'vibes' is not one of per_sample, opencompass" in err
+    assert "noevaluate skipped: eval.py: defines no function evaluate" in err
+    assert "badjsonl skipped: data/train.jsonl line 2: not valid JSON" in err
+    assert "Traceback" not in err
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("AUTORL_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def _bench(root: Path, name: str):  # type: ignore[no-untyped-def]
+    from autorl_smith.benchmark import SmithBenchmark
+
+    (folder,) = [f for f in discover(root) if f.name == name]
+    cls = type("T", (SmithBenchmark,), {"name": folder.task, "version": folder.version(), "folder": folder,
+                                        "source": folder.path})
+    return cls()
+
+
+def test_carved_split_hides_dev_and_test(tmp_path: Path, home: Path) -> None:
+    from autorl.resources import prepare_data
+
+    rows = [{"question": f"q{k}", "answer": str(k)} for k in range(50)]
+    make_folder(tmp_path / "b", "carved", rows=rows)
+    bench = _bench(tmp_path / "b", "carved")
+    data = prepare_data(bench)
+    train = [json.loads(x)["question"] for x in (data.train_dir / "train.jsonl").read_text().splitlines()]
+    dev = [i.input["question"] for i in bench.load_items("dev", data.hidden_dir)]
+    test = [i.input["question"] for i in bench.load_items("test", data.hidden_dir)]
+    assert (len(train), len(dev), len(test)) == (35, 5, 10)
+    assert not set(train) & (set(dev) | set(test)) and not set(dev) & set(test)
+    assert json.loads((data.hidden_dir / "split.json").read_text())["source"] == "carved"
+    assert (tmp_path / "b" / "carved" / "data") in bench.hidden_paths()
+
+
+def test_explicit_eval_file_is_the_held_out_data(tmp_path: Path, home: Path) -> None:
+    from autorl.resources import prepare_data
+
+    held = [{"question": f"held {k}", "answer": "x"} for k in range(8)]
+    make_folder(tmp_path / "b", "explicit", test_rows=held)
+    bench = _bench(tmp_path / "b", "explicit")
+    data = prepare_data(bench)
+    assert len((data.train_dir / "train.jsonl").read_text().splitlines()) == len(ROWS)
+    hidden = [i.input["question"] for s in ("dev", "test") for i in bench.load_items(s, data.hidden_dir)]
+    assert sorted(hidden) == sorted(r["question"] for r in held)
+    assert json.loads((data.hidden_dir / "split.json").read_text())["source"] == "eval_file"
+
+
+def test_download_data_runs_once_in_the_cache(tmp_path: Path, home: Path) -> None:
+    from autorl.resources import prepare_data
+
+    folder = make_folder(tmp_path / "b", "dl", extra={"download_data.py": textwrap.dedent("""
+        import json, pathlib
+        marker = pathlib.Path("runs.txt")
+        marker.write_text(marker.read_text() + "x" if marker.exists() else "x")
+        pathlib.Path("data/extra.txt").write_text("made here")
+    """)})
+    bench = _bench(tmp_path / "b", "dl")
+    prepare_data(bench)
+    prepare_data(bench)
+    assert (bench.work_dir() / "runs.txt").read_text() == "x"
+    assert not (folder / "runs.txt").exists()  # the user's folder is left alone
+
+
+def test_third_party_evaluate_is_contained(tmp_path: Path) -> None:
+    cases = {
+        "raises": "def evaluate(q, a, r, **k):\n    raise RuntimeError('boom')\n",
+        "hangs": "import time\ndef evaluate(q, a, r, **k):\n    time.sleep(60)\n",
+        "garbage": "print('garbage on import {]')\ndef evaluate(q, a, r, **k):\n    print('noise', q)\n    return 1.0\n",
+        "out_of_range": "def evaluate(q, a, r, **k):\n    return 7\n",
+        "exits": "import os\ndef evaluate(q, a, r, **k):\n    os._exit(1)\n",
+        "broken_import": "import not_a_module\ndef evaluate(q, a, r, **k):\n    return 1.0\n",
+    }
+    reqs = [Request("q1", "a", "a"), Request("q2", "b", "b")]
+    results = {}
+    for name, source in cases.items():
+        path = tmp_path / f"{name}.py"
+        path.write_text(source)
+        results[name] = score_all(path, tmp_path, reqs, timeout_s=2.0)
+    assert [r.score for r in results["raises"]] == [0.0, 0.0] and "boom" in (results["raises"][0].error or "")
+    assert [r.score for r in results["hangs"]] == [0.0, 0.0] and "did not answer" in (results["hangs"][0].error or "")
+    assert [r.score for r in results["garbage"]] == [1.0, 1.0]
+    assert "not a number in [0, 1]" in (results["out_of_range"][0].error or "")
+    assert all(r.score == 0.0 and r.error for r in results["exits"])
+    assert "failed to load" in (results["broken_import"][0].error or "")
+
+
+def test_tiny_model_eval_end_to_end(tmp_path: Path, home: Path) -> None:
+    pytest.importorskip("torch", reason="the tiny-model run needs the hf backend (autorl[hf])")
+    root = tmp_path / "benchmarks"
+    make_folder(root, "boolexpr")
+    proc = cli("eval", "--task", "smith-boolexpr", "--model", "autorl:tiny", "--limit", "4", "--json",
+               env={"SMITH_BENCH_DIR": str(root), "AUTORL_HOME": str(home)})
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    assert record["benchmark"] == "smith-boolexpr" and record["n"] == 4
+
+
+def test_opencompass_without_its_environment_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from autorl_smith.opencompass import interpreter
+
+    from autorl.errors import EvaluationError
+
+    monkeypatch.delenv("AUTORL_OPENCOMPASS_PYTHON", raising=False)
+    with pytest.raises(EvaluationError, match="AUTORL_OPENCOMPASS_PYTHON"):
+        interpreter({})
+    monkeypatch.setenv("AUTORL_OPENCOMPASS_PYTHON", sys.executable)
+    if subprocess.run([sys.executable, "-c", "import opencompass"], capture_output=True).returncode != 0:
+        with pytest.raises(EvaluationError, match="cannot import opencompass"):
+            interpreter({})
+
+
+def test_opencompass_results_are_read_with_suspicion(tmp_path: Path) -> None:
+    from autorl_smith.opencompass import read_results
+
+    from autorl.errors import EvaluationError
+
+    with pytest.raises(EvaluationError, match="wrote 0 result file"):
+        read_results(tmp_path, 1)
+    out = tmp_path / "20260101_000000" / "results" / "submission"
+    out.mkdir(parents=True)
+    (out / "bbh-boolean_expressions.json").write_text(json.dumps(
+        {"accuracy": 50.0, "details": {"0": {"correct": True}, "1": {"correct": False}}}))
+    assert read_results(tmp_path, 1) == [("bbh-boolean_expressions", 50.0, [1.0, 0.0])]
+    with pytest.raises(EvaluationError, match="for 2 dataset"):
+        read_results(tmp_path, 2)
+
+
+@pytest.mark.skipif(not os.environ.get("AUTORL_OPENCOMPASS_PYTHON"),
+                    reason="needs an OpenCompass environment (set AUTORL_OPENCOMPASS_PYTHON); it conflicts with trl")
+def test_opencompass_mode_end_to_end(tmp_path: Path, home: Path) -> None:
+    root = tmp_path / "benchmarks"
+    make_folder(root, "ocbbh", config={"eval_mode": "opencompass",
+                                       "opencompass_dataset": "opencompass.configs.datasets.bbh.bbh_gen",
+                                       "opencompass_dataset_var": "bbh_datasets"})
+    proc = cli("eval", "--task", "smith-ocbbh", "--model", "autorl:tiny", "--json",
+               env={"SMITH_BENCH_DIR": str(root), "AUTORL_HOME": str(home)})
+    assert proc.returncode == 0, proc.stderr
