@@ -300,6 +300,47 @@ def grader_serve(
     serve(config, port)
 
 
+@app.command()
+def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """Report what is installed and ready, and what to do for each missing piece."""
+    from autorl.doctor import checks
+
+    rows = checks()
+    if as_json:
+        _print_json([c.to_dict() for c in rows])
+        return
+    _table("autorl doctor", ["", "check", "status", "to do"],
+           [["ok" if c.ok else "--", c.name, c.detail, c.fix] for c in rows])
+
+
+new_app = typer.Typer(help="Scaffold a plugin package.", no_args_is_help=True)
+app.add_typer(new_app, name="new")
+
+
+@new_app.command("benchmark")
+def new_benchmark(
+    name: str = typer.Argument(..., help="Plugin name, e.g. my-bench (package autorl-my-bench)."),
+    directory: Path = typer.Option(Path("."), "--dir", help="Where to create the package folder."),
+) -> None:
+    """Create a complete benchmark plugin package that installs, is discovered and passes its tests."""
+    from autorl.scaffold import scaffold
+
+    root = scaffold("benchmark", name, directory)
+    typer.echo(f"created {root}\nnext: pip install -e {root} && pytest {root}/tests")
+
+
+@new_app.command("agent")
+def new_agent(
+    name: str = typer.Argument(..., help="Plugin name, e.g. my-agent (package autorl-my-agent)."),
+    directory: Path = typer.Option(Path("."), "--dir", help="Where to create the package folder."),
+) -> None:
+    """Create a complete agent plugin package."""
+    from autorl.scaffold import scaffold
+
+    root = scaffold("agent", name, directory)
+    typer.echo(f"created {root}\nnext: pip install -e {root} && pytest {root}/tests")
+
+
 def _warning_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None) -> str:
     return f"warning: {message}\n"
 

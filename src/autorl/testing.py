@@ -5,6 +5,11 @@ Fixtures:
     register_plugin: ``register_plugin(module_or_object, name=..., distribution=...)`` adds a plugin to
         ``autorl_pm`` for one test, as if a distribution had installed it.
     autorl_home: an empty ``AUTORL_HOME`` for one test.
+    tiny_model: the path of the built-in tiny model, built once per session.
+    local_grader: ``local_grader(task, base_model=None, backend="hf")`` starts a real grader on 127.0.0.1.
+
+Functions:
+    check_benchmark_end_to_end(task, model="autorl:tiny", limit=3): runs ``autorl eval`` as a user would.
 """
 
 from __future__ import annotations
@@ -48,3 +53,79 @@ def autorl_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "autorl-home"
     monkeypatch.setenv("AUTORL_HOME", str(home))
     return home
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The built-in ``autorl:tiny`` model (a ~0.5M-parameter Qwen2), built once per test session."""
+    from autorl.default_plugins.tiny_model import build
+
+    return build(tmp_path_factory.mktemp("autorl-tiny") / "tiny", log=lambda _m: None)
+
+
+class LocalGrader:
+    """A real grader process on 127.0.0.1 over a temporary workspace (see the ``local_grader`` fixture)."""
+
+    def __init__(self, root: Path, task: str, base_model: Path | None, backend: str) -> None:
+        from autorl.grader.process import GraderProcess
+        from autorl.grader.server import free_port
+        from autorl.grader.service import GraderConfig
+        from autorl.registry import get_benchmark
+        from autorl.resources import prepare_data, private_dir
+
+        data = prepare_data(get_benchmark(task)())
+        self.workspace = root / "workspace"
+        self.output = self.workspace / "output"
+        self.output.mkdir(parents=True)
+        self.config = GraderConfig(
+            task=task, workspace=str(self.workspace), output_dir=str(self.output),
+            store_dir=str(private_dir(root / "store")), hidden_dir=str(data.hidden_dir),
+            base_model=str(base_model) if base_model else None, backend=backend,
+        )
+        self.process = GraderProcess(self.config, root / "store" / "config.json", free_port(), root / "grader.log")
+        self.process.wait_ready()
+        from autorl.grader.client import GraderClient
+
+        self.client = GraderClient(self.process.url, self.config.agent_token, timeout=600)
+        self.admin = self.process.admin
+
+    def stop(self) -> None:
+        self.client.close()
+        self.process.stop()
+
+
+@pytest.fixture
+def local_grader(tmp_path: Path, autorl_home: Path) -> Iterator[Callable[..., LocalGrader]]:
+    """``local_grader(task, base_model=None, backend="hf")`` starts a real grader; all are stopped after the test.
+
+    Its ``client`` is an agent's :class:`autorl.grader.client.GraderClient`; ``output`` is where checkpoints go.
+    """
+    started: list[LocalGrader] = []
+
+    def start(task: str, base_model: Path | None = None, backend: str = "hf") -> LocalGrader:
+        grader = LocalGrader(tmp_path / f"grader-{len(started)}", task, base_model, backend)
+        started.append(grader)
+        return grader
+
+    yield start
+    for grader in started:
+        grader.stop()
+
+
+def check_benchmark_end_to_end(task: str, model: str = "autorl:tiny", limit: int = 3, backend: str = "hf") -> dict[str, Any]:
+    """Run ``autorl eval --task TASK --model MODEL --limit N --json`` as a user would and check the record."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", "from autorl.cli import main; main()", "eval", "--task", task, "--model", model,
+         "--limit", str(limit), "--backend", backend, "--json"],
+        capture_output=True, text=True, timeout=1800,
+    )
+    assert proc.returncode == 0, f"autorl eval failed:\n{proc.stderr}"
+    record: dict[str, Any] = json.loads(proc.stdout)
+    assert record["n"] == limit, record
+    assert 0.0 <= record["score"] <= 100.0 and record["config_hash"], record
+    assert record["ci95"][0] <= record["score"] <= record["ci95"][1], record
+    return record

@@ -1,0 +1,105 @@
+"""``autorl doctor``: what is installed and ready, and what to do about each missing piece."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _python_of(env_var: str, minimum: tuple[int, int], module: str, setup: str, name: str) -> Check:
+    python = os.environ.get(env_var)
+    if not python:
+        return Check(name, False, f"{env_var} is not set", setup)
+    probe = f"import sys, {module}; print('%d.%d' % sys.version_info[:2])"
+    try:
+        out = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=120)
+    except OSError as exc:
+        return Check(name, False, f"{python}: {exc.strerror}", setup)
+    if out.returncode != 0:
+        return Check(name, False, f"{python} cannot import {module}", setup)
+    version = tuple(int(x) for x in out.stdout.strip().split("."))
+    if version < minimum:
+        return Check(name, False, f"{python} is Python {out.stdout.strip()}", f"{name} needs Python >= {minimum[0]}.{minimum[1]}")
+    return Check(name, True, f"{python} (Python {out.stdout.strip()})")
+
+
+def checks() -> list[Check]:
+    from autorl import __version__
+    from autorl.gpus import visible_gpus
+    from autorl.registry import KINDS, plugin_summary, registrations
+    from autorl.resources import autorl_home
+
+    out = [Check("autorl", True, f"{__version__} on Python {sys.version.split()[0]} ({sys.executable})")]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plugins = plugin_summary()
+        for kind in KINDS:
+            registrations(kind)
+    external = [p for p in plugins if not p["builtin"]]
+    out.append(Check("plugins", True, ", ".join(f"{p['name']} ({p['distribution']} {p['version']})" for p in external)
+                     or "only the built-ins"))
+    for w in caught:
+        out.append(Check("plugin warning", False, str(w.message), "fix or uninstall that plugin"))
+    home = autorl_home()
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        writable = os.access(home, os.W_OK)
+    except OSError:
+        writable = False
+    out.append(Check("AUTORL_HOME", writable, str(home), "" if writable else "set AUTORL_HOME to a writable local directory"))
+    if writable and not home_is_local(home):
+        out.append(Check("AUTORL_HOME disk", False, f"{home} is on a network file system",
+                         "SQLite (WAL) needs a local disk: set AUTORL_HOME to a local directory"))
+    for reg in registrations("backend").values():
+        ok = reg.cls.available()
+        fix = {"hf": "pip install 'autorl[hf]'", "vllm": "pip install vllm (needs a CUDA GPU)",
+               "openai": ""}.get(reg.name, f"see the {reg.distribution} documentation")
+        out.append(Check(f"backend {reg.name}", ok, "available" if ok else "not usable here", "" if ok else fix))
+    gpus = visible_gpus()
+    out.append(Check("GPUs", bool(gpus), ", ".join(f"{i} ({u})" for i, u in gpus) or "none visible (CPU only)",
+                     "" if gpus else "install the NVIDIA driver for GPU runs; CPU runs work without"))
+    has_trl = importlib.util.find_spec("trl") is not None
+    out.append(Check("example agent (trl)", has_trl, "trl installed" if has_trl else "trl missing",
+                     "" if has_trl else "pip install 'autorl[train]'"))
+    bwrap = shutil.which("bwrap")
+    out.append(Check("sandbox (bubblewrap)", bool(bwrap), bwrap or "bwrap not found",
+                     "" if bwrap else "apt-get install bubblewrap (or your distribution's package)"))
+    offline = os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "yes")
+    out.append(Check("Hugging Face hub", True, "offline (HF_HUB_OFFLINE)" if offline else "online downloads allowed"))
+    out.append(_python_of("AUTORL_OPENCOMPASS_PYTHON", (3, 10), "opencompass",
+                          "python3 -m venv ~/.venvs/opencompass && ~/.venvs/opencompass/bin/pip install opencompass==0.5.4 "
+                          "'pyarrow<22' 'transformers<5'; export AUTORL_OPENCOMPASS_PYTHON=~/.venvs/opencompass/bin/python",
+                          "OpenCompass environment"))
+    out.append(_python_of("AUTORL_OPENHANDS_PYTHON", (3, 12), "openhands.sdk",
+                          "python3.12 -m venv ~/.venvs/openhands && ~/.venvs/openhands/bin/pip install openhands-sdk; "
+                          "export AUTORL_OPENHANDS_PYTHON=~/.venvs/openhands/bin/python", "OpenHands environment"))
+    return out
+
+
+def home_is_local(home: Path) -> bool:
+    """SQLite's WAL needs a local disk; NFS homes are common on clusters."""
+    try:
+        with open("/proc/mounts") as f:
+            mounts = [line.split() for line in f]
+    except OSError:
+        return True
+    best = max((m for m in mounts if str(home.resolve()).startswith(m[1])), key=lambda m: len(m[1]), default=None)
+    return best is None or best[2] not in ("nfs", "nfs4", "cifs", "smbfs", "fuse.sshfs", "lustre")
