@@ -142,6 +142,7 @@ def test_demo_run_improves_on_its_baseline(shared_home: Path, tiny_model: Path, 
     assert row["test_score"] is not None and row["test_improvement"] is not None
     results = json.loads(cli("results", "--json", env={"AUTORL_HOME": str(shared_home)}, check=True).stdout)
     assert results[-1]["run_id"] == row["run_id"] and results[-1]["best_score"] == row["best_score"]
+    assert results[-1]["audit_flags"] == []  # a clean run raises no audit flag
     with (shared_home / "results.csv").open() as f:
         rows = list(csv.DictReader(f))
     mine = next(r for r in rows if r["run_id"] == row["run_id"])

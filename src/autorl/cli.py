@@ -165,6 +165,8 @@ def run_cmd(
     ])
     typer.echo(f"submissions: {r['submissions']}  success: {r['success']}  ({r['end_reason']})  "
                f"duration: {r['duration_s']:.0f} s\nworkspace: {r['workspace']}")
+    for flag in result.audit:
+        typer.echo(f"audit flag: {flag['name']} ({flag['severity']}): {flag['detail']}")
 
 
 @app.command("eval")
@@ -242,9 +244,60 @@ def results(
     if as_json:
         _print_json(rows)
         return
-    _table("runs", ["run_id", "task", "agent", "base_model", "baseline", "best", "improvement", "95% CI", "test", "success"],
+    _table("runs", ["run_id", "task", "agent", "base_model", "baseline", "best", "improvement", "95% CI", "test", "success",
+                    "audit"],
            [[r["run_id"], r["task"], r["agent"], r["base_model"], _fmt(r["baseline"]), _fmt(r["best_score"]),
-             _fmt(r["improvement"]), _fmt(r["improvement_ci95"]), _fmt(r["test_score"]), str(r["success"])] for r in rows])
+             _fmt(r["improvement"]), _fmt(r["improvement_ci95"]), _fmt(r["test_score"]), str(r["success"]),
+             ", ".join(r["audit_flags"]) or "clean"] for r in rows])
+
+
+@app.command()
+def audit(
+    run_id: str = typer.Argument(..., help="The run to audit."),
+    flag: str | None = typer.Argument(None, help="With --override: the flag decided on."),
+    override: bool = typer.Option(False, "--override", help="Record a human decision on a flag instead."),
+    reason: str = typer.Option("", "--reason", help="Why (required with --override)."),
+    variants: list[Path] = typer.Option([], "--variant", help="A local post-trained variant of the base model (repeatable)."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Check a run for contamination and rule-breaking (or record --override RUN_ID FLAG --reason ...)."""
+    import getpass
+
+    from autorl.audit import audit_run
+    from autorl.evaluation.run import write_json_atomic
+    from autorl.ledger import Ledger
+    from autorl.registry import get_benchmark
+    from autorl.resources import autorl_home
+
+    home = autorl_home()
+    ledger = Ledger(home / "autorl.db")
+    try:
+        result = ledger.run(run_id)
+        if result is None:
+            raise UsageError(f"no run {run_id!r} in {home / 'autorl.db'} (see `autorl results`)")
+        if override:
+            if not flag:
+                raise UsageError("--override needs the flag: autorl audit --override RUN_ID FLAG --reason ...")
+            ledger.override(run_id, flag, reason, getpass.getuser())
+        else:
+            row = result["row"]
+            bench = get_benchmark(row["task"])(result.get("meta", {}).get("benchmark_options") or {})
+            result["audit"] = [f.to_dict() for f in audit_run(result, benchmark=bench, variants=variants)]
+            write_json_atomic(Path(row["workspace"]) / "result.json", result)
+            ledger.ingest(result)
+            ledger.export_csv(home / "results.csv")
+        flags = ledger.audit(run_id)
+    finally:
+        ledger.close()
+    if as_json:
+        _print_json(flags)
+        return
+    if not flags:
+        typer.echo(f"run {run_id}: no audit flags")
+        return
+    _table(f"audit of run {run_id}", ["flag", "severity", "detail", "evidence", "decision"],
+           [[f["name"], f["severity"], f["detail"], "\n".join(f["evidence"][:5]) + (" ..." if len(f["evidence"]) > 5 else ""),
+             "; ".join(o["reason"] for o in f["overrides"])] for f in flags])
 
 
 @app.command()

@@ -22,7 +22,7 @@ CSV_COLUMNS = (
     "run_id", "timestamp", "task", "agent", "base_model", "baseline", "best_score", "improvement",
     "submissions", "duration_s", "success", "workspace", "improvement_ci95", "p_value", "best_submission",
     "test_baseline", "test_score", "test_improvement", "test_improvement_ci95", "end_reason", "seed",
-    "config_hash",
+    "config_hash", "audit_flags",
 )
 
 SCHEMA = """
@@ -42,6 +42,22 @@ CREATE TABLE IF NOT EXISTS submissions (
     PRIMARY KEY (run_id, submission_id)
 );
 CREATE INDEX IF NOT EXISTS runs_task ON runs(task, agent);
+CREATE TABLE IF NOT EXISTS audits (
+    run_id TEXT NOT NULL,
+    flag TEXT NOT NULL,
+    severity TEXT NOT NULL,
+    detail TEXT NOT NULL,
+    evidence TEXT NOT NULL,
+    PRIMARY KEY (run_id, flag)
+);
+CREATE TABLE IF NOT EXISTS audit_overrides (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    flag TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    decided_by TEXT NOT NULL,
+    decided_at TEXT NOT NULL
+);
 """
 
 
@@ -83,6 +99,12 @@ class Ledger:
                 db.execute(
                     "INSERT INTO submissions VALUES (?, ?, ?)", (row["run_id"], sub["submission_id"], json.dumps(sub))
                 )
+            if "audit" in result:
+                db.execute("DELETE FROM audits WHERE run_id=?", (row["run_id"],))
+                for flag in result["audit"]:
+                    db.execute("INSERT OR REPLACE INTO audits VALUES (?, ?, ?, ?, ?)",
+                               (row["run_id"], flag["name"], flag["severity"], flag["detail"],
+                                json.dumps(flag["evidence"])))
 
     def ingest_file(self, path: Path) -> dict[str, Any]:
         try:
@@ -101,8 +123,42 @@ class Ledger:
         row = self._db.execute("SELECT data FROM runs WHERE run_id=?", (run_id,)).fetchone()
         return json.loads(row[0]) if row else None
 
+    def audit(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's flags, each with the human decisions taken on it (latest last)."""
+        flags = [
+            {"name": f, "severity": sev, "detail": d, "evidence": json.loads(e), "overrides": []}
+            for f, sev, d, e in self._db.execute(
+                "SELECT flag, severity, detail, evidence FROM audits WHERE run_id=? ORDER BY flag", (run_id,))
+        ]
+        by_name = {f["name"]: f for f in flags}
+        for flag, reason, who, when in self._db.execute(
+            "SELECT flag, reason, decided_by, decided_at FROM audit_overrides WHERE run_id=? ORDER BY id", (run_id,)
+        ):
+            if flag in by_name:
+                by_name[flag]["overrides"].append({"reason": reason, "decided_by": who, "decided_at": when})
+        return flags
+
+    def override(self, run_id: str, flag: str, reason: str, decided_by: str) -> None:
+        import datetime as dt
+
+        if not reason.strip():
+            raise ResourceError("an override needs a reason (--reason)")
+        if flag not in {f["name"] for f in self.audit(run_id)}:
+            known = ", ".join(f["name"] for f in self.audit(run_id)) or "none"
+            raise ResourceError(f"run {run_id} has no audit flag {flag!r} (flags: {known})")
+        with self._tx() as db:
+            db.execute("INSERT INTO audit_overrides (run_id, flag, reason, decided_by, decided_at) VALUES (?, ?, ?, ?, ?)",
+                       (run_id, flag, reason, decided_by, dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")))
+
     def rows(self) -> list[dict[str, Any]]:
-        return [r["row"] for r in self.runs()]
+        rows = []
+        for result in self.runs():
+            row = dict(result["row"])
+            flags = self.audit(row["run_id"])
+            row["audit_flags"] = [f"{f['name']}({f['severity']})" for f in flags if not f["overrides"]]
+            row["audit_overridden"] = [f["name"] for f in flags if f["overrides"]]
+            rows.append(row)
+        return rows
 
     def export_csv(self, path: Path) -> Path:
         buf = io.StringIO()

@@ -41,6 +41,7 @@ class RunResult:
     agent: dict[str, Any]
     run_dir: Path
     meta: dict[str, Any] = field(default_factory=dict)
+    audit: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def success(self) -> bool:
@@ -130,6 +131,7 @@ def run(
     grace_s: float = 10.0,
     final_test: bool = True,
     limit: int | None = None,
+    audit: bool = True,
     log: Log | None = None,
 ) -> RunResult:
     """Run one agent on one task from one base model, and record the result.
@@ -146,6 +148,7 @@ def run(
         seed: recorded, and given to the agent as ``AUTORL_SEED``.
         agent_env: variables for the agent on top of the contract (override its config's env_vars).
         limit: evaluate only the first N items of each split (quick checks; recorded).
+        audit: run the deterministic cheat audit at the end (``autorl audit`` runs it later too).
     """
     say: Log = log or (lambda m: print(m, file=sys.stderr, flush=True))
     if timeout <= 0:
@@ -169,6 +172,9 @@ def run(
     ws = build_workspace(
         root, benchmark=benchmark, model=resolved, train_dir=data.train_dir, timeout_s=timeout, grader_url=url
     )
+    from autorl.audit import harness_hashes
+
+    harness = harness_hashes(root, benchmark)
     say(f"run {run_id}: {agent_cls.name} on {task} from {resolved.spec} ({timeout:.0f} s); workspace {root}")
     options = dict(backend_options or {})
     if assignment.shared and backend_name == "vllm":
@@ -234,6 +240,13 @@ def run(
         run_id=run_id, started=started, task=task, agent=agent_cls.name, model=resolved, root=root, seed=seed,
         state=state, test=test, outcome=asdict(outcome), backend=backend_name, limit=limit, config=config,
     )
+    result.meta.update(harness_hashes=harness, store_dir=str(store_dir), hidden_dir=str(data.hidden_dir),
+                       benchmark_options=dict(benchmark_options or {}), refusals=state.get("refusals", []))
+    if audit:
+        from autorl.audit import audit_run
+
+        say("auditing the run")
+        result.audit = [f.to_dict() for f in audit_run(result.to_dict(), benchmark=benchmark)]
     write_json_atomic(root / "result.json", result.to_dict())
     ledger = Ledger(home / "autorl.db")
     try:

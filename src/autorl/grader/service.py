@@ -160,8 +160,12 @@ class Grader:
         """Validate, snapshot and queue; returns the new id. Raises the errors the API maps to statuses."""
         if self.closed:
             raise RunClosed("the run is closed: the deadline has passed or the run was stopped")
-        path = resolve_submission_path(raw_path, self.workspace, self.output_dir)
-        checkpoint = validate_checkpoint(path, self.output_dir, self.limits)
+        try:
+            path = resolve_submission_path(raw_path, self.workspace, self.output_dir)
+            checkpoint = validate_checkpoint(path, self.output_dir, self.limits)
+        except AutorlError as exc:
+            self.store.add_refusal(str(raw_path), str(exc))  # the audit reads these
+            raise
         try:
             sid = self.store.add_submission(
                 str(raw_path), max_total=self.config.max_submissions, max_queued=self.config.max_queue
@@ -476,6 +480,7 @@ class Grader:
             "best": self.best(),
             "test": [self._public_test(t) for t in self.store.test_scores()],
             "counts": self.store.counts(),
+            "refusals": self.store.refusals(),
             "closed": self.closed,
         }
 

@@ -46,6 +46,12 @@ CREATE TABLE IF NOT EXISTS baseline (
     source TEXT NOT NULL,
     set_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS refusals (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    created_at REAL NOT NULL,
+    model_path TEXT NOT NULL,
+    reason TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS test_scores (
     submission_id INTEGER PRIMARY KEY,
     score REAL,
@@ -202,6 +208,17 @@ class Store:
         with self._lock:
             row = self._db.execute("SELECT * FROM baseline WHERE split=?", (split,)).fetchone()
         return _row(row)
+
+    # -- refused submissions (evidence for the audit) ------------------------------------------------
+    def add_refusal(self, model_path: str, reason: str) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT INTO refusals (created_at, model_path, reason) VALUES (?, ?, ?)",
+                       (time.time(), model_path[:1000], reason[:1000]))
+
+    def refusals(self) -> list[dict[str, Any]]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM refusals ORDER BY id").fetchall()
+        return [dict(r) for r in rows]
 
     # -- final test scores --------------------------------------------------------------------
     def test_score(self, submission_id: int) -> dict[str, Any] | None:
