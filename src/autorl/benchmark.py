@@ -52,7 +52,7 @@ class EvalConfig:
 
     def render(self, fields: Mapping[str, Any]) -> str | list[dict[str, str]]:
         """The exact prompt for one item: a string, or chat messages when ``chat_template`` is set."""
-        text = self.prompt_template.format(**fields)
+        text = self.prompt_template.format_map(fields)
         if not self.chat_template:
             shots = "".join(p + a + self.few_shot_separator for p, a in self.few_shot)
             return (self.system_prompt + "\n\n" if self.system_prompt else "") + shots + text

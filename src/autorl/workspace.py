@@ -37,6 +37,13 @@ class Workspace:
         return self.root / "models" / model_name
 
 
+class _Placeholders(dict[str, str]):
+    """Stands in for an item's fields when the prompt format is shown to the agent."""
+
+    def __missing__(self, key: str) -> str:
+        return f"<the item's {key}>"
+
+
 def _decoding_lines(benchmark: Benchmark) -> str:
     cfg = benchmark.config()
     lines = [
@@ -55,7 +62,7 @@ def _decoding_lines(benchmark: Benchmark) -> str:
 
 def instructions(benchmark: Benchmark, base_model: str, timeout_s: float, url: str) -> str:
     """``instructions.md``: rules, the API, the time budget and the grader's exact prompt format."""
-    example = benchmark.config().render({"question": "<the item's question>"})
+    example = benchmark.config().render(_Placeholders())
     curl = (
         'curl -s -X POST "$GRADING_SERVER_URL/submit" \\\n'
         '     -H "Content-Type: application/json" \\\n'
