@@ -366,31 +366,17 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
            [["ok" if c.ok else "--", c.name, c.detail, c.fix] for c in rows])
 
 
-new_app = typer.Typer(help="Scaffold a plugin package.", no_args_is_help=True)
-app.add_typer(new_app, name="new")
-
-
-@new_app.command("benchmark")
-def new_benchmark(
+@app.command("new")
+def new(
+    kind: str = typer.Argument(..., help="benchmark or agent"),
     name: str = typer.Argument(..., help="Plugin name, e.g. my-bench (package autorl-my-bench)."),
     directory: Path = typer.Option(Path("."), "--dir", help="Where to create the package folder."),
 ) -> None:
-    """Create a complete benchmark plugin package that installs, is discovered and passes its tests."""
+    """Scaffold a plugin package (`autorl new benchmark NAME`, `autorl new agent NAME`) that installs,
+    is discovered and passes its own tests unchanged."""
     from autorl.scaffold import scaffold
 
-    root = scaffold("benchmark", name, directory)
-    typer.echo(f"created {root}\nnext: pip install -e {root} && pytest {root}/tests")
-
-
-@new_app.command("agent")
-def new_agent(
-    name: str = typer.Argument(..., help="Plugin name, e.g. my-agent (package autorl-my-agent)."),
-    directory: Path = typer.Option(Path("."), "--dir", help="Where to create the package folder."),
-) -> None:
-    """Create a complete agent plugin package."""
-    from autorl.scaffold import scaffold
-
-    root = scaffold("agent", name, directory)
+    root = scaffold(kind, name, directory)
     typer.echo(f"created {root}\nnext: pip install -e {root} && pytest {root}/tests")
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -312,6 +311,3 @@ def _result(
     }
     return RunResult(run_id, row, subs, state.get("baseline"), test, outcome, root, meta)
 
-
-def load_result(path: Path) -> dict[str, Any]:
-    return dict(json.loads(path.read_text()))

@@ -19,7 +19,7 @@ from autorl.errors import AutorlError, GraderError
 from autorl.evaluation.run import write_json_atomic
 from autorl.evaluation.stats import paired_compare
 from autorl.grader.snapshot import take_snapshot
-from autorl.grader.store import DONE, FAILED, QUEUED, RUNNING, Store
+from autorl.grader.store import DONE, FAILED, QUEUED, Store
 from autorl.grader.validation import Limits, resolve_submission_path, validate_checkpoint
 
 
@@ -82,9 +82,6 @@ class GraderConfig:
 
 class EvalFailed(Exception):
     pass
-
-
-BASELINE_ID = 0
 
 
 class Grader:
@@ -495,5 +492,3 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5)
 
-
-__all__ = ["BASELINE_ID", "RUNNING", "Grader", "GraderConfig"]
