@@ -75,7 +75,10 @@ def test_agent_environment_workspace_and_results_from_the_grader(home: Path, tmp
     assert "$GRADING_SERVER_URL/submit" in instructions and "Authorization: Bearer $AUTORL_TOKEN" in instructions
     assert "60 seconds" in instructions and "max new tokens: 4" in instructions
     assert (ws / "description.md").read_text().startswith("# echo")
-    # hidden items are nowhere in the workspace
+    # hidden data is neither in the workspace nor reachable through its links
+    hidden_root = (home / "hidden").resolve()
+    for p in ws.rglob("*"):
+        assert hidden_root not in p.resolve().parents, p
     for p in ws.rglob("*"):
         if p.is_file() and not p.is_symlink() and p.name not in ("env.txt",):
             assert "say 19" not in p.read_text(errors="ignore") or p.name in ("submit.json", "answers.json"), p
