@@ -22,7 +22,7 @@ CSV_COLUMNS = (
     "run_id", "timestamp", "task", "agent", "base_model", "baseline", "best_score", "improvement",
     "submissions", "duration_s", "success", "workspace", "improvement_ci95", "p_value", "best_submission",
     "test_baseline", "test_score", "test_improvement", "test_improvement_ci95", "end_reason", "seed",
-    "config_hash", "audit_flags",
+    "config_hash", "audit_flags", "llm_tokens", "llm_cost_usd",
 )
 
 SCHEMA = """

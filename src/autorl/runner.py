@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -239,6 +240,15 @@ def run(
         run_id=run_id, started=started, task=task, agent=agent_cls.name, model=resolved, root=root, seed=seed,
         state=state, test=test, outcome=asdict(outcome), backend=backend_name, limit=limit, config=config,
     )
+    usage_file = root / "llm_usage.json"
+    if usage_file.is_file():  # written by the llm agent's loop
+        try:
+            usage = json.loads(usage_file.read_text())
+            result.meta["llm_usage"] = usage
+            result.row["llm_tokens"] = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+            result.row["llm_cost_usd"] = float(usage.get("cost_usd", 0.0))
+        except (ValueError, TypeError, AttributeError):
+            result.meta["llm_usage"] = "unreadable"
     result.meta.update(harness_hashes=harness, store_dir=str(store_dir), hidden_dir=str(data.hidden_dir),
                        benchmark_options=dict(benchmark_options or {}), refusals=state.get("refusals", []))
     if audit:

@@ -17,8 +17,10 @@ EXAMPLE_FOLDER = Path(__file__).resolve().parent.parent / "agents" / "example"
 @hookimpl
 def register_agents(register: Callable[[type[Any]], None]) -> None:
     from autorl.agents.command import CommandAgent, agent_folders_from_env
+    from autorl.agents.llm import LLMAgent
 
     register(CommandAgent.from_folder(EXAMPLE_FOLDER, name="example"))
+    register(LLMAgent)
     for folder in agent_folders_from_env():
         try:
             register(CommandAgent.from_folder(folder))
