@@ -31,6 +31,24 @@ def reply(*calls: dict[str, Any], content: str = "", prompt_tokens: int = 100, c
 
 
 @contextmanager
+def serve_in_thread(app: Starlette) -> Iterator[int]:
+    """A real uvicorn server for ``app`` on a free port of 127.0.0.1, in a thread of this process."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@contextmanager
 def scripted_server(script: list[Any]) -> Iterator[tuple[str, list[dict[str, Any]]]]:
     """Serve ``script`` in order: each entry is a reply dict, or an int HTTP status to fail with."""
     requests: list[dict[str, Any]] = []
@@ -47,16 +65,5 @@ def scripted_server(script: list[Any]) -> Iterator[tuple[str, list[dict[str, Any
         return JSONResponse(step)
 
     app = Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.05)
-    try:
+    with serve_in_thread(app) as port:
         yield f"http://127.0.0.1:{port}/v1", requests
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)

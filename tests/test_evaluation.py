@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from autorl.inference.hf import HFBackend
 from autorl.inference.vllm import sampling_kwargs
 
 from .conftest import cli
+from .scripted_llm import serve_in_thread
 
 
 def arith_requests(n: int = 64) -> list[GenerationRequest]:
@@ -256,10 +256,7 @@ def test_vllm_sampling_matches_hf_decoding() -> None:
 def openai_server() -> Iterator[tuple[str, list[dict[str, Any]]]]:
     """A real OpenAI-compatible completions server on 127.0.0.1 that answers with the sum asked for."""
     import re
-    import socket
-    import time
 
-    import uvicorn
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse
@@ -279,17 +276,8 @@ def openai_server() -> Iterator[tuple[str, list[dict[str, Any]]]]:
                              "usage": {"completion_tokens": 3}})
 
     app = Starlette(routes=[Route("/v1/completions", completions, methods=["POST"])])
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}/v1", seen
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serve_in_thread(app) as port:
+        yield f"http://127.0.0.1:{port}/v1", seen
 
 
 def test_openai_backend_against_a_real_server(openai_server: tuple[str, list[dict[str, Any]]], tmp_path: Path) -> None:
