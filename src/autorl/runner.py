@@ -159,6 +159,7 @@ def run(
     benchmark = bench_cls(dict(benchmark_options or {}))
     agent_cls = resolve_agent(agent)
     agent_obj = agent_cls({"env": dict(agent_env or {})})
+    agent_obj.preflight()
     backend_name = backend or default_backend()
     get_backend(backend_name)
     assignment = parse_gpus(gpus) if gpus else GpuAssignment()

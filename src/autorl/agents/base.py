@@ -46,3 +46,10 @@ class Agent(ABC):
     def ready(self) -> tuple[bool, str]:
         """Whether the agent can run here, and if not what to install or set."""
         return True, "ready"
+
+    def preflight(self) -> None:
+        """Raise ``UsageError`` (one line, naming what to install) when the agent cannot start at all.
+
+        Called by ``autorl run`` before anything is prepared. Missing credentials are not fatal here: a CLI
+        may be logged in by other means; ``ready`` reports them.
+        """

@@ -1,13 +1,30 @@
 """Agents defined by a folder: ``config.yaml`` (name, start, env_vars) plus a start script.
 
 This is the reference harness's agent format; a folder passed as ``--agent PATH`` or found under
-``AUTORL_AGENTS_PATH`` becomes an agent named after the folder.
+``AUTORL_AGENTS_PATH`` becomes an agent named after the folder. Two optional keys say what the agent
+needs, so that ``autorl list agents`` can tell whether it is ready and ``autorl run`` fails fast:
+
+```yaml
+requires:                       # each must be found, or the run stops before it starts
+  - command: claude             # an executable on PATH (or the value of `override` when that is set)
+    override: CLAUDE_BIN
+    install: "npm install -g @anthropic-ai/claude-code"
+  - python_module: rdagent.app.rl.loop   # importable by the interpreter named in `python` (default python3)
+    python: RDAGENT_PYTHON
+    install: "pip install rdagent"
+credentials:
+  pass: [ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL]   # passed on from the caller's environment when set
+  any_of: [ANTHROPIC_API_KEY]                     # ready only when one of these is set
+```
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -39,7 +56,76 @@ def read_agent_config(folder: Path) -> dict[str, Any]:
     env_vars = cfg.get("env_vars") or {}
     if not isinstance(env_vars, dict) or not all(isinstance(k, str) for k in env_vars):
         raise UsageError(f"{cfg_path}: env_vars must be a mapping of names to values")
-    return {"name": str(cfg.get("name") or folder.name), "start": start, "env_vars": {k: str(v) for k, v in env_vars.items()}}
+    return {
+        "name": str(cfg.get("name") or folder.name),
+        "start": start,
+        "env_vars": {k: str(v) for k, v in env_vars.items()},
+        "requires": _requires(cfg.get("requires"), cfg_path),
+        "credentials": _credentials(cfg.get("credentials"), cfg_path),
+    }
+
+
+def _names(value: Any, what: str, cfg_path: Path) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) and re.fullmatch(r"[A-Za-z_]\w*", v) for v in value):
+        raise UsageError(f"{cfg_path}: {what} must be a list of environment variable names")
+    return list(value)
+
+
+def _requires(value: Any, cfg_path: Path) -> list[dict[str, str]]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise UsageError(f"{cfg_path}: requires must be a list of {{command: ...}} or {{python_module: ...}}")
+    out = []
+    for entry in value:
+        if not isinstance(entry, dict) or len({"command", "python_module"} & entry.keys()) != 1 \
+                or not all(isinstance(v, str) for v in entry.values()):
+            raise UsageError(f"{cfg_path}: each requires entry needs exactly one of command or python_module (strings)")
+        unknown = set(entry) - {"command", "python_module", "override", "python", "install"}
+        if unknown:
+            raise UsageError(f"{cfg_path}: unknown requires key(s) {', '.join(sorted(unknown))}")
+        out.append(dict(entry))
+    return out
+
+
+def _credentials(value: Any, cfg_path: Path) -> dict[str, list[str]]:
+    if value is None:
+        return {"pass": [], "any_of": []}
+    if not isinstance(value, dict) or set(value) - {"pass", "any_of"}:
+        raise UsageError(f"{cfg_path}: credentials must be a mapping with pass and any_of lists")
+    creds = {k: _names(value.get(k), f"credentials.{k}", cfg_path) for k in ("pass", "any_of")}
+    creds["pass"] = list(dict.fromkeys([*creds["pass"], *creds["any_of"]]))
+    return creds
+
+
+def missing_requirement(entry: dict[str, str], environ: Mapping[str, str] | None = None, *, short: bool = False) -> str | None:
+    """None when the requirement is met; otherwise a one-line message naming what to install."""
+    environ = os.environ if environ is None else environ
+    install = f": {entry['install']}" if entry.get("install") else ""
+    if "command" in entry:
+        exe = environ.get(entry["override"], "") if entry.get("override") else ""
+        exe = exe or entry["command"]
+        if shutil.which(exe, path=environ.get("PATH")) is None:
+            if short:
+                return f"{exe} not found"
+            hint = f" (or set {entry['override']} to its path)" if entry.get("override") else ""
+            return f"the `{exe}` command is not installed{hint}{install}"
+        return None
+    python = (environ.get(entry["python"], "") if entry.get("python") else "") or "python3"
+    module = entry["python_module"]
+    probe = f"import importlib.util,sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+    try:
+        found = subprocess.run([python, "-c", probe], capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        found = False
+    if not found:
+        if short:
+            return f"{module} not importable"
+        where = f" (interpreter {python}; set {entry['python']} to another)" if entry.get("python") else ""
+        return f"the Python module `{module}` is not importable{where}{install}"
+    return None
 
 
 class CommandAgent(Agent):
@@ -70,12 +156,40 @@ class CommandAgent(Agent):
         return ["bash", str(self.folder / self.config()["start"])]
 
     def environment(self, ctx: AgentContext) -> dict[str, str]:
+        cfg = self.config()
         base = {**ctx.env, "AUTORL_AGENT_DIR": str(self.folder)}
-        env = {k: _expand(v, base) for k, v in self.config()["env_vars"].items()}
+        env = {k: _expand(v, base) for k, v in cfg["env_vars"].items()}
+        # only the credentials the config names, and only those set; nothing else of the caller's
+        env.update({k: os.environ[k] for k in cfg["credentials"]["pass"] if os.environ.get(k)})
+        for entry in cfg["requires"]:
+            for key in (entry.get("override"), entry.get("python")):
+                if key and os.environ.get(key):
+                    env[key] = os.environ[key]
         env["AUTORL_AGENT_DIR"] = str(self.folder)
         for key, value in self.options.get("env", {}).items():
             env[str(key)] = str(value)
         return env
+
+    def _environ(self) -> dict[str, str]:
+        return {**os.environ, **{str(k): str(v) for k, v in self.options.get("env", {}).items()}}
+
+    def ready(self) -> tuple[bool, str]:
+        cfg = self.config()
+        environ = self._environ()
+        for entry in cfg["requires"]:
+            problem = missing_requirement(entry, environ, short=True)
+            if problem:
+                return False, problem
+        any_of = cfg["credentials"]["any_of"]
+        if any_of and not any(environ.get(k) for k in any_of):
+            return False, f"no key: set {' or '.join(any_of)}"
+        return True, "ready"
+
+    def preflight(self) -> None:
+        for entry in self.config()["requires"]:
+            problem = missing_requirement(entry, self._environ())
+            if problem:
+                raise UsageError(f"agent {self.name} cannot start: {problem}")
 
 
 def agent_folders_from_env() -> list[Path]:

@@ -12,6 +12,9 @@ from autorl.hookspecs import hookimpl
 from autorl.plugins import PluginWarning
 
 EXAMPLE_FOLDER = Path(__file__).resolve().parent.parent / "agents" / "example"
+#: Adapters for coding-agent CLIs, one folder each (config.yaml + start.sh), sharing ``common.sh``.
+CODING_FOLDER = EXAMPLE_FOLDER.parent / "coding"
+CODING_AGENTS = ("claude", "codex", "gemini", "opencode", "openhands", "rdagent")
 
 
 @hookimpl
@@ -21,6 +24,8 @@ def register_agents(register: Callable[[type[Any]], None]) -> None:
 
     register(CommandAgent.from_folder(EXAMPLE_FOLDER, name="example"))
     register(LLMAgent)
+    for name in CODING_AGENTS:
+        register(CommandAgent.from_folder(CODING_FOLDER / name, name=name))
     for folder in agent_folders_from_env():
         try:
             register(CommandAgent.from_folder(folder))
