@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def cli(*args: str, env: dict[str, str] | None = None, check: bool = False, timeout: float = 600,
         cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run the real `autorl` command line in a subprocess, as a user would."""
-    full_env = {**os.environ, **(env or {})}
+    # agents written by tests import tests.conftest: the sandbox lets them read the tests
+    full_env = {"AUTORL_SANDBOX_RO": str(ROOT / "tests"), **os.environ, **(env or {})}
     proc = subprocess.run(
         [sys.executable, "-c", "from autorl.cli import main; main()", *args],
         capture_output=True, text=True, env=full_env, timeout=timeout, cwd=cwd,

@@ -146,13 +146,16 @@ def run_cmd(
     seed: int = typer.Option(0, "--seed", help="Recorded; passed to the agent as AUTORL_SEED."),
     agent_env: list[str] = typer.Option([], "--agent-env", help="NAME=VALUE for the agent (repeatable)."),
     limit: int | None = typer.Option(None, "--limit", help="Evaluate only the first N items per split."),
+    sandbox: str = typer.Option("auto", "--sandbox",
+                                help="auto (bwrap where it works, else none with a warning), bwrap or none."),
+    network: str = typer.Option("on", "--network", help="on, or off: the agent reaches only the grader (bwrap)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Run an agent on a task and record baseline, scores and improvement."""
     from autorl.runner import run
 
     result = run(agent, task, model, timeout, port=port, backend=backend, gpus=gpus, runs_dir=runs_dir,
-                 seed=seed, agent_env=_parse_env(agent_env), limit=limit)
+                 seed=seed, agent_env=_parse_env(agent_env), limit=limit, sandbox=sandbox, network=network)
     if as_json:
         _print_json(result.row)
         return

@@ -18,9 +18,17 @@ class GpuAssignment:
     grader: tuple[str, ...] = ()
     #: grader GPUs shared with the agent (then the grader's backend gets a memory share)
     shared: tuple[str, ...] = field(default=())
+    #: set by ``--gpus``: then an agent given no GPU sees none (without it, it sees them all)
+    explicit: bool = False
 
     def agent_env(self) -> dict[str, str]:
-        return {"CUDA_VISIBLE_DEVICES": ",".join(self.agent)} if self.agent else {}
+        if self.agent or self.explicit:
+            return {"CUDA_VISIBLE_DEVICES": ",".join(self.agent)}
+        return {}
+
+    @property
+    def agent_has_gpus(self) -> bool:
+        return bool(self.agent) or not self.explicit
 
     def grader_workers(self) -> list[dict[str, str]]:
         """One evaluation slot per grader GPU."""
@@ -72,4 +80,4 @@ def parse_gpus(spec: str, available: list[tuple[str, str]] | None = None) -> Gpu
             have = ", ".join(i for i, _ in available) or "none"
             raise UsageError(f"--gpus: GPU {', '.join(missing)} for the {role} does not exist here (GPUs: {have})")
     shared = tuple(g for g in roles["grader"] if g in roles["agent"])
-    return GpuAssignment(tuple(roles["agent"]), tuple(roles["grader"]), shared)
+    return GpuAssignment(tuple(roles["agent"]), tuple(roles["grader"]), shared, explicit=True)

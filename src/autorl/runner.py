@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -101,6 +104,46 @@ def _new_run_id(parent: Path, agent: str) -> tuple[str, Path]:
     raise AutorlError(f"cannot find a free run directory under {parent}")
 
 
+def _describe(choice: Any) -> str:
+    if choice.mode == "none":
+        return "no sandbox"
+    return f"bwrap sandbox, network {choice.network}"
+
+
+def _sandboxed(argv: list[str], choice: Any, stack: contextlib.ExitStack, *, root: Path, env: Mapping[str, str],
+               home: Path, runs_root: Path, model: Path, data: Any, store_dir: Path, benchmark: Any, port: int,
+               gpus: bool, agent_paths: list[Path]) -> list[str]:
+    """The agent's command under bubblewrap: evaluation data, storage, caches and secrets absent."""
+    from autorl.sandbox import (
+        SOCKET_NAME,
+        SandboxSpec,
+        bwrap_argv,
+        extra_read_only,
+        hf_cache_dirs,
+        model_bind_paths,
+    )
+    from autorl.sandbox.relay import UnixToTcp
+
+    spec = SandboxSpec(
+        workspace=root,
+        read_only=[model, *model_bind_paths(model), Path(data.train_dir), *agent_paths, *extra_read_only()],
+        hidden=[home, runs_root, *hf_cache_dirs(), Path.home()],
+        always_hidden=[store_dir, Path(data.hidden_dir), home / "baselines", home / "autorl.db",
+                       *benchmark.hidden_paths()],
+        network=choice.network == "on",
+        grader_port=port,
+        gpus=gpus,
+    )
+    if not spec.network:
+        sock_dir = Path(tempfile.mkdtemp(prefix="autorl-grader-"))
+        stack.callback(shutil.rmtree, sock_dir, True)
+        relay = UnixToTcp(sock_dir / SOCKET_NAME, port)
+        relay.start()
+        stack.callback(relay.stop)
+        spec.socket_dir = sock_dir
+    return bwrap_argv(spec, argv, executable=choice.executable, environ_path=env.get("PATH", ""))
+
+
 def _wait_for_evaluations(admin: GraderClient, timeout: float) -> dict[str, Any]:
     end = time.monotonic() + timeout
     while True:
@@ -132,6 +175,8 @@ def run(
     final_test: bool = True,
     limit: int | None = None,
     audit: bool = True,
+    sandbox: str = "auto",
+    network: str = "on",
     log: Log | None = None,
 ) -> RunResult:
     """Run one agent on one task from one base model, and record the result.
@@ -149,6 +194,8 @@ def run(
         agent_env: variables for the agent on top of the contract (override its config's env_vars).
         limit: evaluate only the first N items of each split (quick checks; recorded).
         audit: run the deterministic cheat audit at the end (``autorl audit`` runs it later too).
+        sandbox: ``auto`` (bwrap where it works, else none with a warning), ``bwrap`` or ``none``.
+        network: ``on``, or ``off`` (bwrap only: the agent reaches nothing but the grader).
     """
     say: Log = log or (lambda m: print(m, file=sys.stderr, flush=True))
     if timeout <= 0:
@@ -160,6 +207,11 @@ def run(
     agent_cls = resolve_agent(agent)
     agent_obj = agent_cls({"env": dict(agent_env or {})})
     agent_obj.preflight()
+    from autorl.sandbox import choose
+
+    sandbox_choice = choose(sandbox, network)
+    if sandbox_choice.warning:
+        say(f"warning: {sandbox_choice.warning}")
     backend_name = backend or default_backend()
     get_backend(backend_name)
     assignment = parse_gpus(gpus) if gpus else GpuAssignment()
@@ -197,6 +249,7 @@ def run(
         limit=limit,
     )
     grader = GraderProcess(config, store_dir / "config.json", port, root / "grading_server.log")
+    stack = contextlib.ExitStack()
     try:
         grader.wait_ready()
         say(f"grader at {url}; evaluating the baseline")
@@ -223,10 +276,13 @@ def run(
             deadline, root, ctx_env,
         )
         env = agent_environment(ctx_env, agent_obj.environment(ctx))
-        say(f"agent {agent_cls.name} started; log {ws.agent_log}")
-        outcome = run_agent(
-            agent_obj.command(ctx), cwd=root, env=env, log_path=ws.agent_log, deadline=deadline, grace_s=grace_s
-        )
+        argv = agent_obj.command(ctx)
+        if sandbox_choice.mode == "bwrap":
+            argv = _sandboxed(argv, sandbox_choice, stack, root=root, env=env, home=home, runs_root=runs_root,
+                              model=resolved.path, data=data, store_dir=store_dir, benchmark=benchmark, port=port,
+                              gpus=assignment.agent_has_gpus, agent_paths=agent_obj.sandbox_paths())
+        say(f"agent {agent_cls.name} started ({_describe(sandbox_choice)}); log {ws.agent_log}")
+        outcome = run_agent(argv, cwd=root, env=env, log_path=ws.agent_log, deadline=deadline, grace_s=grace_s)
         say(f"agent {outcome.reason} after {outcome.duration_s:.0f} s; finishing evaluations in flight")
         _wait_for_evaluations(grader.admin, eval_timeout)
         grader.admin.close_run()
@@ -236,6 +292,7 @@ def run(
             say(f"scoring the best submission ({state['best']['submission_id']}) on the hidden test split")
             test = grader.admin.evaluate_test()
     finally:
+        stack.close()
         grader.stop()
     result = _result(
         run_id=run_id, started=started, task=task, agent=agent_cls.name, model=resolved, root=root, seed=seed,
@@ -250,6 +307,8 @@ def run(
             result.row["llm_cost_usd"] = float(usage.get("cost_usd", 0.0))
         except (ValueError, TypeError, AttributeError):
             result.meta["llm_usage"] = "unreadable"
+    result.meta["sandbox"] = {"mode": sandbox_choice.mode, "network": sandbox_choice.network,
+                              "warning": sandbox_choice.warning}
     result.meta.update(harness_hashes=harness, store_dir=str(store_dir), hidden_dir=str(data.hidden_dir),
                        benchmark_options=dict(benchmark_options or {}), refusals=state.get("refusals", []))
     if audit:

@@ -47,6 +47,10 @@ class Agent(ABC):
         """Whether the agent can run here, and if not what to install or set."""
         return True, "ready"
 
+    def sandbox_paths(self) -> list[Path]:
+        """Host paths the agent's command needs to read inside the sandbox (its own files)."""
+        return []
+
     def preflight(self) -> None:
         """Raise ``UsageError`` (one line, naming what to install) when the agent cannot start at all.
 

@@ -170,6 +170,10 @@ class CommandAgent(Agent):
             env[str(key)] = str(value)
         return env
 
+    def sandbox_paths(self) -> list[Path]:
+        # the folder, and its parent for shared files such as coding/common.sh
+        return [self.folder, self.folder.parent]
+
     def _environ(self) -> dict[str, str]:
         return {**os.environ, **{str(k): str(v) for k, v in self.options.get("env", {}).items()}}
 

@@ -18,6 +18,7 @@ from typing import Any
 from autorl import Backend, Benchmark, Completion, EvalConfig, GenerationRequest, Item
 
 N_DEV, N_TEST = 20, 30
+SECRET = Path(__file__).resolve().parent / "secret" / "test_answers.jsonl"
 
 
 class EchoBenchmark(Benchmark):
@@ -38,6 +39,10 @@ class EchoBenchmark(Benchmark):
     def load_items(self, split: str, hidden_dir: Path) -> list[Item]:
         ks = range(N_DEV) if split == "dev" else range(N_DEV, N_DEV + N_TEST)
         return [Item(f"{split}-{k}", {"question": f"say {k}"}, str(k)) for k in ks]
+
+    def hidden_paths(self) -> list[Path]:
+        # installed package data holding the test split's answers, as some benchmark packages ship them
+        return [SECRET]
 
     def score(self, item: Item, completion: str) -> float:
         if completion == "raise":

@@ -1,0 +1,225 @@
+"""The agent's sandbox: isolation by absence.
+
+What the agent cannot see it cannot use. Under bubblewrap the agent gets the system and the Python
+environment read-only, its workspace read-write, the base model and the training data read-only, a private
+/tmp and an empty private ``$HOME``; everything that holds evaluation data is not there at all: the grader's
+storage, ``AUTORL_HOME`` (datasets, hidden splits, baselines, the ledger, other runs), the Hugging Face cache,
+and the installed files that benchmark plugins declare as holding test data. It runs in new pid, ipc and
+uts namespaces (the grader and the orchestrator are not in its ``/proc``) and dies with the orchestrator.
+
+With the network off it also gets a network namespace of its own with only loopback: the grader is then
+reached through a Unix socket bound into the sandbox and relayed to ``127.0.0.1:<port>`` inside it, so
+``GRADING_SERVER_URL`` stays the same.
+
+``AUTORL_BWRAP`` names the bubblewrap executable (default ``bwrap`` on PATH); ``AUTORL_SANDBOX_RO`` lists
+further host paths (``os.pathsep``-separated) the agent may read, e.g. a shared dataset directory.
+Evaluation data stays hidden even when one of them holds it.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autorl.errors import UsageError
+
+MODES = ("auto", "bwrap", "none")
+NETWORKS = ("on", "off")
+#: Where the grader's socket appears inside the sandbox (on its private /tmp).
+INNER_SOCKET_DIR = "/tmp/.autorl-grader"
+SOCKET_NAME = "grader.sock"
+
+
+def bwrap_binary() -> str:
+    return os.environ.get("AUTORL_BWRAP", "bwrap")
+
+
+@functools.cache
+def _probe(binary: str) -> tuple[str | None, str]:
+    exe = shutil.which(binary)
+    if exe is None:
+        return None, f"{binary} not found (install bubblewrap: apt install bubblewrap / dnf install bubblewrap)"
+    argv = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net",
+            "--die-with-parent", "true"]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"{binary} cannot run: {exc}"
+    if proc.returncode != 0:
+        why = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        return None, f"{binary} cannot create namespaces here ({why})"
+    return exe, "ok"
+
+
+def bwrap_available() -> tuple[str | None, str]:
+    """The bwrap executable when it can create the namespaces the sandbox needs, else (None, why)."""
+    return _probe(bwrap_binary())
+
+
+@dataclass(frozen=True)
+class SandboxChoice:
+    mode: str  # "bwrap" or "none"
+    network: str  # "on" or "off"
+    executable: str | None
+    warning: str | None = None
+
+
+def choose(mode: str, network: str) -> SandboxChoice:
+    """Resolve ``--sandbox`` and ``--network`` into what this machine can do, or a one-line UsageError."""
+    if mode not in MODES:
+        raise UsageError(f"--sandbox must be one of {', '.join(MODES)}, not {mode!r}")
+    if network not in NETWORKS:
+        raise UsageError(f"--network must be on or off, not {network!r}")
+    if mode == "none":
+        if network == "off":
+            raise UsageError("--network off needs the bwrap sandbox (--sandbox bwrap or auto)")
+        return SandboxChoice("none", network, None, "running the agent without a sandbox (--sandbox none)")
+    exe, why = bwrap_available()
+    if exe is not None:
+        return SandboxChoice("bwrap", network, exe)
+    if mode == "bwrap":
+        raise UsageError(f"--sandbox bwrap: {why}")
+    if network == "off":
+        raise UsageError(f"--network off needs the bwrap sandbox, which is not usable: {why}")
+    return SandboxChoice("none", network, None, f"no sandbox for the agent: {why}; it can read everything you can")
+
+
+@dataclass
+class SandboxSpec:
+    """What the agent sees. Paths are host paths; each appears at the same path inside."""
+
+    workspace: Path
+    #: shown read-only even where a hidden directory covers them (model, training data, Python environment)
+    read_only: list[Path] = field(default_factory=list)
+    #: not there at all: directories become empty, files empty; applied before read_only
+    hidden: list[Path] = field(default_factory=list)
+    #: hidden again after read_only, whatever covers them (evaluation data inside installed packages, storage)
+    always_hidden: list[Path] = field(default_factory=list)
+    network: bool = True
+    grader_port: int | None = None
+    #: host directory holding the grader's Unix socket (network off)
+    socket_dir: Path | None = None
+    gpus: bool = True
+
+
+def gpu_devices() -> list[str]:
+    """The NVIDIA device nodes present (passed through when the agent has GPUs)."""
+    return sorted(set(glob.glob("/dev/nvidia*")) | set(glob.glob("/dev/nvidia-caps/*")))
+
+
+def python_paths() -> list[Path]:
+    """What the agent's Python needs: the interpreter's prefixes and every import path (editable sources too)."""
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, str(Path(sys.executable).parent)}
+    roots |= {p for p in sys.path if p and os.path.isdir(p)}
+    return sorted(Path(p) for p in roots)
+
+
+def path_dirs(path_var: str) -> list[Path]:
+    """PATH entries and their install prefixes (``.../bin`` -> ``...``), so that linked CLIs find their files."""
+    out = []
+    for entry in filter(None, path_var.split(os.pathsep)):
+        p = Path(entry)
+        if p.is_dir():
+            out += [p.parent, p] if p.name == "bin" else [p]
+    return out
+
+
+def _inside(path: Path, root: Path) -> bool:
+    """``path`` is ``root`` or below it."""
+    return path == root or root in path.parents
+
+
+def _reexposable(path: Path, hidden: Sequence[Path]) -> bool:
+    """Strictly below a hidden directory, and holding none: exposing it again uncovers nothing else."""
+    return any(h in path.parents for h in hidden) and not any(_inside(h, path) for h in hidden)
+
+
+def _mask(path: Path) -> list[str]:
+    if path.is_dir():
+        return ["--tmpfs", str(path)]
+    if path.exists():
+        return ["--ro-bind", "/dev/null", str(path)]
+    return []
+
+
+def model_bind_paths(model_path: Path) -> list[Path]:
+    """The model as given and resolved; a Hugging Face cache snapshot brings its repo (blobs) along."""
+    real = model_path.resolve()
+    paths = [real]
+    parts = real.parts
+    if "snapshots" in parts:
+        repo = Path(*parts[: parts.index("snapshots")])
+        if repo.name.startswith(("models--", "datasets--")):
+            paths.append(repo)
+    return paths
+
+
+def bwrap_argv(spec: SandboxSpec, argv: Sequence[str], *, executable: str, environ_path: str = "") -> list[str]:
+    """The bubblewrap command that runs ``argv`` as ``spec`` says."""
+    ws = spec.workspace.resolve()
+    args = [executable, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--die-with-parent", "--hostname", "autorl-agent"]
+    if not spec.network:
+        args.append("--unshare-net")
+    # a private /tmp; the hidden directories, parents first
+    hidden = [p for p in dict.fromkeys([Path("/tmp"), Path("/var/tmp"), *spec.hidden])
+              if p.exists() and p != Path("/")]
+    hidden.sort(key=lambda p: len(p.parts))
+    for p in hidden:
+        args += _mask(p)
+    # re-expose, read-only, what lies under a hidden directory: Python, CLIs on PATH, the model and data;
+    # each at its resolved place and at the path as given (symlinks keep working)
+    binds: dict[Path, Path] = {}
+    for p in [*python_paths(), *path_dirs(environ_path), *spec.read_only]:
+        if not p.exists():
+            continue
+        real = p.resolve()
+        for target in (real, p):
+            if target not in binds and _reexposable(target, hidden) and not _inside(ws, target):
+                binds[target] = real
+    for target, source in sorted(binds.items(), key=lambda kv: len(kv[0].parts)):
+        args += ["--ro-bind", str(source), str(target)]
+    args += ["--bind", str(ws), str(ws)]
+    if ws != spec.workspace:
+        args += ["--bind", str(ws), str(spec.workspace)]
+    # mask again what is visible after all that; what is already absent stays absent (no mount point
+    # appears that would give its name away)
+    shown = [*binds, ws, spec.workspace]
+    for p in dict.fromkeys(spec.always_hidden):
+        visible = not any(_inside(p, h) for h in hidden) or any(_inside(p, t) for t in shown)
+        if p.exists() and visible and not _inside(ws, p) and not _inside(p, ws):
+            args += _mask(p)
+    if spec.gpus:
+        for dev in gpu_devices():
+            args += ["--dev-bind-try", dev, dev]
+    inner = list(argv)
+    if not spec.network:
+        if spec.socket_dir is None or spec.grader_port is None:
+            raise ValueError("network off needs the grader's socket directory and port")
+        args += ["--bind", str(spec.socket_dir), INNER_SOCKET_DIR]
+        inner = [sys.executable, "-m", "autorl.sandbox.relay", "--port", str(spec.grader_port),
+                 "--socket", f"{INNER_SOCKET_DIR}/{SOCKET_NAME}", "--", *inner]
+    args += ["--chdir", str(spec.workspace), "--", *inner]
+    return args
+
+
+def extra_read_only(environ: Mapping[str, str] | None = None) -> list[Path]:
+    env = os.environ if environ is None else environ
+    return [Path(p).expanduser() for p in env.get("AUTORL_SANDBOX_RO", "").split(os.pathsep) if p]
+
+
+def hf_cache_dirs(environ: Mapping[str, str] | None = None) -> list[Path]:
+    """The Hugging Face caches (hub, datasets) named by the environment or at their default place."""
+    env = os.environ if environ is None else environ
+    dirs = [Path(env[k]) for k in ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_CACHE",
+                                   "HF_DATASETS_CACHE") if env.get(k)]
+    cache = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    dirs.append(cache / "huggingface")
+    return dirs

@@ -1,0 +1,149 @@
+"""Reaching the grader from a sandbox without a network: TCP on loopback <-> a Unix socket.
+
+Outside, :class:`UnixToTcp` (in the orchestrator) listens on a Unix socket in a directory that is bound into
+the sandbox and forwards each connection to the grader's TCP port. Inside, ``python -m autorl.sandbox.relay
+--port P --socket S -- ARGV...`` listens on ``127.0.0.1:P`` of the sandbox's own loopback, forwards to the
+socket, runs ``ARGV`` and exits as it does. The agent sees the same ``GRADING_SERVER_URL`` either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+Connect = Callable[[], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        with contextlib.suppress(Exception):
+            writer.close()
+
+
+def _handler(connect: Connect) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await connect()
+        except OSError:
+            writer.close()
+            return
+        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+
+    return handle
+
+
+class _LoopThread:
+    """An asyncio server on a daemon thread; ``start`` returns once it listens."""
+
+    def __init__(self, serve: Callable[[], Awaitable[asyncio.AbstractServer]]) -> None:
+        self._serve = serve
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._server: asyncio.AbstractServer | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+
+        async def main() -> None:
+            try:
+                self._server = await self._serve()
+            except BaseException as exc:
+                self._error = exc
+                raise
+            finally:
+                self._ready.set()
+
+        try:
+            self._loop.run_until_complete(main())
+            self._loop.run_forever()
+        except BaseException:
+            pass
+
+    def start(self) -> None:
+        self._thread.start()
+        self._ready.wait(30)
+        if self._error is not None:
+            raise self._error
+
+    def stop(self) -> None:
+        def close() -> None:
+            if self._server is not None:
+                self._server.close()
+            self._loop.stop()
+
+        if self._loop.is_running():
+            self._loop.call_soon_threadsafe(close)
+        self._thread.join(10)
+
+
+class UnixToTcp(_LoopThread):
+    """Outside the sandbox: connections to ``socket_path`` go to ``127.0.0.1:port``."""
+
+    def __init__(self, socket_path: Path, port: int) -> None:
+        self.socket_path = socket_path
+
+        async def serve() -> asyncio.AbstractServer:
+            server = await asyncio.start_unix_server(
+                _handler(lambda: asyncio.open_connection("127.0.0.1", port)), path=str(socket_path))
+            os.chmod(socket_path, 0o600)
+            return server
+
+        super().__init__(serve)
+
+
+class TcpToUnix(_LoopThread):
+    """Inside the sandbox: connections to ``127.0.0.1:port`` go to ``socket_path``."""
+
+    def __init__(self, port: int, socket_path: str) -> None:
+        async def serve() -> asyncio.AbstractServer:
+            return await asyncio.start_server(
+                _handler(lambda: asyncio.open_unix_connection(socket_path)), host="127.0.0.1", port=port)
+
+        super().__init__(serve)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m autorl.sandbox.relay")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--socket", required=True)
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("a command to run is required after --")
+    relay = TcpToUnix(args.port, args.socket)
+    relay.start()
+    try:
+        proc = subprocess.Popen(command)
+    except OSError as exc:
+        print(f"autorl: cannot start {command[0]}: {exc}", file=sys.stderr)
+        return 127
+    # the relay outlives a SIGTERM to the process group so that the agent can still submit in its grace
+    # period; SIGKILL ends it with the rest
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    code = proc.wait()
+    relay.stop()
+    if code < 0:  # die the way the agent died, so that the run records it
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
