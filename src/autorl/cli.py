@@ -226,14 +226,18 @@ def eval_cmd(
 
 @app.command()
 def results(
-    as_json: bool = typer.Option(False, "--json", help="A JSON list of runs, oldest first."),
+    as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
+    fmt: str = typer.Option("table", "--format", help="table, csv, json or markdown."),
     task: str | None = typer.Option(None, "--task", help="Only this task."),
     ingest: list[Path] = typer.Option([], "--ingest", help="Add result.json files from other machines (repeatable)."),
 ) -> None:
     """List recorded runs."""
-    from autorl.ledger import Ledger
+    from autorl.ledger import CSV_COLUMNS, Ledger, _csv_value
     from autorl.resources import autorl_home
 
+    fmt = "json" if as_json else fmt
+    if fmt not in ("table", "csv", "json", "markdown"):
+        raise UsageError(f"--format must be table, csv, json or markdown, not {fmt!r}")
     home = autorl_home()
     ledger = Ledger(home / "autorl.db")
     try:
@@ -244,14 +248,53 @@ def results(
         rows = [r for r in ledger.rows() if task is None or r["task"] == task]
     finally:
         ledger.close()
-    if as_json:
+    if fmt == "json":
         _print_json(rows)
-        return
-    _table("runs", ["run_id", "task", "agent", "base_model", "baseline", "best", "improvement", "95% CI", "test", "success",
-                    "audit"],
-           [[r["run_id"], r["task"], r["agent"], r["base_model"], _fmt(r["baseline"]), _fmt(r["best_score"]),
-             _fmt(r["improvement"]), _fmt(r["improvement_ci95"]), _fmt(r["test_score"]), str(r["success"]),
-             ", ".join(r["audit_flags"]) or "clean"] for r in rows])
+    elif fmt == "csv":
+        import csv
+
+        writer = csv.DictWriter(sys.stdout, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: _csv_value(r.get(k)) for k in CSV_COLUMNS})
+    elif fmt == "markdown":
+        cols = ["run_id", "task", "agent", "base_model", "baseline", "best", "improvement", "95% CI", "test",
+                "test improvement", "submissions", "success", "audit"]
+        typer.echo("| " + " | ".join(cols) + " |")
+        typer.echo("|" + "|".join(" --- " for _ in cols) + "|")
+        for r in rows:
+            cells = [r["run_id"], r["task"], r["agent"], r["base_model"], _fmt(r["baseline"]), _fmt(r["best_score"]),
+                     _fmt(r["improvement"]), _fmt(r["improvement_ci95"]), _fmt(r["test_score"]),
+                     _fmt(r["test_improvement"]), str(r["submissions"]), str(r["success"]),
+                     ", ".join(r["audit_flags"]) or "clean"]
+            typer.echo("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+    else:
+        _table("runs", ["run_id", "task", "agent", "base_model", "baseline", "best", "improvement", "95% CI", "test",
+                        "success", "audit"],
+               [[r["run_id"], r["task"], r["agent"], r["base_model"], _fmt(r["baseline"]), _fmt(r["best_score"]),
+                 _fmt(r["improvement"]), _fmt(r["improvement_ci95"]), _fmt(r["test_score"]), str(r["success"]),
+                 ", ".join(r["audit_flags"]) or "clean"] for r in rows])
+
+
+@app.command("ui")
+def ui(
+    port: int = typer.Option(8501, "--port", help="Port to listen on."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0 to share it)."),
+) -> None:
+    """The results dashboard: runs, run timelines, agent comparisons (works offline)."""
+    import uvicorn
+
+    from autorl.resources import autorl_home
+    from autorl.ui import create_app
+
+    if not 0 < port < 65536:
+        raise UsageError(f"--port must be between 1 and 65535, not {port}")
+    db = autorl_home() / "autorl.db"
+    typer.echo(f"autorl ui: http://{host}:{port}/ over {db}", err=True)
+    try:
+        uvicorn.run(create_app(db), host=host, port=port, log_level="warning")
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 @app.command()

@@ -50,6 +50,10 @@ CREATE TABLE IF NOT EXISTS audits (
     evidence TEXT NOT NULL,
     PRIMARY KEY (run_id, flag)
 );
+CREATE TABLE IF NOT EXISTS live (
+    run_id TEXT PRIMARY KEY,
+    data TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS audit_overrides (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT NOT NULL,
@@ -85,10 +89,30 @@ class Ledger:
             raise
         self._db.execute("COMMIT")
 
+    def start_run(self, info: dict[str, Any]) -> None:
+        """Record a run in progress (run_id, task, agent, base_model, workspace, store_dir, started, deadline)."""
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO live VALUES (?, ?)", (info["run_id"], json.dumps(info)))
+
+    def end_run(self, run_id: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM live WHERE run_id=?", (run_id,))
+
+    def update_live(self, run_id: str, **fields: Any) -> None:
+        row = self._db.execute("SELECT data FROM live WHERE run_id=?", (run_id,)).fetchone()
+        if row:
+            self.start_run({**json.loads(row[0]), **fields})
+
+    def live(self) -> list[dict[str, Any]]:
+        """Runs started and not yet recorded, newest first."""
+        rows = self._db.execute("SELECT data FROM live").fetchall()
+        return sorted((json.loads(r[0]) for r in rows), key=lambda d: -float(d.get("started", 0)))
+
     def ingest(self, result: dict[str, Any]) -> None:
         """Insert or replace one run (and its submissions) from its result record."""
         row = result["row"]
         with self._tx() as db:
+            db.execute("DELETE FROM live WHERE run_id=?", (row["run_id"],))
             db.execute("DELETE FROM submissions WHERE run_id=?", (row["run_id"],))
             db.execute(
                 "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",

@@ -250,6 +250,11 @@ def run(
     )
     grader = GraderProcess(config, store_dir / "config.json", port, root / "grading_server.log")
     stack = contextlib.ExitStack()
+    live = Ledger(home / "autorl.db")
+    live.start_run({"run_id": run_id, "task": task, "agent": agent_cls.name, "base_model": resolved.spec,
+                    "workspace": str(root), "store_dir": str(store_dir), "started": started, "timeout_s": timeout,
+                    "deadline": None, "seed": seed})
+    stack.callback(live.close)
     try:
         grader.wait_ready()
         say(f"grader at {url}; evaluating the baseline")
@@ -257,6 +262,7 @@ def run(
         say(f"baseline: {base['score']:.2f} (n={base['n']}, 95% CI {base['ci95'][0]:.2f}-{base['ci95'][1]:.2f})")
         deadline = time.time() + timeout
         grader.admin.set_deadline(deadline)
+        live.update_live(run_id, deadline=deadline, agent_started=deadline - timeout)
         ctx_env = {
             "TASK": task,
             "BASE_MODEL": resolved.name,
@@ -291,6 +297,9 @@ def run(
         if final_test and state["best"] is not None:
             say(f"scoring the best submission ({state['best']['submission_id']}) on the hidden test split")
             test = grader.admin.evaluate_test()
+    except BaseException:
+        live.end_run(run_id)  # nothing will be recorded for it
+        raise
     finally:
         stack.close()
         grader.stop()
@@ -307,6 +316,9 @@ def run(
             result.row["llm_cost_usd"] = float(usage.get("cost_usd", 0.0))
         except (ValueError, TypeError, AttributeError):
             result.meta["llm_usage"] = "unreadable"
+    result.meta["agent_started"] = deadline - timeout
+    result.meta["deadline"] = deadline
+    result.meta["timeout_s"] = timeout
     result.meta["sandbox"] = {"mode": sandbox_choice.mode, "network": sandbox_choice.network,
                               "warning": sandbox_choice.warning}
     result.meta.update(harness_hashes=harness, store_dir=str(store_dir), hidden_dir=str(data.hidden_dir),

@@ -1,0 +1,376 @@
+"""`autorl ui`: every page and JSON endpoint over a ledger of fixture runs, a live run, and headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from autorl.ledger import Ledger
+from autorl.ui import create_app
+
+from .conftest import cli, echo_answers, write_stub_checkpoint
+from .scripted_llm import serve_in_thread
+
+SVG = "{http://www.w3.org/2000/svg}"
+T0 = 1_790_000_000.0
+
+
+def fixture_result(run_id: str, task: str, agent: str, model: str, day: str, scores: list[float], *,
+                   baseline: float = 25.0, test: float | None = None, success: bool = True,
+                   workspace: Path | None = None, flags: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    subs = [{"submission_id": i + 1, "status": "done", "score": s, "ci95": [s - 5, s + 5], "n": 300,
+             "improvement": s - baseline, "model_path": f"/ws/output/v{i + 1}", "created_at": T0 + 30 * (i + 1),
+             "finished_at": T0 + 30 * (i + 1) + 5, "error": None} for i, s in enumerate(scores)]
+    best = max(scores) if scores else None
+    row = {"run_id": run_id, "timestamp": f"{day} 10:00:00", "task": task, "agent": agent, "base_model": model,
+           "baseline": baseline, "best_score": best, "improvement": None if best is None else best - baseline,
+           "improvement_ci95": None if best is None else [best - baseline - 4, best - baseline + 4],
+           "p_value": 0.01, "best_submission": 1 if scores else None, "submissions": len(scores), "duration_s": 300.0,
+           "success": success, "workspace": str(workspace or f"/nowhere/{run_id}"), "test_baseline": baseline - 1,
+           "test_score": test, "test_improvement": None if test is None else test - baseline + 1,
+           "test_improvement_ci95": None if test is None else [test - baseline - 3, test - baseline + 5],
+           "end_reason": "agent finished", "seed": 3, "config_hash": "cfg" + run_id[-4:]}
+    return {"run_id": run_id, "row": row, "submissions": subs,
+            "baseline": {"score": baseline, "ci95": [baseline - 4, baseline + 4], "n": 300},
+            "test": None if test is None else {"submission_id": 1, "score": test, "ci95": [test - 4, test + 4],
+                                               "baseline_score": baseline - 1},
+            "agent": {"exit_code": 0}, "run_dir": row["workspace"],
+            "meta": {"agent_started": T0, "timeout_s": 300, "backend": "hf", "autorl_version": "0.1.0",
+                     "python": "3.11", "model_source": "local", "sandbox": {"mode": "bwrap", "network": "on"},
+                     "llm_usage": {"prompt_tokens": 1200, "completion_tokens": 300, "cost_usd": 0.02, "steps": 2}
+                     if agent == "llm" else None},
+            "audit": flags or []}
+
+
+@pytest.fixture
+def ledger_db(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws-llm"
+    ws.mkdir()
+    (ws / "agent.log").write_text("line one\nTRAINING STEP 42 done\n")
+    (ws / "grading_server.log").write_text("INFO: POST /submit 200\n")
+    turns = [
+        {"time": T0, "step": 1, "message": {"role": "assistant", "content": "I will train with SFT.",
+                                            "tool_calls": [{"id": "c1", "type": "function", "function": {
+                                                "name": "shell", "arguments": json.dumps({"command": "python train.py"})}}]},
+         "tool_results": [{"tool_call_id": "c1", "content": "loss 0.3"}],
+         "usage": {"prompt_tokens": 700, "completion_tokens": 120}, "latency_s": 1.5},
+        {"time": T0 + 1, "event": "compaction", "estimated_tokens": 9000},
+        {"time": T0 + 2, "step": 2, "message": {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c2", "type": "function", "function": {"name": "submit", "arguments": '{"path": "output/v1"}'}}]},
+         "tool_results": [{"tool_call_id": "c2", "content": '{"score": 40.0}'}],
+         "usage": {"prompt_tokens": 500, "completion_tokens": 180}, "latency_s": 2.0},
+    ]
+    (ws / "trajectory.jsonl").write_text("".join(json.dumps(t) + "\n" for t in turns) + "not json\n")
+    db = tmp_path / "autorl.db"
+    led = Ledger(db)
+    results = [
+        fixture_result("20261101T100000", "arith", "example", "autorl:tiny", "2026-11-01", [40.0, 55.0, 50.0], test=52.0),
+        fixture_result("20261102T100000", "arith", "example", "autorl:tiny", "2026-11-02", [45.0, 61.0], test=58.0),
+        fixture_result("20261103T100000", "arith", "llm", "autorl:tiny", "2026-11-03", [30.0, 40.0], test=38.0,
+                       workspace=ws, flags=[{"name": "test_overlap", "severity": "high", "detail": "12 items overlap",
+                                             "evidence": {"items": 12}}]),
+        fixture_result("20261104T100000", "arith", "llm", "autorl:tiny", "2026-11-04", [26.0], test=27.0),
+        fixture_result("20261105T100000", "echo", "example", "stub", "2026-11-05", [], success=False),
+    ]
+    for r in results:
+        led.ingest(r)
+    led.close()
+    return db
+
+
+@pytest.fixture
+def ui(ledger_db: Path) -> Iterator[httpx.Client]:
+    with serve_in_thread(create_app(ledger_db)) as port, \
+            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as client:
+        yield client
+
+
+def run_ids(html: str) -> list[str]:
+    return re.findall(r'<tr data-run="([^"]+)"', html)
+
+
+def test_runs_table_filters_and_sorts(ui: httpx.Client) -> None:
+    page = ui.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert run_ids(page.text) == ["20261105T100000", "20261104T100000", "20261103T100000", "20261102T100000",
+                                  "20261101T100000"]  # newest first
+    assert "<script src" not in page.text and "http://" not in page.text.split("<main>")[0]  # nothing from elsewhere
+    assert run_ids(ui.get("/?task=echo").text) == ["20261105T100000"]
+    assert set(run_ids(ui.get("/?agent=llm").text)) == {"20261103T100000", "20261104T100000"}
+    assert run_ids(ui.get("/?model=stub").text) == ["20261105T100000"]
+    assert run_ids(ui.get("/?since=2026-11-02&until=2026-11-03").text) == ["20261103T100000", "20261102T100000"]
+    assert run_ids(ui.get("/?status=failed").text) == ["20261105T100000"]
+    by_improvement = run_ids(ui.get("/?sort=improvement&order=desc").text)
+    assert by_improvement[:4] == ["20261102T100000", "20261101T100000", "20261103T100000", "20261104T100000"]
+    assert by_improvement[-1] == "20261105T100000"  # no improvement at all: last either way
+    assert run_ids(ui.get("/?sort=improvement&order=asc").text)[0] == "20261104T100000"
+    assert run_ids(ui.get("/?sort=nonsense").text)[0] == "20261105T100000"
+    assert "⚑" in page.text  # the audit flag shows
+    fragment = ui.get("/fragment/runs?task=arith")
+    assert fragment.status_code == 200 and len(run_ids(fragment.text)) == 4 and "<html" not in fragment.text
+    api = ui.get("/api/runs?agent=example&sort=best_score&order=desc").json()
+    assert [r["run_id"] for r in api] == ["20261102T100000", "20261101T100000", "20261105T100000"]
+    assert api[0]["best_score"] == 61.0 and api[0]["status"] == "success" and api[2]["status"] == "failed"
+
+
+def svg_root(text: str) -> ET.Element:
+    root = ET.fromstring(text)
+    assert root.tag == f"{SVG}svg"
+    return root
+
+
+def by_class(root: ET.Element, tag: str, cls: str) -> list[ET.Element]:
+    return [e for e in root.iter(f"{SVG}{tag}") if cls in (e.get("class") or "").split()]
+
+
+def test_run_page_timeline_metadata_logs_and_trajectory(ui: httpx.Client) -> None:
+    page = ui.get("/runs/20261103T100000")
+    assert page.status_code == 200
+    svg = svg_root(re.search(r"<svg.*?</svg>", page.text, re.S).group(0))  # type: ignore[union-attr]
+    assert len(by_class(svg, "circle", "point")) == 2
+    ids = {e.get("id") for e in svg.iter()}
+    assert {"baseline", "baseline-band", "test-score", "deadline"} <= ids
+    assert len(by_class(svg, "path", "best-line")) == 1
+    for text in ("cfg0000", "bwrap (network on)", "1200 in / 300 out", "TRAINING STEP 42 done", "POST /submit 200",
+                 "test_overlap", "I will train with SFT.", "python train.py", "loss 0.3", "compaction"):
+        assert text in page.text, text
+    assert page.text.count('<details class="turn"') == 2
+    assert "2 turns, 1200 in / 300 out tokens" in page.text
+    # a run without a trajectory or logs still renders
+    other = ui.get("/runs/20261105T100000")
+    assert other.status_code == 200 and "no scored submission yet" in other.text and "Trajectory" not in other.text
+    missing = ui.get("/runs/nope")
+    assert missing.status_code == 404 and "no run nope" in missing.text
+
+
+def test_run_json_timeline_and_svg_export(ui: httpx.Client) -> None:
+    d = ui.get("/api/runs/20261101T100000").json()
+    assert d["live"] is False and d["row"]["best_score"] == 55.0 and len(d["result"]["submissions"]) == 3
+    tl = ui.get("/api/runs/20261101T100000/timeline").json()
+    assert [p["t_s"] for p in tl["points"]] == [30.0, 60.0, 90.0] and [p["score"] for p in tl["points"]] == [40, 55, 50]
+    assert tl["baseline"] == {"score": 25.0, "ci95": [21.0, 29.0]} and tl["test"]["score"] == 52.0
+    assert ui.get("/api/runs/nope").status_code == 404 and ui.get("/api/runs/nope/timeline").status_code == 404
+    exported = ui.get("/runs/20261101T100000/timeline.svg?download=1")
+    assert exported.headers["content-type"].startswith("image/svg+xml")
+    assert "attachment" in exported.headers["content-disposition"]
+    assert len(by_class(svg_root(exported.text), "circle", "point")) == 3
+    assert ui.get("/runs/nope/timeline.svg").status_code == 404
+
+
+def test_compare_page_json_and_svg(ui: httpx.Client) -> None:
+    from scipy import stats
+
+    cmp = ui.get("/api/compare?task=arith").json()
+    assert cmp["metric"] == "test_improvement"  # every arith run has a test score
+    by_agent = {a["agent"]: a for a in cmp["agents"]}
+    values = [52.0 - 24.0, 58.0 - 24.0]
+    mean = sum(values) / 2
+    half = stats.t.ppf(0.975, 1) * math.sqrt(sum((v - mean) ** 2 for v in values)) / math.sqrt(2)
+    assert by_agent["example"]["mean"] == pytest.approx(mean) and by_agent["example"]["n"] == 2
+    assert by_agent["example"]["ci95"] == pytest.approx([mean - half, mean + half])
+    dev = ui.get("/api/compare?task=arith&metric=improvement").json()
+    assert {a["agent"]: a["mean"] for a in dev["agents"]} == {"example": pytest.approx(33.0), "llm": pytest.approx(8.0)}
+    assert ui.get("/api/compare?task=arith&metric=bogus").status_code == 400
+    page = ui.get("/compare?task=arith")
+    assert page.status_code == 200
+    svg = svg_root(re.search(r"<svg.*?</svg>", page.text, re.S).group(0))  # type: ignore[union-attr]
+    assert len(by_class(svg, "rect", "bar")) == 2 and len(by_class(svg, "path", "errorbar")) == 2
+    assert len(by_class(svg, "circle", "run")) == 4
+    exported = ui.get("/compare.svg?task=arith&download=1")
+    assert "attachment" in exported.headers["content-disposition"]
+    assert len(by_class(svg_root(exported.text), "rect", "bar")) == 2
+    echo = ui.get("/api/compare?task=echo").json()
+    assert echo["metric"] == "improvement" and echo["agents"][0]["mean"] is None
+    assert ui.get("/compare").status_code == 200  # the first task by default
+
+
+def test_results_formats(tmp_path: Path, ledger_db: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(ledger_db, home / "autorl.db")
+    env = {"AUTORL_HOME": str(home)}
+    as_csv = cli("results", "--format", "csv", env=env, check=True).stdout.splitlines()
+    assert as_csv[0].startswith("run_id,timestamp,task,agent,base_model,baseline,best_score,improvement")
+    assert len(as_csv) == 6
+    md = cli("results", "--format", "markdown", "--task", "arith", env=env, check=True).stdout.splitlines()
+    assert md[0].startswith("| run_id | task |") and md[1].startswith("| --- |") and len(md) == 6
+    assert len(json.loads(cli("results", "--format", "json", env=env, check=True).stdout)) == 5
+    bad = cli("results", "--format", "xml", env=env)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "error: --format must be table, csv, json or markdown, not 'xml'"]
+
+
+def test_a_live_run_shows_and_updates_without_reload(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    base = write_stub_checkpoint(tmp_path / "stub-base", echo_answers(5))
+    agent = tmp_path / "agents" / "slow"
+    agent.mkdir(parents=True)
+    (agent / "config.yaml").write_text("name: slow\nstart: start.sh\n")
+    root = Path(__file__).resolve().parent.parent
+    (agent / "start.sh").write_text(f"""
+ckpt() {{ "$AUTORL_PYTHON" -c "import sys; sys.path.insert(0, '{root}'); from pathlib import Path; \\
+  from tests.conftest import write_stub_checkpoint, echo_answers; \\
+  write_stub_checkpoint(Path('$OUTPUT_DIR') / '$1', echo_answers($2))"; }}
+submit() {{ curl -s -X POST "$GRADING_SERVER_URL/submit" -H "Authorization: Bearer $AUTORL_TOKEN" \\
+  -H "Content-Type: application/json" -d "{{\\"model_path\\": \\"$OUTPUT_DIR/$1\\"}}"; }}
+ckpt v1 8; submit v1; sleep 6; ckpt v2 14; submit v2; sleep 4
+""")
+    proc = subprocess.Popen([sys.executable, "-c", "from autorl.cli import main; main()", "run", "--agent", str(agent),
+                             "--task", "echo", "--model", str(base), "--timeout", "60", "--backend", "scripted",
+                             "--json"], env={**os.environ, "AUTORL_HOME": str(home),
+                                             "AUTORL_SANDBOX_RO": str(root / "tests")},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        with serve_in_thread(create_app(home / "autorl.db")) as port, \
+                httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as ui:
+            seen: list[int] = []
+            run_id = None
+            end = time.time() + 120
+            while time.time() < end and proc.poll() is None:
+                live = ui.get("/api/live").json()
+                if live:
+                    run_id = live[0]["run_id"]
+                    d = ui.get(f"/api/runs/{run_id}").json()
+                    assert d["live"] is True and d["row"]["status"] == "running"
+                    scored = [p for p in d["timeline"]["points"] if p["score"] is not None]
+                    if not seen or len(scored) != seen[-1]:
+                        seen.append(len(scored))
+                    page = ui.get(f"/runs/{run_id}").text
+                    assert 'data-live="1"' in page and "updates every 2 s" in page
+                    assert 'class="status status-running"' in ui.get("/").text
+                time.sleep(0.5)
+            _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err
+            assert run_id is not None and seen[-1] == 2 and 1 in seen, seen  # it grew while we watched
+            final = ui.get(f"/api/runs/{run_id}").json()
+            assert final["live"] is False and final["row"]["best_score"] == pytest.approx(70.0)
+            assert ui.get("/api/live").json() == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+# -- headless Chromium ---------------------------------------------------------------------------------------
+
+def chromium() -> str | None:
+    return next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser")) if p), None)
+
+
+def png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
+    """Rows of RGB(A) pixels of an 8-bit, non-interlaced PNG (what Chromium writes)."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, ihdr = 8, b"", b""
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        chunk = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            ihdr = chunk
+        elif kind == b"IDAT":
+            idat += chunk
+        pos += 12 + length
+    width, height, depth, color = struct.unpack(">IIBB", ihdr[:10])
+    assert depth == 8 and color in (2, 6)
+    bpp = 3 if color == 2 else 4
+    raw, stride, rows, prev = zlib.decompress(idat), width * bpp, [], bytearray(width * bpp)
+    for y in range(height):
+        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            if f == 1:
+                line[i] = (line[i] + a) & 255
+            elif f == 2:
+                line[i] = (line[i] + b) & 255
+            elif f == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append(bytes(line))
+        prev = line
+    return width, bpp, rows
+
+
+def count_color(path: Path, rgb: tuple[int, int, int], tol: int = 40) -> int:
+    width, bpp, rows = png_pixels(path)
+    return sum(1 for row in rows for x in range(width)
+               if all(abs(row[x * bpp + k] - rgb[k]) <= tol for k in range(3)))
+
+
+@pytest.mark.skipif(chromium() is None, reason="headless Chromium is not installed (Debian: apt-get install chromium)")
+def test_pages_render_in_headless_chromium(ui: httpx.Client, tmp_path: Path) -> None:
+    exe = chromium()
+    assert exe is not None
+    base = str(ui.base_url).rstrip("/")
+
+    def browse(path: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        profile = tmp_path / f"profile-{abs(hash((path, extra)))}"
+        return subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                               "--disable-component-update", "--disable-sync", "--no-first-run",
+                               "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1400,1100",
+                               "--enable-logging=stderr", "--v=0", *extra, base + path],
+                              capture_output=True, text=True, timeout=120)
+
+    dom = browse("/runs/20261101T100000", "--dump-dom", "--virtual-time-budget=3000")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert dom.stdout.count('class="point"') == 3 and 'id="baseline"' in dom.stdout and 'id="test-score"' in dom.stdout
+    assert "Uncaught" not in dom.stderr
+    shot = tmp_path / "run.png"
+    result = browse("/runs/20261101T100000", f"--screenshot={shot}")
+    assert result.returncode == 0 and shot.is_file(), result.stderr[-2000:]
+    assert count_color(shot, (0x1C, 0x7E, 0xD6), tol=30) > 100  # the submission points and the best-so-far line
+    assert count_color(shot, (0xE8, 0x59, 0x0C), tol=30) > 40  # the test-score marker
+    compare = tmp_path / "compare.png"
+    result = browse("/compare?task=arith", f"--screenshot={compare}")
+    assert result.returncode == 0 and compare.is_file()
+    assert count_color(compare, (0x63, 0xB6, 0x73), tol=25) > 200  # the improvement bars (#2f9e44 at 75%)
+    table = browse("/", "--dump-dom")
+    assert table.stdout.count("<tr data-run=") == 5
+    if os.environ.get("AUTORL_SCREENSHOT_DIR"):  # keep the pictures for a look
+        for png in (shot, compare):
+            shutil.copy(png, Path(os.environ["AUTORL_SCREENSHOT_DIR"]) / png.name)
+
+
+def test_autorl_ui_command_serves_the_ledger(tmp_path: Path, ledger_db: Path) -> None:
+    from autorl.grader.server import free_port
+
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(ledger_db, home / "autorl.db")
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-c", "from autorl.cli import main; main()", "ui", "--port", str(port)],
+                            env={**os.environ, "AUTORL_HOME": str(home)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        end = time.time() + 60
+        while True:
+            try:
+                page = httpx.get(f"http://127.0.0.1:{port}/", timeout=5, trust_env=False)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None and time.time() < end, proc.stderr.read() if proc.stderr else ""
+                time.sleep(0.3)
+        assert page.status_code == 200 and len(run_ids(page.text)) == 5
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    bad = cli("ui", "--port", "0", env={"AUTORL_HOME": str(home)})
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == ["error: --port must be between 1 and 65535, not 0"]
