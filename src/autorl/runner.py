@@ -231,7 +231,7 @@ def run(
     say(f"run {run_id}: {agent_cls.name} on {task} from {resolved.spec} ({timeout:.0f} s); workspace {root}")
     options = dict(backend_options or {})
     if assignment.shared and backend_name == "vllm":
-        options.setdefault("gpu_memory_utilization", 0.35)
+        options.setdefault("gpu_memory_utilization", 0.25)  # bench/vllm_h200.md
     config = GraderConfig(
         task=task,
         workspace=str(root),

@@ -29,8 +29,13 @@ def adapter_rank(adapter_dir: Path) -> int:
 
 
 class VLLMBackend(Backend):
-    """vllm's offline engine. Options: ``gpu_memory_utilization`` (0.45, the agent may share the GPU),
-    ``max_model_len``, ``tensor_parallel_size``, ``enforce_eager``, ``dtype`` (``auto``)."""
+    """vllm's offline engine. Options: ``gpu_memory_utilization`` (0.45; ``autorl run`` gives 0.25 when the
+    agent shares the grader's GPU), ``enable_prefix_caching`` (on), ``max_num_seqs``, ``compilation_config``,
+    ``max_model_len``, ``tensor_parallel_size``, ``enforce_eager``, ``dtype`` (``auto``).
+
+    Measured on an H200 (bench/vllm_h200.md): 25-35x the naive ``model.generate`` loop; prefix caching 1.7x
+    on 8-shot prompts; a quarter of the GPU loses nothing for a 1.5B model; a LoRA submission halves speed.
+    """
 
     name = "vllm"
 
@@ -67,7 +72,7 @@ class VLLMBackend(Backend):
             "dtype": str(self.options.get("dtype", "auto")),
             "seed": 0,
         }
-        for key in ("max_model_len", "enforce_eager", "max_num_seqs", "compilation_config"):
+        for key in ("max_model_len", "enforce_eager", "max_num_seqs", "compilation_config", "enable_prefix_caching"):
             if key in self.options:
                 kwargs[key] = self.options[key]
         if lora:
