@@ -147,3 +147,8 @@ class Benchmark(ABC):
     def hidden_paths(self) -> list[Path]:
         """Installed files that hold evaluation data, which the sandbox must mask."""
         return []
+
+    def identity(self) -> dict[str, Any]:
+        """Settings outside :class:`EvalConfig` that move scores (episode limits, judge, data source...);
+        part of the eval-config hash."""
+        return {}

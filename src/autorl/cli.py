@@ -113,6 +113,20 @@ def list_backends(as_json: bool = typer.Option(False, "--json", help="Machine-re
            [[r["name"], r["distribution"], "yes" if r["available"] else "no"] for r in rows])
 
 
+def _parse_options(pairs: list[str]) -> dict[str, Any]:
+    """``--benchmark-option KEY=VALUE``: JSON values (numbers, true/false, lists) or plain strings."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--benchmark-option takes KEY=VALUE, got {pair!r}")
+        try:
+            options[name] = json.loads(value)
+        except ValueError:
+            options[name] = value
+    return options
+
+
 def _parse_env(pairs: list[str]) -> dict[str, str]:
     env = {}
     for pair in pairs:
@@ -146,6 +160,8 @@ def run_cmd(
     seed: int = typer.Option(0, "--seed", help="Recorded; passed to the agent as AUTORL_SEED."),
     agent_env: list[str] = typer.Option([], "--agent-env", help="NAME=VALUE for the agent (repeatable)."),
     limit: int | None = typer.Option(None, "--limit", help="Evaluate only the first N items per split."),
+    benchmark_option: list[str] = typer.Option([], "--benchmark-option",
+                                               help="KEY=VALUE for the benchmark (repeatable; JSON values)."),
     sandbox: str = typer.Option("auto", "--sandbox",
                                 help="auto (bwrap where it works, else none with a warning), bwrap or none."),
     network: str = typer.Option("on", "--network", help="on, or off: the agent reaches only the grader (bwrap)."),
@@ -155,7 +171,8 @@ def run_cmd(
     from autorl.runner import run
 
     result = run(agent, task, model, timeout, port=port, backend=backend, gpus=gpus, runs_dir=runs_dir,
-                 seed=seed, agent_env=_parse_env(agent_env), limit=limit, sandbox=sandbox, network=network)
+                 seed=seed, agent_env=_parse_env(agent_env), limit=limit, sandbox=sandbox, network=network,
+                 benchmark_options=_parse_options(benchmark_option))
     if as_json:
         _print_json(result.row)
         return
@@ -181,6 +198,8 @@ def eval_cmd(
     backend: str | None = typer.Option(None, "--backend", help="Inference backend."),
     base_model: str | None = typer.Option(None, "--base-model", help="Base model, when --model is a LoRA adapter."),
     per_item: Path | None = typer.Option(None, "--per-item", help="Where to write per-item records (JSONL)."),
+    benchmark_option: list[str] = typer.Option([], "--benchmark-option",
+                                               help="KEY=VALUE for the benchmark (repeatable; JSON values)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON record."),
 ) -> None:
     """Evaluate a checkpoint through the same path the grader uses."""
@@ -191,7 +210,7 @@ def eval_cmd(
 
     if limit is not None and limit <= 0:
         raise UsageError("--limit must be positive")
-    benchmark = get_benchmark(task)()
+    benchmark = get_benchmark(task)(_parse_options(benchmark_option))
     be = get_backend(backend or default_backend())()
     resolved = resolve_model(model)
     base = resolve_model(base_model).path if base_model else None

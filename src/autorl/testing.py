@@ -112,15 +112,20 @@ def local_grader(tmp_path: Path, autorl_home: Path) -> Iterator[Callable[..., Lo
         grader.stop()
 
 
-def check_benchmark_end_to_end(task: str, model: str = "autorl:tiny", limit: int = 3, backend: str = "hf") -> dict[str, Any]:
-    """Run ``autorl eval --task TASK --model MODEL --limit N --json`` as a user would and check the record."""
+def check_benchmark_end_to_end(task: str, model: str = "autorl:tiny", limit: int = 3, backend: str = "hf",
+                               options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run ``autorl eval --task TASK --model MODEL --limit N --json`` as a user would and check the record.
+
+    ``options`` become ``--benchmark-option KEY=VALUE`` (values as JSON).
+    """
     import json
     import subprocess
     import sys
 
+    extra = [a for k, v in (options or {}).items() for a in ("--benchmark-option", f"{k}={json.dumps(v)}")]
     proc = subprocess.run(
         [sys.executable, "-c", "from autorl.cli import main; main()", "eval", "--task", task, "--model", model,
-         "--limit", str(limit), "--backend", backend, "--json"],
+         "--limit", str(limit), "--backend", backend, "--json", *extra],
         capture_output=True, text=True, timeout=1800,
     )
     assert proc.returncode == 0, f"autorl eval failed:\n{proc.stderr}"

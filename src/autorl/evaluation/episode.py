@@ -48,8 +48,9 @@ class EpisodeBenchmark(ABC):
         """A fresh environment for one item."""
 
     @abstractmethod
-    def episode_prompt(self, item: Item, history: list[tuple[str, str]], observation: str) -> str:
-        """The prompt for the next action, given (observation, action) history and the new observation."""
+    def episode_prompt(self, item: Item, history: list[tuple[str, str]], observation: str) -> str | list[dict[str, str]]:
+        """The prompt for the next action, given (observation, action) history and the new observation:
+        text, or chat messages when the benchmark's config uses the chat template."""
 
     def parse_action(self, completion: str) -> str:
         return completion.strip()

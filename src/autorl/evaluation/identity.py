@@ -21,7 +21,7 @@ def stable_hash(data: Any) -> str:
 
 def eval_config(benchmark: Benchmark, split: str, backend: Backend) -> dict[str, Any]:
     """Everything that can move a score other than the model itself."""
-    return {
+    config = {
         "benchmark": benchmark.name,
         "benchmark_version": benchmark.version,
         "split": split,
@@ -29,6 +29,10 @@ def eval_config(benchmark: Benchmark, split: str, backend: Backend) -> dict[str,
         "backend": backend.identity(),
         "evaluation_version": EVALUATION_VERSION,
     }
+    extra = benchmark.identity()
+    if extra:  # only benchmarks that have such settings: other hashes stay what they were
+        config["benchmark_identity"] = extra
+    return config
 
 
 def config_hash(benchmark: Benchmark, split: str, backend: Backend) -> str:

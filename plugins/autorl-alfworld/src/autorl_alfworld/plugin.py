@@ -10,4 +10,6 @@ from autorl import hookimpl
 
 @hookimpl
 def register_benchmarks(register: Callable[[type[Any]], None]) -> None:
-    """The alfworld benchmark registers here once its data and scoring land; nothing yet."""
+    from autorl_alfworld.benchmark import AlfWorldBenchmark
+
+    register(AlfWorldBenchmark)
