@@ -66,3 +66,10 @@ def test_bootstrap_is_reproducible() -> None:
     base = {f"i{k}": float(k % 2) for k in range(50)}
     cand = {f"i{k}": float(k % 3 == 0) for k in range(50)}
     assert paired_compare(base, cand).ci95 == paired_compare(base, cand).ci95
+
+
+def test_interval_holds_the_mean_at_the_edges() -> None:
+    for n in (1, 2, 3, 7, 10, 33, 100):
+        for values in ([0.0] * n, [1.0] * n):
+            st = summarize(values)
+            assert st.ci95[0] <= st.mean <= st.ci95[1], (n, values[0], st)

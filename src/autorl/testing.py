@@ -8,18 +8,23 @@ Fixtures:
     tiny_model: the path of the built-in tiny model, built once per session.
     local_grader: ``local_grader(task, base_model=None, backend="hf")`` starts a real grader on 127.0.0.1.
 
-Functions:
-    check_benchmark_end_to_end(task, model="autorl:tiny", limit=3): runs ``autorl eval`` as a user would.
+Functions and classes:
+    check_benchmark_end_to_end(task, model="autorl:tiny", limit=3, options=None): runs ``autorl eval`` as a
+        user would.
+    assert_plugin_discovered(name, distribution): ``autorl plugins`` lists the plugin.
+    PolicyBackend(policy): a backend answering with ``policy(prompt)``, counting batched calls (for
+        interactive benchmarks).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from autorl.inference.base import Backend, Completion, GenerationRequest
 from autorl.plugins import PluginInfo, PluginManager, create_plugin_manager, set_plugin_manager
 
 
@@ -134,3 +139,35 @@ def check_benchmark_end_to_end(task: str, model: str = "autorl:tiny", limit: int
     assert 0.0 <= record["score"] <= 100.0 and record["config_hash"], record
     assert record["ci95"][0] <= record["score"] <= record["ci95"][1], record
     return record
+
+
+class PolicyBackend(Backend):
+    """A backend that answers each prompt with ``policy(prompt)`` and records the size of every batched call:
+    for testing interactive benchmarks with scripted (expert, random, bad) policies without a model."""
+
+    name = "policy"
+
+    def __init__(self, policy: Callable[[Any], str]) -> None:
+        super().__init__({})
+        self.policy = policy
+        self.calls: list[int] = []
+
+    def load(self, model_dir: Path, base_model_dir: Path | None = None) -> None:
+        pass
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
+        self.calls.append(len(requests))
+        return [Completion([self.policy(r.prompt)], 1) for r in requests]
+
+
+def assert_plugin_discovered(name: str, distribution: str) -> None:
+    """``autorl plugins`` (a subprocess, as a user runs it) lists plugin ``name`` from ``distribution``."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", "from autorl.cli import main; main(['plugins'])"],
+                         capture_output=True, text=True, check=True).stdout
+    plugins = {p["name"]: p for p in json.loads(out)}
+    assert name in plugins, f"plugin {name} not discovered: {sorted(plugins)}"
+    assert plugins[name]["distribution"] == distribution, plugins[name]

@@ -13,7 +13,8 @@ from autorl_alfworld.env import AlfWorldEnv, expert_trajectory
 from autorl_alfworld.games import TASK_TYPES, find_games, generate
 
 from autorl.evaluation.episode import EpisodeEvaluator
-from autorl.inference.base import Backend, Completion, GenerationRequest
+from autorl.inference.base import Completion, GenerationRequest
+from autorl.testing import PolicyBackend
 
 SMALL = {"source": "offline", "train_games": 6, "dev_games": 6, "test_games": 6, "examples": 1}
 
@@ -25,24 +26,6 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> tuple[AlfWorldBenchmar
     bench.prepare_train_data(root / "train")
     bench.prepare_eval_data(root / "hidden")
     return bench, root / "train", root / "hidden"
-
-
-class Scripted(Backend):
-    """Answers every prompt through ``policy(prompt)`` and counts the batched calls."""
-
-    name = "scripted-policy"
-
-    def __init__(self, policy: Any) -> None:
-        super().__init__({})
-        self.policy = policy
-        self.calls: list[int] = []
-
-    def load(self, model_dir: Path, base_model_dir: Path | None = None) -> None:
-        pass
-
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
-        self.calls.append(len(requests))
-        return [Completion([self.policy(r.prompt)], 1) for r in requests]
 
 
 def test_generated_games_cover_every_task_type_and_are_solvable(tmp_path: Path) -> None:
@@ -116,11 +99,11 @@ def test_the_planner_wins_and_a_bad_policy_fails(prepared: tuple[AlfWorldBenchma
         done = text.rsplit("Here is the task.", 1)[1].count("\n> ")
         return " " + by_prompt_task[task][done] + "\nextra text after the newline"
 
-    good = EpisodeEvaluator().evaluate(bench, items, Scripted(expert))
+    good = EpisodeEvaluator().evaluate(bench, items, PolicyBackend(expert))
     assert [r.score for r in good] == [1.0] * len(items)
     assert all(r.extra["trajectory"][0]["observation"].startswith("You are in") for r in good)
     bench_short = AlfWorldBenchmark({**SMALL, "max_steps": 5})
-    bad = EpisodeEvaluator().evaluate(bench_short, items, Scripted(lambda p: "look"))
+    bad = EpisodeEvaluator().evaluate(bench_short, items, PolicyBackend(lambda p: "look"))
     assert [r.score for r in bad] == [0.0] * len(items)
     assert all(r.extra["steps"] == 5 for r in bad)
 
@@ -128,7 +111,7 @@ def test_the_planner_wins_and_a_bad_policy_fails(prepared: tuple[AlfWorldBenchma
 def test_lockstep_batches_one_call_per_turn(prepared: tuple[AlfWorldBenchmark, Path, Path]) -> None:
     bench = AlfWorldBenchmark({**SMALL, "max_steps": 4})
     items = bench.load_items("test", prepared[2])
-    backend = Scripted(lambda p: "inventory")
+    backend = PolicyBackend(lambda p: "inventory")
     EpisodeEvaluator().evaluate(bench, items, backend)
     assert backend.calls == [len(items)] * 4  # turns, not games x turns
 

@@ -1,17 +1,7 @@
 """The plugin is discovered through its entry point when installed alone with the core."""
 
-from __future__ import annotations
-
-import json
-import subprocess
-import sys
+from autorl.testing import assert_plugin_discovered
 
 
 def test_plugin_is_discovered() -> None:
-    out = subprocess.run(
-        [sys.executable, "-c", "from autorl.cli import main; main(['plugins'])"],
-        capture_output=True, text=True, check=True,
-    ).stdout
-    plugins = {p["name"]: p for p in json.loads(out)}
-    assert "alfworld" in plugins
-    assert plugins["alfworld"]["distribution"] == "autorl-alfworld"
+    assert_plugin_discovered("alfworld", "autorl-alfworld")

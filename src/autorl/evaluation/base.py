@@ -41,6 +41,10 @@ class Evaluator(ABC):
     ) -> list[ItemResult]:
         """Evaluate ``items`` in order; call ``progress(k)`` as k more items finish."""
 
+    def summary(self, results: Sequence[ItemResult]) -> dict[str, Any]:
+        """Figures over all items besides the mean score (e.g. a success rate), kept in the record's ``extra``."""
+        return {}
+
 
 def safe_score(benchmark: Benchmark, item: Item, completions: Sequence[str]) -> tuple[float, str | None]:
     """Mean score over the completions; an exception becomes a recorded error and a score of 0."""

@@ -87,7 +87,8 @@ def evaluate_model(
             if progress:
                 progress(done, len(items))
 
-        results = benchmark.evaluator().evaluate(benchmark, items, backend, tick)
+        evaluator = benchmark.evaluator()
+        results = evaluator.evaluate(benchmark, items, backend, tick)
     finally:
         backend.unload()
     stats = summarize([r.score for r in results])
@@ -105,7 +106,7 @@ def evaluate_model(
         duration_s=time.monotonic() - started,
         output_tokens=sum(int(r.extra.get("output_tokens", 0)) for r in results),
         per_item_path=str(per_item_path) if per_item_path else None,
-        extra={"ci_method": stats.method, "single_split": benchmark.single_split},
+        extra={"ci_method": stats.method, "single_split": benchmark.single_split, **evaluator.summary(results)},
     )
     if per_item_path is not None:
         per_item_path.parent.mkdir(parents=True, exist_ok=True)

@@ -75,6 +75,8 @@ def summarize(scores: Sequence[float]) -> ScoreStats:
 
         t = float(stats.t.ppf(0.975, n - 1)) if n > 1 else 0.0
         lo, hi, method = mean - t * stderr, mean + t * stderr, "t"
+    # the interval holds the mean (rounding can put a Wilson bound a hair past it when the mean is 0 or 1)
+    lo, hi = min(lo, mean), max(hi, mean)
     return ScoreStats(n, 100 * mean, 100 * stderr, (100 * max(lo, 0.0), 100 * min(hi, 1.0)), method)
 
 

@@ -1,0 +1,1 @@
+"""The WebShop benchmark plugin for autorl: environment, reward, search and catalog of its own."""
