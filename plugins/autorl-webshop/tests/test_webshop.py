@@ -184,3 +184,40 @@ def test_autorl_eval_on_webshop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
                                                                      "max_new_tokens": 8})
     assert record["score"] == 0.0 and record["extra"]["success_rate"] == 0.0
     assert record["config"]["benchmark_identity"]["max_steps"] == 2
+
+
+def test_webshop_published_data_is_loaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the published files' shapes: items_shuffle (products), items_ins_v2 (attributes), items_human_ins (goals)
+    products = make_catalog(3, 6)
+    items = [{"asin": p["asin"], "name": p["name"], "product_category": p["category"], "query": p["query"],
+              "pricing": f"${p['price']:.2f}", "small_description": p["features"], "full_description": p["description"],
+              "customization_options": {k: [{"value": v, "image": None} for v in vs] for k, vs in p["options"].items()}}
+             for p in products]
+    (tmp_path / "items_shuffle_1000.json").write_text(json.dumps(items))
+    (tmp_path / "items_ins_v2_1000.json").write_text(json.dumps({p["asin"]: {"attributes": p["attributes"]} for p in products}))
+    goals = make_goals(products, 520, seed=8)
+    human: dict[str, list[dict[str, Any]]] = {}
+    for g in goals:
+        human.setdefault(g["asin"], []).append({"instruction": g["instruction"], "instruction_attributes": g["attributes"],
+                                                "instruction_options": list(g["options"].values()),
+                                                "price_upper": g["price_upper"]})
+    (tmp_path / "items_human_ins.json").write_text(json.dumps(human))
+    monkeypatch.setenv("WEBSHOP_DATA", str(tmp_path))
+    bench = WebShopBenchmark({"dev_goals": 100})
+    assert bench.source == "official"
+    bench.prepare_train_data(tmp_path / "train")
+    bench.prepare_eval_data(tmp_path / "hidden")
+    dev, test = bench.load_items("dev", tmp_path / "hidden"), bench.load_items("test", tmp_path / "hidden")
+    assert (len(dev), len(test)) == (100, 400)
+    train = (tmp_path / "train" / "train_goals.jsonl").read_text().splitlines()
+    assert len(train) == 20 and not {json.loads(x)["instruction"] for x in train} & {i.input["goal"]["instruction"] for i in dev + test}
+    # the expert still wins a published goal
+    env = bench.make_env(test[0])
+    env.reset()
+    result = None
+    for action in expert_actions(env):
+        result = env.step(action)
+    assert result is not None and result.reward == pytest.approx(1.0)
+    monkeypatch.setenv("WEBSHOP_DATA", str(tmp_path / "none"))
+    with pytest.raises(Exception, match="no WebShop data"):
+        WebShopBenchmark({"source": "official"})

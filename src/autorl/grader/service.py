@@ -356,6 +356,8 @@ class Grader:
             "duplicate_of": sub["duplicate_of"],
             "content_hash": sub["content_hash"],
             "config_hash": rec.get("config_hash"),
+            # the evaluator's aggregate figures (success rate, length-controlled win rate, judge cost, ...)
+            "extra": {k: v for k, v in (rec.get("extra") or {}).items() if k not in ("ci_method", "single_split")},
             "created_at": sub["created_at"],
             "finished_at": sub["finished_at"],
         }
@@ -463,6 +465,7 @@ class Grader:
             "p_value": comp.get("p_value"),
             "error": row["error"],
             "config_hash": rec.get("config_hash"),
+            "extra": {k: v for k, v in (rec.get("extra") or {}).items() if k not in ("ci_method", "single_split")},
         }
 
     def state(self) -> dict[str, Any]:

@@ -5,13 +5,16 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from autorl import Benchmark, EvalConfig, Item
+from autorl.errors import UsageError
 from autorl.evaluation.base import ItemResult
 from autorl.evaluation.episode import EpisodeBenchmark, EpisodeEvaluator
+from autorl_webshop import official
 from autorl_webshop.catalog import make_catalog, make_goals, read_jsonl, write_jsonl
 from autorl_webshop.env import WebShopEnv, expert_actions
 from autorl_webshop.search import SearchEngine
@@ -62,7 +65,8 @@ class WebShopEvaluator(EpisodeEvaluator):
 
 
 class WebShopBenchmark(Benchmark, EpisodeBenchmark):
-    """Options: ``train_goals``/``dev_goals``/``test_goals`` (200/50/100), ``products_per_type`` (10),
+    """Options: ``source`` (auto: WebShop's published data in ``$WEBSHOP_DATA`` when present, ``official``,
+    ``generated``), ``train_goals``/``dev_goals``/``test_goals`` (200/50/100), ``products_per_type`` (10),
     ``examples`` (1), ``max_steps`` (15), ``chat``, ``max_new_tokens`` (32)."""
 
     name = "webshop"
@@ -72,6 +76,15 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
         super().__init__(options)
         self.max_steps = int(self.options.get("max_steps", 15))
         self.n_examples = int(self.options.get("examples", 1))
+        source = str(self.options.get("source", "auto"))
+        if source not in ("auto", "official", "generated"):
+            raise UsageError("webshop: source must be auto, official or generated")
+        if source == "auto":
+            source = "official" if official.available() else "generated"
+        elif source == "official" and not official.available():
+            raise UsageError(f"webshop: no WebShop data in {official.data_dir()} (items_shuffle.json, "
+                             "items_human_ins.json); set WEBSHOP_DATA or use source=generated")
+        self.source = source
 
     @property
     def eval_config(self) -> EvalConfig:  # type: ignore[override]
@@ -89,14 +102,25 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
 
     def identity(self) -> dict[str, Any]:
         shots = json.dumps(self._examples(), sort_keys=True)
-        return {"max_steps": self.max_steps, "examples": self.n_examples, "data": self._counts(),
+        return {"max_steps": self.max_steps, "examples": self.n_examples, "data": self._counts(), "source": self.source,
                 "examples_sha256": hashlib.sha256(shots.encode()).hexdigest()[:16]}
 
     # -- data --------------------------------------------------------------------------------------------
     def _catalog(self) -> list[dict[str, Any]]:
+        if self.source == "official":
+            return official.load()[0]
         return make_catalog(SEEDS["catalog"], self._counts()["products_per_type"])
 
     def _all_goals(self) -> dict[str, list[dict[str, Any]]]:
+        if self.source == "official":
+            goals = official.load()[1]
+            evaluation, train = goals[:official.N_EVAL], goals[official.N_EVAL:]
+            order = list(range(len(evaluation)))
+            random.Random(SEEDS["dev"]).shuffle(order)
+            n_dev = min(self._counts()["dev"], len(evaluation))
+            dev = [evaluation[i] for i in sorted(order[:n_dev])]
+            test = [evaluation[i] for i in sorted(order[n_dev:])]
+            return {"train": train[: self._counts()["train"]], "dev": dev, "test": test}
         products, counts = self._catalog(), self._counts()
         test = make_goals(products, counts["test"], SEEDS["test"])
         dev = make_goals(products, counts["dev"], SEEDS["dev"], exclude={g["instruction"] for g in test})
@@ -197,10 +221,15 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
 
 
 def _expert_steps(products: list[dict[str, Any]], goal: dict[str, Any], engine: SearchEngine) -> list[list[str]]:
+    """The expert's episode; empty when search cannot reach the product."""
     env = WebShopEnv(products, goal, engine)
     env.reset()
-    steps = []
-    for action in expert_actions(env):
+    steps: list[list[str]] = []
+    try:
+        actions = expert_actions(env)
+    except ValueError:
+        return steps
+    for action in actions:
         steps.append([action, env.step(action).observation])
     return steps
 

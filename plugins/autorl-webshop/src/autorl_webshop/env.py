@@ -171,7 +171,9 @@ def expert_actions(env: WebShopEnv) -> list[str]:
     if position is None:  # search by the exact title instead
         actions = [f"search[{product['name']}]"]
         results = env.engine.search(product["name"])
-        position = next(i for i, p in enumerate(results) if p["asin"] == goal["asin"])
+        position = next((i for i, p in enumerate(results) if p["asin"] == goal["asin"]), None)
+        if position is None:
+            raise ValueError(f"search finds no way to product {goal['asin']}")
     actions += ["click[Next >]"] * (position // PAGE_SIZE)
     actions.append(f"click[{goal['asin']}]")
     actions += [f"click[{v}]" for v in goal["options"].values()]
