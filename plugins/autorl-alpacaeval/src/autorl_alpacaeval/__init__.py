@@ -1,0 +1,1 @@
+"""The AlpacaEval benchmark plugin for autorl."""

@@ -1,0 +1,187 @@
+"""The ``alpacaeval`` benchmark: AlpacaEval 2.0, the small model's answers judged against reference outputs."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from autorl import Benchmark, EvalConfig, Item
+from autorl.evaluation.base import Evaluator, ItemResult, Progress
+from autorl.inference.base import GenerationRequest
+from autorl_alpacaeval.data import load_eval_set, load_train_set, mirror_dir, remove_overlap
+from autorl_alpacaeval.judge import ANNOTATOR, Cache, Judge, JudgeConfig
+
+DEV_SIZE, SPLIT_SEED, TRAIN_SIZE = 105, 805, 5000
+
+DESCRIPTION = """# alpacaeval: instruction following, judged (AlpacaEval 2.0)
+
+The model answers open instructions; a judge model compares each answer with a reference model's answer to
+the same instruction and says which is better (AlpacaEval's `weighted_alpaca_eval_gpt4_turbo` annotator: the
+preference is the judge's probability for the model's answer). The score is the win rate against the
+reference, in percent; the record also holds AlpacaEval's length-controlled win rate, which discounts
+winning by writing longer. The grader prompts with the instruction alone, through the model's chat template,
+greedy decoding, at most {max_new_tokens} new tokens.
+
+## Training data (`$DATA_PATH`)
+- `train.jsonl`: Alpaca instruction-tuning rows (`instruction`, `input`, `output`), {train_size} of them, with
+  every row removed whose instruction is an evaluation instruction or shares a 13-word run with one.
+- `overlap_report.json`: what that check removed.
+
+The evaluation instructions and reference answers are hidden; the judge is called by the grader only.
+"""
+
+
+class JudgeEvaluator(Evaluator):
+    """Generates every answer (batched), then judges them concurrently against the references."""
+
+    def __init__(self, benchmark: AlpacaEvalBenchmark) -> None:
+        self.benchmark = benchmark
+
+    def evaluate(self, benchmark: Benchmark, items: Sequence[Item], backend: Any,
+                 progress: Progress | None = None) -> list[ItemResult]:
+        cfg = benchmark.config()
+        requests = [GenerationRequest(prompt=benchmark.prompt(i), max_new_tokens=cfg.max_new_tokens,
+                                      temperature=cfg.temperature, top_p=cfg.top_p, stop=cfg.stop, seed=cfg.seed)
+                    for i in items]
+        completions = backend.generate(requests)
+        judge = self.benchmark.judge()
+        try:
+            triples = [(i.input["instruction"], (c.texts or [""])[0], i.reference["output"])
+                       for i, c in zip(items, completions, strict=True)]
+            verdicts = judge.judge_all(triples)
+        finally:
+            judge.close()
+            if judge.cache is not None:
+                judge.cache.close()
+        results = []
+        for item, completion, (_, output, ref), v in zip(items, completions, triples, verdicts, strict=True):
+            results.append(ItemResult(
+                item.id, v.preference if v.preference is not None else 0.0, completion.texts,
+                None if v.error is None else f"judge: {v.error}",
+                {"output_tokens": completion.output_tokens, "index": item.reference["index"],
+                 "reference_generator": item.reference["generator"], "output_1": ref, "output_2": output,
+                 "preference": v.preference, "judge_prompt_tokens": v.prompt_tokens,
+                 "judge_completion_tokens": v.completion_tokens, "judge_cached": v.cached}))
+        if progress:
+            progress(len(items))
+        return results
+
+    def summary(self, results: Sequence[ItemResult]) -> dict[str, Any]:
+        cfg = self.benchmark.judge_config()
+        p_in = sum(int(r.extra.get("judge_prompt_tokens", 0)) for r in results)
+        p_out = sum(int(r.extra.get("judge_completion_tokens", 0)) for r in results)
+        out: dict[str, Any] = {
+            "judge": cfg.identity(), "judge_prompt_tokens": p_in, "judge_completion_tokens": p_out,
+            "judge_cost_usd": round((p_in * cfg.price_in + p_out * cfg.price_out) / 1e6, 6),
+            "judge_cached": sum(1 for r in results if r.extra.get("judge_cached")),
+            "judge_errors": sum(1 for r in results if r.error),
+        }
+        out.update(length_controlled(results))
+        return out
+
+
+def annotations(results: Sequence[ItemResult]) -> list[dict[str, Any]]:
+    """AlpacaEval's annotation records (preference 1: the reference wins, 2: the model wins)."""
+    return [{"instruction": r.id, "output_1": r.extra["output_1"], "output_2": r.extra["output_2"],
+             "generator_1": r.extra["reference_generator"], "generator_2": "model", "annotator": ANNOTATOR,
+             "preference": 1.0 + float(r.extra["preference"]), "index": int(r.extra["index"])}
+            for r in results if r.extra.get("preference") is not None]
+
+
+def length_controlled(results: Sequence[ItemResult]) -> dict[str, Any]:
+    """AlpacaEval's own win rate and length-controlled win rate (its GLM) on these judgements."""
+    import warnings
+
+    ann = annotations(results)
+    if len(ann) < 10:
+        return {"length_controlled_winrate": None, "lc_error": f"only {len(ann)} judged items"}
+    try:
+        from alpaca_eval.metrics import get_length_controlled_winrate
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m = get_length_controlled_winrate(ann, save_weights_dir=None, is_warn_extreme_changes=False)
+        return {"alpaca_eval_win_rate": float(m["win_rate"]), "length_controlled_winrate": float(m["length_controlled_winrate"]),
+                "lc_standard_error": float(m["lc_standard_error"])}
+    except Exception as exc:  # e.g. offline: the GLM needs AlpacaEval's instruction difficulties from the hub
+        return {"length_controlled_winrate": None, "lc_error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+
+
+class AlpacaEvalBenchmark(Benchmark):
+    """Options: ``data_dir`` (a local mirror), ``dev_size`` (105 of the 805), ``train_size`` (5000),
+    ``max_new_tokens`` (1024), ``chat_template`` (on)."""
+
+    name = "alpacaeval"
+    version = "1"
+
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        super().__init__(options)
+        self.hidden_dir: Path | None = None
+
+    @property
+    def eval_config(self) -> EvalConfig:  # type: ignore[override]
+        return EvalConfig(prompt_template="{instruction}", chat_template=True,
+                          max_new_tokens=int(self.options.get("max_new_tokens", 1024)), temperature=0.0)
+
+    def description(self) -> str:
+        return DESCRIPTION.format(max_new_tokens=self.config().max_new_tokens,
+                                  train_size=int(self.options.get("train_size", TRAIN_SIZE)))
+
+    def judge_config(self) -> JudgeConfig:
+        return JudgeConfig.from_env()
+
+    def judge(self) -> Judge:
+        cache = Cache(self.hidden_dir / "judgements.sqlite") if self.hidden_dir is not None else None
+        return Judge(self.judge_config(), cache)
+
+    def identity(self) -> dict[str, Any]:
+        return {"judge": self.judge_config().identity(), "dev_size": int(self.options.get("dev_size", DEV_SIZE))}
+
+    def _mirror(self) -> Path | None:
+        return mirror_dir(self.options.get("data_dir"))
+
+    def prepare_train_data(self, target_dir: Path) -> None:
+        size = int(self.options.get("train_size", TRAIN_SIZE))
+        marker = target_dir / "overlap_report.json"
+        if marker.is_file() and json.loads(marker.read_text()).get("requested") == size:
+            return
+        cache = target_dir.parent.parent / "cache" / "alpacaeval-hub"
+        eval_rows = load_eval_set(self._mirror(), cache)
+        train, report = remove_overlap(load_train_set(self._mirror(), cache), eval_rows)
+        train = train[:size]
+        target_dir.mkdir(parents=True, exist_ok=True)
+        for old in target_dir.iterdir():
+            old.unlink()
+        (target_dir / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train))
+        marker.write_text(json.dumps({**report, "requested": size, "written": len(train)}, indent=1))
+
+    def prepare_eval_data(self, hidden_dir: Path) -> None:
+        path = hidden_dir / "eval.json"
+        dev_size = int(self.options.get("dev_size", DEV_SIZE))
+        if path.is_file() and json.loads(path.read_text()).get("dev_size") == dev_size:
+            return
+        rows = load_eval_set(self._mirror(), hidden_dir / "hub")
+        order = list(range(len(rows)))
+        random.Random(SPLIT_SEED).shuffle(order)
+        dev = set(order[:dev_size])
+        items = [{"index": i, "instruction": r["instruction"], "output": r["output"],
+                  "generator": str(r.get("generator", "reference")), "split": "dev" if i in dev else "test"}
+                 for i, r in enumerate(rows)]
+        hidden_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"dev_size": dev_size, "items": items}))
+
+    def load_items(self, split: str, hidden_dir: Path) -> list[Item]:
+        self.hidden_dir = hidden_dir
+        data = json.loads((hidden_dir / "eval.json").read_text())
+        return [Item(f"{split}-{r['index']:03d}", {"instruction": r["instruction"]},
+                     {"output": r["output"], "generator": r["generator"], "index": r["index"]})
+                for r in data["items"] if r["split"] == split]
+
+    def evaluator(self) -> JudgeEvaluator:
+        return JudgeEvaluator(self)
+
+    def score(self, item: Item, completion: str) -> float:
+        raise NotImplementedError("alpacaeval is scored by the judge (JudgeEvaluator)")
