@@ -2,7 +2,9 @@
 # On the H200 machine, after bench/h200/unpack.sh has unpacked vllm to /tmp/site: one `autorl run` in which the
 # agent (bench/h200/gpu_agent: SFT with torch) trains on GPU 0 inside the bwrap sandbox while the grader
 # evaluates every submission with the vllm backend on the same GPU (--gpus agent=0,grader=0: a 0.25 memory
-# share). Writes run.log, smi.log and the run's logs and result.json to $1.
+# share). Writes run.log, smi.log and the run's logs and result.json to $1. Carried beside the repository:
+# .whl/ (the uvicorn wheel, which that image lacks) and .bw/ (bwrap, its libraries and bwrap-run, a wrapper
+# that sets LD_LIBRARY_PATH for it). Recorded run: results-gpu-shared-run/.
 set -uo pipefail
 out=${1:?usage: gpu_shared_run.sh OUTDIR}
 root=$(cd "$(dirname "$0")/../.." && pwd)
