@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +14,10 @@ from autorl.default_plugins.arith import Arith
 from autorl.evaluation.episode import Environment, EpisodeBenchmark, EpisodeEvaluator, StepResult
 from autorl.evaluation.identity import config_hash, model_hash
 from autorl.evaluation.run import evaluate_model
-from autorl.inference.base import Backend, Completion, GenerationRequest
+from autorl.inference.base import GenerationRequest
 from autorl.inference.hf import HFBackend
 from autorl.inference.vllm import sampling_kwargs
+from autorl.testing import PolicyBackend
 
 from .conftest import cli
 from .scripted_llm import serve_in_thread
@@ -170,26 +171,10 @@ def test_eval_cli_bad_inputs(shared_home: Path, tmp_path: Path) -> None:
     assert proc.returncode == 2 and "no config.json" in proc.stderr
 
 
-class _Scripted(Backend):
-    name = "scripted-test"
-
-    def __init__(self, reply: Any) -> None:
-        super().__init__()
-        self.reply = reply
-        self.calls: list[int] = []
-
-    def load(self, model_dir: Path, base_model_dir: Path | None = None) -> None:
-        pass
-
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
-        self.calls.append(len(requests))
-        return [Completion([self.reply(r)]) for r in requests]
-
-
 def test_scoring_error_is_recorded_on_the_item_not_fatal(tmp_path: Path) -> None:
     from autorl_example_plugin.stub import EchoBenchmark
 
-    be = _Scripted(lambda r: "raise" if r.prompt.endswith("3") else r.prompt.split()[-1])
+    be = PolicyBackend(lambda prompt: "raise" if prompt.endswith("3") else prompt.split()[-1])
     rec = evaluate_model(EchoBenchmark(), be, tmp_path, split="dev", hidden_dir=tmp_path,
                          per_item_path=tmp_path / "items.jsonl")
     items = [json.loads(x) for x in (tmp_path / "items.jsonl").read_text().splitlines()]
@@ -237,7 +222,7 @@ class _CountBench(EpisodeBenchmark, Benchmark):
 
 
 def test_episode_evaluator_steps_episodes_in_lockstep(tmp_path: Path) -> None:
-    be = _Scripted(lambda r: "inc")
+    be = PolicyBackend(lambda prompt: "inc")
     rec = evaluate_model(_CountBench(), be, tmp_path, split="dev", hidden_dir=tmp_path)
     # one batched call per turn over the episodes still running: 4, 3, 2, then the long one alone
     assert be.calls == [4, 3, 2, 1, 1, 1]

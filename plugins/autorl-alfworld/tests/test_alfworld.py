@@ -37,6 +37,12 @@ def test_generated_games_cover_every_task_type_and_are_solvable(tmp_path: Path) 
         assert traj["task_type"] == game.task_type and "_bar_" in (game.path / "initial_state.pddl").read_text()
         steps = expert_trajectory(game.game_file)
         assert steps and steps[-1][1], game.path  # the planner's plan wins the game
+        env = AlfWorldEnv(game.game_file)
+        env.reset()
+        for action, _ in steps:
+            env.step(action)
+        assert env.won, game.path
+        env.close()
     again = generate(tmp_path / "again", 12, seed=5, prefix="t")
     assert [(g.task, g.task_type) for g in again] == [(g.task, g.task_type) for g in games]  # deterministic
 

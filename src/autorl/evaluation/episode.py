@@ -38,6 +38,13 @@ class Environment(ABC):
         """Release the episode's resources."""
 
 
+def episode_steps(history: list[tuple[str, str]], observation: str) -> list[tuple[str, str]]:
+    """(action, the observation it led to) for each turn so far: the evaluator's history holds (observation
+    before, action) pairs, and ``observation`` is what followed the last action."""
+    after = [h[0] for h in history[1:]] + ([observation] if history else [])
+    return list(zip([a for _, a in history], after, strict=True))
+
+
 class EpisodeBenchmark(ABC):
     """What a benchmark provides to be evaluated episode by episode (mix into a Benchmark)."""
 

@@ -11,6 +11,8 @@ import functools
 import tempfile
 from pathlib import Path
 
+from autorl.evaluation.episode import episode_steps
+
 INSTRUCTION = "Interact with a household to solve a task."
 EXAMPLE_SEED = 7_777
 
@@ -62,7 +64,7 @@ def examples(per_type: int) -> dict[str, tuple[str, ...]]:
 def completion_prompt(shots: tuple[str, ...], intro: str, history: list[tuple[str, str]], observation: str) -> str:
     """The text-completion prompt; the model continues after the final ``>``."""
     head = INSTRUCTION + (f" Here are {len(shots)} examples.\n" + "\n\n".join(shots) + "\n\n" if shots else "\n")
-    steps = list(zip([a for _, a in history], _observations(history, observation), strict=True))
+    steps = episode_steps(history, observation)
     return head + "Here is the task.\n" + transcript(intro, steps) + "\n>"
 
 
@@ -72,11 +74,7 @@ def chat_prompt(shots: tuple[str, ...], intro: str, history: list[tuple[str, str
     if shots:
         system += f" Here are {len(shots)} examples.\n\n" + "\n\n".join(shots)
     messages = [{"role": "system", "content": system}, {"role": "user", "content": intro}]
-    for (_, action), obs in zip(history, _observations(history, observation), strict=True):
+    for action, obs in episode_steps(history, observation):
         messages += [{"role": "assistant", "content": action}, {"role": "user", "content": obs}]
     return messages
 
-
-def _observations(history: list[tuple[str, str]], observation: str) -> list[str]:
-    """What followed each action: the next turn's observation, and the current one after the last."""
-    return [h[0] for h in history[1:]] + ([observation] if history else [])

@@ -13,7 +13,7 @@ from typing import Any
 from autorl import Benchmark, EvalConfig, Item
 from autorl.errors import UsageError
 from autorl.evaluation.base import ItemResult
-from autorl.evaluation.episode import EpisodeBenchmark, EpisodeEvaluator
+from autorl.evaluation.episode import EpisodeBenchmark, EpisodeEvaluator, episode_steps
 from autorl_webshop import official
 from autorl_webshop.catalog import make_catalog, make_goals, read_jsonl, write_jsonl
 from autorl_webshop.env import WebShopEnv, expert_actions
@@ -85,6 +85,8 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
             raise UsageError(f"webshop: no WebShop data in {official.data_dir()} (items_shuffle.json, "
                              "items_human_ins.json); set WEBSHOP_DATA or use source=generated")
         self.source = source
+        #: catalog path -> (products, search engine), built once per catalog
+        self._engines: dict[str, tuple[list[dict[str, Any]], SearchEngine]] = {}
 
     @property
     def eval_config(self) -> EvalConfig:  # type: ignore[override]
@@ -106,14 +108,18 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
                 "examples_sha256": hashlib.sha256(shots.encode()).hexdigest()[:16]}
 
     # -- data --------------------------------------------------------------------------------------------
+    @functools.cached_property
+    def _official(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        return official.load()
+
     def _catalog(self) -> list[dict[str, Any]]:
         if self.source == "official":
-            return official.load()[0]
+            return self._official[0]
         return make_catalog(SEEDS["catalog"], self._counts()["products_per_type"])
 
     def _all_goals(self) -> dict[str, list[dict[str, Any]]]:
         if self.source == "official":
-            goals = official.load()[1]
+            goals = self._official[1]
             evaluation, train = goals[:official.N_EVAL], goals[official.N_EVAL:]
             order = list(range(len(evaluation)))
             random.Random(SEEDS["dev"]).shuffle(order)
@@ -170,10 +176,6 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
     def evaluator(self) -> WebShopEvaluator:
         return WebShopEvaluator()
 
-    @functools.cached_property
-    def _engines(self) -> dict[str, tuple[list[dict[str, Any]], SearchEngine]]:
-        return {}
-
     def make_env(self, item: Item) -> WebShopEnv:
         path = item.input["catalog"]
         if path not in self._engines:
@@ -197,8 +199,7 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
     def episode_prompt(self, item: Item, history: list[tuple[str, str]], observation: str) -> Any:
         shots = self._cached_examples
         first = history[0][0] if history else observation
-        after = [h[0] for h in history[1:]] + ([observation] if history else [])
-        steps = list(zip([a for _, a in history], after, strict=True))
+        steps = episode_steps(history, observation)
         if self.config().chat_template:
             system = INSTRUCTION + ("\n\nExample:\n" + "\n\n".join(shots) if shots else "")
             messages = [{"role": "system", "content": system}, {"role": "user", "content": first}]
