@@ -107,6 +107,10 @@ class SandboxSpec:
     #: host directory holding the grader's Unix socket (network off)
     socket_dir: Path | None = None
     gpus: bool = True
+    #: host directory shown read-write as the agent's /tmp and /var/tmp (created by the caller, mode 0700,
+    #: outside the workspace), so that what the agent leaves there can be read after the run; None: a
+    #: private tmpfs that vanishes with the sandbox
+    tmp_dir: Path | None = None
 
 
 def gpu_devices() -> list[str]:
@@ -141,7 +145,9 @@ def _reexposable(path: Path, hidden: Sequence[Path]) -> bool:
     return any(h in path.parents for h in hidden) and not any(_inside(h, path) for h in hidden)
 
 
-def _mask(path: Path) -> list[str]:
+def _mask(path: Path, tmp_dir: Path | None = None) -> list[str]:
+    if tmp_dir is not None and path in (Path("/tmp"), Path("/var/tmp")):
+        return ["--bind", str(tmp_dir), str(path)]
     if path.is_dir():
         return ["--tmpfs", str(path)]
     if path.exists():
@@ -172,8 +178,11 @@ def bwrap_argv(spec: SandboxSpec, argv: Sequence[str], *, executable: str, envir
     hidden = [p for p in dict.fromkeys([Path("/tmp"), Path("/var/tmp"), *spec.hidden])
               if p.exists() and p != Path("/")]
     hidden.sort(key=lambda p: len(p.parts))
+    tmp_dir = spec.tmp_dir.resolve() if spec.tmp_dir is not None else None
+    if tmp_dir is not None and (not tmp_dir.is_dir() or _inside(tmp_dir, ws) or _inside(ws, tmp_dir)):
+        raise ValueError(f"the sandbox's tmp_dir must be an existing directory outside the workspace: {tmp_dir}")
     for p in hidden:
-        args += _mask(p)
+        args += _mask(p, tmp_dir)
     # re-expose, read-only, what lies under a hidden directory: Python, CLIs on PATH, the model and data;
     # each at its resolved place and at the path as given (symlinks keep working)
     binds: dict[Path, Path] = {}
