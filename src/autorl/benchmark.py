@@ -2,15 +2,90 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
+import hmac
+import json
+import os
+import random
+import secrets
+import stat
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from autorl.errors import HiddenDataError, UsageError
+
 if TYPE_CHECKING:
     from autorl.evaluation.base import Evaluator
+
+#: An operator's hex secret that replaces every hidden folder's own (to rebuild a study's hidden items elsewhere).
+HIDDEN_SECRET_ENV = "AUTORL_HIDDEN_SECRET"
+_SECRET_BYTES = 32
+_MAX_ITEMS_FILE = 1 << 30
+
+
+def _read_secret_file(path: Path) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise HiddenDataError(f"cannot read the hidden-data secret {path}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size != _SECRET_BYTES:
+            raise HiddenDataError(f"{path} is not a {_SECRET_BYTES}-byte secret file; remove it to make a new one "
+                                  "(the hidden items change with it)")
+        return f.read()
+
+
+def hidden_secret(hidden_dir: Path) -> bytes:
+    """The installation's secret for this benchmark's hidden folder: ``AUTORL_HIDDEN_SECRET`` (hex, given by an
+    operator to reproduce a study elsewhere) if set, else ``hidden_dir/secret`` (created at first use from
+    ``secrets.token_bytes(32)``, mode 0600, atomically, race-safe)."""
+    raw = os.environ.get(HIDDEN_SECRET_ENV, "").strip()
+    if raw:
+        try:
+            given = bytes.fromhex(raw)
+        except ValueError:
+            raise UsageError(f"{HIDDEN_SECRET_ENV} must be hexadecimal (e.g. 64 hex digits)") from None
+        if len(given) < 16:
+            raise UsageError(f"{HIDDEN_SECRET_ENV} must hold at least 16 bytes (32 hex digits)")
+        return given
+    path = Path(hidden_dir) / "secret"
+    try:
+        return _read_secret_file(path)
+    except FileNotFoundError:
+        pass
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = path.with_name(f".secret.{os.getpid()}.{secrets.token_hex(8)}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(secrets.token_bytes(_SECRET_BYTES))
+                f.flush()
+                os.fsync(f.fileno())
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, path)  # atomic and never overwrites: a concurrent first use keeps the winner's
+        finally:
+            tmp.unlink(missing_ok=True)
+    except OSError as exc:
+        raise HiddenDataError(f"cannot create the hidden-data secret in {path.parent}: {exc.strerror or exc}") from None
+    try:
+        return _read_secret_file(path)
+    except FileNotFoundError:
+        raise HiddenDataError(f"the hidden-data secret {path} vanished while it was created") from None
+
+
+def secret_rng(hidden_dir: Path, purpose: str) -> random.Random:
+    """A ``random.Random`` seeded by HMAC-SHA256(secret, purpose): never computable without the secret."""
+    digest = hmac.new(hidden_secret(hidden_dir), purpose.encode(), hashlib.sha256).digest()
+    return random.Random(int.from_bytes(digest, "big"))
 
 
 
@@ -21,6 +96,67 @@ class Item:
     id: str
     input: Mapping[str, Any]
     reference: Any = None
+
+
+def items_digest(items: Iterable[Item]) -> str:
+    """A hash of items' ids and content (input and reference), in order: two item sets that differ anywhere
+    hash differently."""
+    h = hashlib.sha256()
+    for item in items:
+        row = [item.id, dict(item.input), item.reference]
+        h.update(json.dumps(row, sort_keys=True, default=str).encode())
+        h.update(b"\n")
+    return h.hexdigest()[:16]
+
+
+def hidden_items_path(hidden_dir: Path, split: str) -> Path:
+    return Path(hidden_dir) / f"{split}.items.jsonl"
+
+
+def write_hidden_items(hidden_dir: Path, split: str, items: Sequence[Item]) -> None:
+    """Store ``split``'s items in the grader-owned ``hidden_dir`` (one JSON object a line, mode 0600, atomic)."""
+    target = hidden_items_path(hidden_dir, split)
+    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(8)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "w") as f:
+            for item in items:
+                f.write(json.dumps({"id": item.id, "input": dict(item.input), "reference": item.reference}) + "\n")
+        tmp.replace(target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def has_hidden_items(hidden_dir: Path, split: str) -> bool:
+    return hidden_items_path(hidden_dir, split).is_file()
+
+
+def read_hidden_items(benchmark: str, hidden_dir: Path, split: str) -> list[Item]:
+    """The items :func:`write_hidden_items` stored; a one-line :class:`HiddenDataError` when they are not there."""
+    path = hidden_items_path(hidden_dir, split)
+    missing = HiddenDataError(
+        f"{benchmark}'s hidden {split} items are not in {hidden_dir}; only the grader's prepared hidden folder "
+        f"holds them (run `autorl prepare --task {benchmark}` as the operator)")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        raise missing from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_ITEMS_FILE:
+            raise missing
+        text = f.read().decode("utf-8", errors="replace")
+    items = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            items.append(Item(str(row["id"]), dict(row["input"]), row.get("reference")))
+        except (ValueError, KeyError, TypeError):
+            raise HiddenDataError(f"{path}: line {n} is not a stored item; remove the file and prepare again") from None
+    return items
 
 
 @dataclass(frozen=True)
@@ -82,6 +218,14 @@ class Benchmark(ABC):
     Subclasses set ``name`` and ``version`` and implement the data and scoring methods. Data the agent
     may see goes through :meth:`prepare_train_data`; evaluation data only ever lives in the grader's
     ``hidden_dir`` and is read through :meth:`load_items`.
+
+    The hidden-items contract (checked by :func:`autorl.testing.check_hidden_items_secret`): hidden items exist
+    only in grader-owned storage. :meth:`prepare_eval_data` writes them into ``hidden_dir``, choosing them with
+    the installation's secret (:func:`secret_rng`), so that neither the installed package, the agent's data nor
+    a public copy of the source data computes them; :meth:`load_items` only reads them back from there and
+    raises :class:`~autorl.errors.HiddenDataError` (one line) when the folder lacks them. The config hash
+    includes :meth:`hidden_items_hash`, so scores on items drawn with different secrets are never paired or
+    pooled.
     """
 
     name: ClassVar[str]
@@ -89,6 +233,9 @@ class Benchmark(ABC):
     #: Hidden splits: ``dev`` is the feedback the agent gets from ``/submit``, ``test`` the final score.
     splits: ClassVar[tuple[str, ...]] = ("dev", "test")
     eval_config: ClassVar[EvalConfig] = EvalConfig()
+    #: True where the dev split is by nature recoverable from public data the agent may hold (GSM8K's dev
+    #: slice is part of the public train set): an overlap of the agent's data with dev then proves no leak.
+    dev_public: ClassVar[bool] = False
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         self.options: dict[str, Any] = dict(options or {})
@@ -120,11 +267,17 @@ class Benchmark(ABC):
         """Write the agent-visible training data into ``target_dir``. Idempotent."""
 
     def prepare_eval_data(self, hidden_dir: Path) -> None:
-        """Write the hidden evaluation data into the grader-owned ``hidden_dir``. Idempotent."""
+        """Write the hidden evaluation data into the grader-owned ``hidden_dir``, drawn with the installation's
+        secret (:func:`secret_rng`). Idempotent: existing items are kept."""
 
     @abstractmethod
     def load_items(self, split: str, hidden_dir: Path) -> list[Item]:
-        """The hidden items of ``split`` (one of ``splits``), in a fixed order."""
+        """The hidden items of ``split`` (one of ``splits``), in a fixed order, read from ``hidden_dir`` only;
+        :class:`~autorl.errors.HiddenDataError` when it does not hold them."""
+
+    def hidden_items_hash(self, split: str, hidden_dir: Path) -> str:
+        """A hash of ``split``'s hidden items (ids and content); part of the config hash."""
+        return items_digest(self.load_items(split, hidden_dir))
 
     def prompt(self, item: Item) -> str | list[dict[str, str]]:
         """The exact prompt the grader sends for ``item``."""
@@ -145,7 +298,8 @@ class Benchmark(ABC):
         return {}
 
     def hidden_paths(self) -> list[Path]:
-        """Installed files that hold evaluation data, which the sandbox must mask."""
+        """Installed files and local mirrors (``AUTORL_DATA_DIR`` and the like) that hold evaluation data, which
+        the sandbox must mask."""
         return []
 
     def identity(self) -> dict[str, Any]:

@@ -45,6 +45,10 @@ class ResourceError(AutorlError):
     """A model or data set could not be found, downloaded or read."""
 
 
+class HiddenDataError(ResourceError):
+    """A benchmark's hidden items (or the secret they are drawn with) are not in the given hidden folder."""
+
+
 class InvalidCheckpointError(AutorlError):
     """A submitted checkpoint is not a loadable, safe model directory."""
 

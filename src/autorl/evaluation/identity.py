@@ -19,8 +19,12 @@ def stable_hash(data: Any) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def eval_config(benchmark: Benchmark, split: str, backend: Backend) -> dict[str, Any]:
-    """Everything that can move a score other than the model itself."""
+def eval_config(benchmark: Benchmark, split: str, backend: Backend, hidden_dir: Path | None = None) -> dict[str, Any]:
+    """Everything that can move a score other than the model itself.
+
+    With ``hidden_dir`` (the grader always passes it) the hash of the split's hidden items (ids and content) is
+    part of it: items drawn with another secret, or read from another data version, never share a hash.
+    """
     config = {
         "benchmark": benchmark.name,
         "benchmark_version": benchmark.version,
@@ -32,11 +36,13 @@ def eval_config(benchmark: Benchmark, split: str, backend: Backend) -> dict[str,
     extra = benchmark.identity()
     if extra:  # only benchmarks that have such settings: other hashes stay what they were
         config["benchmark_identity"] = extra
+    if hidden_dir is not None:
+        config["hidden_items"] = benchmark.hidden_items_hash(split, hidden_dir)
     return config
 
 
-def config_hash(benchmark: Benchmark, split: str, backend: Backend) -> str:
-    return stable_hash(eval_config(benchmark, split, backend))
+def config_hash(benchmark: Benchmark, split: str, backend: Backend, hidden_dir: Path | None = None) -> str:
+    return stable_hash(eval_config(benchmark, split, backend, hidden_dir))
 
 
 def file_sha256(path: Path, chunk: int = 1 << 20) -> str:

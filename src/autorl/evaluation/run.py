@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autorl.errors import UsageError
-from autorl.evaluation.identity import config_hash, eval_config
+from autorl.evaluation.identity import eval_config, stable_hash
 from autorl.evaluation.stats import summarize
 
 if TYPE_CHECKING:
@@ -92,6 +92,7 @@ def evaluate_model(
     finally:
         backend.unload()
     stats = summarize([r.score for r in results])
+    config = eval_config(benchmark, split, backend, hidden_dir)
     record = EvalRecord(
         benchmark=benchmark.name,
         split=split,
@@ -99,8 +100,8 @@ def evaluate_model(
         n=stats.n,
         stderr=stats.stderr,
         ci95=list(stats.ci95),
-        config_hash=config_hash(benchmark, split, backend),
-        config=eval_config(benchmark, split, backend),
+        config_hash=stable_hash(config),
+        config=config,
         item_scores={r.id: r.score for r in results},
         errors=sum(1 for r in results if r.error),
         duration_s=time.monotonic() - started,

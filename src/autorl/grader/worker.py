@@ -24,7 +24,9 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     cache_file = None
     if job.get("cache_dir"):
         # baselines are reused across runs when benchmark, eval config, backend and model bytes all match
-        key = stable_hash([config_hash(benchmark, job["split"], backend), model_hash(Path(job["model_dir"])), job.get("limit")])
+        # (the config hash covers the hidden items themselves: another secret or data version is another key)
+        benchmark.prepare_eval_data(Path(job["hidden_dir"]))
+        key = stable_hash([config_hash(benchmark, job["split"], backend, Path(job["hidden_dir"])), model_hash(Path(job["model_dir"])), job.get("limit")])
         cache_file = Path(job["cache_dir"]) / benchmark.name / f"{key}.json"
         if cache_file.is_file():
             cached: dict[str, Any] = json.loads(cache_file.read_text())
