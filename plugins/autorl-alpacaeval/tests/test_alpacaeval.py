@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from autorl_alpacaeval.benchmark import AlpacaEvalBenchmark, annotations, length_controlled
+from autorl_alpacaeval.benchmark import AlpacaEvalBenchmark, length_controlled, to_annotations
 from autorl_alpacaeval.data import overlaps, remove_overlap
 from autorl_alpacaeval.judge import Judge, JudgeConfig
 
@@ -22,15 +22,16 @@ N = 30
 
 
 def eval_rows() -> list[dict[str, Any]]:
-    return [{"instruction": f"Write a short note about topic number {i} for a friend who likes {i % 7} things.",
-             "output": "ref " * (5 + i % 5), "generator": "gpt4_turbo", "dataset": "fixture"} for i in range(N)]
+    """Records as in alpaca_eval_gpt4_baseline.json: dataset, instruction, output, generator."""
+    return [{"dataset": "helpful_base", "instruction": f"Write a short note about topic number {i} for a friend who likes {i % 7} things.",
+             "output": "ref " * (5 + i % 5), "generator": "gpt4_turbo"} for i in range(N)]
 
 
 @pytest.fixture
 def mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "mirror" / "alpaca_eval"
     root.mkdir(parents=True)
-    (root / "alpaca_eval.json").write_text(json.dumps(eval_rows()))
+    (root / "alpaca_eval_gpt4_baseline.json").write_text(json.dumps(eval_rows()))
     train = [{"instruction": f"Give three tips for task {i}.", "input": "", "output": f"tips {i}"} for i in range(40)]
     train.append({"instruction": eval_rows()[3]["instruction"], "input": "", "output": "leak"})  # the same
     train.append({"instruction": "Please " + eval_rows()[5]["instruction"].lower() + " Thanks!", "input": "",
@@ -130,9 +131,9 @@ def test_win_rate_cache_retries_and_cost(mirror: Path, tmp_path: Path, judge_ser
     results = evaluator.evaluate(bench, items, PolicyBackend(lambda p: answers[p[-1]["content"] if isinstance(p, list) else p]))
     by_index = {r.extra["index"]: r for r in results}
     failing = items[1].reference["index"]
-    assert by_index[failing].error is not None and "judge failed after 3 attempts" in by_index[failing].error
-    expected = [0.9 if idx % 2 == 0 else 0.1 for idx in sorted(by_index) if idx != failing]
-    scored = [by_index[idx].score for idx in sorted(by_index) if idx != failing]
+    assert failing not in by_index and len(results) == N - 1  # excluded, not scored 0
+    expected = [0.9 if idx % 2 == 0 else 0.1 for idx in sorted(by_index)]
+    scored = [by_index[idx].score for idx in sorted(by_index)]
     assert scored == pytest.approx(expected)  # by hand: P(model better) as the judge gave it, order undone
     calls = len(judge_server.calls)
     assert calls == N + 1 + 2  # one retry for the flaky one, three attempts for the failing one
@@ -140,46 +141,141 @@ def test_win_rate_cache_retries_and_cost(mirror: Path, tmp_path: Path, judge_ser
     assert any("model_identifier" in m["content"] for m in judge_server.calls[0]["messages"])
     summary = evaluator.summary(results)
     assert summary["judge_prompt_tokens"] == 400 * (N - 1) and summary["judge_errors"] == 1
+    assert list(summary["excluded_items"]) == [items[1].id] and "judge failed after 3 attempts" in summary["excluded_items"][items[1].id]
+    assert summary["judged"] == N - 1
     assert summary["judge_cost_usd"] == pytest.approx((400 * (N - 1) * 10 + (N - 1) * 30) / 1e6)
     # alpaca-eval's own win rate on the same judgements equals ours
     from alpaca_eval.metrics import get_winrate
 
-    assert get_winrate(annotations(results))["win_rate"] == pytest.approx(100 * sum(expected) / len(expected))
+    assert get_winrate(to_annotations(results))["win_rate"] == pytest.approx(100 * sum(expected) / len(expected))
     # an unchanged checkpoint costs nothing the second time
     again = evaluator.evaluate(bench, items, PolicyBackend(lambda p: answers[p[-1]["content"]]))
     assert len(judge_server.calls) == calls + 3  # only the failing item is asked again
-    assert [r.score for r in again if r.error is None] == [r.score for r in results if r.error is None]
-    assert sum(1 for r in again if r.extra["judge_cached"]) == N - 1
+    assert [r.score for r in again] == [r.score for r in results]
+    assert sum(1 for r in again if r.extra["judge_cached"]) == N - 1 == len(again)
 
 
-def test_length_controlled_win_rate_is_alpaca_evals(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def gamed_csv() -> str:
+    """A df_gamed.csv in the published file's columns (AlpacaEval's annotations of two length-gamed baselines
+    with the instruction difficulties), small and fixed."""
+    rows = ["index,instruction_difficulty,model,preference,std_delta_len,not_gamed_baseline"]
+    rows += [f"{i},{(i % 5) / 2 - 1},gamed_{m},{0.95 if (i % 9) < 4 + m else 0.1},{(i % 9) / 4 - 1},False"
+             for m in (0, 1) for i in range(60)]
+    return "\n".join(rows) + "\n"
+
+
+def reference_annotations() -> list[dict[str, Any]]:
+    """AlpacaEval annotations written by hand in its own format (preference 1: output_1, the reference, wins;
+    2: output_2, the model, wins): the input the recorded reference numbers were computed on."""
+    return [{"instruction": f"dev-{i:03d}", "output_1": "r" * 300, "output_2": "m" * (100 + 10 * ((i * 7) % 41)),
+             "generator_1": "gpt4_turbo", "generator_2": "model", "annotator": "weighted_alpaca_eval_gpt4_turbo",
+             "preference": 1.0 + (0.9 if (i * 7) % 41 > 20 + i % 5 else 0.2), "index": i} for i in range(60)]
+
+
+def seed_hub_cache(cache: Path) -> None:
+    """The GLM reads df_gamed.csv from the hub (unreachable here): an offline hub cache holding the fixture."""
+    repo = cache / "datasets--tatsu-lab--alpaca_eval"
+    (repo / "snapshots" / ("0" * 40)).mkdir(parents=True, exist_ok=True)
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / "main").write_text("0" * 40)
+    (repo / "snapshots" / ("0" * 40) / "df_gamed.csv").write_text(gamed_csv())
+
+
+# Produced by alpaca-eval 0.6.6's own get_length_controlled_winrate(reference_annotations(),
+# glm_name="length_controlled_v1", save_weights_dir=None) on the df_gamed fixture above, with the command
+#   python plugins/autorl-alpacaeval/tests/test_alpacaeval.py
+# (the __main__ block at the end of this file).
+ALPACA_EVAL_WIN_RATE, ALPACA_EVAL_LC_WIN_RATE, ALPACA_EVAL_LC_SE = 50.33333333333332, 53.27355584043014, 0.6690717941005828
+
+
+def test_length_controlled_win_rate_matches_alpaca_evals_numbers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from autorl.evaluation.base import ItemResult
 
-    results = [ItemResult(f"dev-{i:03d}", 0.0, [], None,
-                          {"output_1": "r" * (40 + i), "output_2": "m" * (20 + 7 * i), "reference_generator": "ref",
-                           "preference": 0.2 + 0.6 * (i % 2), "index": i}) for i in range(40)]
-    # the GLM needs AlpacaEval's instruction difficulties (df_gamed.csv on the hub): seed the hub cache
-    cache = tmp_path / "hub"
-    snap = cache / "datasets--tatsu-lab--alpaca_eval" / "snapshots" / ("0" * 40)
-    snap.mkdir(parents=True)
-    (cache / "datasets--tatsu-lab--alpaca_eval" / "refs").mkdir()
-    (cache / "datasets--tatsu-lab--alpaca_eval" / "refs" / "main").write_text("0" * 40)
-    rows = ["index,instruction_difficulty,model,preference,std_delta_len,not_gamed_baseline"]
-    rows += [f"{i},{(i % 5) / 5 - 0.4},gamed,{0.3 + 0.4 * (i % 2)},{(i % 9) / 4 - 1},False" for i in range(40)]
-    (snap / "df_gamed.csv").write_text("\n".join(rows) + "\n")
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # the same judgements as our evaluator records them: P(model better), the reference as output_1
+    results = [ItemResult(a["instruction"], a["preference"] - 1.0, [], None,
+                          {"output_1": a["output_1"], "output_2": a["output_2"], "reference_generator": "gpt4_turbo",
+                           "preference": a["preference"] - 1.0, "index": a["index"]})
+               for a in reference_annotations()]
+    seed_hub_cache(tmp_path / "hub")
     import huggingface_hub.constants as hc
 
-    monkeypatch.setattr(hc, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(hc, "HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setattr(hc, "HF_HUB_OFFLINE", True)
     ours = length_controlled(results)
     assert ours.get("lc_error") is None, ours
-    from alpaca_eval.metrics import get_length_controlled_winrate
+    assert ours["alpaca_eval_win_rate"] == pytest.approx(ALPACA_EVAL_WIN_RATE, abs=1e-9)
+    assert ours["length_controlled_winrate"] == pytest.approx(ALPACA_EVAL_LC_WIN_RATE, abs=1e-6)
+    assert ours["lc_standard_error"] == pytest.approx(ALPACA_EVAL_LC_SE, abs=1e-6)
+    # the length penalty is real here: the model wins by writing longer, and the LC rate differs from the raw one
+    assert abs(ours["length_controlled_winrate"] - ours["alpaca_eval_win_rate"]) > 1
 
-    theirs = get_length_controlled_winrate(annotations(results), save_weights_dir=None, is_warn_extreme_changes=False)
-    assert ours["length_controlled_winrate"] == pytest.approx(float(theirs["length_controlled_winrate"]))
-    assert ours["alpaca_eval_win_rate"] == pytest.approx(50.0)
+
+def test_alpacaeval_1_reference_set_is_refused(tmp_path: Path) -> None:
+    from autorl_alpacaeval.data import load_eval_set
+
+    from autorl.errors import ResourceError
+
+    root = tmp_path / "alpaca_eval"
+    root.mkdir()
+    v1 = [{"dataset": "helpful_base", "instruction": "Hi?", "output": "Hello.", "generator": "text_davinci_003"}]
+    (root / "alpaca_eval.json").write_text(json.dumps(v1))
+    with pytest.raises(ResourceError, match=r"1\.0") as err:
+        load_eval_set(root, tmp_path / "hub")
+    assert "\n" not in str(err.value) and "alpaca_eval_gpt4_baseline.json" in str(err.value)
+    (root / "alpaca_eval_gpt4_baseline.json").write_text(json.dumps(v1))  # right name, 1.0 content
+    with pytest.raises(ResourceError, match="text_davinci_003"):
+        load_eval_set(root, tmp_path / "hub")
+
+
+def test_eval_data_prepared_from_the_1_0_set_is_prepared_again(mirror: Path, tmp_path: Path) -> None:
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    stale = [{"index": 0, "instruction": "old", "output": "davinci", "generator": "text_davinci_003", "split": "dev"}]
+    (hidden / "eval.json").write_text(json.dumps({"dev_size": 10, "items": stale}))
+    bench = AlpacaEvalBenchmark({"dev_size": 10})
+    bench.prepare_eval_data(hidden)
+    items = bench.load_items("dev", hidden) + bench.load_items("test", hidden)
+    assert len(items) == N and {i.reference["generator"] for i in items} == {"gpt4_turbo"}
+    assert bench.identity()["reference_set"] == "alpaca_eval_gpt4_baseline"
+
+
+def test_judge_failures_leave_the_paired_comparison_too(mirror: Path, tmp_path: Path, judge_server: ScriptedJudge) -> None:
+    from autorl.evaluation.stats import paired_compare
+    from autorl.grader.service import paired_scores
+
+    bench = AlpacaEvalBenchmark({"dev_size": N})
+    hidden = tmp_path / "hidden"
+    bench.prepare_eval_data(hidden)
+    items = bench.load_items("dev", hidden)
+
+    def record(answer: str, failing: str) -> dict[str, Any]:
+        judge_server.always_fail = {failing}
+        evaluator = bench.evaluator()
+        results = evaluator.evaluate(bench, items, PolicyBackend(lambda p: answer))
+        return {"item_scores": {r.id: r.score for r in results}, "extra": evaluator.summary(results)}
+
+    base = record("no", items[0].input["instruction"])  # the baseline loses everywhere (0.1)
+    cand = record("word " * 40, items[1].input["instruction"])  # the candidate wins everywhere (0.9)
+    b, c = paired_scores(base, cand)
+    assert set(b) == set(c) == {i.id for i in items[2:]}
+    comparison = paired_compare(b, c)
+    assert comparison.n == N - 2 and comparison.difference == pytest.approx(80.0)
+    # each record's own win rate stands on its judged items, with the failure counted
+    assert len(base["item_scores"]) == len(cand["item_scores"]) == N - 1
+    assert base["extra"]["judge_errors"] == cand["extra"]["judge_errors"] == 1
+
+
+def test_a_judge_that_answers_nothing_fails_the_evaluation(mirror: Path, tmp_path: Path,
+                                                           judge_server: ScriptedJudge) -> None:
+    from autorl.errors import EvaluationError
+
+    bench = AlpacaEvalBenchmark({"dev_size": 3})
+    hidden = tmp_path / "hidden"
+    bench.prepare_eval_data(hidden)
+    items = bench.load_items("dev", hidden)
+    judge_server.always_fail = {i.input["instruction"] for i in items}
+    with pytest.raises(EvaluationError, match="none of the 3"):
+        bench.evaluator().evaluate(bench, items, PolicyBackend(lambda p: "x"))
 
 
 def test_judge_key_stays_with_the_grader(judge_server: ScriptedJudge) -> None:
@@ -203,3 +299,23 @@ def test_autorl_eval_on_alpacaeval(mirror: Path, tmp_path: Path, judge_server: S
     assert record["extra"]["judge"]["model"] == "judge-test" and record["extra"]["judge_errors"] == 0
     assert record["config"]["benchmark_identity"]["judge"]["model"] == "judge-test"
     assert len(judge_server.calls) == 4
+
+
+if __name__ == "__main__":  # prints alpaca-eval's own numbers for the LC test's fixed input
+    import os
+    import tempfile
+    import warnings
+
+    with tempfile.TemporaryDirectory() as tmp:
+        seed_hub_cache(Path(tmp))
+        import huggingface_hub.constants as hc
+
+        hc.HF_HUB_CACHE, hc.HF_HUB_OFFLINE = tmp, True
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        from alpaca_eval.metrics import get_length_controlled_winrate
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m = get_length_controlled_winrate(reference_annotations(), glm_name="length_controlled_v1",
+                                              save_weights_dir=None, is_warn_extreme_changes=False)
+        print(repr(float(m["win_rate"])), repr(float(m["length_controlled_winrate"])), repr(float(m["lc_standard_error"])))

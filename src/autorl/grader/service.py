@@ -6,21 +6,30 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autorl.errors import AutorlError, GraderError
+from autorl.errors import AutorlError, GraderError, UsageError
 from autorl.evaluation.run import write_json_atomic
 from autorl.evaluation.stats import paired_compare
-from autorl.grader.snapshot import take_snapshot
+from autorl.grader.snapshot import PinnedDir, Snapshot, open_submission, take_snapshot
 from autorl.grader.store import DONE, FAILED, QUEUED, Store
-from autorl.grader.validation import Limits, resolve_submission_path, validate_checkpoint
+from autorl.grader.validation import (
+    Checkpoint,
+    Limits,
+    PathRefused,
+    refusal_kind,
+    submission_parts,
+    validate_checkpoint,
+)
 
 
 class RunClosed(AutorlError):
@@ -100,6 +109,17 @@ class Grader:
         self.workspace = Path(config.workspace)
         self.output_dir = Path(config.output_dir)
         self.limits = Limits(config.max_bytes, config.max_files)
+        # pinned now: whatever the agent later puts at these paths, submissions are read from these
+        # directories and the mirror is written into this workspace, never through a link
+        try:
+            self._output = PinnedDir(self.output_dir)
+            self._workspace = PinnedDir(self.workspace)
+        except OSError as exc:
+            raise GraderError(f"cannot open the run's workspace or output directory: {exc}") from None
+        self._snapshots = self.store_dir / "snapshots"
+        self._snapshots.mkdir(exist_ok=True, mode=0o700)
+        for leftover in self._snapshots.glob(".incoming-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
         self._stop = threading.Event()
         self._wake = threading.Condition()
         self._threads: list[threading.Thread] = []
@@ -123,6 +143,8 @@ class Grader:
         for t in self._threads:
             t.join(timeout=10)
         self.store.close()
+        self._output.close()
+        self._workspace.close()
 
     @property
     def deadline(self) -> float | None:
@@ -153,29 +175,37 @@ class Grader:
         }
 
     # -- submissions --------------------------------------------------------------------------------
-    def submit(self, raw_path: Any) -> int:
-        """Validate, snapshot and queue; returns the new id. Raises the errors the API maps to statuses."""
+    def submit(self, raw_path: Any, *, before_copy: Callable[[str], None] | None = None) -> int:
+        """Snapshot, validate the snapshot, and queue; returns the new id. Raises the errors the API maps to
+        statuses; every refusal is recorded with its kind (the audit reads these)."""
         if self.closed:
             raise RunClosed("the run is closed: the deadline has passed or the run was stopped")
+        self._check_capacity()
+        incoming = self._snapshots / f".incoming-{secrets.token_hex(8)}"
         try:
-            path = resolve_submission_path(raw_path, self.workspace, self.output_dir)
-            checkpoint = validate_checkpoint(path, self.output_dir, self.limits)
+            snap, checkpoint = self._intake(raw_path, incoming, before_copy)
         except AutorlError as exc:
-            self.store.add_refusal(str(raw_path), str(exc))  # the audit reads these
+            self.store.add_refusal(str(raw_path), str(exc), refusal_kind(exc))
             raise
         try:
             sid = self.store.add_submission(
                 str(raw_path), max_total=self.config.max_submissions, max_queued=self.config.max_queue
             )
         except LookupError as exc:
+            shutil.rmtree(incoming, ignore_errors=True)
             if exc.args[0] == "total":
                 raise LimitReached(f"the run's limit of {self.config.max_submissions} submissions is reached") from None
             raise QueueFull(f"{self.config.max_queue} submissions are already waiting; try again later") from None
+        snap_path = self._snapshots / str(sid)
         try:
-            snap, digest = take_snapshot(checkpoint, self.store_dir / "snapshots" / str(sid))
+            if snap_path.exists():  # left by a store that lost its database rows; ids are never reused
+                shutil.rmtree(snap_path)
+            incoming.rename(snap_path)
         except OSError as exc:
-            self.store.update(sid, status=FAILED, error=f"could not copy the checkpoint: {exc}", finished_at=time.time())
-            raise GraderError(f"could not copy the checkpoint: {exc}") from None
+            shutil.rmtree(incoming, ignore_errors=True)
+            self.store.update(sid, status=FAILED, error=f"could not store the snapshot: {exc}", finished_at=time.time())
+            raise GraderError(f"could not store the snapshot: {exc}") from None
+        digest = snap.content_hash
         earlier = self.store.evaluation(digest, "dev")
         if earlier is not None:
             first = next(
@@ -183,7 +213,7 @@ class Grader:
             )
             self.store.update(
                 sid,
-                snapshot=str(snap),
+                snapshot=str(snap_path),
                 content_hash=digest,
                 kind=checkpoint.kind,
                 status=DONE,
@@ -194,11 +224,50 @@ class Grader:
                 finished_at=time.time(),
             )
         else:
-            self.store.update(sid, snapshot=str(snap), content_hash=digest, kind=checkpoint.kind, status=QUEUED)
+            self.store.update(sid, snapshot=str(snap_path), content_hash=digest, kind=checkpoint.kind, status=QUEUED)
             with self._wake:
                 self._wake.notify_all()
         self.write_mirror()
         return sid
+
+    def _check_capacity(self) -> None:
+        """Refuse before copying when a limit is already reached (the insert checks again, atomically)."""
+        counts = self.store.counts()
+        if sum(counts.values()) >= self.config.max_submissions:
+            raise LimitReached(f"the run's limit of {self.config.max_submissions} submissions is reached")
+        if counts.get(QUEUED, 0) + counts.get("pending", 0) >= self.config.max_queue:
+            raise QueueFull(f"{self.config.max_queue} submissions are already waiting; try again later")
+
+    def _intake(
+        self, raw_path: Any, incoming: Path, before_copy: Callable[[str], None] | None
+    ) -> tuple[Snapshot, Checkpoint]:
+        """The submission copied by descriptor from the pinned output directory, then validated as copied."""
+        replaced = self._output.replaced_by()
+        if replaced == "a link":
+            raise PathRefused(f"the output directory {self.output_dir} was replaced by a link after the run started; "
+                              "the grader reads only the original directory")
+        parts = submission_parts(raw_path, str(self.workspace), self._output.aliases)
+        try:
+            try:
+                fd = open_submission(self._output, parts)
+            except UsageError as exc:
+                if replaced is None or isinstance(exc, PathRefused):
+                    raise
+                raise UsageError(f"{exc} (the output directory was replaced by {replaced} after the run started; "
+                                 "the grader reads only the original one: write checkpoints inside it)") from None
+            try:
+                snap = take_snapshot(fd, incoming, self.limits, before_copy=before_copy)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            shutil.rmtree(incoming, ignore_errors=True)
+            raise GraderError(f"could not copy the checkpoint: {exc.strerror or exc}") from None
+        try:
+            checkpoint = validate_checkpoint(snap.path, snap.files)
+        except BaseException:
+            shutil.rmtree(incoming, ignore_errors=True)
+            raise
+        return snap, checkpoint
 
     def _loop(self, slot: int, env: dict[str, str]) -> None:
         while not self._stop.is_set():
@@ -328,7 +397,7 @@ class Grader:
         if full is None:
             return None
         try:
-            return paired_compare(base["record"]["item_scores"], full["item_scores"]).to_dict()
+            return paired_compare(*paired_scores(base["record"], full)).to_dict()
         except ValueError:
             return None
 
@@ -395,18 +464,29 @@ class Grader:
             time.sleep(0.1)
 
     def write_mirror(self) -> None:
-        """A read-only scores.json in the workspace, for the agent's convenience; nothing reads it back."""
-        path = self.workspace / "scores.json"
+        """A read-only scores.json in the workspace, for the agent's convenience; nothing reads it back.
+
+        Written into the pinned workspace directory under a fresh unpredictable name (``O_EXCL``, no link
+        followed), then renamed over ``scores.json``: a link the agent plants there is replaced, never followed.
+        """
         # one writer at a time, each reading the store inside the lock: the last write is the newest state
         with self._mirror_lock:
+            data = json.dumps(self.submissions(), indent=2).encode()
+            ws = self._workspace.fd
+            tmp = f".scores.json.{secrets.token_hex(8)}.tmp"
             try:
-                tmp = path.with_name(".scores.json.tmp")
-                tmp.unlink(missing_ok=True)
-                tmp.write_text(json.dumps(self.submissions(), indent=2))
-                os.chmod(tmp, 0o444)
-                tmp.replace(path)
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o444,
+                             dir_fd=ws)
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view):]
+                finally:
+                    os.close(fd)
+                os.rename(tmp, "scores.json", src_dir_fd=ws, dst_dir_fd=ws)
             except OSError:
-                pass
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=ws)
 
     # -- final test evaluation ------------------------------------------------------------------------
     def evaluate_test(self, sid: int | None = None) -> dict[str, Any]:
@@ -438,7 +518,7 @@ class Grader:
                     base = self.store.baseline("test")
                 assert base is not None
                 base_score = base["score"]
-                comparison = paired_compare(base["record"]["item_scores"], record["item_scores"]).to_dict()
+                comparison = paired_compare(*paired_scores(base["record"], record)).to_dict()
         except EvalFailed as exc:
             self.store.finish_test(sid, status=FAILED, error=str(exc))
         else:
@@ -483,6 +563,20 @@ class Grader:
             "refusals": self.store.refusals(),
             "closed": self.closed,
         }
+
+
+def paired_scores(baseline: dict[str, Any], record: dict[str, Any]) -> tuple[dict[str, float], dict[str, float]]:
+    """The two records' per-item scores, less the items either record excluded (``extra.excluded_items``: an
+    evaluator that could not score an item, e.g. a judge that failed after its retries, leaves it out of its
+    score and lists it there), so that the comparison stands on the same items as the scores."""
+    dropped: set[str] = set()
+    for rec in (baseline, record):
+        excluded = (rec.get("extra") or {}).get("excluded_items") or {}
+        if isinstance(excluded, dict):
+            dropped |= {str(k) for k in excluded}
+    base = {k: v for k, v in baseline["item_scores"].items() if k not in dropped}
+    cand = {k: v for k, v in record["item_scores"].items() if k not in dropped}
+    return base, cand
 
 
 def _summary(record: dict[str, Any]) -> dict[str, Any]:

@@ -9,20 +9,23 @@ from pathlib import Path
 from typing import Any
 
 from autorl import Benchmark, EvalConfig, Item
+from autorl.errors import EvaluationError
 from autorl.evaluation.base import Evaluator, ItemResult, Progress
 from autorl.inference.base import GenerationRequest
-from autorl_alpacaeval.data import load_eval_set, load_train_set, mirror_dir, remove_overlap
+from autorl_alpacaeval.data import REFERENCE_SET, load_eval_set, load_train_set, mirror_dir, remove_overlap
 from autorl_alpacaeval.judge import ANNOTATOR, Cache, Judge, JudgeConfig
 
 DEV_SIZE, SPLIT_SEED, TRAIN_SIZE = 105, 805, 5000
+GLM = "length_controlled_v1"  # alpaca-eval's GLM for the weighted_alpaca_eval_gpt4_turbo annotator and its baseline
 
 DESCRIPTION = """# alpacaeval: instruction following, judged (AlpacaEval 2.0)
 
 The model answers open instructions; a judge model compares each answer with a reference model's answer to
-the same instruction and says which is better (AlpacaEval's `weighted_alpaca_eval_gpt4_turbo` annotator: the
+the same instruction (AlpacaEval 2.0's reference, GPT-4 Turbo's answers) and says which is better (AlpacaEval's `weighted_alpaca_eval_gpt4_turbo` annotator: the
 preference is the judge's probability for the model's answer). The score is the win rate against the
 reference, in percent; the record also holds AlpacaEval's length-controlled win rate, which discounts
-winning by writing longer. The grader prompts with the instruction alone, through the model's chat template,
+winning by writing longer. An item the judge cannot answer (after retries) is left out of the win rate, the
+length-controlled rate and the comparison with the baseline alike, and counted in the record. The grader prompts with the instruction alone, through the model's chat template,
 greedy decoding, at most {max_new_tokens} new tokens.
 
 ## Training data (`$DATA_PATH`)
@@ -35,10 +38,17 @@ The evaluation instructions and reference answers are hidden; the judge is calle
 
 
 class JudgeEvaluator(Evaluator):
-    """Generates every answer (batched), then judges them concurrently against the references."""
+    """Generates every answer (batched), then judges them concurrently against the references.
+
+    An item whose judgement failed after the judge's retries is excluded, not scored 0: it is left out of the
+    returned results, so the win rate, the length-controlled rate and the paired comparison (which drops the
+    ids either record lists under ``excluded_items``) all stand on the same judged items, and the summary
+    counts it (``judge_errors``) and names it with its error (``excluded_items``).
+    """
 
     def __init__(self, benchmark: AlpacaEvalBenchmark) -> None:
         self.benchmark = benchmark
+        self.excluded: dict[str, str] = {}
 
     def evaluate(self, benchmark: Benchmark, items: Sequence[Item], backend: Any,
                  progress: Progress | None = None) -> list[ItemResult]:
@@ -57,33 +67,40 @@ class JudgeEvaluator(Evaluator):
             if judge.cache is not None:
                 judge.cache.close()
         results = []
+        self.excluded = {}
         for item, completion, (_, output, ref), v in zip(items, completions, triples, verdicts, strict=True):
+            if v.preference is None:
+                self.excluded[item.id] = f"judge: {v.error}"
+                continue
             results.append(ItemResult(
-                item.id, v.preference if v.preference is not None else 0.0, completion.texts,
-                None if v.error is None else f"judge: {v.error}",
+                item.id, v.preference, completion.texts, None,
                 {"output_tokens": completion.output_tokens, "index": item.reference["index"],
                  "reference_generator": item.reference["generator"], "output_1": ref, "output_2": output,
                  "preference": v.preference, "judge_prompt_tokens": v.prompt_tokens,
                  "judge_completion_tokens": v.completion_tokens, "judge_cached": v.cached}))
         if progress:
             progress(len(items))
+        if items and not results:
+            first = next(iter(self.excluded.values()))
+            raise EvaluationError(f"the judge answered none of the {len(items)} items ({first})")
         return results
 
     def summary(self, results: Sequence[ItemResult]) -> dict[str, Any]:
         cfg = self.benchmark.judge_config()
+        excluded = dict(self.excluded)
         p_in = sum(int(r.extra.get("judge_prompt_tokens", 0)) for r in results)
         p_out = sum(int(r.extra.get("judge_completion_tokens", 0)) for r in results)
         out: dict[str, Any] = {
             "judge": cfg.identity(), "judge_prompt_tokens": p_in, "judge_completion_tokens": p_out,
             "judge_cost_usd": round((p_in * cfg.price_in + p_out * cfg.price_out) / 1e6, 6),
             "judge_cached": sum(1 for r in results if r.extra.get("judge_cached")),
-            "judge_errors": sum(1 for r in results if r.error),
+            "judge_errors": len(excluded), "judged": len(results), "excluded_items": excluded,
         }
         out.update(length_controlled(results))
         return out
 
 
-def annotations(results: Sequence[ItemResult]) -> list[dict[str, Any]]:
+def to_annotations(results: Sequence[ItemResult]) -> list[dict[str, Any]]:
     """AlpacaEval's annotation records (preference 1: the reference wins, 2: the model wins)."""
     return [{"instruction": r.id, "output_1": r.extra["output_1"], "output_2": r.extra["output_2"],
              "generator_1": r.extra["reference_generator"], "generator_2": "model", "annotator": ANNOTATOR,
@@ -95,7 +112,7 @@ def length_controlled(results: Sequence[ItemResult]) -> dict[str, Any]:
     """AlpacaEval's own win rate and length-controlled win rate (its GLM) on these judgements."""
     import warnings
 
-    ann = annotations(results)
+    ann = to_annotations(results)
     if len(ann) < 10:
         return {"length_controlled_winrate": None, "lc_error": f"only {len(ann)} judged items"}
     try:
@@ -103,7 +120,7 @@ def length_controlled(results: Sequence[ItemResult]) -> dict[str, Any]:
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            m = get_length_controlled_winrate(ann, save_weights_dir=None, is_warn_extreme_changes=False)
+            m = get_length_controlled_winrate(ann, glm_name=GLM, save_weights_dir=None, is_warn_extreme_changes=False)
         return {"alpaca_eval_win_rate": float(m["win_rate"]), "length_controlled_winrate": float(m["length_controlled_winrate"]),
                 "lc_standard_error": float(m["lc_standard_error"])}
     except Exception as exc:  # e.g. offline: the GLM needs AlpacaEval's instruction difficulties from the hub
@@ -115,7 +132,7 @@ class AlpacaEvalBenchmark(Benchmark):
     ``max_new_tokens`` (1024), ``chat_template`` (on)."""
 
     name = "alpacaeval"
-    version = "1"
+    version = "2"
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
@@ -138,7 +155,8 @@ class AlpacaEvalBenchmark(Benchmark):
         return Judge(self.judge_config(), cache)
 
     def identity(self) -> dict[str, Any]:
-        return {"judge": self.judge_config().identity(), "dev_size": int(self.options.get("dev_size", DEV_SIZE))}
+        return {"judge": self.judge_config().identity(), "dev_size": int(self.options.get("dev_size", DEV_SIZE)),
+                "reference_set": REFERENCE_SET, "length_control": GLM, "judge_failures": "excluded and counted"}
 
     def _mirror(self) -> Path | None:
         return mirror_dir(self.options.get("data_dir"))
@@ -161,8 +179,10 @@ class AlpacaEvalBenchmark(Benchmark):
     def prepare_eval_data(self, hidden_dir: Path) -> None:
         path = hidden_dir / "eval.json"
         dev_size = int(self.options.get("dev_size", DEV_SIZE))
-        if path.is_file() and json.loads(path.read_text()).get("dev_size") == dev_size:
-            return
+        if path.is_file():
+            prepared = json.loads(path.read_text())
+            if prepared.get("dev_size") == dev_size and prepared.get("reference_set") == REFERENCE_SET:
+                return
         rows = load_eval_set(self._mirror(), hidden_dir / "hub")
         order = list(range(len(rows)))
         random.Random(SPLIT_SEED).shuffle(order)
@@ -171,7 +191,7 @@ class AlpacaEvalBenchmark(Benchmark):
                   "generator": str(r.get("generator", "reference")), "split": "dev" if i in dev else "test"}
                  for i, r in enumerate(rows)]
         hidden_dir.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"dev_size": dev_size, "items": items}))
+        path.write_text(json.dumps({"dev_size": dev_size, "reference_set": REFERENCE_SET, "items": items}))
 
     def load_items(self, split: str, hidden_dir: Path) -> list[Item]:
         self.hidden_dir = hidden_dir

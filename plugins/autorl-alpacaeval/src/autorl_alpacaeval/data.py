@@ -1,9 +1,15 @@
 """AlpacaEval data: the 805 evaluation instructions with reference outputs, and Alpaca training data for the
 agent with the evaluation instructions (and near copies of them) removed.
 
+AlpacaEval 2.0 compares against ``gpt4_turbo``'s outputs: the dataset ``alpaca_eval_gpt4_baseline`` of the hub
+repository ``tatsu-lab/alpaca_eval`` (file ``alpaca_eval_gpt4_baseline.json``), the reference set of alpaca-eval's
+``ALPACAEVAL_REFERENCE_OUTPUTS_2``. ``alpaca_eval.json`` in the same repository is AlpacaEval 1.0's
+(``text_davinci_003``'s outputs) and is refused: its win rates are not AlpacaEval 2.0's, and the
+length-controlled GLM (``df_gamed.csv``) is fit against the 2.0 baseline.
+
 Sources: a local mirror (``$AUTORL_DATA_DIR/alpaca_eval/`` or the option ``data_dir``) holding
-``alpaca_eval.json`` and ``alpaca_data.json`` (Alpaca's own JSON, or ``alpaca.jsonl`` / a ``.parquet``), else
-the hub: ``tatsu-lab/alpaca_eval`` (``alpaca_eval.json``) and ``tatsu-lab/alpaca`` (its parquet file).
+``alpaca_eval_gpt4_baseline.json`` and ``alpaca_data.json`` (Alpaca's own JSON, or ``alpaca.jsonl`` / a
+``.parquet``), else the hub: ``tatsu-lab/alpaca_eval`` and ``tatsu-lab/alpaca`` (its parquet file).
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ from typing import Any
 
 from autorl.errors import ResourceError
 
-EVAL_REPO, EVAL_FILE = "tatsu-lab/alpaca_eval", "alpaca_eval.json"
+EVAL_REPO, REFERENCE_SET = "tatsu-lab/alpaca_eval", "alpaca_eval_gpt4_baseline"
+EVAL_FILE = f"{REFERENCE_SET}.json"
+V1_FILE, V1_GENERATOR = "alpaca_eval.json", "text_davinci_003"
 TRAIN_REPO = "tatsu-lab/alpaca"
 NGRAM = 13
 
@@ -53,17 +61,26 @@ def _hub(repo: str, filename: str | None, cache: Path, what: str) -> Path:
     except (LocalEntryNotFoundError, HfHubHTTPError, OSError, StopIteration) as exc:
         raise ResourceError(
             f"AlpacaEval's {what} is neither in a local mirror nor downloadable from the hub ({type(exc).__name__}); "
-            "set AUTORL_DATA_DIR to a folder holding alpaca_eval/alpaca_eval.json and alpaca_eval/alpaca_data.json, "
+            f"set AUTORL_DATA_DIR to a folder holding alpaca_eval/{EVAL_FILE} and alpaca_eval/alpaca_data.json, "
             "or pass the benchmark option data_dir") from None
 
 
 def load_eval_set(mirror: Path | None, cache: Path) -> list[dict[str, Any]]:
-    path = mirror / EVAL_FILE if mirror and (mirror / EVAL_FILE).is_file() else _hub(EVAL_REPO, EVAL_FILE, cache,
-                                                                                       "evaluation set")
+    """The 805 instructions with AlpacaEval 2.0's reference outputs (``gpt4_turbo``'s)."""
+    if mirror and (mirror / EVAL_FILE).is_file():
+        path = mirror / EVAL_FILE
+    elif mirror and (mirror / V1_FILE).is_file():
+        raise ResourceError(f"{mirror / V1_FILE} is AlpacaEval 1.0's reference set ({V1_GENERATOR}); AlpacaEval 2.0 "
+                            f"needs {EVAL_FILE} (gpt4_turbo's outputs) from {EVAL_REPO} in {mirror}")
+    else:
+        path = _hub(EVAL_REPO, EVAL_FILE, cache, "evaluation set")
     rows = _read(path)
     for i, r in enumerate(rows):
         if not isinstance(r.get("instruction"), str) or not isinstance(r.get("output"), str):
             raise ResourceError(f"{path}: record {i + 1} lacks string fields instruction and output")
+        if r.get("generator") == V1_GENERATOR:
+            raise ResourceError(f"{path}: record {i + 1} is a {V1_GENERATOR} output, AlpacaEval 1.0's reference; "
+                                f"AlpacaEval 2.0 needs {EVAL_FILE} (gpt4_turbo's outputs)")
     return rows
 
 
