@@ -142,7 +142,8 @@ def test_audit_cli_records_flags_and_overrides(tmp_path: Path, home: Path) -> No
 
     run["meta"]["hidden_dir"] = str(tmp_path / "hidden")
     (Path(run["row"]["workspace"]) / "code" / "gen.txt").write_text("What is 47+54?\n")
-    dev_item = Arith().load_items("dev", tmp_path)[0]
+    Arith().prepare_eval_data(tmp_path / "hidden")  # the grader's hidden folder, drawn with its own secret
+    dev_item = Arith().load_items("dev", tmp_path / "hidden")[0]
     (Path(run["row"]["workspace"]) / "code" / "gen.txt").write_text(str(dev_item.input["question"]) + "\n")
     for key in ("run_id",):
         run.setdefault(key, "fixture")

@@ -24,8 +24,12 @@ from .scripted_llm import serve_in_thread
 
 
 def arith_requests(n: int = 64) -> list[GenerationRequest]:
+    import tempfile
+
     b = Arith()
-    items = b.load_items("dev", Path("."))[:n]
+    hidden = Path(tempfile.mkdtemp(prefix="autorl-hidden-"))  # a fresh secret: items as one installation has them
+    b.prepare_eval_data(hidden)
+    items = b.load_items("dev", hidden)[:n]
     # varied prompt lengths, so sorting and padding matter
     return [GenerationRequest(("Hmm. " * (i % 5)) + str(b.prompt(it)), max_new_tokens=8, stop=("\n",))
             for i, it in enumerate(items)]
@@ -126,7 +130,7 @@ def test_config_hash_changes_with_every_setting_and_only_then() -> None:
         assert config_hash(Variant(), "dev", be) != reference, field
     Variant.eval_config = Arith.eval_config
     assert config_hash(Variant(), "dev", be) == reference
-    Variant.version = "2"
+    Variant.version = Arith.version + ".1"
     assert config_hash(Variant(), "dev", be) != reference
     for label, fn in changes[:3]:
         assert fn() != reference, label

@@ -136,8 +136,8 @@ def read_hidden_items(benchmark: str, hidden_dir: Path, split: str) -> list[Item
     """The items :func:`write_hidden_items` stored; a one-line :class:`HiddenDataError` when they are not there."""
     path = hidden_items_path(hidden_dir, split)
     missing = HiddenDataError(
-        f"{benchmark}'s hidden {split} items are not in {hidden_dir}; only the grader's prepared hidden folder "
-        f"holds them (run `autorl prepare --task {benchmark}` as the operator)")
+        f"{benchmark}'s hidden {split} items are not in {hidden_dir}: only the grader's hidden folder "
+        "holds them (the grader prepares them from the installation's secret)")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -236,6 +236,9 @@ class Benchmark(ABC):
     #: True where the dev split is by nature recoverable from public data the agent may hold (GSM8K's dev
     #: slice is part of the public train set): an overlap of the agent's data with dev then proves no leak.
     dev_public: ClassVar[bool] = False
+    #: Splits that are a published data set as it stands (GSM8K's official test set): the same under every
+    #: secret. Every other hidden split is drawn with the secret.
+    public_splits: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         self.options: dict[str, Any] = dict(options or {})

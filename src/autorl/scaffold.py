@@ -60,7 +60,8 @@ pytest tests
 ```
 
 Edit `src/{module}/benchmark.py`: where the data comes from, the prompt and decoding (`eval_config`),
-and `score`. Agents see only what `prepare_train_data` writes; the hidden splits stay with the grader.
+and `score`. Agents see only what `prepare_train_data` writes; the hidden splits are drawn with the
+installation's secret in `prepare_eval_data` and stay with the grader (docs/plugins/benchmarks.md).
 ''',
     "src/{module}/__init__.py": '''\
 """The {name} benchmark plugin for autorl."""
@@ -92,11 +93,19 @@ from importlib import resources
 from pathlib import Path
 
 from autorl import Benchmark, EvalConfig, Item
+from autorl.benchmark import has_hidden_items, read_hidden_items, secret_rng, write_hidden_items
+
+N_DEV, N_TEST = 20, 30
 
 
-def _rows(split: str) -> list[dict[str, str]]:
-    text = resources.files("{module}").joinpath(f"data/{{split}}.jsonl").read_text()
+def _train_rows() -> list[dict[str, str]]:
+    text = resources.files("{module}").joinpath("data/train.jsonl").read_text()
     return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _item(split: str, a: int, b: int) -> Item:
+    # ids come from the content, so another data version never pairs different questions under one id
+    return Item(f"{{split}}-{{a}}+{{b}}", {{"question": f"What is {{a}} plus {{b}}?"}}, str(a + b))
 
 
 class {cls}(Benchmark):
@@ -117,24 +126,29 @@ class {cls}(Benchmark):
     def prepare_train_data(self, target_dir: Path) -> None:
         """Everything the agent may see. Never write dev or test items here."""
         target_dir.mkdir(parents=True, exist_ok=True)
-        (target_dir / "train.jsonl").write_text("".join(json.dumps(r) + "\\n" for r in _rows("train")))
+        (target_dir / "train.jsonl").write_text("".join(json.dumps(r) + "\\n" for r in _train_rows()))
 
     def prepare_eval_data(self, hidden_dir: Path) -> None:
-        """The hidden splits, copied into grader-owned storage."""
-        for split in self.splits:
-            (hidden_dir / f"{{split}}.jsonl").write_text("".join(json.dumps(r) + "\\n" for r in _rows(split)))
+        """The hidden splits, drawn with the installation's secret into grader-owned storage: nothing in this
+        package (or any public copy of the data) says which items they are."""
+        if all(has_hidden_items(hidden_dir, split) for split in self.splits):
+            return
+        train = {{r["question"] for r in _train_rows()}}
+        pool = [(a, b) for a in range(10, 100) for b in range(10, 100) if f"What is {{a}} plus {{b}}?" not in train]
+        secret_rng(hidden_dir, f"{{self.name}}/v{{self.version}}").shuffle(pool)
+        write_hidden_items(hidden_dir, "dev", [_item("dev", a, b) for a, b in pool[:N_DEV]])
+        write_hidden_items(hidden_dir, "test", [_item("test", a, b) for a, b in pool[N_DEV : N_DEV + N_TEST]])
 
     def load_items(self, split: str, hidden_dir: Path) -> list[Item]:
-        rows = [json.loads(x) for x in (hidden_dir / f"{{split}}.jsonl").read_text().splitlines() if x.strip()]
-        return [Item(f"{{split}}-{{k}}", {{"question": r["question"]}}, r["answer"]) for k, r in enumerate(rows)]
+        """Read only from the hidden folder: a one-line error when it does not hold the items."""
+        return read_hidden_items(self.name, hidden_dir, split)
 
     def score(self, item: Item, completion: str) -> float:
         return 1.0 if completion.strip() == str(item.reference) else 0.0
 
     def hidden_paths(self) -> list[Path]:
-        """Installed files that hold evaluation data, so an agent's sandbox can hide them."""
-        root = Path(str(resources.files("{module}").joinpath("data")))
-        return [root / "dev.jsonl", root / "test.jsonl"]
+        """Installed files or local mirrors that hold evaluation data, so an agent's sandbox can hide them."""
+        return []
 ''',
     "src/{module}/description.md": '''\
 # {name}
@@ -148,13 +162,7 @@ What the task is, what the data looks like, how the grader prompts the model and
 Exact match of the completion (stripped) with the answer, in percent.
 ''',
     "src/{module}/data/train.jsonl": "".join(
-        f'{{{{"question": "What is {a} plus {b}?", "answer": "{a + b}"}}}}\n' for a, b in ((1, 2), (3, 4), (5, 6), (7, 8))
-    ),
-    "src/{module}/data/dev.jsonl": "".join(
-        f'{{{{"question": "What is {a} plus {b}?", "answer": "{a + b}"}}}}\n' for a, b in ((2, 2), (3, 3), (4, 5))
-    ),
-    "src/{module}/data/test.jsonl": "".join(
-        f'{{{{"question": "What is {a} plus {b}?", "answer": "{a + b}"}}}}\n' for a, b in ((6, 1), (2, 7), (9, 9))
+        f'{{{{"question": "What is {a} plus {b}?", "answer": "{a + b}"}}}}\n' for a, b in ((1, 2), (3, 4), (15, 26), (37, 48))
     ),
     "tests/test_plugin.py": '''\
 """The plugin is discovered, its splits are disjoint, its scoring works, and it evaluates end to end."""
@@ -165,7 +173,7 @@ import pytest
 
 from autorl import Item
 from autorl.registry import get_benchmark
-from autorl.testing import check_benchmark_end_to_end
+from autorl.testing import check_benchmark_end_to_end, check_hidden_items_secret
 from {module}.benchmark import {cls}
 
 
@@ -188,6 +196,10 @@ def test_hidden_splits_are_not_in_the_training_data(tmp_path) -> None:  # type: 
     for split in bench.splits:
         for item in bench.load_items(split, tmp_path):
             assert item.input["question"] not in train
+
+
+def test_hidden_items_exist_only_in_the_hidden_folder(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    check_hidden_items_secret({cls}(), tmp_path)
 
 
 def test_scoring() -> None:

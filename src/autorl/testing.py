@@ -11,6 +11,9 @@ Fixtures:
 Functions and classes:
     check_benchmark_end_to_end(task, model="autorl:tiny", limit=3, options=None): runs ``autorl eval`` as a
         user would.
+    check_hidden_items_secret(benchmark, root): the hidden-items contract (docs/plugins/benchmarks.md): an
+        empty hidden folder gives a one-line HiddenDataError, two secrets give different items and hashes, the
+        operator's AUTORL_HIDDEN_SECRET reproduces them, preparing again keeps them.
     assert_plugin_discovered(name, distribution): ``autorl plugins`` lists the plugin.
     PolicyBackend(policy): a backend answering with ``policy(prompt)``, counting batched calls (for
         interactive benchmarks).
@@ -139,6 +142,69 @@ def check_benchmark_end_to_end(task: str, model: str = "autorl:tiny", limit: int
     assert 0.0 <= record["score"] <= 100.0 and record["config_hash"], record
     assert record["ci95"][0] <= record["score"] <= record["ci95"][1], record
     return record
+
+
+def check_hidden_items_secret(benchmark: Any, root: Path) -> None:
+    """Check the hidden-items contract for ``benchmark`` (an instance), using scratch folders under ``root``.
+
+    - ``load_items`` on an empty hidden folder raises :class:`autorl.errors.HiddenDataError` with a one-line
+      message, and writes no items there;
+    - hidden items prepared in two fresh folders (two secrets, as two installations) differ in every split
+      drawn with the secret (all but ``public_splits``), and so do their hashes: nothing in the installed
+      package computes them;
+    - the secret file is the owner's only (0600); preparing again keeps the items; ids are unique;
+    - the same ``AUTORL_HIDDEN_SECRET`` in two folders gives the same items (an operator reproduces a study).
+    """
+    import os
+    import stat
+
+    from autorl.benchmark import HIDDEN_SECRET_ENV
+    from autorl.errors import HiddenDataError
+
+    saved = os.environ.pop(HIDDEN_SECRET_ENV, None)
+    try:
+        empty = root / "empty-hidden"
+        empty.mkdir(parents=True)
+        for split in benchmark.splits:
+            with pytest.raises(HiddenDataError) as info:
+                benchmark.load_items(split, empty)
+            message = str(info.value)
+            assert message and "\n" not in message, f"not a one-line error: {message!r}"
+        assert not any(p.is_file() and p.name != "secret" for p in empty.rglob("*")), sorted(empty.rglob("*"))
+
+        folders = [root / "hidden-a", root / "hidden-b"]
+        items: list[dict[str, Any]] = []
+        for folder in folders:
+            folder.mkdir(parents=True, mode=0o700)
+            benchmark.prepare_eval_data(folder)
+            items.append({split: benchmark.load_items(split, folder) for split in benchmark.splits})
+            secret = folder / "secret"
+            assert secret.is_file() and not secret.is_symlink(), f"{benchmark.name} wrote no secret in {folder}"
+            assert stat.S_IMODE(secret.stat().st_mode) == 0o600, oct(secret.stat().st_mode)
+        public = set(getattr(benchmark, "public_splits", ()))
+        for split in benchmark.splits:
+            a, b = items[0][split], items[1][split]
+            assert a and b, f"{benchmark.name} {split}: no hidden items"
+            assert len({i.id for i in a}) == len(a), f"{benchmark.name} {split}: duplicate item ids"
+            if split in public:
+                continue
+            assert a != b, f"{benchmark.name} {split}: the same items under two secrets (computable from the package)"
+            assert benchmark.hidden_items_hash(split, folders[0]) != benchmark.hidden_items_hash(split, folders[1])
+        benchmark.prepare_eval_data(folders[0])
+        assert {s: benchmark.load_items(s, folders[0]) for s in benchmark.splits} == items[0], "prepare is not idempotent"
+
+        os.environ[HIDDEN_SECRET_ENV] = "ab" * 32
+        given = []
+        for name in ("given-a", "given-b"):
+            folder = root / name
+            folder.mkdir(parents=True, mode=0o700)
+            benchmark.prepare_eval_data(folder)
+            given.append({split: benchmark.load_items(split, folder) for split in benchmark.splits})
+        assert given[0] == given[1], f"{benchmark.name}: {HIDDEN_SECRET_ENV} does not reproduce the hidden items"
+    finally:
+        os.environ.pop(HIDDEN_SECRET_ENV, None)
+        if saved is not None:
+            os.environ[HIDDEN_SECRET_ENV] = saved
 
 
 class PolicyBackend(Backend):

@@ -7,10 +7,21 @@ import random
 import re
 from pathlib import Path
 
-from autorl.benchmark import Benchmark, EvalConfig, Item
+from autorl.benchmark import (
+    Benchmark,
+    EvalConfig,
+    Item,
+    has_hidden_items,
+    read_hidden_items,
+    secret_rng,
+    write_hidden_items,
+)
 
 _SEED = 20240611
 _DEV, _TEST = 300, 500
+#: Pairs held out of the public training data; the hidden splits are drawn from them with the installation's
+#: secret, so knowing which pairs are not in train does not tell which are dev or test.
+_POOL = 2000
 _NUMBER = re.compile(r"-?\d+")
 
 
@@ -21,8 +32,13 @@ def all_problems() -> list[tuple[int, int]]:
 
 
 def _split(name: str) -> list[tuple[int, int]]:
+    """The public, seeded parts: ``train`` (what the agent gets) and ``pool`` (held out; hidden items come from it)."""
     pairs = all_problems()
-    return {"dev": pairs[:_DEV], "test": pairs[_DEV : _DEV + _TEST], "train": pairs[_DEV + _TEST :]}[name]
+    return {"pool": pairs[:_POOL], "train": pairs[_POOL:]}[name]
+
+
+def _item(split: str, a: int, b: int) -> Item:
+    return Item(id=f"{split}-{a}+{b}", input={"question": f"What is {a}+{b}?"}, reference=str(a + b))
 
 
 def extract_answer(completion: str) -> int | None:
@@ -37,14 +53,15 @@ class Arith(Benchmark):
 
     ## Data
     `data/train.jsonl`: one JSON object a line, `{"question": "What is 23+45?", "answer": "68"}`.
-    The grader's dev and test items are other pairs, never in the training data.
+    The grader's dev (300) and test (500) items are other pairs, never in the training data, drawn from the
+    remaining pairs with a secret only the grader holds.
 
     ## Metric
     Exact match of the first integer in the completion with the sum, in percent.
     """
 
     name = "arith"
-    version = "1"
+    version = "2"
     eval_config = EvalConfig(
         prompt_template="Q: {question}\nA:",
         max_new_tokens=8,
@@ -63,11 +80,16 @@ class Arith(Benchmark):
                 f.write(json.dumps({"question": f"What is {a}+{b}?", "answer": str(a + b)}) + "\n")
         tmp.replace(target)
 
+    def prepare_eval_data(self, hidden_dir: Path) -> None:
+        if all(has_hidden_items(hidden_dir, split) for split in self.splits):
+            return
+        pool = list(_split("pool"))
+        secret_rng(hidden_dir, f"{self.name}/v{self.version}/splits").shuffle(pool)
+        write_hidden_items(hidden_dir, "dev", [_item("dev", a, b) for a, b in pool[:_DEV]])
+        write_hidden_items(hidden_dir, "test", [_item("test", a, b) for a, b in pool[_DEV : _DEV + _TEST]])
+
     def load_items(self, split: str, hidden_dir: Path) -> list[Item]:
-        return [
-            Item(id=f"{split}-{a}+{b}", input={"question": f"What is {a}+{b}?"}, reference=str(a + b))
-            for a, b in _split(split)
-        ]
+        return read_hidden_items(self.name, hidden_dir, split)
 
     def score(self, item: Item, completion: str) -> float:
         return 1.0 if extract_answer(completion) == int(item.reference) else 0.0
