@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import textwrap
@@ -27,7 +28,8 @@ def agent_folder(root: Path, name: str, body: str, env_vars: dict[str, str] | No
         submit() {{ {SUBMIT}; echo; }}
         make_ckpt() {{ "$AUTORL_PYTHON" -c "import sys, json; sys.path.insert(0, '$TESTS_DIR'); \\
             from tests.conftest import write_stub_checkpoint, echo_answers; \\
-            write_stub_checkpoint(__import__('pathlib').Path('$OUTPUT_DIR') / '$1', echo_answers($2), json.loads('${{3:-null}}'))"; }}
+            write_stub_checkpoint(__import__('pathlib').Path('$OUTPUT_DIR') / '$1', \\
+                {{**echo_answers($2), **echo_answers(${{4:-0}}, 'test')}}, json.loads('${{3:-null}}'))"; }}
         """) + textwrap.dedent(body)
     (folder / "start.sh").write_text(script.replace("$TESTS_DIR", str(Path(__file__).resolve().parent.parent)))
     return folder
@@ -35,7 +37,8 @@ def agent_folder(root: Path, name: str, body: str, env_vars: dict[str, str] | No
 
 @pytest.fixture
 def stub_base(tmp_path: Path) -> Path:
-    return write_stub_checkpoint(tmp_path / "stub-base", echo_answers(5))
+    # 5 of 20 dev items (25%), 6 of 30 test items (20%)
+    return write_stub_checkpoint(tmp_path / "stub-base", {**echo_answers(5), **echo_answers(6, "test")})
 
 
 def run_json(home: Path, *args: str, timeout: float = 600) -> dict[str, object]:
@@ -48,7 +51,7 @@ def test_agent_environment_workspace_and_results_from_the_grader(home: Path, tmp
     agent = agent_folder(tmp_path / "agents", "envcheck", """
         env > "$WORKSPACE/code/env.txt"
         ls -la "$WORKSPACE" > "$WORKSPACE/code/ls.txt"
-        make_ckpt v1 12
+        make_ckpt v1 12 null 21
         submit v1 > "$WORKSPACE/code/submit.json"
         chmod u+w "$WORKSPACE/scores.json"; echo '[{"submission_id": 1, "score": 100.0}]' > "$WORKSPACE/scores.json"
         echo '{"row": {"best_score": 100}}' > "$WORKSPACE/result.json"
@@ -82,11 +85,17 @@ def test_agent_environment_workspace_and_results_from_the_grader(home: Path, tmp
     for p in ws.rglob("*"):
         if p.is_file() and not p.is_symlink() and p.name not in ("env.txt",):
             assert "say 19" not in p.read_text(errors="ignore") or p.name in ("submit.json", "answers.json"), p
-    # the agent forged scores.json and result.json; the run's numbers are the grader's
-    assert row["best_score"] == pytest.approx(60.0)
-    assert row["baseline"] == pytest.approx(25.0) and row["improvement"] == pytest.approx(35.0)
+    # the agent forged scores.json and result.json; the run's numbers are the grader's. The headline is the
+    # dev-selected checkpoint on the hidden test split against the test baseline; dev figures are named so
+    assert row["best_score"] == pytest.approx(70.0) and row["test_score"] == pytest.approx(70.0)
+    assert row["baseline"] == pytest.approx(20.0) and row["improvement"] == pytest.approx(50.0)
+    assert row["improvement_ci95"] == row["test_improvement_ci95"] and row["improvement_ci95"][0] > 0
+    assert row["p_value"] is not None and row["p_value"] < 0.05
+    assert row["dev_best"] == pytest.approx(60.0) and row["dev_baseline"] == pytest.approx(25.0)
+    assert row["dev_improvement"] == pytest.approx(35.0) and row["dev_k"] == 1
+    assert row["sandbox"] in ("bwrap", "none") and row["llm_usage_source"] is None
     assert row["success"] is True and row["submissions"] == 1 and row["seed"] == 7
-    assert json.loads((ws / "result.json").read_text())["row"]["best_score"] == pytest.approx(60.0)
+    assert json.loads((ws / "result.json").read_text())["row"]["best_score"] == pytest.approx(70.0)
 
 
 @pytest.mark.parametrize(
@@ -118,7 +127,7 @@ def test_overrunning_agent_and_its_children_are_stopped(home: Path, tmp_path: Pa
         trap '' TERM
         # a last submission sent just before the deadline is still evaluated and counts
         while [ "$(date +%s)" -lt "$(( ${AUTORL_DEADLINE%.*} - 2 ))" ]; do sleep 0.2; done
-        make_ckpt late 15 '{"sleep": 4}'
+        make_ckpt late 15 '{"sleep": 4}' 24
         submit late
         sleep 1000
     """)
@@ -139,7 +148,8 @@ def test_overrunning_agent_and_its_children_are_stopped(home: Path, tmp_path: Pa
                 continue
             assert marker not in environ or "zombie" in status.lower(), status
     assert row["end_reason"] == "timeout" and row["success"] is True
-    assert row["submissions"] == 2 and row["best_score"] == pytest.approx(75.0)
+    assert row["submissions"] == 2 and row["dev_best"] == pytest.approx(75.0) and row["dev_k"] == 2
+    assert row["best_submission"] == 2 and row["best_score"] == pytest.approx(80.0)
 
 
 def test_demo_run_improves_on_its_baseline(shared_home: Path, tiny_model: Path, tmp_path: Path) -> None:
@@ -147,10 +157,13 @@ def test_demo_run_improves_on_its_baseline(shared_home: Path, tiny_model: Path, 
     row = run_json(shared_home, "--agent", "example", "--task", "arith", "--model", "autorl:tiny",
                    "--timeout", "240", "--runs-dir", str(tmp_path / "runs"), "--agent-env", "GRPO_SUBMIT_EVERY_S=40")
     assert row["success"] is True
-    assert row["best_score"] > row["baseline"]
-    lo, _hi = row["improvement_ci95"]
+    # the headline is the held-out test split: the dev-selected checkpoint against the test baseline
+    assert row["test_score"] is not None and row["best_score"] == row["test_score"]
+    assert row["best_score"] > row["baseline"] == row["test_baseline"]
+    lo, _hi = row["test_improvement_ci95"]
     assert lo > 0, row
-    assert row["test_score"] is not None and row["test_improvement"] is not None
+    assert row["improvement_ci95"] == row["test_improvement_ci95"] and row["p_value"] < 0.05
+    assert row["dev_k"] >= 1 and row["dev_best"] is not None
     results = json.loads(cli("results", "--json", env={"AUTORL_HOME": str(shared_home)}, check=True).stdout)
     assert results[-1]["run_id"] == row["run_id"] and results[-1]["best_score"] == row["best_score"]
     assert results[-1]["audit_flags"] == []  # a clean run raises no audit flag
@@ -158,6 +171,71 @@ def test_demo_run_improves_on_its_baseline(shared_home: Path, tiny_model: Path, 
         rows = list(csv.DictReader(f))
     mine = next(r for r in rows if r["run_id"] == row["run_id"])
     for column in ("run_id", "timestamp", "task", "agent", "base_model", "baseline", "best_score", "improvement",
-                   "submissions", "duration_s", "success", "workspace", "improvement_ci95"):
+                   "submissions", "duration_s", "success", "workspace", "improvement_ci95", "p_value", "dev_baseline",
+                   "dev_best", "dev_improvement", "dev_improvement_ci95", "dev_k", "sandbox", "llm_usage_source"):
         assert column in mine
     assert mine["success"] == "True" and json.loads(mine["improvement_ci95"])[0] > 0
+    assert mine["test_score"] == mine["best_score"] and int(mine["dev_k"]) == row["dev_k"]
+
+
+def _state(dev_scores: list[float], dev_baseline: float = 25.0) -> dict[str, object]:
+    subs = [{"submission_id": i + 1, "status": "done", "score": s, "improvement_ci95": [1.0, 9.0], "p_value": 0.01}
+            for i, s in enumerate(dev_scores)]
+    best = max(subs, key=lambda s: s["score"]) if subs else None  # type: ignore[arg-type, return-value]
+    return {"submissions": subs, "baseline_score": dev_baseline, "baseline": {"config_hash": "h"},
+            "best": {"submission_id": best["submission_id"], "score": best["score"]} if best else None}
+
+
+@pytest.mark.parametrize("test", [None, {"submission_id": 2, "status": "failed", "score": None, "error": "worker died",
+                                         "baseline_score": None, "improvement": None}])
+def test_a_run_without_a_test_score_has_no_headline(tmp_path: Path, test: dict[str, object] | None) -> None:
+    """Best of k on dev is biased upward: it never stands in for the held-out number."""
+    from autorl.resources import resolve_model
+    from autorl.runner import _result
+
+    model = resolve_model(str(write_stub_checkpoint(tmp_path / "m")))
+    result = _result(run_id="r", started=time.time(), task="echo", agent="a", model=model, root=tmp_path, seed=0,
+                     state=_state([30.0, 55.0, 40.0]), test=test,
+                     outcome={"timed_out": True, "exit_code": None, "reason": "timed out"}, backend="hf", limit=None,
+                     config=None, sandbox="none")  # type: ignore[arg-type]
+    row = result.row
+    assert row["improvement"] is None and row["improvement_ci95"] is None and row["p_value"] is None
+    assert row["baseline"] is None and row["best_score"] is None and row["success"] is False
+    assert row["dev_best"] == 55.0 and row["dev_improvement"] == 30.0 and row["dev_k"] == 3
+    assert row["dev_improvement_ci95"] == [1.0, 9.0] and row["end_reason"].startswith("no test score")
+    assert row["sandbox"] == "none"
+
+
+def test_results_show_the_test_headline_and_upgrade_older_rows(home: Path) -> None:
+    from autorl.ledger import Ledger
+
+    old = {"run_id": "old", "timestamp": "2026-01-01 00:00:00", "task": "echo", "agent": "a", "base_model": "m",
+           "baseline": 25.0, "best_score": 60.0, "improvement": 35.0, "improvement_ci95": [20.0, 50.0],
+           "p_value": 0.001, "submissions": 2, "success": True, "workspace": "/x", "test_baseline": 20.0,
+           "test_score": 22.0, "test_improvement": 2.0, "test_improvement_ci95": [-5.0, 9.0]}
+    untested = {**old, "run_id": "untested", "test_baseline": None, "test_score": None, "test_improvement": None,
+                "test_improvement_ci95": None}
+    subs = [{"submission_id": 1, "status": "done", "score": 60.0}, {"submission_id": 2, "status": "failed", "score": None}]
+    ledger = Ledger(home / "autorl.db")
+    for row in (old, untested):
+        ledger.ingest({"row": row, "submissions": subs})
+    ledger.export_csv(home / "results.csv")
+    ledger.close()
+    rows = {r["run_id"]: r for r in json.loads(cli("results", "--json", check=True).stdout)}
+    assert rows["old"]["improvement"] == 2.0 and rows["old"]["baseline"] == 20.0 and rows["old"]["best_score"] == 22.0
+    assert rows["old"]["improvement_ci95"] == [-5.0, 9.0] and rows["old"]["p_value"] is None
+    assert rows["old"]["dev_improvement"] == 35.0 and rows["old"]["dev_best"] == 60.0 and rows["old"]["dev_k"] == 1
+    assert rows["untested"]["improvement"] is None and rows["untested"]["success"] is False
+    with (home / "results.csv").open() as f:
+        csv_rows = {r["run_id"]: r for r in csv.DictReader(f)}
+    assert csv_rows["old"]["improvement"] == "2.0" and csv_rows["old"]["dev_improvement"] == "35.0"
+    assert csv_rows["untested"]["improvement"] == "" and csv_rows["untested"]["success"] == "False"
+    out = cli("results", "--format", "csv", check=True).stdout
+    assert next(iter(csv.DictReader(io.StringIO(out))))["improvement"] == "2.0"
+    md = cli("results", "--format", "markdown", check=True).stdout.splitlines()
+    header = [c.strip() for c in md[0].strip("|").split("|")]
+    cells = [c.strip() for c in md[2].strip("|").split("|")]
+    assert dict(zip(header, cells, strict=True))["improvement"] == "2.00"
+    assert dict(zip(header, cells, strict=True))["dev best (k)"] == "60.00 (1)"
+    table = cli("results", check=True, env={"COLUMNS": "300"}).stdout
+    assert "held-out test" in table and "35.00" in table

@@ -177,14 +177,17 @@ def run_cmd(
         _print_json(result.row)
         return
     r = result.row
-    _table(f"run {r['run_id']}", ["", "dev", "test"], [
-        ["baseline", _fmt(r["baseline"]), _fmt(r["test_baseline"])],
-        ["best", _fmt(r["best_score"]), _fmt(r["test_score"])],
-        ["improvement", _fmt(r["improvement"]), _fmt(r["test_improvement"])],
-        ["improvement 95% CI", _fmt(r["improvement_ci95"]), _fmt(r["test_improvement_ci95"])],
+    _table(f"run {r['run_id']}", ["", "test (the result)", f"dev (best of {r['dev_k']}, optimistic)"], [
+        ["baseline", _fmt(r["baseline"]), _fmt(r["dev_baseline"])],
+        ["score", _fmt(r["best_score"]), _fmt(r["dev_best"])],
+        ["improvement", _fmt(r["improvement"]), _fmt(r["dev_improvement"])],
+        ["improvement 95% CI", _fmt(r["improvement_ci95"]), _fmt(r["dev_improvement_ci95"])],
+        ["p-value", _fmt(r["p_value"], 3), "-"],
     ])
     typer.echo(f"submissions: {r['submissions']}  success: {r['success']}  ({r['end_reason']})  "
-               f"duration: {r['duration_s']:.0f} s\nworkspace: {r['workspace']}")
+               f"duration: {r['duration_s']:.0f} s  sandbox: {r['sandbox']}\nworkspace: {r['workspace']}")
+    if r["best_score"] is None:
+        typer.echo("no test score: this run has no result (the dev figures are the agent's feedback, not a result)")
     for flag in result.audit:
         typer.echo(f"audit flag: {flag['name']} ({flag['severity']}): {flag['detail']}")
 
@@ -277,22 +280,26 @@ def results(
         for r in rows:
             writer.writerow({k: _csv_value(r.get(k)) for k in CSV_COLUMNS})
     elif fmt == "markdown":
-        cols = ["run_id", "task", "agent", "base_model", "baseline", "best", "improvement", "95% CI", "test",
-                "test improvement", "submissions", "success", "audit"]
-        typer.echo("| " + " | ".join(cols) + " |")
-        typer.echo("|" + "|".join(" --- " for _ in cols) + "|")
+        typer.echo("| " + " | ".join(RESULT_COLUMNS) + " |")
+        typer.echo("|" + "|".join(" --- " for _ in RESULT_COLUMNS) + "|")
         for r in rows:
-            cells = [r["run_id"], r["task"], r["agent"], r["base_model"], _fmt(r["baseline"]), _fmt(r["best_score"]),
-                     _fmt(r["improvement"]), _fmt(r["improvement_ci95"]), _fmt(r["test_score"]),
-                     _fmt(r["test_improvement"]), str(r["submissions"]), str(r["success"]),
-                     ", ".join(r["audit_flags"]) or "clean"]
-            typer.echo("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+            typer.echo("| " + " | ".join(c.replace("|", "\\|") for c in _result_cells(r)) + " |")
     else:
-        _table("runs", ["run_id", "task", "agent", "base_model", "baseline", "best", "improvement", "95% CI", "test",
-                        "success", "audit"],
-               [[r["run_id"], r["task"], r["agent"], r["base_model"], _fmt(r["baseline"]), _fmt(r["best_score"]),
-                 _fmt(r["improvement"]), _fmt(r["improvement_ci95"]), _fmt(r["test_score"]), str(r["success"]),
-                 ", ".join(r["audit_flags"]) or "clean"] for r in rows])
+        _table("runs (score, improvement, CI: held-out test; dev: best of k on dev, optimistic)",
+               list(RESULT_COLUMNS), [_result_cells(r) for r in rows])
+
+
+#: the columns of `autorl results` (table and markdown): the headline is the test split
+RESULT_COLUMNS = ("run_id", "task", "agent", "base_model", "baseline", "score", "improvement", "95% CI", "p",
+                  "dev best (k)", "dev improvement", "submissions", "success", "sandbox", "audit")
+
+
+def _result_cells(r: dict[str, Any]) -> list[str]:
+    dev_best = "-" if r.get("dev_best") is None else f"{_fmt(r['dev_best'])} ({r.get('dev_k')})"
+    return [str(r["run_id"]), str(r["task"]), str(r["agent"]), str(r["base_model"]), _fmt(r.get("baseline")),
+            _fmt(r.get("best_score")), _fmt(r.get("improvement")), _fmt(r.get("improvement_ci95")),
+            _fmt(r.get("p_value"), 3), dev_best, _fmt(r.get("dev_improvement")), str(r.get("submissions")),
+            str(r.get("success")), str(r.get("sandbox") or "-"), ", ".join(r.get("audit_flags") or []) or "clean"]
 
 
 @app.command("ui")
@@ -311,7 +318,8 @@ def ui(
     db = autorl_home() / "autorl.db"
     typer.echo(f"autorl ui: http://{host}:{port}/ over {db}", err=True)
     try:
-        uvicorn.run(create_app(db), host=host, port=port, log_level="warning")
+        # requests must name this address (or a loopback name) in Host: DNS rebinding gets a 421
+        uvicorn.run(create_app(db, hosts=[host]), host=host, port=port, log_level="warning")
     except OSError as exc:
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 

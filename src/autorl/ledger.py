@@ -17,13 +17,46 @@ from typing import Any
 
 from autorl.errors import ResourceError
 
-#: results.csv columns: the reference harness's, then the uncertainty and test-split figures.
+#: results.csv columns: the reference harness's first (``baseline``, ``best_score``, ``improvement`` and
+#: ``success`` are the headline: the dev-selected checkpoint scored once on the hidden test split, paired
+#: against the test baseline), then its uncertainty, the test aliases, the dev figures (best of ``dev_k``
+#: scored submissions on a split the agent saw: optimistic) and the run's conditions.
 CSV_COLUMNS = (
     "run_id", "timestamp", "task", "agent", "base_model", "baseline", "best_score", "improvement",
     "submissions", "duration_s", "success", "workspace", "improvement_ci95", "p_value", "best_submission",
-    "test_baseline", "test_score", "test_improvement", "test_improvement_ci95", "end_reason", "seed",
-    "config_hash", "audit_flags", "llm_tokens", "llm_cost_usd",
+    "test_baseline", "test_score", "test_improvement", "test_improvement_ci95",
+    "dev_baseline", "dev_best", "dev_improvement", "dev_improvement_ci95", "dev_k",
+    "end_reason", "seed", "config_hash", "sandbox", "audit_flags", "llm_tokens", "llm_cost_usd", "llm_usage_source",
 )
+#: the dev figures of a row: on the split whose scores the agent saw after every submission
+DEV_COLUMNS = ("dev_baseline", "dev_best", "dev_improvement", "dev_improvement_ci95", "dev_k")
+
+
+def upgrade_row(row: dict[str, Any], submissions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A row recorded before the headline was the test split, in today's meaning (other rows unchanged).
+
+    Such rows held the dev figures under ``baseline``/``best_score``/``improvement``/``improvement_ci95``/
+    ``p_value``; they move to the ``dev_*`` columns and the headline is the test figures, or none.
+    """
+    if "dev_k" in row:
+        return row
+    out = dict(row)
+    out["dev_baseline"] = row.get("baseline")
+    out["dev_best"] = row.get("best_score")
+    out["dev_improvement"] = row.get("improvement")
+    out["dev_improvement_ci95"] = row.get("improvement_ci95")
+    out["dev_k"] = sum(1 for s in submissions or [] if s.get("status") == "done" and s.get("score") is not None)
+    tested = row.get("test_score") is not None
+    out["baseline"] = row.get("test_baseline")
+    out["best_score"] = row.get("test_score")
+    out["improvement"] = row.get("test_improvement")
+    out["improvement_ci95"] = row.get("test_improvement_ci95")
+    out["p_value"] = None  # the old p-value was the dev one; the test one was not kept in the row
+    out["success"] = bool(row.get("success")) and tested
+    out.setdefault("sandbox", None)
+    out.setdefault("llm_usage_source", "agent-reported" if row.get("llm_tokens") is not None else None)
+    return out
+
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -141,11 +174,11 @@ class Ledger:
     def runs(self) -> list[dict[str, Any]]:
         """Every run's full result, oldest first."""
         rows = self._db.execute("SELECT data FROM runs ORDER BY timestamp, run_id").fetchall()
-        return [json.loads(r[0]) for r in rows]
+        return [_loaded(r[0]) for r in rows]
 
     def run(self, run_id: str) -> dict[str, Any] | None:
         row = self._db.execute("SELECT data FROM runs WHERE run_id=?", (run_id,)).fetchone()
-        return json.loads(row[0]) if row else None
+        return _loaded(row[0]) if row else None
 
     def audit(self, run_id: str) -> list[dict[str, Any]]:
         """The run's flags, each with the human decisions taken on it (latest last)."""
@@ -194,6 +227,12 @@ class Ledger:
         tmp.write_text(buf.getvalue())
         tmp.replace(path)
         return path
+
+
+def _loaded(data: str) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads(data)
+    result["row"] = upgrade_row(result["row"], result.get("submissions"))
+    return result
 
 
 def _csv_value(value: Any) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
+import itertools
 import shutil
 import sys
 import tempfile
@@ -21,7 +21,7 @@ from autorl.errors import AutorlError, UsageError
 from autorl.evaluation.run import write_json_atomic
 from autorl.gpus import GpuAssignment, parse_gpus
 from autorl.grader.client import GraderClient
-from autorl.grader.process import GraderProcess
+from autorl.grader.process import GraderProcess, grader_log_path
 from autorl.grader.server import free_port
 from autorl.grader.service import GraderConfig
 from autorl.ledger import Ledger
@@ -248,7 +248,7 @@ def run(
         baseline_cache_dir=str(private_dir(home / "baselines")),
         limit=limit,
     )
-    grader = GraderProcess(config, store_dir / "config.json", port, root / "grading_server.log")
+    grader = GraderProcess(config, store_dir / "config.json", port, grader_log_path(store_dir))
     stack = contextlib.ExitStack()
     live = Ledger(home / "autorl.db")
     live.start_run({"run_id": run_id, "task": task, "agent": agent_cls.name, "base_model": resolved.spec,
@@ -306,20 +306,13 @@ def run(
     result = _result(
         run_id=run_id, started=started, task=task, agent=agent_cls.name, model=resolved, root=root, seed=seed,
         state=state, test=test, outcome=asdict(outcome), backend=backend_name, limit=limit, config=config,
+        sandbox=sandbox_choice.mode,
     )
-    usage_file = root / "llm_usage.json"
-    if usage_file.is_file():  # written by the llm agent's loop
-        try:
-            usage = json.loads(usage_file.read_text())
-            result.meta["llm_usage"] = usage
-            result.row["llm_tokens"] = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
-            result.row["llm_cost_usd"] = float(usage.get("cost_usd", 0.0))
-        except (ValueError, TypeError, AttributeError):
-            result.meta["llm_usage"] = "unreadable"
+    _read_llm_usage(result, root)
     result.meta["agent_started"] = deadline - timeout
     result.meta["deadline"] = deadline
     result.meta["timeout_s"] = timeout
-    result.meta["sandbox"] = {"mode": sandbox_choice.mode, "network": sandbox_choice.network,
+    result.meta["sandbox"] = {"mode": sandbox_choice.recorded_mode, "network": sandbox_choice.network,
                               "warning": sandbox_choice.warning}
     result.meta.update(harness_hashes=harness, store_dir=str(store_dir), hidden_dir=str(data.hidden_dir),
                        benchmark_options=dict(benchmark_options or {}), refusals=state.get("refusals", []))
@@ -338,23 +331,61 @@ def run(
     return result
 
 
+#: llm_usage.json is the llm agent's own count, written in its workspace: recorded as what it is
+LLM_USAGE_SOURCE = "agent-reported"
+LLM_USAGE_LIMIT = 1 << 20
+
+
+def _read_llm_usage(result: RunResult, root: Path) -> None:
+    """Token and cost columns from the agent's ``llm_usage.json``, if it left a readable one."""
+    from autorl import untrusted
+
+    try:
+        usage = untrusted.read_json(root, "llm_usage.json", limit=LLM_USAGE_LIMIT)
+    except untrusted.UntrustedFileError as exc:
+        if "does not exist" not in str(exc):
+            result.meta["llm_usage"] = f"unreadable: {exc}"
+        return
+    try:
+        if not isinstance(usage, dict):
+            raise TypeError("not an object")
+        tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+        cost = float(usage.get("cost_usd", 0.0))
+        if tokens < 0 or not 0 <= cost < float("inf"):
+            raise ValueError("negative or infinite")
+    except (ValueError, TypeError, OverflowError) as exc:
+        result.meta["llm_usage"] = f"unreadable: {str(exc)[:200]}"
+        return
+    # scalars only, a few of them: the figures the agent reported, never its nested content
+    result.meta["llm_usage"] = dict(itertools.islice(
+        ((str(k)[:64], v if not isinstance(v, str) else v[:200]) for k, v in usage.items()
+         if isinstance(v, int | float | str | bool)), 32))
+    result.row.update(llm_tokens=tokens, llm_cost_usd=cost, llm_usage_source=LLM_USAGE_SOURCE)
+
+
 def _result(
     *, run_id: str, started: float, task: str, agent: str, model: Any, root: Path, seed: int,
     state: dict[str, Any], test: dict[str, Any] | None, outcome: dict[str, Any], backend: str,
-    limit: int | None, config: GraderConfig,
+    limit: int | None, config: GraderConfig, sandbox: str,
 ) -> RunResult:
     from autorl import __version__
 
     subs = state["submissions"]
     best = state["best"]
     best_sub = next((s for s in subs if best and s["submission_id"] == best["submission_id"]), None)
-    baseline = state["baseline_score"]
-    scored = [s for s in subs if s["status"] == "done"]
+    dev_baseline = state["baseline_score"]
+    scored = [s for s in subs if s["status"] == "done" and s.get("score") is not None]
     crashed = not outcome["timed_out"] and outcome["exit_code"] != 0
+    # the headline: the dev-selected checkpoint scored once on the test split, paired against the test
+    # baseline; a run without that score has no headline (never its dev figure in its place)
+    tested = test is not None and test.get("status") == "done" and test.get("score") is not None
+    head = test if tested and test is not None else {}
     if crashed:
         end_reason = f"agent {outcome['reason']}"
     elif not scored:
         end_reason = "no scored submission"
+    elif not tested:
+        end_reason = "no test score" + (f" ({test['error']})" if test and test.get("error") else "")
     else:
         end_reason = "timeout" if outcome["timed_out"] else "agent finished"
     row = {
@@ -363,23 +394,32 @@ def _result(
         "task": task,
         "agent": agent,
         "base_model": model.spec,
-        "baseline": baseline,
-        "best_score": best["score"] if best else None,
-        "improvement": (best["score"] - baseline) if best and baseline is not None else None,
-        "improvement_ci95": best_sub["improvement_ci95"] if best_sub else None,
-        "p_value": best_sub["p_value"] if best_sub else None,
+        "baseline": head.get("baseline_score"),
+        "best_score": head.get("score"),
+        "improvement": head.get("improvement"),
+        "improvement_ci95": head.get("improvement_ci95"),
+        "p_value": head.get("p_value"),
         "best_submission": best["submission_id"] if best else None,
         "submissions": len(subs),
         "duration_s": round(time.time() - started, 1),
-        "success": bool(scored) and not crashed and baseline is not None,
+        "success": bool(scored) and not crashed and tested and head.get("improvement") is not None,
         "workspace": str(root),
-        "test_baseline": test["baseline_score"] if test else None,
-        "test_score": test["score"] if test else None,
-        "test_improvement": test["improvement"] if test else None,
-        "test_improvement_ci95": test["improvement_ci95"] if test else None,
+        "test_baseline": head.get("baseline_score"),
+        "test_score": head.get("score"),
+        "test_improvement": head.get("improvement"),
+        "test_improvement_ci95": head.get("improvement_ci95"),
+        "dev_baseline": dev_baseline,
+        "dev_best": best["score"] if best else None,
+        "dev_improvement": (best["score"] - dev_baseline) if best and dev_baseline is not None else None,
+        "dev_improvement_ci95": best_sub["improvement_ci95"] if best_sub else None,
+        "dev_k": len(scored),
         "end_reason": end_reason,
         "seed": seed,
         "config_hash": (state.get("baseline") or {}).get("config_hash"),
+        "sandbox": sandbox,
+        "llm_tokens": None,
+        "llm_cost_usd": None,
+        "llm_usage_source": None,
     }
     meta = {
         "autorl_version": __version__,
