@@ -165,7 +165,9 @@ def check_downloads(workspace: Path, benchmark_name: str, base_model: str) -> li
 
 
 def check_refusals(refusals: Sequence[dict[str, Any]], workspace: Path) -> list[Flag]:
-    outside = [r for r in refusals if "output directory" in str(r.get("reason", "")) or "link" in str(r.get("reason", ""))]
+    # the grader records a structured kind; stores written before it had one are matched on the wording
+    outside = [r for r in refusals if r.get("kind") == "refused_outside_output"
+               or ("kind" not in r and ("output directory" in str(r.get("reason", "")) or "link" in str(r.get("reason", ""))))]
     if not outside:
         return []
     return [Flag("submissions-outside-output", MEDIUM,

@@ -17,7 +17,7 @@ from starlette.routing import Route
 
 from autorl.errors import AutorlError, GraderError, InvalidCheckpointError, UsageError
 from autorl.grader.service import Grader, LimitReached, NotFound, QueueFull, RunClosed
-from autorl.grader.validation import PathRefused
+from autorl.grader.validation import CheckpointTooLarge, PathRefused
 
 log = logging.getLogger("autorl.grader")
 MAX_BODY = 64 * 1024
@@ -36,6 +36,7 @@ def _status_of(exc: AutorlError) -> int:
         (LimitReached, 429),
         (QueueFull, 503),
         (NotFound, 404),
+        (CheckpointTooLarge, 413),
         (InvalidCheckpointError, 422),
         (PathRefused, 400),
         (UsageError, 400),

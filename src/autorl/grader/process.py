@@ -14,13 +14,20 @@ from autorl.grader.client import GraderClient
 from autorl.grader.service import GraderConfig
 
 
+def grader_log_path(store_dir: Path) -> Path:
+    """Where a run's grader process logs: in grader storage, out of the agent's reach (the dashboard reads it)."""
+    return Path(store_dir) / "grader.log"
+
+
 class GraderProcess:
     """A grader in its own process (and session) on 127.0.0.1, with an admin client."""
 
     def __init__(self, config: GraderConfig, config_path: Path, port: int, log_path: Path) -> None:
         config.save(config_path)
         self.url = f"http://127.0.0.1:{port}"
-        self._log = log_path.open("ab")
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        self._log = os.fdopen(fd, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "autorl.grader.server", str(config_path), "--port", str(port)],
             stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,

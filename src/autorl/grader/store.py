@@ -5,6 +5,7 @@ Ids come from AUTOINCREMENT, so they are never reused, even after a crash and re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -50,7 +51,8 @@ CREATE TABLE IF NOT EXISTS refusals (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     created_at REAL NOT NULL,
     model_path TEXT NOT NULL,
-    reason TEXT NOT NULL
+    reason TEXT NOT NULL,
+    kind TEXT NOT NULL DEFAULT 'bad_request'
 );
 CREATE TABLE IF NOT EXISTS test_scores (
     submission_id INTEGER PRIMARY KEY,
@@ -89,6 +91,8 @@ class Store:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(SCHEMA)
+        with contextlib.suppress(sqlite3.OperationalError):  # a store written before refusals had a kind
+            self._db.execute("ALTER TABLE refusals ADD COLUMN kind TEXT NOT NULL DEFAULT 'bad_request'")
 
     def close(self) -> None:
         with self._lock:
@@ -210,10 +214,12 @@ class Store:
         return _row(row)
 
     # -- refused submissions (evidence for the audit) ------------------------------------------------
-    def add_refusal(self, model_path: str, reason: str) -> None:
+    def add_refusal(self, model_path: str, reason: str, kind: str = "bad_request") -> None:
+        """Record a refused submission: the raw path and reason (truncated) and a structured ``kind``."""
+        path = model_path.encode("utf-8", "backslashreplace").decode()[:1000]
         with self.transaction() as db:
-            db.execute("INSERT INTO refusals (created_at, model_path, reason) VALUES (?, ?, ?)",
-                       (time.time(), model_path[:1000], reason[:1000]))
+            db.execute("INSERT INTO refusals (created_at, model_path, reason, kind) VALUES (?, ?, ?, ?)",
+                       (time.time(), path, reason.encode("utf-8", "backslashreplace").decode()[:1000], kind))
 
     def refusals(self) -> list[dict[str, Any]]:
         with self._lock:
