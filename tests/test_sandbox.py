@@ -6,21 +6,28 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import threading
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from autorl.sandbox import SandboxSpec, bwrap_argv, bwrap_available
+from autorl.sandbox.netns import DNS_ADDRESS, GATEWAY_ADDRESS, slirp_available
 
 from .conftest import ROOT, cli, echo_answers, write_stub_checkpoint
 
 MALICIOUS = Path(__file__).with_name("malicious_agent")
 BWRAP, WHY = bwrap_available()
 needs_bwrap = pytest.mark.skipif(BWRAP is None, reason=f"bubblewrap cannot run here: {WHY}")
+SLIRP, SLIRP_WHY = slirp_available(BWRAP) if BWRAP else (None, WHY)
+needs_netns = pytest.mark.skipif(SLIRP is None, reason=f"slirp4netns cannot give bubblewrap a network: {SLIRP_WHY}")
 
 
 def non_loopback_ip() -> str | None:
@@ -117,30 +124,176 @@ def test_malicious_agent_gets_nothing_and_the_results_are_its_real_submissions(
     # the run's numbers are the grader's: the real submission, against the real baseline
     submit = next(a for a in attempts if a["kind"] == "submit")["got"]
     assert submit["score"] == pytest.approx(60.0)
-    assert row["baseline"] == pytest.approx(25.0) and row["best_score"] == pytest.approx(60.0)
+    # the best of the dev submissions (named dev_* where the headline is the test split)
+    assert row.get("dev_baseline", row["baseline"]) == pytest.approx(25.0)
+    assert row.get("dev_best", row["best_score"]) == pytest.approx(60.0)
     assert row["submissions"] == 1 and row["success"] is True
     result = json.loads((ws / "result.json").read_text())
-    assert result["row"]["best_score"] == pytest.approx(60.0)
+    assert result["row"].get("dev_best", result["row"]["best_score"]) == pytest.approx(60.0)
     assert result["meta"]["sandbox"] == {"mode": "bwrap", "network": "off", "warning": None}
 
 
-@needs_bwrap
-def test_network_on_reaches_the_grader_directly_and_hides_the_same_things(tmp_path: Path) -> None:
-    home = tmp_path / "autorl-home"
+class HostSockets:
+    """What the host offers that no sandboxed agent may reach: a service on loopback, an abstract Unix
+    socket, a socket file under /run (like the user's D-Bus), a file in /dev/shm and a private TMPDIR."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        tag = f"autorl-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._stop = threading.Event()
+        self._servers: list[socket.socket] = []
+        self._cleanup: list[Path] = []
+        self.loopback = self._serve(socket.create_server(("127.0.0.1", 0))).getsockname()[1]
+        self.abstract = "@" + tag
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind("\0" + tag)
+        sock.listen()
+        self._serve(sock)
+        self.run_socket: str | None = None
+        run_dir = next((Path(d) for d in (os.environ.get("XDG_RUNTIME_DIR"), "/run")
+                        if d and d.startswith("/run") and os.access(d, os.W_OK)), None)
+        if run_dir is not None:
+            bus = run_dir / tag / "bus"
+            bus.parent.mkdir()
+            self._cleanup.append(bus.parent)
+            sock = socket.socket(socket.AF_UNIX)
+            sock.bind(str(bus))
+            sock.listen()
+            self._serve(sock)
+            self.run_socket = str(bus)
+        self.shm_file = Path("/dev/shm") / tag
+        self.shm_file.write_text("host shared memory secret")
+        self._cleanup.append(self.shm_file)
+        self.tmpdir = tmp_path / "host-tmpdir"
+        (self.tmpdir / "humaneval-work").mkdir(parents=True)
+        (self.tmpdir / "humaneval-work" / "program.py").write_text("host tmpdir secret")
+        for target in (("127.0.0.1", self.loopback), self.abstract, self.run_socket):
+            if target is not None:  # all reachable from here
+                conn = socket.socket(socket.AF_INET if isinstance(target, tuple) else socket.AF_UNIX)
+                conn.connect(target if isinstance(target, tuple) else target.replace("@", "\0", 1))
+                conn.close()
+
+    def _serve(self, srv: socket.socket) -> socket.socket:
+        srv.settimeout(0.5)
+        self._servers.append(srv)
+
+        def serve() -> None:
+            while not self._stop.is_set():
+                with contextlib.suppress(OSError):
+                    srv.accept()[0].close()
+
+        threading.Thread(target=serve, daemon=True).start()
+        return srv
+
+    def attack(self) -> dict[str, list[object]]:
+        """The agent's targets: each must come back empty-handed."""
+        paths = [str(self.shm_file), str(self.tmpdir / "humaneval-work" / "program.py"), str(self.tmpdir)]
+        return {"connect": [["127.0.0.1", self.loopback], [GATEWAY_ADDRESS, self.loopback]],
+                "unix": [self.abstract, *([self.run_socket] if self.run_socket else [])],
+                "exists": [*paths, *([self.run_socket] if self.run_socket else [])], "read": paths}
+
+    def close(self) -> None:
+        self._stop.set()
+        for srv in self._servers:
+            srv.close()
+        for p in self._cleanup:
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def host_sockets(tmp_path: Path) -> Iterator[HostSockets]:
+    host = HostSockets(tmp_path)
+    yield host
+    host.close()
+
+
+def resolvable_names() -> list[str]:
+    """``localhost``, and a public name where the host resolves it through DNS (not /etc/hosts)."""
+    names = ["localhost"]
+    with contextlib.suppress(OSError):
+        socket.getaddrinfo("pypi.org", 443, socket.AF_INET)
+        names.append("pypi.org")
+    return names
+
+
+def run_attack(tmp_path: Path, home: Path, host: HostSockets, network: str, extra: dict[str, object],
+               env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
     base = write_stub_checkpoint(tmp_path / "stub-base", echo_answers(5))
-    attack = {"home": str(home), "tests_root": str(ROOT), "read": [str(home / "grader"), str(home / "hidden")],
-              "write": [str(home / "pwned")], "connect": []}
-    proc = cli("run", "--agent", str(MALICIOUS), "--task", "echo", "--model", str(base), "--timeout", "60",
-               "--backend", "scripted", "--json", "--agent-env", "ATTACK=" + json.dumps(attack),
-               env={"AUTORL_HOME": str(home)})
+    attack: dict[str, object] = {"home": str(home), "tests_root": str(ROOT), "write": [str(home / "pwned")],
+                                 "env": True, **host.attack()}
+    for key, value in extra.items():
+        attack[key] = [*attack.get(key, []), *value] if isinstance(value, list) else value  # type: ignore[misc]
+    proc = cli("run", "--agent", str(MALICIOUS), "--task", "echo", "--model", str(base), "--timeout", "90",
+               "--backend", "scripted", "--sandbox", "bwrap", "--network", network, "--json",
+               "--agent-env", "ATTACK=" + json.dumps(attack),
+               env={"AUTORL_HOME": str(home), "TMPDIR": str(host.tmpdir), **(env or {})})
     assert proc.returncode == 0, proc.stderr
-    row = json.loads(proc.stdout)
-    attempts = json.loads((Path(row["workspace"]) / "code" / "attempts.json").read_text())
-    assert not [a for a in attempts if a["got"] is not None and a["kind"] in ("read", "proc", "api")
-                and not a["target"].startswith("/proc/1/root")]  # that is the sandbox's own root
+    ws = Path(json.loads(proc.stdout)["workspace"])
+    return proc, json.loads((ws / "code" / "attempts.json").read_text())
+
+
+def got(attempts: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    return {a["target"]: a["got"] for a in attempts if a["kind"] == kind}
+
+
+def assert_host_sockets_hidden(attempts: list[dict[str, Any]], host: HostSockets) -> None:
+    targets = host.attack()
+    assert got(attempts, "connect") == {
+        **{f"{h}:{p}": None for h, p in targets["connect"]},  # type: ignore[misc]
+        **{name: None for name in targets["unix"]}}
+    assert got(attempts, "exists") == {p: None for p in targets["exists"]}
+    assert all(got(attempts, "read")[p] is None for p in targets["read"])  # type: ignore[index]
+    env = got(attempts, "env")
+    assert env["TMPDIR"] == "/tmp"
+
+
+@needs_netns
+def test_network_on_keeps_host_sockets_out_of_reach_and_the_route_out(
+        tmp_path: Path, host_sockets: HostSockets, listener: tuple[str, int] | None) -> None:
+    home = tmp_path / "autorl-home"
+    names = resolvable_names()
+    proc, attempts = run_attack(tmp_path, home, host_sockets, "on", {
+        "read": [str(home / "grader"), str(home / "hidden")], "resolve": names,
+        "reach": [[*listener]] if listener else []})
+    assert_host_sockets_hidden(attempts, host_sockets)
+    assert not [a for a in attempts if a["got"] is not None and a["kind"] in ("proc", "api")]
+    # the route out: DNS through slirp4netns's forwarder, the host's own address (not its loopback)
+    assert got(attempts, "env")["/etc/resolv.conf"].strip() == f"nameserver {DNS_ADDRESS}"
+    resolved = got(attempts, "resolve")
+    assert resolved["localhost"] == ["127.0.0.1"]
+    for name in names[1:]:
+        assert resolved[name], name
+    if listener:
+        assert got(attempts, "reach") == {f"{listener[0]}:{listener[1]}": "connected"}, attempts
     assert not (home / "pwned").exists()
-    assert row["best_score"] == pytest.approx(60.0)
-    assert "bwrap sandbox, network on" in proc.stderr
+    row = json.loads(proc.stdout)
+    assert got(attempts, "submit")["/submit"]["score"] == pytest.approx(60.0)  # the grader, through the relay
+    assert row["submissions"] == 1
+    assert "bwrap sandbox, network on" in proc.stderr and "warning" not in proc.stderr
+    result = json.loads((Path(row["workspace"]) / "result.json").read_text())
+    assert result["meta"]["sandbox"] == {"mode": "bwrap", "network": "on", "warning": None}
+
+
+@needs_bwrap
+def test_network_off_keeps_host_sockets_out_of_reach(tmp_path: Path, host_sockets: HostSockets) -> None:
+    _, attempts = run_attack(tmp_path, tmp_path / "autorl-home", host_sockets, "off", {"resolve": ["localhost"]})
+    assert_host_sockets_hidden(attempts, host_sockets)
+    assert got(attempts, "resolve") == {"localhost": ["127.0.0.1"]}
+
+
+@needs_bwrap
+def test_without_slirp4netns_network_on_shares_the_host_network_and_says_so(
+        tmp_path: Path, host_sockets: HostSockets) -> None:
+    home = tmp_path / "autorl-home"
+    proc, attempts = run_attack(tmp_path, home, host_sockets, "on", {}, env={"AUTORL_SLIRP4NETNS": "none"})
+    assert "warning: the sandboxed agent shares the host's network" in proc.stderr
+    row = json.loads(proc.stdout)
+    assert got(attempts, "submit")["/submit"]["score"] == pytest.approx(60.0)
+    meta = json.loads((Path(row["workspace"]) / "result.json").read_text())["meta"]["sandbox"]
+    assert meta["mode"] == "bwrap+hostnet" and "AUTORL_SLIRP4NETNS=none" in meta["warning"]
+    # what lies in the file system stays hidden; the host's loopback is what this mode gives away
+    assert got(attempts, "connect")[f"127.0.0.1:{host_sockets.loopback}"] == "connected"
+    assert all(v is None for v in got(attempts, "exists").values())
+    assert got(attempts, "env")["TMPDIR"] == "/tmp"
 
 
 def test_sandbox_choice_errors_and_fallback(tmp_path: Path) -> None:

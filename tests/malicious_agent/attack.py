@@ -84,6 +84,37 @@ for host, port in cfg["connect"]:
     except OSError:
         record("connect", f"{host}:{port}", None)
 
+# 5b. the host's sockets: abstract and path Unix sockets, places that merely exist (a socket file cannot be
+# read), names to resolve and addresses that should stay reachable (kind "reach": expected to connect)
+for name in cfg.get("unix", []):
+    sock = socket.socket(socket.AF_UNIX)
+    sock.settimeout(3)
+    try:
+        sock.connect(name.replace("@", "\0", 1) if name.startswith("@") else name)
+        record("connect", name, "connected")
+    except OSError:
+        record("connect", name, None)
+    finally:
+        sock.close()
+for target in cfg.get("exists", []):
+    record("exists", target, "exists" if os.path.lexists(target) else None)
+for name in cfg.get("resolve", []):
+    try:
+        record("resolve", name, sorted({a[4][0] for a in socket.getaddrinfo(name, 80, socket.AF_INET)}))
+    except OSError:
+        record("resolve", name, None)
+for host, port in cfg.get("reach", []):
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+        record("reach", f"{host}:{port}", "connected")
+    except OSError as exc:
+        record("reach", f"{host}:{port}", None)
+        record("reach-error", f"{host}:{port}", str(exc))
+if cfg.get("env"):
+    record("env", "TMPDIR", os.environ.get("TMPDIR"))
+    record("env", "/etc/resolv.conf", read(Path("/etc/resolv.conf")))
+    Path("/tmp/left-by-the-agent.txt").write_text("agent was here")
+
 # 6. forged results in the workspace, where nothing reads them
 (ws / "result.json").write_text(json.dumps({"row": {"best_score": 100.0}}))
 (ws / "scores.json").chmod(0o644) if (ws / "scores.json").exists() else None

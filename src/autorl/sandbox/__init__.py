@@ -2,14 +2,22 @@
 
 What the agent cannot see it cannot use. Under bubblewrap the agent gets the system and the Python
 environment read-only, its workspace read-write, the base model and the training data read-only, a private
-/tmp and an empty private ``$HOME``; everything that holds evaluation data is not there at all: the grader's
+/tmp (or a per-run host directory given as ``tmp_dir``, which ``TMPDIR`` then names) and an empty private
+``$HOME``; everything that holds evaluation data is not there at all: the grader's
 storage, ``AUTORL_HOME`` (datasets, hidden splits, baselines, the ledger, other runs), the Hugging Face cache,
-and the installed files that benchmark plugins declare as holding test data. It runs in new pid, ipc and
-uts namespaces (the grader and the orchestrator are not in its ``/proc``) and dies with the orchestrator.
+the installed files that benchmark plugins declare as holding test data, the host's ``TMPDIR`` (where the
+grader's HumanEval programs run), and the host's sockets and runtime state: ``/run`` (``/var/run``: the
+container runtime's socket, the user's D-Bus, through which ``systemd-run --user`` would run commands
+outside) and ``/dev/shm`` are private and empty. It runs in new pid, ipc and uts namespaces (the grader and
+the orchestrator are not in its ``/proc``) and dies with the orchestrator.
 
-With the network off it also gets a network namespace of its own with only loopback: the grader is then
-reached through a Unix socket bound into the sandbox and relayed to ``127.0.0.1:<port>`` inside it, so
-``GRADING_SERVER_URL`` stays the same.
+It always gets a network namespace of its own, so that the host's abstract Unix sockets and whatever listens
+on the host's loopback are out of reach. With the network off it has only loopback; with it on,
+slirp4netns gives it a route out with the host's loopback refused and a DNS forwarder (see
+:mod:`autorl.sandbox.netns`). Either way the grader is reached through a Unix socket bound into the sandbox
+and relayed to ``127.0.0.1:<port>`` inside it, so ``GRADING_SERVER_URL`` stays the same. Where slirp4netns
+cannot run, network on falls back to the host's network with a warning, and the run records its sandbox
+mode as ``bwrap+hostnet``.
 
 ``AUTORL_BWRAP`` names the bubblewrap executable (default ``bwrap`` on PATH); ``AUTORL_SANDBOX_RO`` lists
 further host paths (``os.pathsep``-separated) the agent may read, e.g. a shared dataset directory.
@@ -24,6 +32,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,8 +41,10 @@ from autorl.errors import UsageError
 
 MODES = ("auto", "bwrap", "none")
 NETWORKS = ("on", "off")
-#: Where the grader's socket appears inside the sandbox (on its private /tmp).
-INNER_SOCKET_DIR = "/tmp/.autorl-grader"
+#: Where the grader's socket appears inside the sandbox (on its private /run).
+INNER_SOCKET_DIR = "/run/autorl-grader"
+#: Host places of sockets and runtime state, private and empty inside.
+RUNTIME_DIRS = (Path("/run"), Path("/var/run"))
 SOCKET_NAME = "grader.sock"
 
 
@@ -69,6 +80,16 @@ class SandboxChoice:
     network: str  # "on" or "off"
     executable: str | None
     warning: str | None = None
+    #: slirp4netns, when the network is on in a namespace of the sandbox's own; None with network on: the
+    #: host's network is shared
+    slirp: str | None = None
+
+    @property
+    def recorded_mode(self) -> str:
+        """The mode as runs record it: ``bwrap+hostnet`` when a network-on sandbox shares the host's network."""
+        if self.mode == "bwrap" and self.network == "on" and self.slirp is None:
+            return "bwrap+hostnet"
+        return self.mode
 
 
 def choose(mode: str, network: str) -> SandboxChoice:
@@ -83,7 +104,16 @@ def choose(mode: str, network: str) -> SandboxChoice:
         return SandboxChoice("none", network, None, "running the agent without a sandbox (--sandbox none)")
     exe, why = bwrap_available()
     if exe is not None:
-        return SandboxChoice("bwrap", network, exe)
+        if network == "off":
+            return SandboxChoice("bwrap", network, exe)
+        from autorl.sandbox.netns import slirp_available
+
+        slirp, why_not = slirp_available(exe)
+        if slirp is not None:
+            return SandboxChoice("bwrap", network, exe, slirp=slirp)
+        return SandboxChoice("bwrap", network, exe, "the sandboxed agent shares the host's network (services on "
+                             f"the host's loopback and its abstract Unix sockets are in its reach): {why_not}; "
+                             "recorded as bwrap+hostnet")
     if mode == "bwrap":
         raise UsageError(f"--sandbox bwrap: {why}")
     if network == "off":
@@ -111,6 +141,9 @@ class SandboxSpec:
     #: outside the workspace), so that what the agent leaves there can be read after the run; None: a
     #: private tmpfs that vanishes with the sandbox
     tmp_dir: Path | None = None
+    #: with the network on: the slirp4netns executable that gives the sandbox's own network namespace a
+    #: route out; "auto": the one that works here, if any; None: the host's network is shared
+    slirp: str | None = "auto"
 
 
 def gpu_devices() -> list[str]:
@@ -145,6 +178,21 @@ def _reexposable(path: Path, hidden: Sequence[Path]) -> bool:
     return any(h in path.parents for h in hidden) and not any(_inside(h, path) for h in hidden)
 
 
+def _host_tmpdirs() -> list[Path]:
+    """The host's temporary directories other than /tmp (``TMPDIR``, where the grader's work files live)."""
+    out = []
+    for p in (os.environ.get("TMPDIR"), tempfile.gettempdir()):
+        if p and os.path.isabs(p):
+            out.append(Path(os.path.realpath(p)))
+    covered = (Path("/tmp"), Path("/var/tmp"))  # masked whatever they hold
+    return [p for p in out if p != Path("/") and not any(_inside(p, c) for c in covered)]
+
+
+def _runtime_dirs() -> list[Path]:
+    """``/run`` and ``/var/run`` as directories to mask (a link to one masked already is covered by it)."""
+    return list(dict.fromkeys(Path(os.path.realpath(p)) for p in RUNTIME_DIRS if p.is_dir()))
+
+
 def _mask(path: Path, tmp_dir: Path | None = None) -> list[str]:
     if tmp_dir is not None and path in (Path("/tmp"), Path("/var/tmp")):
         return ["--bind", str(tmp_dir), str(path)]
@@ -170,12 +218,20 @@ def model_bind_paths(model_path: Path) -> list[Path]:
 def bwrap_argv(spec: SandboxSpec, argv: Sequence[str], *, executable: str, environ_path: str = "") -> list[str]:
     """The bubblewrap command that runs ``argv`` as ``spec`` says."""
     ws = spec.workspace.resolve()
-    args = [executable, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--die-with-parent", "--hostname", "autorl-agent"]
-    if not spec.network:
+    slirp = spec.slirp
+    if spec.network and slirp == "auto":
+        from autorl.sandbox.netns import slirp_available
+
+        slirp = slirp_available(executable)[0]
+    own_net = not spec.network or slirp is not None
+    args = [executable, "--ro-bind", "/", "/", "--dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc",
+            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent",
+            "--hostname", "autorl-agent", "--setenv", "TMPDIR", "/tmp"]
+    if own_net:
         args.append("--unshare-net")
-    # a private /tmp; the hidden directories, parents first
-    hidden = [p for p in dict.fromkeys([Path("/tmp"), Path("/var/tmp"), *spec.hidden])
+    # a private /tmp, /run and host TMPDIR; the hidden directories, parents first
+    hidden = [p for p in dict.fromkeys([Path("/tmp"), Path("/var/tmp"), *_runtime_dirs(), *_host_tmpdirs(),
+                                        *spec.hidden])
               if p.exists() and p != Path("/")]
     hidden.sort(key=lambda p: len(p.parts))
     tmp_dir = spec.tmp_dir.resolve() if spec.tmp_dir is not None else None
@@ -209,14 +265,31 @@ def bwrap_argv(spec: SandboxSpec, argv: Sequence[str], *, executable: str, envir
         for dev in gpu_devices():
             args += ["--dev-bind-try", dev, dev]
     inner = list(argv)
-    if not spec.network:
-        if spec.socket_dir is None or spec.grader_port is None:
-            raise ValueError("network off needs the grader's socket directory and port")
-        args += ["--bind", str(spec.socket_dir), INNER_SOCKET_DIR]
+    outer: list[str] = []
+    resolv = Path(os.path.realpath("/etc/resolv.conf"))
+    resolv_masked = any(_inside(resolv, h) for h in hidden)
+    if own_net:
+        if spec.grader_port is None:
+            raise ValueError("a sandbox with its own network needs the grader's port")
+        socket_dir = spec.socket_dir
+        if spec.network:  # the launcher creates the directory, the relay and the route out
+            from autorl.sandbox.netns import RESOLV_NAME, new_socket_dir
+
+            assert slirp is not None
+            socket_dir = new_socket_dir()
+            outer = [sys.executable, "-m", "autorl.sandbox.netns", "--slirp", slirp, "--port",
+                     str(spec.grader_port), "--socket-dir", str(socket_dir), "--"]
+            if resolv.exists() or resolv_masked:
+                args += ["--ro-bind", str(socket_dir / RESOLV_NAME), str(resolv)]
+        if socket_dir is None:
+            raise ValueError("network off needs the grader's socket directory")
+        args += ["--bind", str(socket_dir), INNER_SOCKET_DIR]
         inner = [sys.executable, "-m", "autorl.sandbox.relay", "--port", str(spec.grader_port),
                  "--socket", f"{INNER_SOCKET_DIR}/{SOCKET_NAME}", "--", *inner]
+    elif resolv_masked and resolv.is_file():  # the host's network: its resolver file stays readable
+        args += ["--ro-bind", str(resolv), str(resolv)]
     args += ["--chdir", str(spec.workspace), "--", *inner]
-    return args
+    return [*outer, *args]
 
 
 def extra_read_only(environ: Mapping[str, str] | None = None) -> list[Path]:

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -92,6 +93,25 @@ class _LoopThread:
         self._thread.join(10)
 
 
+def _bound_unix_socket(path: Path) -> socket.socket:
+    """A Unix socket bound at ``path``, however long (a socket address holds about 100 bytes: a longer path
+    is reached through a descriptor of its directory)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        if len(os.fsencode(path)) < 100:
+            sock.bind(str(path))
+        else:
+            dir_fd = os.open(path.parent, os.O_PATH | os.O_DIRECTORY)
+            try:
+                sock.bind(f"/proc/self/fd/{dir_fd}/{path.name}")
+            finally:
+                os.close(dir_fd)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 class UnixToTcp(_LoopThread):
     """Outside the sandbox: connections to ``socket_path`` go to ``127.0.0.1:port``."""
 
@@ -100,7 +120,7 @@ class UnixToTcp(_LoopThread):
 
         async def serve() -> asyncio.AbstractServer:
             server = await asyncio.start_unix_server(
-                _handler(lambda: asyncio.open_connection("127.0.0.1", port)), path=str(socket_path))
+                _handler(lambda: asyncio.open_connection("127.0.0.1", port)), sock=_bound_unix_socket(socket_path))
             os.chmod(socket_path, 0o600)
             return server
 

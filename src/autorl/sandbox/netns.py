@@ -1,0 +1,240 @@
+"""The agent's network with ``--network on``: a network namespace of its own with a user-mode route out.
+
+Sharing the host's network namespace would leave the host's abstract Unix sockets (D-Bus, X11, container
+runtimes) and every service listening on the host's loopback in the agent's reach. Instead the sandbox gets
+its own namespace, and `slirp4netns <https://github.com/rootless-containers/slirp4netns>`_ gives it a route
+out through the host's network stack with the host's loopback refused (``--disable-host-loopback``) and a
+DNS forwarder at ``10.0.2.3`` (the sandbox's ``/etc/resolv.conf``). The grader is reached as with the
+network off, through the Unix-socket relay, at the same ``GRADING_SERVER_URL``.
+
+``python -m autorl.sandbox.netns --slirp EXE --port P --socket-dir D -- BWRAP ARGV...`` runs outside the
+sandbox: it creates ``D`` (0700) with the grader's socket and the resolver file, starts bubblewrap held before
+it runs anything (``--block-fd``), attaches slirp4netns to its network namespace, lets it go, and exits as it
+does. ``AUTORL_SLIRP4NETNS`` names the slirp4netns executable (default ``slirp4netns`` on PATH; ``none``
+turns the namespace off, the host's network then stays shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+#: slirp4netns's fixed addresses in its default 10.0.2.0/24 network
+DNS_ADDRESS = "10.0.2.3"
+GATEWAY_ADDRESS = "10.0.2.2"
+RESOLV_NAME = "resolv.conf"
+_READY_TIMEOUT_S = 30.0
+
+
+def slirp_binary() -> str:
+    return os.environ.get("AUTORL_SLIRP4NETNS", "slirp4netns")
+
+
+def _read_child_pid(fd: int, timeout: float) -> int | None:
+    """bwrap's ``--info-fd`` JSON: the sandbox's pid (in our namespace), or None when bwrap failed first."""
+    data = b""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        ready, _, _ = select.select([fd], [], [], max(0.0, end - time.monotonic()))
+        if not ready:
+            break
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        data += chunk
+        with contextlib.suppress(ValueError):
+            pid = json.loads(data).get("child-pid")
+            return pid if isinstance(pid, int) else None
+    return None
+
+
+def _wait_loopback(pid: int, timeout: float) -> bool:
+    """bubblewrap brings the new namespace's loopback up after it reports the pid; slirp4netns configuring
+    the namespace at the same time makes that fail, so wait until 127.0.0.1 is routed there."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            if "127.0.0.1" in Path(f"/proc/{pid}/net/fib_trie").read_text():
+                return True
+        except OSError:
+            return False  # bwrap is gone
+        time.sleep(0.005)
+    return False
+
+
+def _wait_readable(fd: int, timeout: float) -> bool:
+    ready, _, _ = select.select([fd], [], [], timeout)
+    return bool(ready) and os.read(fd, 1) == b"1"
+
+
+class _Attached:
+    """bubblewrap started held, slirp4netns attached to its network namespace; ``release`` lets it run."""
+
+    def __init__(self, slirp: str, bwrap_argv: Sequence[str]) -> None:
+        info_r, info_w = os.pipe()
+        block_r, self._block_w = os.pipe()
+        argv = [bwrap_argv[0], "--info-fd", str(info_w), "--block-fd", str(block_r), *bwrap_argv[1:]]
+        self.slirp: subprocess.Popen[bytes] | None = None
+        self._exit_w: int | None = None
+        try:
+            self.bwrap = subprocess.Popen(argv, pass_fds=(info_w, block_r))
+        finally:
+            os.close(info_w)
+            os.close(block_r)
+        try:
+            pid = _read_child_pid(info_r, _READY_TIMEOUT_S)
+        finally:
+            os.close(info_r)
+        if pid is None:
+            self.error = "bubblewrap did not start"
+            return
+        if not _wait_loopback(pid, _READY_TIMEOUT_S):
+            self.error = "bubblewrap did not set up the network namespace"
+            return
+        ready_r, ready_w = os.pipe()
+        exit_r, self._exit_w = os.pipe()
+        argv = [slirp, "--configure", "--mtu=65520", "--disable-host-loopback", "--ready-fd", str(ready_w),
+                "--exit-fd", str(exit_r)]
+        with contextlib.suppress(OSError):
+            if os.stat(f"/proc/{pid}/ns/user").st_ino != os.stat("/proc/self/ns/user").st_ino:
+                argv.append(f"--userns-path=/proc/{pid}/ns/user")
+        try:
+            self.slirp = subprocess.Popen([*argv, str(pid), "tap0"], pass_fds=(ready_w, exit_r),
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        except OSError as exc:
+            self.error = f"{slirp} cannot start: {exc}"
+            return
+        finally:
+            os.close(ready_w)
+            os.close(exit_r)
+        try:
+            ok = _wait_readable(ready_r, _READY_TIMEOUT_S)
+        finally:
+            os.close(ready_r)
+        if not ok:
+            self.error = f"{slirp} did not configure the network"
+            return
+        self.error = ""
+
+    def release(self) -> None:
+        """Let bubblewrap run the command; it exits with an error of its own if it failed meanwhile."""
+        with contextlib.suppress(BrokenPipeError):
+            os.write(self._block_w, b"go")
+        os.close(self._block_w)
+        self._block_w = -1
+
+    def close(self) -> None:
+        if self._block_w >= 0:  # never released: bwrap must not go on without its network
+            self.bwrap.kill()
+            os.close(self._block_w)
+            self._block_w = -1
+        self.bwrap.wait()
+        if self._exit_w is not None:
+            os.close(self._exit_w)  # slirp4netns exits when this closes
+            self._exit_w = None
+        if self.slirp is not None:
+            try:
+                self.slirp.wait(10)
+            except subprocess.TimeoutExpired:
+                self.slirp.kill()
+                self.slirp.wait()
+            if self.slirp.stderr is not None:
+                self.slirp.stderr.close()
+
+
+@functools.cache
+def _probe(bwrap: str, slirp: str) -> tuple[str | None, str]:
+    if slirp in ("", "none"):
+        return None, "a network namespace is turned off (AUTORL_SLIRP4NETNS=none)"
+    exe = shutil.which(slirp)
+    if exe is None:
+        return None, f"{slirp} not found (install it: apt install slirp4netns / dnf install slirp4netns)"
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net",
+            "--die-with-parent", "true"]
+    try:
+        attached = _Attached(exe, argv)
+    except OSError as exc:
+        return None, f"{slirp} cannot run: {exc}"
+    try:
+        if attached.error:
+            return None, f"{attached.error} here"
+        attached.release()
+    finally:
+        attached.close()
+    if attached.bwrap.returncode != 0:
+        return None, f"bubblewrap with a network namespace exited with status {attached.bwrap.returncode}"
+    return exe, "ok"
+
+
+def slirp_available(bwrap: str) -> tuple[str | None, str]:
+    """The slirp4netns executable when it gives a bubblewrap sandbox a network here, else (None, why)."""
+    return _probe(bwrap, slirp_binary())
+
+
+def new_socket_dir() -> Path:
+    """A fresh path (not yet created) for the grader's socket and the resolver file of one sandbox."""
+    return Path(tempfile.gettempdir()) / f"autorl-net-{os.urandom(8).hex()}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m autorl.sandbox.netns")
+    parser.add_argument("--slirp", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--socket-dir", type=Path, required=True)
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("the bubblewrap command is required after --")
+    from autorl.sandbox import SOCKET_NAME
+    from autorl.sandbox.relay import UnixToTcp
+
+    sock_dir: Path = args.socket_dir
+    try:
+        sock_dir.mkdir(mode=0o700)
+        fd = os.open(sock_dir / RESOLV_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(f"nameserver {DNS_ADDRESS}\n")
+        os.chmod(sock_dir, 0o755)  # the sandbox's user (root in its namespace) reads it
+    except OSError as exc:
+        print(f"autorl: cannot create the sandbox's network directory {sock_dir}: {exc}", file=sys.stderr)
+        return 125
+    relay = UnixToTcp(sock_dir / SOCKET_NAME, args.port)
+    # the relay and the route out outlive a SIGTERM to the process group so that the agent can still submit
+    # in its grace period; SIGKILL ends them with the rest (bwrap dies with us, slirp4netns with its exit fd)
+    # (a handler, not SIG_IGN, which bubblewrap would inherit)
+    signal.signal(signal.SIGTERM, lambda *_: None)
+    try:
+        relay.start()
+        attached = _Attached(args.slirp, command)
+        try:
+            if attached.error:
+                print(f"autorl: the sandbox's network: {attached.error}", file=sys.stderr)
+                return 125
+            attached.release()
+        finally:
+            attached.close()
+        code = attached.bwrap.returncode
+    finally:
+        relay.stop()
+        shutil.rmtree(sock_dir, ignore_errors=True)
+    if code < 0:  # die the way the sandbox died, so that the run records it
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
