@@ -1,0 +1,111 @@
+"""Pooling finished runs into one figure per agent: what the dashboard's compare page and a sweep report show.
+
+One function, :func:`aggregate_runs`, so that the two never disagree about what a mean over runs is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["FAILURE_RULE", "GROUP_KEYS", "RunGroup", "aggregate_runs"]
+
+#: the identity of a group: runs are pooled only when all four agree
+GROUP_KEYS = ("task", "agent", "base_model", "config_hash")
+
+#: how runs without a test score enter the mean, in words (the compare page shows it)
+FAILURE_RULE = ("a run without a held-out test score (it crashed, submitted nothing scorable, or never reached the "
+                "test evaluation) counts as improvement 0, the base model kept; the failure rate is shown beside "
+                "the mean")
+
+
+@dataclass(frozen=True)
+class RunGroup:
+    """Finished runs that share task, agent, base model and config hash, and their test improvement.
+
+    Attributes:
+        values: the per-run test improvement in percentage points, in input order, 0.0 for a failed run.
+        failures: how many of ``runs`` had no test score (counted as 0.0 in ``values``).
+        mean: mean of ``values``.
+        ci95: 95% t-interval of the mean over runs (n - 1 degrees of freedom); None for a single run.
+    """
+
+    task: str
+    agent: str
+    base_model: str
+    config_hash: str
+    runs: int
+    failures: int
+    mean: float
+    ci95: tuple[float, float] | None
+    values: list[float] = field(default_factory=list)
+    run_ids: list[str] = field(default_factory=list)
+
+    @property
+    def scored(self) -> int:
+        return self.runs - self.failures
+
+    @property
+    def failure_rate(self) -> float:
+        return self.failures / self.runs if self.runs else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["ci95"] = list(self.ci95) if self.ci95 else None
+        out["scored"] = self.scored
+        out["failure_rate"] = self.failure_rate
+        return out
+
+
+def _test_improvement(row: Mapping[str, Any]) -> float | None:
+    value = row.get("improvement")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def aggregate_runs(rows: Iterable[Mapping[str, Any]], *, task: str | None = None) -> list[RunGroup]:
+    """Finished runs grouped by (task, agent, base model, config hash), each with its mean test improvement.
+
+    The metric is always the held-out test improvement (the ledger's ``improvement``: the dev-selected
+    checkpoint scored once on the test split minus the test baseline); a run's dev figures never enter.
+    Runs with different base models or config hashes are never pooled: each combination is its own group.
+
+    Failures count: a finished run without a test improvement is an improvement of 0.0 (the operator keeps
+    the base model), so an agent that often fails is not flattered by averaging only its successes; the
+    number of such runs is reported beside the mean as ``failures`` / ``failure_rate``.
+
+    The interval is the 95% Student t-interval of the mean over runs, ``mean ± t(0.975, n-1) · sd / √n``
+    (sd with n - 1); a single run has none; identical values give a zero-width one.
+
+    Runs still in progress (``live``) are left out. Groups are sorted by task, agent, base model, config hash.
+
+    Args:
+        rows: ledger rows (``Ledger.rows()`` or the dashboard's rows).
+        task: only this task's runs, when given.
+    """
+    from scipy import stats
+
+    groups: dict[tuple[str, str, str, str], list[Mapping[str, Any]]] = {}
+    for r in rows:
+        if r.get("live") or (task is not None and r.get("task") != task):
+            continue
+        key = tuple(str(r.get(k) if r.get(k) is not None else "") for k in GROUP_KEYS)
+        groups.setdefault(key, []).append(r)  # type: ignore[arg-type]
+    out = []
+    for (g_task, agent, model, cfg), runs in sorted(groups.items()):
+        measured = [_test_improvement(r) for r in runs]
+        values = [v if v is not None else 0.0 for v in measured]
+        n = len(values)
+        mean = sum(values) / n
+        ci: tuple[float, float] | None = None
+        if n >= 2:
+            sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+            half = float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+            ci = (mean - half, mean + half)
+        out.append(RunGroup(task=g_task, agent=agent, base_model=model, config_hash=cfg, runs=n,
+                            failures=sum(1 for v in measured if v is None), mean=mean, ci95=ci, values=values,
+                            run_ids=[str(r.get("run_id")) for r in runs]))
+    return out
