@@ -32,29 +32,47 @@ T0 = 1_790_000_000.0
 
 def fixture_result(run_id: str, task: str, agent: str, model: str, day: str, scores: list[float], *,
                    baseline: float = 25.0, test: float | None = None, success: bool = True,
-                   workspace: Path | None = None, flags: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                   workspace: Path | None = None, flags: list[dict[str, Any]] | None = None,
+                   config_hash: str | None = None, sandbox: str = "bwrap",
+                   store_dir: Path | None = None) -> dict[str, Any]:
+    """A result record as the runner writes it: the headline (``baseline``, ``best_score``, ``improvement``) is
+    the held-out test, ``dev_*`` the best of k dev scores; the test baseline is one point below the dev one."""
     subs = [{"submission_id": i + 1, "status": "done", "score": s, "ci95": [s - 5, s + 5], "n": 300,
              "improvement": s - baseline, "model_path": f"/ws/output/v{i + 1}", "created_at": T0 + 30 * (i + 1),
              "finished_at": T0 + 30 * (i + 1) + 5, "error": None} for i, s in enumerate(scores)]
     best = max(scores) if scores else None
+    test_improvement = None if test is None else test - baseline + 1
     row = {"run_id": run_id, "timestamp": f"{day} 10:00:00", "task": task, "agent": agent, "base_model": model,
-           "baseline": baseline, "best_score": best, "improvement": None if best is None else best - baseline,
-           "improvement_ci95": None if best is None else [best - baseline - 4, best - baseline + 4],
-           "p_value": 0.01, "best_submission": 1 if scores else None, "submissions": len(scores), "duration_s": 300.0,
-           "success": success, "workspace": str(workspace or f"/nowhere/{run_id}"), "test_baseline": baseline - 1,
-           "test_score": test, "test_improvement": None if test is None else test - baseline + 1,
-           "test_improvement_ci95": None if test is None else [test - baseline - 3, test - baseline + 5],
-           "end_reason": "agent finished", "seed": 3, "config_hash": "cfg" + run_id[-4:]}
+           "baseline": None if test is None else baseline - 1, "best_score": test, "improvement": test_improvement,
+           "improvement_ci95": None if test is None else [test_improvement - 4, test_improvement + 4],
+           "p_value": None if test is None else 0.01, "success": success and test is not None,
+           "dev_baseline": baseline, "dev_best": best, "dev_improvement": None if best is None else best - baseline,
+           "dev_improvement_ci95": None if best is None else [best - baseline - 4, best - baseline + 4],
+           "dev_k": len(scores), "best_submission": 1 if scores else None, "submissions": len(scores),
+           "duration_s": 300.0, "workspace": str(workspace or f"/nowhere/{run_id}"),
+           "test_baseline": None if test is None else baseline - 1, "test_score": test,
+           "test_improvement": test_improvement, "test_improvement_ci95": None,
+           "end_reason": "agent finished", "seed": 3, "config_hash": config_hash or "cfg" + run_id[-4:],
+           "sandbox": sandbox}
     return {"run_id": run_id, "row": row, "submissions": subs,
             "baseline": {"score": baseline, "ci95": [baseline - 4, baseline + 4], "n": 300},
             "test": None if test is None else {"submission_id": 1, "score": test, "ci95": [test - 4, test + 4],
                                                "baseline_score": baseline - 1},
             "agent": {"exit_code": 0}, "run_dir": row["workspace"],
             "meta": {"agent_started": T0, "timeout_s": 300, "backend": "hf", "autorl_version": "0.1.0",
-                     "python": "3.11", "model_source": "local", "sandbox": {"mode": "bwrap", "network": "on"},
+                     "python": "3.11", "model_source": "local", "sandbox": {"mode": sandbox, "network": "on"},
+                     "store_dir": str(store_dir) if store_dir else None,
                      "llm_usage": {"prompt_tokens": 1200, "completion_tokens": 300, "cost_usd": 0.02, "steps": 2}
                      if agent == "llm" else None},
             "audit": flags or []}
+
+
+def make_ledger(path: Path, results: list[dict[str, Any]]) -> Path:
+    led = Ledger(path)
+    for r in results:
+        led.ingest(r)
+    led.close()
+    return path
 
 
 @pytest.fixture
@@ -62,7 +80,10 @@ def ledger_db(tmp_path: Path) -> Path:
     ws = tmp_path / "ws-llm"
     ws.mkdir()
     (ws / "agent.log").write_text("line one\nTRAINING STEP 42 done\n")
-    (ws / "grading_server.log").write_text("INFO: POST /submit 200\n")
+    (ws / "grading_server.log").write_text("PLANTED BY THE AGENT\n")  # the grader's log is not read from here
+    store = tmp_path / "grader-store"
+    store.mkdir()
+    (store / "grading_server.log").write_text("INFO: POST /submit 200\n")
     turns = [
         {"time": T0, "step": 1, "message": {"role": "assistant", "content": "I will train with SFT.",
                                             "tool_calls": [{"id": "c1", "type": "function", "function": {
@@ -77,20 +98,17 @@ def ledger_db(tmp_path: Path) -> Path:
     ]
     (ws / "trajectory.jsonl").write_text("".join(json.dumps(t) + "\n" for t in turns) + "not json\n")
     db = tmp_path / "autorl.db"
-    led = Ledger(db)
     results = [
         fixture_result("20261101T100000", "arith", "example", "autorl:tiny", "2026-11-01", [40.0, 55.0, 50.0], test=52.0),
         fixture_result("20261102T100000", "arith", "example", "autorl:tiny", "2026-11-02", [45.0, 61.0], test=58.0),
         fixture_result("20261103T100000", "arith", "llm", "autorl:tiny", "2026-11-03", [30.0, 40.0], test=38.0,
-                       workspace=ws, flags=[{"name": "test_overlap", "severity": "high", "detail": "12 items overlap",
+                       workspace=ws, store_dir=store, flags=[{"name": "test_overlap", "severity": "high", "detail": "12 items overlap",
                                              "evidence": {"items": 12}}]),
         fixture_result("20261104T100000", "arith", "llm", "autorl:tiny", "2026-11-04", [26.0], test=27.0),
-        fixture_result("20261105T100000", "echo", "example", "stub", "2026-11-05", [], success=False),
+        fixture_result("20261105T100000", "echo", "example", "stub", "2026-11-05", [], success=False,
+                       sandbox="none"),
     ]
-    for r in results:
-        led.ingest(r)
-    led.close()
-    return db
+    return make_ledger(db, results)
 
 
 @pytest.fixture
@@ -125,7 +143,27 @@ def test_runs_table_filters_and_sorts(ui: httpx.Client) -> None:
     assert fragment.status_code == 200 and len(run_ids(fragment.text)) == 4 and "<html" not in fragment.text
     api = ui.get("/api/runs?agent=example&sort=best_score&order=desc").json()
     assert [r["run_id"] for r in api] == ["20261102T100000", "20261101T100000", "20261105T100000"]
-    assert api[0]["best_score"] == 61.0 and api[0]["status"] == "success" and api[2]["status"] == "failed"
+    assert api[0]["best_score"] == 58.0 and api[0]["status"] == "success" and api[2]["status"] == "failed"
+
+
+def test_runs_table_headline_is_test_dev_is_labelled_with_k_and_no_sandbox_is_marked(ui: httpx.Client) -> None:
+    page = ui.get("/").text
+    heads = re.findall(r"<th>(?:<a [^>]*>)?([^<]+?)(?: [▲▼])?(?:</a>)?</th>", page)
+    assert heads[4:10] == ["sandbox", "test baseline", "test score", "improvement (test)", "95% CI",
+                           "dev: best of k, optimistic"]
+    cells = {rid: re.findall(r"<td[^>]*>(.*?)</td>", row) for rid, row in
+             re.findall(r'<tr data-run="([^"]+)">(.*?)</tr>', page, re.S)}
+    # the example run of 2026-11-02: test 58 against a test baseline of 24; dev best 61 against 25, of k=2
+    assert cells["20261102T100000"][4:10] == ["bwrap", "24.00", "58.00", "34.00", "[+30.0, +38.0]",
+                                              "36.00 <span class=muted>(k=2)</span>"]
+    # a run without a test score has no headline improvement (not its dev one)
+    assert cells["20261105T100000"][7] == "&ndash;"
+    assert "sandbox-none" in cells["20261105T100000"][4] and "sandbox-none" not in cells["20261102T100000"][4]
+    unsandboxed = ui.get("/runs/20261105T100000").text
+    assert "without a sandbox" in unsandboxed and "no headline: this run has no held-out test score" in unsandboxed
+    run = ui.get("/runs/20261102T100000").text
+    assert "Headline: held-out test" in run and "Dev: best of k on dev, optimistic" in run
+    assert "without a sandbox" not in run
 
 
 def svg_root(text: str) -> ET.Element:
@@ -147,8 +185,16 @@ def test_run_page_timeline_metadata_logs_and_trajectory(ui: httpx.Client) -> Non
     assert {"baseline", "baseline-band", "test-score", "deadline"} <= ids
     assert len(by_class(svg, "path", "best-line")) == 1
     for text in ("cfg0000", "bwrap (network on)", "1200 in / 300 out", "TRAINING STEP 42 done", "POST /submit 200",
-                 "test_overlap", "I will train with SFT.", "python train.py", "loss 0.3", "compaction"):
+                 "test_overlap", "I will train with SFT.", "python train.py", "loss 0.3", "compaction",
+                 "grader log (grader's store)", "1 malformed line(s) skipped"):
         assert text in page.text, text
+    # the grader's log comes from the grader's store, never from the workspace the agent writes
+    assert "PLANTED BY THE AGENT" not in page.text
+    # what the agent wrote is framed as untrusted: its log and its trajectory
+    assert page.text.count('<section class="untrusted">') == 2
+    untrusted = "".join(re.findall(r'<section class="untrusted">.*?</section>', page.text, re.S))
+    assert "TRAINING STEP 42 done" in untrusted and "I will train with SFT." in untrusted
+    assert "POST /submit 200" not in untrusted
     assert page.text.count('<details class="turn"') == 2
     assert "2 turns, 1200 in / 300 out tokens" in page.text
     # a run without a trajectory or logs still renders
@@ -160,7 +206,8 @@ def test_run_page_timeline_metadata_logs_and_trajectory(ui: httpx.Client) -> Non
 
 def test_run_json_timeline_and_svg_export(ui: httpx.Client) -> None:
     d = ui.get("/api/runs/20261101T100000").json()
-    assert d["live"] is False and d["row"]["best_score"] == 55.0 and len(d["result"]["submissions"]) == 3
+    assert d["live"] is False and d["row"]["dev_best"] == 55.0 and d["row"]["best_score"] == 52.0
+    assert len(d["result"]["submissions"]) == 3
     tl = ui.get("/api/runs/20261101T100000/timeline").json()
     assert [p["t_s"] for p in tl["points"]] == [30.0, 60.0, 90.0] and [p["score"] for p in tl["points"]] == [40, 55, 50]
     assert tl["baseline"] == {"score": 25.0, "ci95": [21.0, 29.0]} and tl["test"]["score"] == 52.0
@@ -173,21 +220,16 @@ def test_run_json_timeline_and_svg_export(ui: httpx.Client) -> None:
 
 
 def test_compare_page_json_and_svg(ui: httpx.Client) -> None:
-    from scipy import stats
-
     cmp = ui.get("/api/compare?task=arith").json()
-    assert cmp["metric"] == "test_improvement"  # every arith run has a test score
-    by_agent = {a["agent"]: a for a in cmp["agents"]}
-    values = [52.0 - 24.0, 58.0 - 24.0]
-    mean = sum(values) / 2
-    half = stats.t.ppf(0.975, 1) * math.sqrt(sum((v - mean) ** 2 for v in values)) / math.sqrt(2)
-    assert by_agent["example"]["mean"] == pytest.approx(mean) and by_agent["example"]["n"] == 2
-    assert by_agent["example"]["ci95"] == pytest.approx([mean - half, mean + half])
-    dev = ui.get("/api/compare?task=arith&metric=improvement").json()
-    assert {a["agent"]: a["mean"] for a in dev["agents"]} == {"example": pytest.approx(33.0), "llm": pytest.approx(8.0)}
-    assert ui.get("/api/compare?task=arith&metric=bogus").status_code == 400
+    assert cmp["metric"] == "improvement"  # the held-out test improvement, always
+    by_agent = {g["agent"]: g for g in cmp["groups"]}
+    # example: test improvements 52 - 24 and 58 - 24; t(0.975, 1) = 12.706204736174698
+    assert by_agent["example"]["mean"] == pytest.approx(31.0) and by_agent["example"]["runs"] == 2
+    assert by_agent["example"]["ci95"] == pytest.approx([31.0 - 12.706204736174698 * 3.0,
+                                                         31.0 + 12.706204736174698 * 3.0])
+    assert ui.get("/api/compare?task=arith&metric=improvement").json() == cmp  # no metric switch any more
     page = ui.get("/compare?task=arith")
-    assert page.status_code == 200
+    assert page.status_code == 200 and "counts as improvement 0" in page.text
     svg = svg_root(re.search(r"<svg.*?</svg>", page.text, re.S).group(0))  # type: ignore[union-attr]
     assert len(by_class(svg, "rect", "bar")) == 2 and len(by_class(svg, "path", "errorbar")) == 2
     assert len(by_class(svg, "circle", "run")) == 4
@@ -195,8 +237,37 @@ def test_compare_page_json_and_svg(ui: httpx.Client) -> None:
     assert "attachment" in exported.headers["content-disposition"]
     assert len(by_class(svg_root(exported.text), "rect", "bar")) == 2
     echo = ui.get("/api/compare?task=echo").json()
-    assert echo["metric"] == "improvement" and echo["agents"][0]["mean"] is None
+    assert echo["groups"][0]["mean"] == 0.0 and echo["groups"][0]["failures"] == 1  # a failed run counts as 0
     assert ui.get("/compare").status_code == 200  # the first task by default
+
+
+def test_compare_counts_failures_never_switches_to_dev_and_never_pools_models_or_configs(tmp_path: Path) -> None:
+    """One failed run once flipped the whole page to dev improvement, and was left out of the mean."""
+    results = [
+        fixture_result("20261101T100000", "arith", "a", "tiny", "2026-11-01", [40.0], test=30.0, config_hash="h1"),
+        fixture_result("20261102T100000", "arith", "a", "tiny", "2026-11-02", [50.0], test=33.0, config_hash="h1"),
+        fixture_result("20261103T100000", "arith", "a", "tiny", "2026-11-03", [90.0], test=None, config_hash="h1",
+                       success=False),  # dev 65 points up, no test score: a failure
+        fixture_result("20261104T100000", "arith", "a", "other", "2026-11-04", [30.0], test=26.0, config_hash="h1"),
+        fixture_result("20261105T100000", "arith", "a", "tiny", "2026-11-05", [30.0], test=28.0, config_hash="h2"),
+    ]
+    db = make_ledger(tmp_path / "autorl.db", results)
+    with serve_in_thread(create_app(db)) as port, \
+            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as ui:
+        cmp = ui.get("/api/compare?task=arith").json()
+        page = ui.get("/compare?task=arith").text
+    groups = {(g["base_model"], g["config_hash"]): g for g in cmp["groups"]}
+    assert set(groups) == {("tiny", "h1"), ("other", "h1"), ("tiny", "h2")}
+    main = groups[("tiny", "h1")]
+    # by hand: test improvements 30 - 24 = 6, 33 - 24 = 9 and the failure as 0: mean 5, sd sqrt(21),
+    # half-width t(0.975, 2) * sd / sqrt(3) with t(0.975, 2) = 4.302652729911275
+    assert main["values"] == [6.0, 9.0, 0.0] and main["failures"] == 1 and main["runs"] == 3
+    assert main["mean"] == pytest.approx(5.0)
+    half = 4.302652729911275 * math.sqrt(21.0) / math.sqrt(3.0)
+    assert main["ci95"] == pytest.approx([5.0 - half, 5.0 + half])
+    assert groups[("other", "h1")]["values"] == [2.0] and groups[("other", "h1")]["ci95"] is None
+    assert groups[("tiny", "h2")]["values"] == [4.0]
+    assert "1 (33%)" in page and "counts as improvement 0" in page and page.count("<tr><td>a</td>") == 3
 
 
 def test_results_formats(tmp_path: Path, ledger_db: Path) -> None:
@@ -259,11 +330,155 @@ ckpt v1 8; submit v1; sleep 6; ckpt v2 14; submit v2; sleep 4
             assert proc.returncode == 0, err
             assert run_id is not None and seen[-1] == 2 and 1 in seen, seen  # it grew while we watched
             final = ui.get(f"/api/runs/{run_id}").json()
-            assert final["live"] is False and final["row"]["best_score"] == pytest.approx(70.0)
+            assert final["live"] is False and final["row"]["dev_best"] == pytest.approx(70.0)
             assert ui.get("/api/live").json() == []
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+# -- hostile run folders ------------------------------------------------------------------------------------
+
+SECRET = "admin-token-7c41d9e2b0"  # stands for the grader's admin token in its config.json
+XSS = ['<script>alert("xss")</script>', '<img src=x onerror=alert(1)>', '"><svg onload=alert(2)>',
+       "']]></text><script>alert(3)</script>", "</pre></section><iframe src=//evil.example>"]
+
+
+def hostile_trajectory() -> str:
+    lines = [
+        {"step": XSS[0], "message": {"role": "assistant", "content": XSS[1], "tool_calls": [
+            {"id": XSS[2], "function": {"name": XSS[3], "arguments": XSS[4]}}]},
+         "tool_results": [XSS[0], {"content": XSS[1]}], "usage": {"prompt_tokens": XSS[2]}, "latency_s": XSS[3]},
+        {"event": XSS[4], "detail": XSS[0]},
+        {"type": XSS[1], "payload": XSS[2]},
+        {"event": 1}, {"event": {"nested": [XSS[0]]}}, [1, 2], 42, "text", None,
+        {"step": {"x": XSS[0]}, "message": {"tool_calls": "not a list", "content": [XSS[1]]}},
+        {"step": 2, "message": {"tool_calls": [1, None, {"function": "f"}, {"function": {"name": 3, "arguments": {}}}]},
+         "tool_results": "not a list", "usage": "lots", "latency_s": float("nan")},
+    ]
+    text = "".join(json.dumps(x) + "\n" for x in lines)
+    text += "[" * 100_000 + "\n" + '{"a":' * 5000 + "1" + "}" * 5000 + "\n" + '{"k": "' + "x" * 3_000_000 + '"}\n'
+    return text + "\x00\xff garbage\n" + json.dumps({"step": 3, "message": {"content": "the last turn"}}) + "\n"
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> dict[str, Any]:
+    store = tmp_path / "grader-store"
+    store.mkdir()
+    config = store / "config.json"
+    config.write_text(json.dumps({"admin_token": SECRET, "token": SECRET}))
+    (store / "grading_server.log").write_text(f"{XSS[0]} grader line\n")
+    flag = [{"name": "refusals", "severity": "high", "detail": XSS[1], "evidence": {}}]
+    runs: dict[str, Path] = {}
+    for name in ("links", "devices", "xss", "malformed", "dirlink"):
+        runs[name] = tmp_path / "runs" / name
+        runs[name].mkdir(parents=True)
+    os.symlink(config, runs["links"] / "agent.log")
+    os.symlink(config, runs["links"] / "trajectory.jsonl")
+    os.symlink("/dev/zero", runs["devices"] / "agent.log")
+    os.mkfifo(runs["devices"] / "trajectory.jsonl")
+    (runs["xss"] / "agent.log").write_text("\n".join(XSS) + "\n")
+    (runs["xss"] / "trajectory.jsonl").write_text(hostile_trajectory())
+    (runs["malformed"] / "trajectory.jsonl").write_text(hostile_trajectory())
+    (runs["malformed"] / "agent.log").write_bytes(b"\xff\xfe\x00" * 1000 + b"\n" + b"y" * 200_000)
+    os.symlink(store, runs["dirlink"] / "logs")  # nothing reads through a linked directory either
+    os.symlink(runs["links"] / "trajectory.jsonl", runs["dirlink"] / "transcript.jsonl")
+    results = [
+        fixture_result("20261101T100000", "arith", "links", "tiny", "2026-11-01", [40.0], test=30.0,
+                       workspace=runs["links"], flags=flag),
+        fixture_result("20261102T100000", "arith", "devices", "tiny", "2026-11-02", [40.0], test=31.0,
+                       workspace=runs["devices"], flags=flag),
+        fixture_result("20261103T100000", XSS[0], XSS[1], XSS[2], "2026-11-03", [40.0], test=33.0,
+                       workspace=runs["xss"], flags=flag, store_dir=store, config_hash=XSS[3]),
+        fixture_result("20261104T100000", "arith", "malformed", "tiny", "2026-11-04", [40.0], test=32.0,
+                       workspace=runs["malformed"], flags=flag),
+        fixture_result("20261105T100000", "arith", "dirlink", "tiny", "2026-11-05", [40.0], test=32.0,
+                       workspace=runs["dirlink"], flags=flag),
+    ]
+    return {"db": make_ledger(tmp_path / "autorl.db", results), "runs": runs, "store": store}
+
+
+def every_page(ui: httpx.Client, run_ids: list[str], tasks: list[str]) -> list[httpx.Response]:
+    paths = ["/", "/fragment/runs", "/api/runs", "/api/live", "/compare", "/api/compare", "/compare.svg"]
+    for rid in run_ids:
+        paths += [f"/runs/{rid}", f"/api/runs/{rid}", f"/api/runs/{rid}/timeline", f"/runs/{rid}/timeline.svg"]
+    for task in tasks:
+        q = httpx.QueryParams({"task": task})
+        paths += [f"/compare?{q}", f"/compare.svg?{q}", f"/api/compare?{q}"]
+    return [ui.get(p) for p in paths]
+
+
+HOSTILE_IDS = ["20261101T100000", "20261102T100000", "20261103T100000", "20261104T100000", "20261105T100000"]
+
+
+def test_links_devices_and_fifos_in_a_run_folder_neither_leak_nor_hang(hostile: dict[str, Any]) -> None:
+    with serve_in_thread(create_app(hostile["db"])) as port, \
+            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as ui:
+        responses = every_page(ui, HOSTILE_IDS, ["arith", XSS[0]])
+        for r in responses:
+            assert r.status_code == 200, (r.request.url, r.status_code)
+            assert SECRET not in r.text, r.request.url
+        links = ui.get("/runs/20261101T100000").text
+        assert links.count("is not a regular file") + links.count("cannot be opened safely") == 2
+        devices = ui.get("/runs/20261102T100000").text  # /dev/zero and a FIFO with no writer: answered at once
+        assert devices.count("is not a regular file") + devices.count("cannot be opened safely") == 2
+        assert "<li><b>refusals</b>" in devices  # the audit still shows
+        dirlink = ui.get("/runs/20261105T100000").text
+        assert "cannot be opened safely" in dirlink and SECRET not in dirlink
+
+
+def test_markup_anywhere_is_escaped_in_html_and_svg(hostile: dict[str, Any]) -> None:
+    with serve_in_thread(create_app(hostile["db"])) as port, \
+            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as ui:
+        responses = every_page(ui, HOSTILE_IDS, ["arith", XSS[0]])
+        page = ui.get("/runs/20261103T100000")
+    assert page.status_code == 200
+    for text in ("the last turn", "grader line", "&lt;script&gt;alert(&quot;xss&quot;)&lt;/script&gt;"):
+        assert text in page.text, text
+    for r in responses:
+        kind = r.headers["content-type"]
+        if kind.startswith("application/json"):
+            assert r.headers["x-content-type-options"] == "nosniff"
+            continue
+        for payload in XSS:
+            assert payload not in r.text, (r.request.url, payload)
+        if kind.startswith("image/svg+xml") or "<svg" in r.text:
+            for svg in ([r.text] if kind.startswith("image/svg") else re.findall(r"<svg.*?</svg>", r.text, re.S)):
+                root = svg_root(svg)  # still well-formed XML
+                assert not [e for e in root.iter() if e.tag.endswith("script") or e.tag.endswith("foreignObject")]
+                assert not [a for e in root.iter() for a in e.attrib if a.lower().startswith("on")]
+        if kind.startswith("text/html") and "<html" in r.text:
+            assert r.text.count("<script") == 1 and "<iframe" not in r.text
+            nonce = re.search(r'<script nonce="([^"]+)">', r.text).group(1)  # type: ignore[union-attr]
+            assert f"script-src 'nonce-{nonce}'" in r.headers["content-security-policy"]
+
+
+def test_malformed_trajectory_lines_are_skipped_and_the_page_and_audit_render(hostile: dict[str, Any]) -> None:
+    with serve_in_thread(create_app(hostile["db"])) as port, \
+            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as ui:
+        page = ui.get("/runs/20261104T100000")
+    assert page.status_code == 200
+    assert "<li><b>refusals</b>" in page.text and "Headline: held-out test" in page.text
+    assert "the last turn" in page.text and "event: 1" in page.text
+    bad = int(re.search(r"(\d+) malformed line\(s\) skipped", page.text).group(1))  # type: ignore[union-attr]
+    assert bad == 8  # [1, 2], 42, "text", null, the 100,000 "[", the deep object, the 3 MB line, the garbage
+    assert "last part only" in page.text  # the 200 kB line of the log is cut to its tail
+
+
+def test_requests_for_another_host_name_are_refused(ledger_db: Path) -> None:
+    with serve_in_thread(create_app(ledger_db, hosts=["dash.lan"])) as port, \
+            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as ui:
+        def status(host: str) -> int:
+            return ui.get("/api/runs", headers={"Host": host}).status_code
+
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"LOCALHOST:{port}", f"[::1]:{port}",
+                     f"dash.lan:{port}"):
+            assert status(host) == 200, host
+        for host in ("evil.example", f"evil.example:{port}", f"127.0.0.1:{port + 1}", f"localhost.evil.example:{port}",
+                     f"127.0.0.1.nip.io:{port}", "127.0.0.1", f"localhost:{port}x"):
+            assert status(host) in (400, 421), host
+        refused = ui.get("/runs/20261103T100000", headers={"Host": "evil.example"})
+        assert refused.status_code == 421 and "TRAINING" not in refused.text
 
 
 # -- headless Chromium ---------------------------------------------------------------------------------------

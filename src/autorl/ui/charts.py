@@ -123,13 +123,14 @@ def timeline_svg(tl: dict[str, Any], title: str = "", width: int = 760, height: 
         if ci:
             body.append(f'<line class="ci" x1="{cx:.1f}" x2="{cx:.1f}" y1="{y(ci[0]):.1f}" y2="{y(ci[1]):.1f}" '
                         f'stroke="#1c7ed6" stroke-opacity="0.5"/>')
-        body.append(f'<circle class="point" data-submission="{p["submission_id"]}" cx="{cx:.1f}" cy="{cy:.1f}" r="4.5" '
-                    f'fill="#1c7ed6"><title>submission {p["submission_id"]}: {p["score"]:.2f} at '
+        sid = escape(str(p["submission_id"]))
+        body.append(f'<circle class="point" data-submission="{sid}" cx="{cx:.1f}" cy="{cy:.1f}" r="4.5" '
+                    f'fill="#1c7ed6"><title>submission {sid}: {p["score"]:.2f} at '
                     f'{_fmt_time(p["t_s"])}</title></circle>')
     for p in points:
         if p.get("score") is None:
             body.append(f'<circle class="pending" cx="{x(p["t_s"]):.1f}" cy="{top + ph - 6}" r="4" fill="none" '
-                        f'stroke="#868e96"><title>submission {p["submission_id"]}: {escape(str(p.get("status")))}</title></circle>')
+                        f'stroke="#868e96"><title>submission {escape(str(p["submission_id"]))}: {escape(str(p.get("status")))}</title></circle>')
     if test:
         tx, ty = left + pw + 24, y(test["score"])
         ci = test.get("ci95")
@@ -155,13 +156,19 @@ def timeline_svg(tl: dict[str, Any], title: str = "", width: int = 760, height: 
     return _svg(width, height, body, title or "submission timeline")
 
 
-def compare_svg(cmp: dict[str, Any], width: int = 760) -> str:
-    """Mean improvement per agent with its 95% interval over runs, and each run as a dot."""
-    agents = cmp.get("agents", [])
-    row_h, top, bottom, left, right = 34, 40, 46, 170, 40
-    height = top + bottom + row_h * max(1, len(agents))
+def _group_label(g: dict[str, Any]) -> str:
+    cfg = str(g.get("config_hash") or "")
+    return f"{g['agent']} · {g['base_model']}" + (f" · {cfg[:8]}" if cfg else "")
+
+
+def compare_svg(cmp: dict[str, Any], width: int = 860) -> str:
+    """Mean held-out test improvement per (agent, base model, config) group with its 95% interval over runs
+    (failed runs counted as 0), and each run as a dot."""
+    groups = cmp.get("groups", [])
+    row_h, top, bottom, left, right = 34, 40, 46, 290, 40
+    height = top + bottom + row_h * max(1, len(groups))
     pw = width - left - right
-    values = [v for a in agents for v in a["values"]] + [v for a in agents for v in (a["ci95"] or [])] + [0.0]
+    values = [v for g in groups for v in g["values"]] + [v for g in groups for v in (g["ci95"] or [])] + [0.0]
     lo, hi = min(values), max(values)
     pad = max(1.0, (hi - lo) * 0.08)
     lo, hi = lo - pad, hi + pad
@@ -169,37 +176,37 @@ def compare_svg(cmp: dict[str, Any], width: int = 760) -> str:
     def x(v: float) -> float:
         return float(left + pw * (v - lo) / (hi - lo))
 
-    metric = "test improvement" if cmp.get("metric") == "test_improvement" else "dev improvement"
-    body = [f'<text class="title" x="{left}" y="22">{escape(cmp.get("task", ""))}: {metric} per agent '
-            f'(mean, 95% CI over runs)</text>', '<g class="grid">']
+    body = [f'<text class="title" x="{left}" y="22">{escape(str(cmp.get("task", "")))}: held-out test improvement '
+            f'(mean, 95% CI over runs; failed runs count as 0)</text>', '<g class="grid">']
     for v in _nice_ticks(lo, hi, 6):
-        body.append(f'<line x1="{x(v):.1f}" x2="{x(v):.1f}" y1="{top}" y2="{top + row_h * len(agents)}"/>')
+        body.append(f'<line x1="{x(v):.1f}" x2="{x(v):.1f}" y1="{top}" y2="{top + row_h * len(groups)}"/>')
     body.append("</g>")
-    body.append(f'<line id="zero" x1="{x(0):.1f}" x2="{x(0):.1f}" y1="{top - 4}" y2="{top + row_h * len(agents) + 4}" '
+    body.append(f'<line id="zero" x1="{x(0):.1f}" x2="{x(0):.1f}" y1="{top - 4}" y2="{top + row_h * len(groups) + 4}" '
                 f'stroke="#333" stroke-width="1.2"/>')
-    for i, a in enumerate(agents):
+    for i, g in enumerate(groups):
         cy = top + row_h * i + row_h / 2
-        body.append(f'<text x="{left - 10}" y="{cy + 4:.1f}" text-anchor="end">{escape(a["agent"])} '
-                    f'<tspan class="muted">(n={a["n"]})</tspan></text>')
-        if a["mean"] is not None:
-            x0, x1 = sorted((x(0), x(a["mean"])))
-            color = "#2f9e44" if a["mean"] >= 0 else "#e03131"
-            body.append(f'<rect class="bar" data-agent="{escape(a["agent"])}" x="{x0:.1f}" y="{cy - 9:.1f}" '
-                        f'width="{max(1.0, x1 - x0):.1f}" height="18" fill="{color}" fill-opacity="0.75">'
-                        f'<title>{escape(a["agent"])}: mean {a["mean"]:.2f}</title></rect>')
-        if a["ci95"]:
-            c0, c1 = x(a["ci95"][0]), x(a["ci95"][1])
+        label = escape(_group_label(g)[:60])
+        failed = f", {g['failures']} failed" if g["failures"] else ""
+        body.append(f'<text x="{left - 10}" y="{cy + 4:.1f}" text-anchor="end">{label} '
+                    f'<tspan class="muted">(n={g["runs"]}{failed})</tspan></text>')
+        x0, x1 = sorted((x(0), x(g["mean"])))
+        color = "#2f9e44" if g["mean"] >= 0 else "#e03131"
+        body.append(f'<rect class="bar" data-agent="{escape(str(g["agent"]))}" x="{x0:.1f}" y="{cy - 9:.1f}" '
+                    f'width="{max(1.0, x1 - x0):.1f}" height="18" fill="{color}" fill-opacity="0.75">'
+                    f'<title>{label}: mean {g["mean"]:.2f}</title></rect>')
+        if g["ci95"]:
+            c0, c1 = x(g["ci95"][0]), x(g["ci95"][1])
             body.append(f'<path class="errorbar" d="M{c0:.1f},{cy:.1f} L{c1:.1f},{cy:.1f} M{c0:.1f},{cy - 6:.1f} '
                         f'L{c0:.1f},{cy + 6:.1f} M{c1:.1f},{cy - 6:.1f} L{c1:.1f},{cy + 6:.1f}" stroke="#212529" '
                         f'stroke-width="1.5" fill="none"/>')
-        for v in a["values"]:
+        for v in g["values"]:
             body.append(f'<circle class="run" cx="{x(v):.1f}" cy="{cy:.1f}" r="2.5" fill="#212529" fill-opacity="0.6"/>')
-    base_y = top + row_h * len(agents)
+    base_y = top + row_h * len(groups)
     for v in _nice_ticks(lo, hi, 6):
         body.append(f'<text x="{x(v):.1f}" y="{base_y + 18}" text-anchor="middle">{_fmt(v)}</text>')
     body.append(f'<text x="{left + pw / 2:.0f}" y="{height - 8}" text-anchor="middle" class="muted">'
-                f'improvement over the baseline (percentage points)</text>')
-    if not agents:
+                f'test improvement over the test baseline (percentage points)</text>')
+    if not groups:
         body.append(f'<text x="{left + pw / 2:.0f}" y="{top + 20}" text-anchor="middle" class="muted">no finished run'
                     f'</text>')
     return _svg(width, height, body, f"{cmp.get('task', '')} comparison")

@@ -14,14 +14,18 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from autorl import untrusted
+from autorl.aggregate import FAILURE_RULE, aggregate_runs
 from autorl.ledger import Ledger
 
-#: columns of the runs table: key, title, kind (for formatting and sorting)
+#: columns of the runs table: key, title, kind (for formatting and sorting). The headline is the held-out
+#: test (the dev-selected checkpoint scored once on test, against the test baseline); the dev figure is the
+#: best of k dev scores the agent saw, biased upward, and is labelled so.
 RUN_COLUMNS = (
     ("timestamp", "date", "text"), ("task", "task", "text"), ("agent", "agent", "text"),
-    ("base_model", "base model", "text"), ("baseline", "baseline", "num"), ("best_score", "best dev", "num"),
-    ("test_score", "test", "num"), ("improvement", "improvement", "num"),
-    ("improvement_ci95", "95% CI", "ci"), ("test_improvement", "test improvement", "num"),
+    ("base_model", "base model", "text"), ("sandbox", "sandbox", "sandbox"), ("baseline", "test baseline", "num"),
+    ("best_score", "test score", "num"), ("improvement", "improvement (test)", "num"),
+    ("improvement_ci95", "95% CI", "ci"), ("dev_improvement", "dev: best of k, optimistic", "dev"),
     ("submissions", "submissions", "num"), ("duration_s", "duration", "secs"), ("status", "status", "text"),
 )
 SORTABLE = {key for key, _, _ in RUN_COLUMNS if key != "improvement_ci95"}
@@ -41,16 +45,18 @@ def live_row(info: Mapping[str, Any], now: float | None = None) -> dict[str, Any
     store = read_store(Path(info["store_dir"])) if info.get("store_dir") else {"submissions": [], "baseline": None}
     scored = [s for s in store["submissions"] if s["score"] is not None]
     best = max(scored, key=lambda s: s["score"], default=None)
-    baseline = store["baseline"]["score"] if store["baseline"] else None
+    dev_baseline = store["baseline"]["score"] if store["baseline"] else None
     return {
         "run_id": info["run_id"], "timestamp": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["started"])),
-        "task": info["task"], "agent": info["agent"], "base_model": info["base_model"], "baseline": baseline,
-        "best_score": best["score"] if best else None, "test_score": None,
-        "improvement": (best["score"] - baseline) if best and baseline is not None else None,
-        "improvement_ci95": None, "test_improvement": None, "test_improvement_ci95": None,
+        "task": info["task"], "agent": info["agent"], "base_model": info["base_model"],
+        # no test score until the run ends, so no headline yet
+        "baseline": None, "best_score": None, "improvement": None, "improvement_ci95": None, "p_value": None,
+        "dev_baseline": dev_baseline, "dev_best": best["score"] if best else None,
+        "dev_improvement": (best["score"] - dev_baseline) if best and dev_baseline is not None else None,
+        "dev_improvement_ci95": None, "dev_k": len(scored), "sandbox": info.get("sandbox"),
         "submissions": len(store["submissions"]), "duration_s": round(now - float(info["started"]), 1),
         "success": None, "status": _live_status(info, now), "workspace": info.get("workspace"),
-        "audit_flags": [], "live": True,
+        "store_dir": info.get("store_dir"), "config_hash": None, "audit_flags": [], "live": True,
     }
 
 
@@ -66,19 +72,27 @@ def read_store(store_dir: Path) -> dict[str, Any]:
             db.row_factory = sqlite3.Row
             for r in db.execute("SELECT id, created_at, finished_at, status, score, record FROM submissions "
                                 "ORDER BY id"):
-                record = json.loads(r["record"]) if r["record"] else {}
+                record = _record(r["record"])
                 out["submissions"].append({"submission_id": r["id"], "created_at": r["created_at"],
                                            "finished_at": r["finished_at"], "status": r["status"],
                                            "score": r["score"], "ci95": record.get("ci95")})
             b = db.execute("SELECT score, record FROM baseline WHERE split='dev'").fetchone()
             if b:
-                record = json.loads(b["record"]) if b["record"] else {}
+                record = _record(b["record"])
                 out["baseline"] = {"score": b["score"], "ci95": record.get("ci95"), "n": record.get("n")}
         finally:
             db.close()
-    except (sqlite3.Error, ValueError):
+    except (sqlite3.Error, ValueError, TypeError, KeyError):
         pass
     return out
+
+
+def _record(text: str | None) -> dict[str, Any]:
+    try:
+        value = untrusted.parse_json(text) if text else {}
+    except untrusted.UntrustedFileError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def status_of(row: Mapping[str, Any]) -> str:
@@ -137,14 +151,16 @@ def run_detail(ledger: Ledger, run_id: str, now: float | None = None) -> dict[st
         row["status"] = status_of(row)
         flags = ledger.audit(run_id)
         return {"run_id": run_id, "live": False, "row": row, "result": result, "audit": flags,
-                "timeline": timeline_of_result(result), "workspace": row.get("workspace")}
+                "timeline": timeline_of_result(result), "workspace": row.get("workspace"),
+                "store_dir": (result.get("meta") or {}).get("store_dir")}
     info = next((i for i in ledger.live() if i["run_id"] == run_id), None)
     if info is None:
         return None
     row = live_row(info, now)
     store = read_store(Path(info["store_dir"]))
     return {"run_id": run_id, "live": row["status"] == "running", "row": row, "result": None, "audit": [],
-            "info": info, "timeline": timeline_of_store(store, info), "workspace": info.get("workspace")}
+            "info": info, "timeline": timeline_of_store(store, info), "workspace": info.get("workspace"),
+            "store_dir": info.get("store_dir")}
 
 
 def _point(sub: Mapping[str, Any], t0: float) -> dict[str, Any]:
@@ -181,88 +197,116 @@ def timeline_of_store(store: Mapping[str, Any], info: Mapping[str, Any]) -> dict
     }
 
 
-def tail(path: Path, limit: int = 16_000) -> str | None:
-    """The last ``limit`` bytes of a text file, from its first whole line."""
+#: the most of an agent-written log the run page shows (its tail)
+LOG_LIMIT = 16_000
+#: the most of a trajectory file read (its tail), and of one line of it
+TRAJECTORY_LIMIT = 4 << 20
+TRAJECTORY_LINE_LIMIT = 256 << 10
+#: where the grader's own log may lie in the grader's store (never in the workspace, which the agent controls)
+GRADER_LOGS = ("grading_server.log", "logs/grading_server.log", "grader.log")
+
+
+def tail(root: Path, name: str, limit: int = LOG_LIMIT) -> dict[str, Any] | None:
+    """The last ``limit`` bytes of ``root/name`` from its first whole line, as ``{"text": ...}``.
+
+    Read through :mod:`autorl.untrusted` (no link followed, regular files only): a file that cannot be read
+    safely is ``{"error": why}``; an absent one is None.
+    """
     try:
-        with path.open("rb") as f:
-            f.seek(0, 2)
-            size = f.tell()
-            f.seek(max(0, size - limit))
-            data = f.read()
-    except OSError:
-        return None
-    text = data.decode(errors="replace")
-    if size > limit and "\n" in text:
-        text = text.split("\n", 1)[1]
-    return text
-
-
-def trajectory(workspace: Path, limit: int = 500) -> list[dict[str, Any]] | None:
-    """The llm agent's turns from ``trajectory.jsonl`` (or a coding CLI's ``transcript.jsonl``), parsed."""
-    for name in ("trajectory.jsonl", "transcript.jsonl"):
-        path = workspace / name
-        if not path.is_file():
-            continue
-        turns = []
-        try:
-            lines = path.read_text(errors="replace").splitlines()
-        except OSError:
+        data = untrusted.read_tail(root, name, limit=limit + 1)
+    except untrusted.UntrustedFileError as exc:
+        if "does not exist" in str(exc):
             return None
-        for line in lines[-limit:]:
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                turns.append(_turn(record, name))
-        return turns
+        return {"error": str(exc)}
+    cut = len(data) > limit
+    text = data[-limit:].decode(errors="replace")
+    if cut and "\n" in text:
+        text = text.split("\n", 1)[1]
+    return {"text": text, "truncated": cut}
+
+
+def grader_log(store_dir: str | None) -> dict[str, Any] | None:
+    """The tail of the grader's own log, from the grader's store."""
+    if not store_dir:
+        return None
+    for name in GRADER_LOGS:
+        found = tail(Path(store_dir), name)
+        if found is not None:
+            return found
     return None
 
 
-def _turn(record: dict[str, Any], source: str) -> dict[str, Any]:
-    if "event" in record:
-        return {"kind": "event", "event": record["event"], "detail": {k: v for k, v in record.items() if k != "event"}}
-    if "step" in record and isinstance(record.get("message"), dict):
-        msg = record["message"]
-        calls = []
-        for call in msg.get("tool_calls") or []:
-            fn = call.get("function", {}) if isinstance(call, dict) else {}
-            calls.append({"id": call.get("id") if isinstance(call, dict) else None, "name": fn.get("name"),
-                          "arguments": fn.get("arguments")})
-        return {"kind": "turn", "step": record["step"], "content": msg.get("content"), "tool_calls": calls,
-                "tool_results": record.get("tool_results") or [], "usage": record.get("usage") or {},
-                "latency_s": record.get("latency_s"), "time": record.get("time")}
-    return {"kind": "record", "source": source, "type": record.get("type"), "detail": record}
+def trajectory(workspace: Path, limit: int = 500) -> dict[str, Any] | None:
+    """The agent's last ``limit`` turns from ``trajectory.jsonl`` (the llm agent) or ``transcript.jsonl`` (a
+    coding CLI), as ``{"source", "turns", "bad_lines", "truncated"}`` or ``{"source", "error"}``.
 
-
-def compare(rows: Iterable[dict[str, Any]], task: str, metric: str = "auto") -> dict[str, Any]:
-    """Per agent on ``task``: runs, mean improvement and its 95% t-interval over runs.
-
-    ``metric``: ``test_improvement`` (the number that counts), ``improvement`` (dev), or ``auto``: test where
-    every finished run of the task has it, else dev.
+    Agent-written: lines that are not JSON objects, too long or too deep are counted in ``bad_lines``; any
+    field of any type is shown as text.
     """
-    from scipy import stats
+    for name in ("trajectory.jsonl", "transcript.jsonl"):
+        stats = untrusted.JsonlStats()
+        try:
+            records = list(untrusted.iter_jsonl(workspace, name, limit=TRAJECTORY_LIMIT,
+                                                max_line=TRAJECTORY_LINE_LIMIT, stats=stats, tail=True))
+        except untrusted.UntrustedFileError as exc:
+            if "does not exist" in str(exc):
+                continue
+            return {"source": name, "error": str(exc), "turns": [], "bad_lines": 0, "truncated": False}
+        turns = [_turn(r, name) for r in records[-limit:]]
+        return {"source": name, "turns": turns, "bad_lines": stats.bad_lines,
+                "truncated": stats.truncated or len(records) > limit}
+    return None
 
-    done = [r for r in rows if r.get("task") == task and not r.get("live")]
-    if metric == "auto":
-        metric = "test_improvement" if done and all(r.get("test_improvement") is not None for r in done) \
-            else "improvement"
-    if metric not in ("test_improvement", "improvement"):
-        raise ValueError("metric must be test_improvement, improvement or auto")
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for r in done:
-        groups.setdefault(str(r["agent"]), []).append(r)
-    out = []
-    for agent, runs in sorted(groups.items()):
-        values = [float(r[metric]) for r in runs if r.get(metric) is not None]
-        n = len(values)
-        mean = sum(values) / n if n else None
-        ci = None
-        if n >= 2 and mean is not None:
-            sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-            half = float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
-            ci = [mean - half, mean + half]
-        out.append({"agent": agent, "runs": len(runs), "n": n, "mean": mean, "ci95": ci, "values": values,
-                    "success_rate": sum(1 for r in runs if r.get("success")) / len(runs),
-                    "models": sorted({str(r["base_model"]) for r in runs})})
-    return {"task": task, "metric": metric, "agents": out}
+
+def _text(value: Any) -> str | None:
+    return None if value is None else value if isinstance(value, str) else _dump(value)
+
+
+def _dump(value: Any) -> str:
+    try:
+        return json.dumps(value, indent=1)
+    except (TypeError, ValueError, RecursionError):
+        return repr(value)[:4000]
+
+
+def _num(value: Any) -> float | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) else 0
+
+
+def _turn(record: dict[str, Any], source: str) -> dict[str, Any]:
+    """One trajectory record, every field reduced to text or a plain number (the record is the agent's)."""
+    if "event" in record:
+        return {"kind": "event", "event": _text(record["event"]) or "",
+                "detail": _dump({k: v for k, v in record.items() if k != "event"})}
+    message = record.get("message")
+    if "step" in record and isinstance(message, dict):
+        calls = []
+        raw_calls = message.get("tool_calls")
+        for call in raw_calls if isinstance(raw_calls, list) else []:
+            call = call if isinstance(call, dict) else {}
+            fn: dict[str, Any] = call["function"] if isinstance(call.get("function"), dict) else {}
+            calls.append({"id": _text(call.get("id")), "name": _text(fn.get("name")),
+                          "arguments": _text(fn.get("arguments"))})
+        results = record.get("tool_results")
+        usage: dict[str, Any] = record["usage"] if isinstance(record.get("usage"), dict) else {}
+        latency = record.get("latency_s")
+        return {"kind": "turn", "step": _text(record["step"]) or "", "content": _text(message.get("content")),
+                "tool_calls": calls,
+                "tool_results": [_text(r) or "" for r in (results if isinstance(results, list) else [])],
+                "usage": {"prompt_tokens": _int(usage.get("prompt_tokens")),
+                          "completion_tokens": _int(usage.get("completion_tokens"))},
+                "latency_s": _num(latency)}
+    return {"kind": "record", "source": source, "type": _text(record.get("type")), "detail": _dump(record)}
+
+
+def compare(rows: Iterable[dict[str, Any]], task: str) -> dict[str, Any]:
+    """The agents on ``task`` by :func:`autorl.aggregate.aggregate_runs`: mean held-out test improvement with
+    its 95% t-interval over runs, failed runs counted as 0, one group per base model and config hash."""
+    groups = aggregate_runs(rows, task=task)
+    return {"task": task, "metric": "improvement", "failure_rule": FAILURE_RULE,
+            "groups": [g.as_dict() for g in groups]}

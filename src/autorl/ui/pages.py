@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from html import escape
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
+from autorl.aggregate import FAILURE_RULE
 from autorl.ui.data import RUN_COLUMNS
 
 CSS = """
@@ -43,6 +44,12 @@ details.turn { border: 1px solid var(--line); border-radius: 6px; margin: 6px 0;
 details.turn summary { cursor: pointer; } .turn pre { white-space: pre-wrap; font-size: 12px; background: var(--bg);
   padding: 6px; max-height: 300px; overflow: auto; }
 .muted { color: var(--muted); } .live-dot { color: #1a7f37; }
+section.untrusted { border: 2px dashed #bf8700; border-radius: 6px; padding: 4px 12px 10px; margin: 16px 0;
+  background: #fff8c5; }
+section.untrusted > .untrusted-label { font-size: 12px; font-weight: 600; color: #7d4e00; margin: 6px 0; }
+.sandbox-none { background: #ffebe9; color: #82071e; font-weight: 600; padding: 1px 6px; border-radius: 4px; }
+.warning { background: #ffebe9; border: 1px solid #ff8182; padding: 6px 10px; border-radius: 6px; }
+.note { color: var(--muted); font-size: 12px; }
 """
 
 LIVE_JS = """
@@ -59,7 +66,7 @@ LIVE_JS = """
         const d = await r.json();
         const s = document.getElementById('live-summary');
         if (s) s.textContent = d.row.submissions + ' submission(s), best dev ' +
-          (d.row.best_score === null ? '-' : d.row.best_score.toFixed(2)) + ', ' + Math.round(d.row.duration_s) + ' s';
+          (d.row.dev_best === null ? '-' : d.row.dev_best.toFixed(2)) + ', ' + Math.round(d.row.duration_s) + ' s';
         if (!d.live) { location.reload(); return; }
       }
     } catch (e) {}
@@ -86,24 +93,32 @@ TABLE_JS = """
 """
 
 
-def layout(title: str, body: str, script: str = "") -> str:
+def layout(title: str, body: str, script: str = "", *, nonce: str = "") -> str:
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{escape(title)} · autorl</title><style>{CSS}</style></head>
 <body><header><a class="brand" href="/">autorl</a><a href="/">runs</a><a href="/compare">compare</a>
 <a href="/api/runs">json</a></header><main>{body}</main>
-<script>{script}</script></body></html>"""
+<script nonce="{escape(nonce)}">{script}</script></body></html>"""
+
+
+def _is_num(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def fmt(value: Any, kind: str = "num") -> str:
+    """``value`` as escaped HTML."""
     if value is None:
         return "&ndash;"
-    if kind == "ci" and isinstance(value, (list, tuple)) and len(value) == 2:
+    pair = isinstance(value, list | tuple) and len(value) == 2 and all(_is_num(v) for v in value)
+    if kind == "ci" and pair:
         return f"[{value[0]:+.1f}, {value[1]:+.1f}]"
-    if kind == "range" and isinstance(value, (list, tuple)) and len(value) == 2:
+    if kind == "range" and pair:
         return f"[{value[0]:.1f}, {value[1]:.1f}]"
-    if kind == "secs" and isinstance(value, (int, float)):
+    if kind == "secs" and _is_num(value):
         return f"{value / 60:.1f} min" if value >= 120 else f"{value:.0f} s"
+    if kind == "pct" and _is_num(value):
+        return f"{value:.0%}"
     if isinstance(value, float):
         return f"{value:.2f}"
     return escape(str(value))
@@ -111,6 +126,22 @@ def fmt(value: Any, kind: str = "num") -> str:
 
 def status_badge(status: str) -> str:
     return f'<span class="status status-{escape(status)}">{escape(status)}</span>'
+
+
+def sandbox_badge(mode: Any) -> str:
+    """The sandbox mode; a run without one is marked, since its agent could reach everything the user can."""
+    if mode is None:
+        return "&ndash;"
+    if str(mode) == "none":
+        return '<span class="sandbox-none" title="the agent ran without a sandbox">none ⚠</span>'
+    return escape(str(mode))
+
+
+def dev_cell(row: dict[str, Any]) -> str:
+    if row.get("dev_improvement") is None:
+        return "&ndash;"
+    k = row.get("dev_k")
+    return f"{fmt(row.get('dev_improvement'))}{f' <span class=muted>(k={fmt(k)})</span>' if k is not None else ''}"
 
 
 def run_rows_html(rows: list[dict[str, Any]]) -> str:
@@ -121,21 +152,28 @@ def run_rows_html(rows: list[dict[str, Any]]) -> str:
             value = r.get(key)
             if key == "status":
                 cell = status_badge(str(value))
-                if r.get("audit_flags"):
-                    cell += f' <span class="flag" title="{escape(", ".join(r["audit_flags"]))}">⚑</span>'
+                flags = r.get("audit_flags")
+                if flags:
+                    names = ", ".join(str(f) for f in flags) if isinstance(flags, list) else str(flags)
+                    cell += f' <span class="flag" title="{escape(names)}">⚑</span>'
                 cells.append(f"<td>{cell}</td>")
             elif key == "timestamp":
-                cells.append(f'<td><a href="/runs/{escape(r["run_id"])}">{escape(str(value))}</a></td>')
+                cells.append(f'<td><a href="/runs/{escape(quote(str(r["run_id"]), safe=""))}">{escape(str(value))}</a></td>')
+            elif kind == "sandbox":
+                cells.append(f"<td>{sandbox_badge(value)}</td>")
+            elif kind == "dev":
+                cells.append(f'<td class="num">{dev_cell(r)}</td>')
             else:
                 css = ' class="num"' if kind in ("num", "secs") else ""
                 cells.append(f"<td{css}>{fmt(value, kind)}</td>")
-        out.append(f'<tr data-run="{escape(r["run_id"])}">{"".join(cells)}</tr>')
+        out.append(f'<tr data-run="{escape(str(r["run_id"]))}">{"".join(cells)}</tr>')
     if not out:
         out.append(f'<tr><td colspan="{len(RUN_COLUMNS)}" class="muted">no runs match</td></tr>')
     return "\n".join(out)
 
 
-def runs_page(rows: list[dict[str, Any]], choices: dict[str, list[str]], params: dict[str, str]) -> str:
+def runs_page(rows: list[dict[str, Any]], choices: dict[str, list[str]], params: dict[str, str], *,
+              nonce: str = "") -> str:
     def select(name: str, label: str) -> str:
         opts = "".join(f'<option value="{escape(v)}"{" selected" if params.get(name) == v else ""}>{escape(v)}</option>'
                        for v in choices.get(name, []))
@@ -145,12 +183,12 @@ def runs_page(rows: list[dict[str, Any]], choices: dict[str, list[str]], params:
     heads = []
     for key, title, _ in RUN_COLUMNS:
         if key == "improvement_ci95":
-            heads.append(f"<th>{title}</th>")
+            heads.append(f"<th>{escape(title)}</th>")
             continue
         new_order = "asc" if sort == key and order == "desc" else "desc"
         q = {k: v for k, v in params.items() if v and k not in ("sort", "order")} | {"sort": key, "order": new_order}
         arrow = (" ▼" if order == "desc" else " ▲") if sort == key and order else ""
-        heads.append(f'<th><a href="/?{escape(urlencode(q))}">{title}{arrow}</a></th>')
+        heads.append(f'<th><a href="/?{escape(urlencode(q))}">{escape(title)}{arrow}</a></th>')
     live = any(r.get("status") == "running" for r in rows)
     body = f"""<h1>Runs <span class="muted">({len(rows)})</span></h1>
 <form class="filters" method="get" action="/">{select("task", "task")}{select("agent", "agent")}
@@ -158,120 +196,176 @@ def runs_page(rows: list[dict[str, Any]], choices: dict[str, list[str]], params:
 <label>from<input type="date" name="since" value="{escape(params.get("since", ""))}"></label>
 <label>to<input type="date" name="until" value="{escape(params.get("until", ""))}"></label>
 <button type="submit">filter</button> <a href="/">clear</a></form>
+<p class="note">improvement: the dev-selected checkpoint scored once on the held-out test split, against the test
+baseline (a run without a test score has none). dev: the best of k dev scores the agent saw minus the dev
+baseline, biased upward by the choice among k.</p>
 <table id="runs"><thead><tr>{"".join(heads)}</tr></thead>
 <tbody id="runs-body" data-live="{int(live)}">{run_rows_html(rows)}</tbody></table>"""
-    return layout("runs", body, TABLE_JS)
+    return layout("runs", body, TABLE_JS, nonce=nonce)
 
 
-def _meta_list(pairs: list[tuple[str, Any]]) -> str:
-    return '<dl class="meta">' + "".join(f"<dt>{escape(k)}</dt><dd>{fmt(v) if not isinstance(v, str) else escape(v)}</dd>"
-                                         for k, v in pairs if v not in (None, "")) + "</dl>"
+def _meta_list(pairs: list[tuple[str, Any, str]]) -> str:
+    """A definition list of (label, value, kind): values formatted and escaped by :func:`fmt`."""
+    return '<dl class="meta">' + "".join(f"<dt>{escape(k)}</dt><dd>{fmt(v, kind)}</dd>"
+                                         for k, v, kind in pairs if v not in (None, "")) + "</dl>"
 
 
-def run_page(detail: dict[str, Any], timeline_svg: str, logs: dict[str, str | None],
-             turns: list[dict[str, Any]] | None) -> str:
+def untrusted_section(title: str, inner: str, what: str = "written by the agent") -> str:
+    """Agent-written content, framed and labelled so that nobody takes it for the harness's own word."""
+    return (f'<section class="untrusted"><div class="untrusted-label">⚠ {escape(what)}: untrusted, shown as '
+            f'plain text</div><h2>{escape(title)}</h2>{inner}</section>')
+
+
+def _log_html(name: str, log: dict[str, Any] | None) -> str:
+    if log is None:
+        return "<p class='muted'>none</p>"
+    if "error" in log:
+        return f"<p class='warning'>not shown: {escape(str(log['error']))}</p>"
+    cut = "<p class='note'>last part only</p>" if log.get("truncated") else ""
+    return f"{cut}<pre class='log'>{escape(str(log.get('text') or ''))}</pre>"
+
+
+def run_page(detail: dict[str, Any], timeline_svg: str, logs: dict[str, dict[str, Any] | None],
+             turns: dict[str, Any] | None, grader_log: dict[str, Any] | None = None, *, nonce: str = "") -> str:
     row, result = detail["row"], detail.get("result") or {}
-    meta = result.get("meta", {})
-    rid = detail["run_id"]
+    meta = result.get("meta") or {}
+    rid = str(detail["run_id"])
     live = detail["live"]
-    numbers = [("baseline (dev)", row.get("baseline")), ("best dev", row.get("best_score")),
-               ("improvement", row.get("improvement")), ("improvement 95% CI", fmt(row.get("improvement_ci95"), "ci")),
-               ("p value", row.get("p_value")), ("test baseline", row.get("test_baseline")),
-               ("test score", row.get("test_score")), ("test improvement", row.get("test_improvement")),
-               ("test improvement 95% CI", fmt(row.get("test_improvement_ci95"), "ci")),
-               ("submissions", row.get("submissions")), ("duration", fmt(row.get("duration_s"), "secs")),
-               ("end", row.get("end_reason"))]
-    sandbox = meta.get("sandbox") or {}
-    about = [("run id", rid), ("task", row.get("task")), ("agent", row.get("agent")),
-             ("base model", row.get("base_model")), ("model source", meta.get("model_source")),
-             ("model revision", meta.get("model_revision")), ("seed", row.get("seed")),
-             ("config hash", row.get("config_hash")), ("backend", meta.get("backend")),
-             ("autorl", meta.get("autorl_version")), ("python", meta.get("python")),
-             ("sandbox", f"{sandbox.get('mode')} (network {sandbox.get('network')})" if sandbox else None),
-             ("limit", meta.get("limit")), ("workspace", row.get("workspace"))]
+    sandbox: dict[str, Any] = meta["sandbox"] if isinstance(meta.get("sandbox"), dict) else {}
+    mode = row.get("sandbox") or sandbox.get("mode")
+    headline = [("test baseline", row.get("baseline"), "num"), ("test score", row.get("best_score"), "num"),
+                ("improvement", row.get("improvement"), "num"), ("95% CI", row.get("improvement_ci95"), "ci"),
+                ("p value", row.get("p_value"), "num"), ("success", row.get("success"), "text")]
+    no_headline = ("<p class='note'>no headline: this run has no held-out test score"
+                   f"{' yet' if live else ''}.</p>") if row.get("improvement") is None else ""
+    dev = [("k (scored submissions)", row.get("dev_k"), "num"), ("dev baseline", row.get("dev_baseline"), "num"),
+           ("best dev", row.get("dev_best"), "num"), ("dev improvement", row.get("dev_improvement"), "num"),
+           ("dev 95% CI", row.get("dev_improvement_ci95"), "ci")]
+    other = [("submissions", row.get("submissions"), "num"), ("duration", row.get("duration_s"), "secs"),
+             ("end", row.get("end_reason"), "text")]
+    network = f" (network {sandbox.get('network')})" if sandbox.get("network") else ""
+    about = [("run id", rid, "text"), ("task", row.get("task"), "text"), ("agent", row.get("agent"), "text"),
+             ("base model", row.get("base_model"), "text"), ("model source", meta.get("model_source"), "text"),
+             ("model revision", meta.get("model_revision"), "text"), ("seed", row.get("seed"), "text"),
+             ("config hash", row.get("config_hash"), "text"), ("backend", meta.get("backend"), "text"),
+             ("autorl", meta.get("autorl_version"), "text"), ("python", meta.get("python"), "text"),
+             ("sandbox", f"{mode}{network}" if mode else None, "text"),
+             ("limit", meta.get("limit"), "text"), ("workspace", row.get("workspace"), "text")]
     usage = meta.get("llm_usage")
     if isinstance(usage, dict):
-        about += [("llm tokens", f"{usage.get('prompt_tokens', 0)} in / {usage.get('completion_tokens', 0)} out"),
-                  ("llm cost (USD)", usage.get("cost_usd")), ("llm steps", usage.get("steps"))]
-    flags = "".join(f"<li><b>{escape(f['name'])}</b> ({escape(f['severity'])}): {escape(f['detail'])}"
-                    f"{' — overridden: ' + escape(f['overrides'][-1]['reason']) if f['overrides'] else ''}</li>"
-                    for f in detail.get("audit", []))
+        source = row.get("llm_usage_source") or "agent-reported"
+        about += [(f"llm tokens ({source})",
+                   f"{fmt(usage.get('prompt_tokens', 0))} in / {fmt(usage.get('completion_tokens', 0))} out", "raw"),
+                  (f"llm cost, USD ({source})", usage.get("cost_usd"), "num"),
+                  (f"llm steps ({source})", usage.get("steps"), "num")]
+    about_html = _meta_list([p for p in about if p[2] != "raw"]).removesuffix("</dl>") + "".join(
+        f"<dt>{escape(k)}</dt><dd>{v}</dd>" for k, v, kind in about if kind == "raw") + "</dl>"
+    sandbox_warning = ("<p class='warning'>⚠ this run's agent ran <b>without a sandbox</b>: it could read and "
+                       "write everything the user running autorl can; treat its numbers with suspicion.</p>"
+                       if str(mode) == "none" else "")
+    flags = "".join(f"<li><b>{escape(str(f.get('name')))}</b> ({escape(str(f.get('severity')))}): "
+                    f"{escape(str(f.get('detail')))}"
+                    f"{' — overridden: ' + escape(str(f['overrides'][-1].get('reason'))) if f.get('overrides') else ''}"
+                    "</li>" for f in detail.get("audit", []))
     subs = result.get("submissions") or []
     sub_rows = "".join(
-        f"<tr><td>{s['submission_id']}</td><td>{escape(str(s.get('status')))}</td><td class='num'>{fmt(s.get('score'))}</td>"
+        f"<tr><td>{fmt(s.get('submission_id'))}</td><td>{fmt(s.get('status'))}</td><td class='num'>{fmt(s.get('score'))}</td>"
         f"<td class='num'>{fmt(s.get('ci95'), 'range')}</td><td class='num'>{fmt(s.get('improvement'))}</td>"
         f"<td>{escape(str(s.get('model_path', '')))}</td><td>{escape(str(s.get('error') or ''))}</td></tr>"
         for s in subs)
-    log_html = "".join(f"<div><h2>{escape(name)}</h2><pre class='log'>{escape(text) if text else '<i>none</i>'}</pre></div>"
-                       for name, text in logs.items())
+    agent_files = "".join(untrusted_section(f"{name} (tail)", _log_html(name, log)) for name, log in logs.items())
+    grader_html = f"<div><h2>grader log (grader's store)</h2>{_log_html('grader', grader_log)}</div>" \
+        if grader_log is not None else ""
     title = f"{row.get('agent')} on {row.get('task')} from {row.get('base_model')}"
-    live_line = (f'<p><span class="live-dot">●</span> live: <span id="live-summary">{row.get("submissions")} '
+    live_line = (f'<p><span class="live-dot">●</span> live: <span id="live-summary">{fmt(row.get("submissions"))} '
                  f"submission(s)</span> — updates every 2 s</p>") if live else ""
-    body = f"""<h1>{escape(title)} {status_badge(str(row.get("status")))}</h1>{live_line}
+    body = f"""<h1>{escape(title)} {status_badge(str(row.get("status")))}</h1>{live_line}{sandbox_warning}
 <div class="cols"><div><div class="figure" id="timeline" data-run="{escape(rid)}" data-live="{int(live)}">{timeline_svg}</div>
-<p><a href="/runs/{escape(rid)}/timeline.svg?download=1">download SVG</a> ·
-<a href="/api/runs/{escape(rid)}">JSON</a></p></div>
-<div><h2>Numbers</h2>{_meta_list(numbers)}<h2>Run</h2>{_meta_list(about)}
-{"<h2>Audit</h2><ul>" + flags + "</ul>" if flags else ""}</div></div>
+<p><a href="/runs/{escape(quote(rid, safe=''))}/timeline.svg?download=1">download SVG</a> ·
+<a href="/api/runs/{escape(quote(rid, safe=''))}">JSON</a></p></div>
+<div><h2>Headline: held-out test</h2>{no_headline}{_meta_list(headline)}
+<h2>Dev: best of k on dev, optimistic</h2><p class="note">the best of the k dev scores the agent saw; biased
+upward by the choice among k, not the run's result.</p>{_meta_list(dev)}{_meta_list(other)}
+<h2>Run</h2>{about_html}
+{"<h2>Audit</h2><ul id='audit'>" + flags + "</ul>" if flags else ""}</div></div>
 {"<h2>Submissions</h2><table><thead><tr><th>id</th><th>status</th><th>score</th><th>95% CI</th><th>improvement</th><th>path</th><th>error</th></tr></thead><tbody>" + sub_rows + "</tbody></table>" if sub_rows else ""}
 {trajectory_html(turns)}
-<div class="cols">{log_html}</div>"""
-    return layout(title, body, LIVE_JS)
+{agent_files}{grader_html}"""
+    return layout(title, body, LIVE_JS, nonce=nonce)
 
 
-def trajectory_html(turns: list[dict[str, Any]] | None) -> str:
-    if turns is None:
+def trajectory_html(traj: dict[str, Any] | None) -> str:
+    """The agent's trajectory (its own record of what it did), every field escaped."""
+    if traj is None:
         return ""
-    total_in = sum(int(t.get("usage", {}).get("prompt_tokens") or 0) for t in turns if t["kind"] == "turn")
-    total_out = sum(int(t.get("usage", {}).get("completion_tokens") or 0) for t in turns if t["kind"] == "turn")
+    source = str(traj.get("source") or "trajectory")
+    if traj.get("error"):
+        return untrusted_section(f"Trajectory ({source})", f"<p class='warning'>not shown: {escape(str(traj['error']))}</p>")
+    turns = traj.get("turns") or []
+    steps = [t for t in turns if t["kind"] == "turn"]
+    total_in = sum(t["usage"]["prompt_tokens"] for t in steps)
+    total_out = sum(t["usage"]["completion_tokens"] for t in steps)
     items = []
     for t in turns:
         if t["kind"] == "turn":
             calls = "".join(f"<div><b>{escape(str(c.get('name')))}</b><pre>{escape(_pretty(c.get('arguments')))}</pre></div>"
                             for c in t["tool_calls"])
             results = "".join(f"<div class='muted'>result</div><pre>{escape(_pretty(r))}</pre>" for r in t["tool_results"])
-            u = t.get("usage") or {}
+            u = t["usage"]
             names = ", ".join(str(c.get("name")) for c in t["tool_calls"]) or "message"
-            items.append(f"""<details class="turn" data-step="{t['step']}"><summary>step {t['step']}: {escape(names)}
-<span class="muted">· {u.get('prompt_tokens', 0)} in / {u.get('completion_tokens', 0)} out tokens
-{f"· {t['latency_s']:.1f} s" if isinstance(t.get('latency_s'), (int, float)) else ""}</span></summary>
+            latency = f"· {t['latency_s']:.1f} s" if t.get("latency_s") is not None else ""
+            items.append(f"""<details class="turn" data-step="{escape(str(t['step']))}"><summary>step {escape(str(t['step']))}: {escape(names)}
+<span class="muted">· {u['prompt_tokens']} in / {u['completion_tokens']} out tokens {latency}</span></summary>
 {f"<pre>{escape(str(t['content']))}</pre>" if t.get('content') else ""}{calls}{results}</details>""")
         elif t["kind"] == "event":
-            items.append(f'<div class="muted">event: {escape(t["event"])} {escape(json.dumps(t["detail"])[:300])}</div>')
+            items.append(f'<div class="muted">event: {escape(str(t["event"])[:200])} {escape(str(t["detail"])[:300])}</div>')
         else:
             items.append(f"<details class='turn'><summary>{escape(str(t.get('type') or 'record'))}</summary>"
-                         f"<pre>{escape(json.dumps(t['detail'], indent=1)[:4000])}</pre></details>")
-    return (f"<h2>Trajectory <span class='muted'>({sum(1 for t in turns if t['kind'] == 'turn')} turns, "
-            f"{total_in} in / {total_out} out tokens)</span></h2><div id='trajectory'>{''.join(items)}</div>")
+                         f"<pre>{escape(str(t['detail'])[:4000])}</pre></details>")
+    notes = []
+    if traj.get("bad_lines"):
+        notes.append(f"{int(traj['bad_lines'])} malformed line(s) skipped")
+    if traj.get("truncated"):
+        notes.append("earlier lines not shown")
+    note = f"<p class='note'>{escape('; '.join(notes))}</p>" if notes else ""
+    title = f"Trajectory ({source}: {len(steps)} turns, {total_in} in / {total_out} out tokens, agent-reported)"
+    return untrusted_section(title, f"{note}<div id='trajectory'>{''.join(items)}</div>")
 
 
 def _pretty(value: Any) -> str:
     if isinstance(value, str):
         try:
             return json.dumps(json.loads(value), indent=1)[:6000]
-        except ValueError:
+        except (ValueError, RecursionError):
             return value[:6000]
-    return json.dumps(value, indent=1)[:6000]
+    try:
+        return json.dumps(value, indent=1)[:6000]
+    except (TypeError, ValueError, RecursionError):
+        return repr(value)[:6000]
 
 
-def compare_page(tasks: list[str], task: str | None, cmp: dict[str, Any] | None, svg: str, metric: str) -> str:
+def compare_page(tasks: list[str], task: str | None, cmp: dict[str, Any] | None, svg: str, *, nonce: str = "") -> str:
     opts = "".join(f'<option value="{escape(t)}"{" selected" if t == task else ""}>{escape(t)}</option>' for t in tasks)
-    mopts = "".join(f'<option value="{m}"{" selected" if m == metric else ""}>{label}</option>'
-                    for m, label in (("auto", "test where every run has it, else dev"),
-                                     ("test_improvement", "test improvement"), ("improvement", "dev improvement")))
     table = ""
     if cmp:
-        table = "<table><thead><tr><th>agent</th><th>runs</th><th>mean</th><th>95% CI</th><th>success</th><th>base models</th></tr></thead><tbody>" + "".join(
-            f"<tr><td>{escape(a['agent'])}</td><td class='num'>{a['n']}</td><td class='num'>{fmt(a['mean'])}</td>"
-            f"<td class='num'>{fmt(a['ci95'], 'ci')}</td><td class='num'>{a['success_rate']:.0%}</td>"
-            f"<td>{escape(', '.join(a['models']))}</td></tr>" for a in cmp["agents"]) + "</tbody></table>"
-    q = urlencode({"task": task or "", "metric": metric})
+        table = ("<table id='groups'><thead><tr><th>agent</th><th>base model</th><th>config hash</th><th>runs</th>"
+                 "<th>failed (counted as 0)</th><th>mean test improvement</th><th>95% CI</th></tr></thead><tbody>"
+                 + "".join(
+                     f"<tr><td>{escape(str(g['agent']))}</td><td>{escape(str(g['base_model']))}</td>"
+                     f"<td>{escape(str(g['config_hash']))}</td><td class='num'>{g['runs']}</td>"
+                     f"<td class='num'>{g['failures']} ({fmt(g['failure_rate'], 'pct')})</td>"
+                     f"<td class='num'>{fmt(g['mean'])}</td><td class='num'>{fmt(g['ci95'], 'ci')}</td></tr>"
+                     for g in cmp["groups"]) + "</tbody></table>")
+    q = urlencode({"task": task or ""})
+    rule = (f"<p class='note' id='failure-rule'>Metric: the held-out test improvement (percentage points), never "
+            f"dev; mean with a 95% t-interval over runs. Failures: {escape(FAILURE_RULE)}. Runs with different base "
+            f"models or config hashes are never pooled: each combination is its own row.</p>")
     body = f"""<h1>Compare agents</h1>
 <form class="filters" method="get" action="/compare"><label>task<select name="task">{opts}</select></label>
-<label>metric<select name="metric">{mopts}</select></label><button type="submit">show</button></form>
-{f'<div class="figure" id="compare">{svg}</div><p><a href="/compare.svg?{escape(q)}&download=1">download SVG</a> · <a href="/api/compare?{escape(q)}">JSON</a></p>{table}' if task else '<p class="muted">no runs recorded yet</p>'}"""
-    return layout("compare", body)
+<button type="submit">show</button></form>{rule}
+{f'<div class="figure" id="compare">{svg}</div><p><a href="/compare.svg?{escape(q)}&amp;download=1">download SVG</a> · <a href="/api/compare?{escape(q)}">JSON</a></p>{table}' if task else '<p class="muted">no runs recorded yet</p>'}"""
+    return layout("compare", body, nonce=nonce)
 
 
-def not_found(what: str) -> str:
-    return layout("not found", f"<h1>Not found</h1><p>{escape(what)}</p><p><a href='/'>all runs</a></p>")
+def not_found(what: str, *, nonce: str = "") -> str:
+    return layout("not found", f"<h1>Not found</h1><p>{escape(what)}</p><p><a href='/'>all runs</a></p>", nonce=nonce)
