@@ -242,6 +242,9 @@ class Benchmark(ABC):
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         self.options: dict[str, Any] = dict(options or {})
+        #: The grader's hidden folder, set by :func:`autorl.resources.prepare_data` before it prepares the
+        #: data: for training data that must leave out items drawn with the secret (GSM8K's dev slice).
+        self.hidden_dir: Path | None = None
 
     @property
     def single_split(self) -> bool:

@@ -128,14 +128,16 @@ class BenchmarkData:
 
 
 def prepare_data(benchmark: Benchmark, home: Path | None = None) -> BenchmarkData:
-    """Run the plugin's idempotent data preparation: training data for the agent, hidden data for the grader."""
+    """Run the plugin's idempotent data preparation: hidden data for the grader (drawn with the installation's
+    secret, kept in ``hidden_dir``), then training data for the agent."""
     home = home or autorl_home()
     train_dir = home / "datasets" / benchmark.name
     hidden_dir = private_dir(home / "hidden" / benchmark.name)
+    benchmark.hidden_dir = hidden_dir
     with file_lock(home / "datasets" / f".{benchmark.name}.lock"):
         try:
-            benchmark.prepare_train_data(train_dir)
             benchmark.prepare_eval_data(hidden_dir)
+            benchmark.prepare_train_data(train_dir)
         except OSError as exc:
             raise ResourceError(f"could not prepare the data of {benchmark.name}: {exc}") from None
     for p in train_dir.rglob("*"):

@@ -122,3 +122,71 @@ def test_tiny_model_eval_end_to_end(mirror: Path, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     record = json.loads(proc.stdout)
     assert record["n"] == 3 and record["benchmark"] == "gsm8k" and 0.0 <= record["score"] <= 100.0
+
+
+def test_hidden_items_contract(mirror: Path, tmp_path: Path) -> None:
+    from autorl.testing import check_hidden_items_secret
+
+    check_hidden_items_secret(GSM8K(), tmp_path / "contract")
+
+
+def test_agent_data_leaves_out_the_secret_dev_slice(mirror: Path, tmp_path: Path) -> None:
+    """Each installation's dev slice is another part of the train split, and its agents never get it."""
+    seen = []
+    for name in ("one", "two"):
+        bench = GSM8K()
+        bench.hidden_dir = tmp_path / name / "hidden"
+        bench.prepare_eval_data(bench.hidden_dir)
+        bench.prepare_train_data(tmp_path / name / "train")
+        train = {json.loads(x)["question"] for x in (tmp_path / name / "train" / "train.jsonl").read_text().splitlines()}
+        dev = {str(i.input["question"]) for i in bench.load_items("dev", bench.hidden_dir)}
+        assert len(train) == 32 and len(dev) == 8 and not train & dev
+        seen.append(dev)
+    assert seen[0] != seen[1]
+
+
+def test_ids_are_content_based(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same problems in another order keep their ids; a changed problem gets another id."""
+    monkeypatch.delenv("AUTORL_DATA_DIR", raising=False)
+    train, test = official_rows(40), official_rows(12, offset=1000)
+    ids = []
+    for name, test_rows in (("a", test), ("b", test[::-1]), ("c", [{**test[0], "question": "Changed?"}, *test[1:]])):
+        folder = tmp_path / name
+        (folder / "mirror").mkdir(parents=True)
+        train_rows = train[::-1] if name == "b" else train
+        (folder / "mirror" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train_rows))
+        (folder / "mirror" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in test_rows))
+        bench = GSM8K({"data_dir": str(folder / "mirror"), "raw_dir": str(folder / "raw")})
+        bench.prepare_eval_data(folder / "hidden")
+        ids.append({s: {i.id: i.input["question"] for i in bench.load_items(s, folder / "hidden")} for s in ("dev", "test")})
+    assert ids[0]["test"] == ids[1]["test"]  # order does not matter
+    assert len(set(ids[0]["test"]) & set(ids[2]["test"])) == 11  # the changed problem has a new id
+    assert all(i.startswith("test-") for i in ids[0]["test"]) and all(i.startswith("dev-") for i in ids[0]["dev"])
+
+
+def test_a_given_mirror_wins_over_the_cached_copy_and_moves_the_hash(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from autorl.evaluation.identity import config_hash
+    from autorl.testing import PolicyBackend
+
+    monkeypatch.delenv("AUTORL_DATA_DIR", raising=False)
+    raw = tmp_path / "raw"  # what an earlier hub download left
+    raw.mkdir()
+    (raw / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in official_rows(40)))
+    (raw / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in official_rows(12, offset=1000)))
+    hidden = tmp_path / "hidden"
+    backend = PolicyBackend(lambda _p: "")
+    cached = GSM8K({"raw_dir": str(raw)})
+    cached.prepare_eval_data(hidden)
+    hashes = {config_hash(cached, "test", backend, hidden)}
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in official_rows(40)))
+    for k, rows in enumerate((official_rows(12, offset=5000), [*official_rows(11, offset=5000), official_rows(1, 9)[0]])):
+        (mirror / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        bench = GSM8K({"raw_dir": str(raw), "data_dir": str(mirror)})
+        bench.prepare_eval_data(hidden)
+        items = bench.load_items("test", hidden)
+        assert [i.input["question"] for i in items] == [r["question"] for r in rows], k
+        hashes.add(config_hash(bench, "test", backend, hidden))
+    assert len(hashes) == 3  # the cached copy, the mirror, the mirror with one problem changed

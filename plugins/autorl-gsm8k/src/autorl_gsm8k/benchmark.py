@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from autorl import Benchmark, EvalConfig, Item
+from autorl.benchmark import items_digest, read_hidden_items, secret_rng, write_hidden_items
+from autorl.errors import HiddenDataError
 from autorl.resources import autorl_home
 from autorl_gsm8k.answers import is_correct, reference_answer
-from autorl_gsm8k.data import dev_indices, load_official, write_jsonl
+from autorl_gsm8k.data import DEV_SIZE, content_ids, load_official, mirror_dir, write_jsonl
 
 # The 8 exemplars of Wei et al. (2022), "Chain-of-Thought Prompting Elicits Reasoning in Large Language Models".
 FEW_SHOT = (
@@ -47,7 +50,11 @@ class GSM8K(Benchmark):
     """GSM8K (grade-school math), 8-shot chain-of-thought."""
 
     name = "gsm8k"
-    version = "1"
+    version = "2"
+    #: The dev slice is drawn with the secret from the public train split: anyone holding that split holds it.
+    dev_public = True
+    #: The test split is GSM8K's published test set.
+    public_splits = ("test",)
     eval_config = EvalConfig(
         prompt_template="Q: {question}\nA:",
         few_shot=tuple((f"Q: {q}\nA:", f" {a}") for q, a in FEW_SHOT),
@@ -60,39 +67,56 @@ class GSM8K(Benchmark):
     def description(self) -> str:
         return resources.files("autorl_gsm8k").joinpath("description.md").read_text()
 
+    def _hidden_dir(self) -> Path:
+        return Path(self.hidden_dir) if self.hidden_dir else autorl_home() / "hidden" / self.name
+
     def _raw_dir(self) -> Path:
-        return Path(self.options.get("raw_dir") or autorl_home() / "hidden" / self.name / "raw")
+        return Path(self.options.get("raw_dir") or self._hidden_dir() / "raw")
 
-    def _mirror(self) -> Path | None:
-        return Path(self.options["data_dir"]) if self.options.get("data_dir") else None
+    def _official(self, split: str) -> list[dict[str, Any]]:
+        return load_official(split, self._raw_dir(), mirror_dir(self.options.get("data_dir")))
 
-    def _train_rows(self) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
-        rows = load_official("train", self._raw_dir(), self._mirror())
-        dev = dev_indices(len(rows))
-        return [r for i, r in enumerate(rows) if i not in dev], [r for i, r in enumerate(rows) if i in dev]
+    def _splits(self, hidden_dir: Path) -> dict[str, list[Item]]:
+        """train (for the agent), dev (a slice of the official train split drawn with the secret) and test."""
+        rows = self._official("train")
+        ids = content_ids("train", rows)
+        order = sorted(range(len(rows)), key=lambda i: ids[i])  # independent of the file's order
+        dev = set(secret_rng(hidden_dir, f"{self.name}/dev").sample(order, min(DEV_SIZE, len(rows) // 5)))
+        test = self._official("test")
+
+        def item(split: str, i: str, row: dict[str, Any], full: bool = False) -> Item:
+            reference = row["answer"] if full else str(reference_answer(row["answer"]))
+            return Item(i, {"question": row["question"]}, reference)
+
+        return {
+            "train": [item("train", ids[i], rows[i], full=True) for i in range(len(rows)) if i not in dev],
+            "dev": [item("dev", ids[i].replace("train-", "dev-", 1), rows[i]) for i in sorted(dev)],
+            "test": [item("test", i, r) for i, r in zip(content_ids("test", test), test, strict=True)],
+        }
 
     def prepare_train_data(self, target_dir: Path) -> None:
+        """The official train split minus the hidden dev slice (which the installation's secret chooses)."""
+        train = self._splits(self._hidden_dir())["train"]
+        rows = [{"question": str(i.input["question"]), "answer": str(i.reference)} for i in train]
         target = target_dir / "train.jsonl"
-        if target.is_file():
+        text = "".join(json.dumps(r) + "\n" for r in rows)
+        if target.is_file() and not target.is_symlink() and target.read_text() == text:
             return
-        train, _ = self._train_rows()
-        write_jsonl(target, [{"question": r["question"], "answer": r["answer"]} for r in train])
+        write_jsonl(target, rows)
 
     def prepare_eval_data(self, hidden_dir: Path) -> None:
-        if (hidden_dir / "dev.jsonl").is_file() and (hidden_dir / "test.jsonl").is_file():
-            return
-        _, dev = self._train_rows()
-        test = load_official("test", self._raw_dir(), self._mirror())
-        write_jsonl(hidden_dir / "dev.jsonl", dev)
-        write_jsonl(hidden_dir / "test.jsonl", test)
+        """Dev and test items as the source holds them now: a changed mirror changes them (and their hash)."""
+        splits = self._splits(hidden_dir)
+        for split in self.splits:
+            try:
+                current = items_digest(read_hidden_items(self.name, hidden_dir, split))
+            except HiddenDataError:  # missing or unreadable: written anew
+                current = None
+            if current != items_digest(splits[split]):
+                write_hidden_items(hidden_dir, split, splits[split])
 
     def load_items(self, split: str, hidden_dir: Path) -> list[Item]:
-        rows = [json.loads(x) for x in (hidden_dir / f"{split}.jsonl").read_text().splitlines() if x.strip()]
-        items = []
-        for i, row in enumerate(rows):
-            answer = reference_answer(row["answer"])
-            items.append(Item(f"{split}-{i}", {"question": row["question"]}, str(answer)))
-        return items
+        return read_hidden_items(self.name, hidden_dir, split)
 
     def score(self, item: Item, completion: str) -> float:
         reference = str(item.reference)

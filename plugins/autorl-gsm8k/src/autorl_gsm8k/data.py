@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import random
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,6 @@ from autorl.errors import ResourceError
 REPO_ID = "openai/gsm8k"
 HUB_FILES = {"train": "main/train-00000-of-00001.parquet", "test": "main/test-00000-of-00001.parquet"}
 DEV_SIZE = 500
-DEV_SEED = 1234
 
 
 def _read_rows(path: Path) -> list[dict[str, Any]]:
@@ -51,23 +50,39 @@ def _from_hub(split: str, cache_dir: Path) -> list[dict[str, Any]]:
     return _read_rows(Path(path))
 
 
+def mirror_dir(option: str | None) -> Path | None:
+    """The local mirror in force: the benchmark option ``data_dir``, else ``AUTORL_DATA_DIR/gsm8k``."""
+    if option:
+        return Path(option)
+    return Path(os.environ["AUTORL_DATA_DIR"]) / "gsm8k" if os.environ.get("AUTORL_DATA_DIR") else None
+
+
 def load_official(split: str, raw_dir: Path, mirror: Path | None) -> list[dict[str, Any]]:
-    """The official split, cached as JSONL in ``raw_dir`` (a grader-owned folder)."""
+    """The official split: read from the local mirror whenever one is given (what it holds now, never an
+    older copy), else from the hub download cached as JSONL in ``raw_dir`` (a grader-owned folder)."""
+    if mirror is not None:
+        rows = _from_mirror(mirror, split)
+        if rows is not None:
+            return rows
     cached = raw_dir / f"{split}.jsonl"
     if cached.is_file():
         return _read_rows(cached)
-    mirror = mirror or (Path(os.environ["AUTORL_DATA_DIR"]) / "gsm8k" if os.environ.get("AUTORL_DATA_DIR") else None)
-    rows = _from_mirror(mirror, split) if mirror else None
-    if rows is None:
-        rows = _from_hub(split, raw_dir / "hub")
+    rows = _from_hub(split, raw_dir / "hub")
     raw_dir.mkdir(parents=True, exist_ok=True)
     write_jsonl(cached, [{"question": r["question"], "answer": r["answer"]} for r in rows])
     return rows
 
 
-def dev_indices(n_train: int) -> set[int]:
-    """The fixed, seeded slice of the official train split that is held back as the hidden dev split."""
-    return set(random.Random(DEV_SEED).sample(range(n_train), min(DEV_SIZE, n_train // 5)))
+def content_ids(split: str, rows: list[dict[str, Any]]) -> list[str]:
+    """Ids from each problem's content (question and solution), so another data version or order never pairs
+    different problems under one id; a repeated problem gets ``-2``, ``-3``... in order."""
+    seen: dict[str, int] = {}
+    ids = []
+    for row in rows:
+        digest = hashlib.sha256(json.dumps([row["question"], row["answer"]]).encode()).hexdigest()[:12]
+        seen[digest] = seen.get(digest, 0) + 1
+        ids.append(f"{split}-{digest}" + (f"-{seen[digest]}" if seen[digest] > 1 else ""))
+    return ids
 
 
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
