@@ -190,3 +190,21 @@ def test_a_given_mirror_wins_over_the_cached_copy_and_moves_the_hash(tmp_path: P
         assert [i.input["question"] for i in items] == [r["question"] for r in rows], k
         hashes.add(config_hash(bench, "test", backend, hidden))
     assert len(hashes) == 3  # the cached copy, the mirror, the mirror with one problem changed
+
+
+def test_audit_says_what_dev_overlap_proves_here(mirror: Path, tmp_path: Path) -> None:
+    """GSM8K's dev problems are in the public train split: their presence is no proof of a leak."""
+    from autorl.audit import CRITICAL, check_overlap
+    from autorl.resources import prepare_data
+
+    bench = GSM8K()
+    data = prepare_data(bench)
+    hidden = {s: bench.load_items(s, data.hidden_dir) for s in bench.splits}
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "copied.txt").write_text(str(hidden["dev"][0].input["question"]) + "\n")
+    [flag] = check_overlap(workspace, hidden, dev_public=GSM8K.dev_public)
+    assert flag.name == "dev-items-in-workspace" and flag.severity != CRITICAL
+    assert "public train data" in flag.detail and "not that the hidden split leaked" in flag.detail
+    [strict] = check_overlap(workspace, hidden)
+    assert strict.severity == CRITICAL

@@ -118,6 +118,11 @@ class GSM8K(Benchmark):
     def load_items(self, split: str, hidden_dir: Path) -> list[Item]:
         return read_hidden_items(self.name, hidden_dir, split)
 
+    def hidden_paths(self) -> list[Path]:
+        """The local mirror holds the test split (and the whole train split, dev included)."""
+        mirror = mirror_dir(self.options.get("data_dir"))
+        return [mirror] if mirror else []
+
     def score(self, item: Item, completion: str) -> float:
         reference = str(item.reference)
         if "####" in reference:  # a full solution, as in the training data
