@@ -4,6 +4,7 @@ run records only its real submission. Skipped, with the reason, where bubblewrap
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -336,7 +337,7 @@ def test_bwrap_command_reexposes_only_what_lies_strictly_under_hidden_places(tmp
         d.mkdir(parents=True)
     secret_pkg.write_text("x")
     spec = SandboxSpec(workspace=ws, read_only=[model, user_home, venv], hidden=[user_home, autorl_home],
-                       always_hidden=[secret_pkg], network=True, gpus=False)
+                       always_hidden=[secret_pkg], network=True, gpus=False, slirp=None)
     argv = bwrap_argv(spec, ["bash", "start.sh"], executable="bwrap", environ_path=f"{venv / 'bin'}:/usr/bin")
     pairs = [(argv[i], argv[i + 1], argv[i + 2]) for i in range(len(argv) - 2) if argv[i] == "--ro-bind"]
     ro_targets = [t for _, _, t in pairs]
@@ -352,6 +353,55 @@ def test_bwrap_command_reexposes_only_what_lies_strictly_under_hidden_places(tmp
     assert "--unshare-net" in off
     assert off[off.index("--") + 1:][:3] == [sys.executable, "-m", "autorl.sandbox.relay"]
     assert os.fspath(tmp_path) in off
+    # network on with slirp4netns: the launcher outside, its own namespace, the relay inside
+    on = bwrap_argv(SandboxSpec(workspace=ws, grader_port=4321, gpus=False, slirp="/usr/bin/slirp4netns"),
+                    ["bash"], executable="bwrap")
+    assert on[:5] == [sys.executable, "-m", "autorl.sandbox.netns", "--slirp", "/usr/bin/slirp4netns"]
+    bwrap_part = on[on.index("--") + 1:]
+    assert bwrap_part[0] == "bwrap" and "--unshare-net" in bwrap_part
+    assert bwrap_part[bwrap_part.index("--", 1) + 1:][:3] == [sys.executable, "-m", "autorl.sandbox.relay"]
+    # the host's runtime directories and TMPDIR are masked; TMPDIR names the sandbox's /tmp
+    assert ("--tmpfs", "/run") in itertools.pairwise(off)
+    assert off[off.index("/dev/shm") - 1:off.index("/dev/shm") + 1] == ["--tmpfs", "/dev/shm"]
+    assert off[off.index("TMPDIR") - 1:off.index("TMPDIR") + 2] == ["--setenv", "TMPDIR", "/tmp"]
+
+
+@needs_bwrap
+def test_tmp_dir_is_the_agents_tmp_and_var_tmp_and_the_host_tmpdir_is_masked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = tmp_path / "run" / "workspace"
+    ws.mkdir(parents=True)
+    host_tmp = tmp_path / "host-tmpdir"
+    (host_tmp / "grader-work").mkdir(parents=True)
+    (host_tmp / "grader-work" / "program.py").write_text("secret")
+    monkeypatch.setenv("TMPDIR", str(host_tmp))
+    script = (f"echo a > /tmp/a.txt; echo b > /var/tmp/b.txt; echo $TMPDIR; "
+              f"ls -A {host_tmp} /tmp /var/tmp; cat {host_tmp}/grader-work/program.py")
+
+    def sandboxed(tmp_dir: Path | None) -> subprocess.CompletedProcess[str]:
+        spec = SandboxSpec(workspace=ws, network=False, grader_port=1, socket_dir=sock, gpus=False, tmp_dir=tmp_dir)
+        argv = bwrap_argv(spec, ["sh", "-c", script], executable=str(BWRAP), environ_path=os.environ["PATH"])
+        return subprocess.run(argv, capture_output=True, text=True, timeout=120, env={**os.environ, "TMPDIR": "/tmp"})
+
+    sock = tmp_path / "sock"
+    sock.mkdir()
+    agent_tmp = tmp_path / "run" / "tmp"
+    agent_tmp.mkdir(mode=0o700)
+    proc = sandboxed(agent_tmp)
+    assert proc.stdout.splitlines()[0] == "/tmp"
+    assert "secret" not in proc.stdout and "grader-work" not in proc.stdout
+    # what the agent left in /tmp and /var/tmp is on the host, in the one directory
+    assert (agent_tmp / "a.txt").read_text() == "a\n" and (agent_tmp / "b.txt").read_text() == "b\n"
+    # (paths under the host's /tmp bound into the sandbox, here the workspace, leave their empty mount points)
+    assert not [p for p in agent_tmp.rglob("*") if p.is_file() and p.suffix != ".txt"]
+    for p in agent_tmp.glob("*.txt"):
+        p.unlink()
+    # without one: a private tmpfs, gone with the sandbox
+    proc = sandboxed(None)
+    assert proc.stdout.splitlines()[0] == "/tmp" and "secret" not in proc.stdout
+    assert not list(agent_tmp.glob("*.txt")) and not list(host_tmp.glob("*.txt"))
+    with pytest.raises(ValueError, match="outside the workspace"):
+        bwrap_argv(SandboxSpec(workspace=ws, tmp_dir=ws / "tmp", gpus=False, slirp=None), ["x"], executable="bwrap")
 
 
 def test_gpus_pass_through_only_when_the_agent_has_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -359,10 +409,10 @@ def test_gpus_pass_through_only_when_the_agent_has_them(tmp_path: Path, monkeypa
 
     nodes = ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm"]
     monkeypatch.setattr(sandbox, "gpu_devices", lambda: nodes)
-    with_gpus = bwrap_argv(SandboxSpec(workspace=tmp_path, gpus=True), ["x"], executable="bwrap")
+    with_gpus = bwrap_argv(SandboxSpec(workspace=tmp_path, gpus=True, grader_port=1), ["x"], executable="bwrap")
     for node in nodes:
         assert ["--dev-bind-try", node, node] == with_gpus[with_gpus.index(node) - 1:with_gpus.index(node) + 2]
-    without = bwrap_argv(SandboxSpec(workspace=tmp_path, gpus=False), ["x"], executable="bwrap")
+    without = bwrap_argv(SandboxSpec(workspace=tmp_path, gpus=False, grader_port=1), ["x"], executable="bwrap")
     assert not any(n in without for n in nodes)
 
 
