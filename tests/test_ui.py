@@ -20,7 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
+from autorl.grader.process import grader_log_path
 from autorl.ledger import Ledger
+from autorl.sandbox import bwrap_available
 from autorl.ui import create_app
 
 from .conftest import cli, echo_answers, write_stub_checkpoint
@@ -83,7 +85,7 @@ def ledger_db(tmp_path: Path) -> Path:
     (ws / "grading_server.log").write_text("PLANTED BY THE AGENT\n")  # the grader's log is not read from here
     store = tmp_path / "grader-store"
     store.mkdir()
-    (store / "grading_server.log").write_text("INFO: POST /submit 200\n")
+    grader_log_path(store).write_text("INFO: POST /submit 200\n")
     turns = [
         {"time": T0, "step": 1, "message": {"role": "assistant", "content": "I will train with SFT.",
                                             "tool_calls": [{"id": "c1", "type": "function", "function": {
@@ -367,7 +369,7 @@ def hostile(tmp_path: Path) -> dict[str, Any]:
     store.mkdir()
     config = store / "config.json"
     config.write_text(json.dumps({"admin_token": SECRET, "token": SECRET}))
-    (store / "grading_server.log").write_text(f"{XSS[0]} grader line\n")
+    grader_log_path(store).write_text(f"{XSS[0]} grader line\n")
     flag = [{"name": "refusals", "severity": "high", "detail": XSS[1], "evidence": {}}]
     runs: dict[str, Path] = {}
     for name in ("links", "devices", "xss", "malformed", "dirlink"):
@@ -419,12 +421,13 @@ def test_links_devices_and_fifos_in_a_run_folder_neither_leak_nor_hang(hostile: 
             assert r.status_code == 200, (r.request.url, r.status_code)
             assert SECRET not in r.text, r.request.url
         links = ui.get("/runs/20261101T100000").text
-        assert links.count("is not a regular file") + links.count("cannot be opened safely") == 2
+        assert links.count("not shown (not a regular file, or reached through a link)") == 2
         devices = ui.get("/runs/20261102T100000").text  # /dev/zero and a FIFO with no writer: answered at once
-        assert devices.count("is not a regular file") + devices.count("cannot be opened safely") == 2
+        assert devices.count("not shown (not a regular file, or reached through a link)") == 2
+        assert "trajectory.jsonl&#x27; is not a regular file" in devices
         assert "<li><b>refusals</b>" in devices  # the audit still shows
         dirlink = ui.get("/runs/20261105T100000").text
-        assert "cannot be opened safely" in dirlink and SECRET not in dirlink
+        assert "not shown (not a regular file" in dirlink and SECRET not in dirlink
 
 
 def test_markup_anywhere_is_escaped_in_html_and_svg(hostile: dict[str, Any]) -> None:
@@ -479,6 +482,76 @@ def test_requests_for_another_host_name_are_refused(ledger_db: Path) -> None:
             assert status(host) in (400, 421), host
         refused = ui.get("/runs/20261103T100000", headers={"Host": "evil.example"})
         assert refused.status_code == 421 and "TRAINING" not in refused.text
+
+
+needs_bwrap = pytest.mark.skipif(bwrap_available()[0] is None,
+                                 reason=f"bubblewrap cannot run here: {bwrap_available()[1]}")
+
+
+@needs_bwrap
+def test_an_agent_planting_links_in_its_workspace_gets_nothing_from_a_live_dashboard(tmp_path: Path) -> None:
+    """The agent swaps its agent.log for a link to the grader's config.json (the admin token), its trajectory for
+    /dev/zero, plants a FIFO and markup, while the dashboard serves the live run and then the finished one."""
+    home = tmp_path / "home"
+    base = write_stub_checkpoint(tmp_path / "stub-base", echo_answers(5))
+    agent = tmp_path / "agents" / "plant"
+    agent.mkdir(parents=True)
+    (agent / "config.yaml").write_text("name: plant\nstart: start.sh\n")
+    root = Path(__file__).resolve().parent.parent
+    (agent / "start.sh").write_text(f"""
+config="{home}/grader/echo_$(basename "$PWD")/config.json"
+rm -f agent.log && ln -s "$config" agent.log
+ln -s "$config" transcript.jsonl
+ln -s /dev/zero trajectory.jsonl
+mkfifo grading_server.log
+printf '%s\\n' '<script>alert(1)</script>' > notes.txt
+ckpt() {{ "$AUTORL_PYTHON" -c "import sys; sys.path.insert(0, '{root}'); from pathlib import Path; \\
+  from tests.conftest import write_stub_checkpoint, echo_answers; \\
+  write_stub_checkpoint(Path('$OUTPUT_DIR') / '$1', echo_answers($2))"; }}
+submit() {{ curl -s -X POST "$GRADING_SERVER_URL/submit" -H "Authorization: Bearer $AUTORL_TOKEN" \\
+  -H "Content-Type: application/json" -d "{{\\"model_path\\": \\"$OUTPUT_DIR/$1\\"}}"; }}
+ckpt v1 9; submit v1; sleep 6
+""")
+    home.mkdir(parents=True)
+    proc = subprocess.Popen([sys.executable, "-c", "from autorl.cli import main; main()", "run", "--agent", str(agent),
+                             "--task", "echo", "--model", str(base), "--timeout", "60", "--backend", "scripted",
+                             "--sandbox", "bwrap", "--json"],
+                            env={**os.environ, "AUTORL_HOME": str(home), "AUTORL_SANDBOX_RO": str(root / "tests")},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen: list[httpx.Response] = []
+    try:
+        with serve_in_thread(create_app(home / "autorl.db")) as port, \
+                httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as ui:
+            run_id = None
+            live_pages = 0
+            end = time.time() + 120
+            while time.time() < end and proc.poll() is None:
+                live = ui.get("/api/live").json()
+                if live:
+                    run_id = live[0]["run_id"]
+                    ws = Path(live[0]["workspace"])
+                    if (ws / "agent.log").is_symlink():  # planted: the dashboard must not follow it
+                        seen += every_page(ui, [run_id], ["echo"])
+                        live_pages += 1
+                time.sleep(0.5)
+            _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err
+            assert run_id is not None and live_pages > 0
+            seen += every_page(ui, [run_id], ["echo"])
+            final = ui.get(f"/runs/{run_id}").text
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    ws = next((home / "runs" / "echo").iterdir())
+    config = next((home / "grader").glob("echo_*/config.json"))
+    assert os.readlink(ws / "agent.log") == str(config)  # the attack was real: the link names the admin token
+    token = json.loads(config.read_text())["admin_token"]
+    assert len(token) >= 16
+    for r in seen:
+        assert r.status_code == 200, (r.request.url, r.status_code)
+        assert token not in r.text, r.request.url
+    assert final.count("not shown (not a regular file, or reached through a link)") == 2
+    assert '<section class="untrusted">' in final and "bwrap" in final
 
 
 # -- headless Chromium ---------------------------------------------------------------------------------------

@@ -202,8 +202,6 @@ LOG_LIMIT = 16_000
 #: the most of a trajectory file read (its tail), and of one line of it
 TRAJECTORY_LIMIT = 4 << 20
 TRAJECTORY_LINE_LIMIT = 256 << 10
-#: where the grader's own log may lie in the grader's store (never in the workspace, which the agent controls)
-GRADER_LOGS = ("grading_server.log", "logs/grading_server.log", "grader.log")
 
 
 def tail(root: Path, name: str, limit: int = LOG_LIMIT) -> dict[str, Any] | None:
@@ -226,14 +224,13 @@ def tail(root: Path, name: str, limit: int = LOG_LIMIT) -> dict[str, Any] | None
 
 
 def grader_log(store_dir: str | None) -> dict[str, Any] | None:
-    """The tail of the grader's own log, from the grader's store."""
+    """The tail of the grader's own log, from the grader's store (never the workspace, which the agent controls)."""
+    from autorl.grader.process import grader_log_path
+
     if not store_dir:
         return None
-    for name in GRADER_LOGS:
-        found = tail(Path(store_dir), name)
-        if found is not None:
-            return found
-    return None
+    store = Path(store_dir)
+    return tail(store, str(grader_log_path(store).relative_to(store)))
 
 
 def trajectory(workspace: Path, limit: int = 500) -> dict[str, Any] | None:

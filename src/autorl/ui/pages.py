@@ -216,11 +216,15 @@ def untrusted_section(title: str, inner: str, what: str = "written by the agent"
             f'plain text</div><h2>{escape(title)}</h2>{inner}</section>')
 
 
+#: what an agent file that cannot be read safely (a link, a FIFO, a device) shows instead
+NOT_SHOWN = "not shown (not a regular file, or reached through a link)"
+
+
 def _log_html(name: str, log: dict[str, Any] | None) -> str:
     if log is None:
         return "<p class='muted'>none</p>"
     if "error" in log:
-        return f"<p class='warning'>not shown: {escape(str(log['error']))}</p>"
+        return f"<p class='warning'>{NOT_SHOWN}: {escape(str(log['error']))}</p>"
     cut = "<p class='note'>last part only</p>" if log.get("truncated") else ""
     return f"{cut}<pre class='log'>{escape(str(log.get('text') or ''))}</pre>"
 
@@ -300,7 +304,7 @@ def trajectory_html(traj: dict[str, Any] | None) -> str:
         return ""
     source = str(traj.get("source") or "trajectory")
     if traj.get("error"):
-        return untrusted_section(f"Trajectory ({source})", f"<p class='warning'>not shown: {escape(str(traj['error']))}</p>")
+        return untrusted_section(f"Trajectory ({source})", f"<p class='warning'>{NOT_SHOWN}: {escape(str(traj['error']))}</p>")
     turns = traj.get("turns") or []
     steps = [t for t in turns if t["kind"] == "turn"]
     total_in = sum(t["usage"]["prompt_tokens"] for t in steps)
