@@ -1,0 +1,116 @@
+"""A record of the files an agent had during its run, not only at its end.
+
+While the agent runs, the runner lists its writable trees (workspace, ``/tmp``) every few seconds and keeps a
+copy of each small file it has not seen in that state before (content-addressed by sha256), outside the
+agent's reach. The audit scans the copies of files that are gone or changed at the end, so deleting a file
+before the run ends does not hide it. The cost is capped: the number of files per listing, the size of a
+copied file, the bytes copied in all and the entries in the listing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from autorl import untrusted
+
+#: seconds between two listings (``AUTORL_WATCH_INTERVAL_S`` overrides it)
+INTERVAL_S = 10.0
+MAX_FILES_PER_PASS = 20_000
+MAX_COPY_BYTES = 256 * 1024
+MAX_COPIED_BYTES = 64 * 2**20
+MAX_ENTRIES = 200_000
+LISTING = "listing.jsonl"
+
+
+def interval_from_env() -> float:
+    raw = os.environ.get("AUTORL_WATCH_INTERVAL_S", "")
+    try:
+        value = float(raw) if raw else INTERVAL_S
+    except ValueError:
+        return INTERVAL_S
+    return value if value > 0 else INTERVAL_S
+
+
+class Watcher:
+    """Lists ``sources`` ((label, root) pairs) every ``interval`` seconds into ``out_dir`` until stopped."""
+
+    def __init__(self, sources: Sequence[tuple[str, Path]], out_dir: Path, interval: float = INTERVAL_S) -> None:
+        self.sources = list(sources)
+        self.out_dir = out_dir
+        self.interval = interval
+        self.passes = 0
+        self.entries = 0
+        self.copied_bytes = 0
+        self._seen: dict[str, tuple[int, int]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="autorl-watch", daemon=True)
+        (out_dir / "blobs").mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._listing = (out_dir / LISTING).open("a", encoding="utf-8")
+
+    def start(self) -> Watcher:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+        self._listing.close()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            with contextlib.suppress(Exception):  # a listing that fails is retried at the next pass
+                self.scan_once()
+
+    def scan_once(self) -> None:
+        self.passes += 1
+        now = time.time()
+        for label, root in self.sources:
+            if not root.is_dir():
+                continue
+            for rel, st in untrusted.walk_files(root, max_files=MAX_FILES_PER_PASS):
+                if self._stop.is_set() or self.entries >= MAX_ENTRIES:
+                    return
+                where = label + rel
+                state = (st.st_size, st.st_mtime_ns)
+                if self._seen.get(where) == state:
+                    continue
+                self._seen[where] = state
+                self._record(now, where, root, rel, st.st_size)
+        self._listing.flush()
+
+    def _record(self, now: float, where: str, root: Path, rel: str, size: int) -> None:
+        digest = None
+        if size <= MAX_COPY_BYTES and self.copied_bytes + size <= MAX_COPIED_BYTES:
+            try:
+                data = untrusted.read_bytes(root, rel, limit=MAX_COPY_BYTES)
+            except untrusted.UntrustedFileError:
+                return
+            digest = hashlib.sha256(data).hexdigest()
+            blob = self.out_dir / "blobs" / digest
+            try:
+                fd = os.open(blob, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            except FileExistsError:
+                pass
+            else:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                self.copied_bytes += len(data)
+        entry = {"t": round(now, 3), "where": where, "size": size, "sha256": digest}
+        self._listing.write(json.dumps(entry) + "\n")
+        self.entries += 1
+
+
+def read_listing(watch_dir: Path) -> Iterator[dict[str, Any]]:
+    """The listing's entries (written by the runner; parsed defensively all the same)."""
+    try:
+        yield from untrusted.iter_jsonl(watch_dir, LISTING, limit=256 * 2**20)
+    except untrusted.UntrustedFileError:
+        return
