@@ -530,9 +530,12 @@ ckpt v1 9; submit v1; sleep 6
                 if live:
                     run_id = live[0]["run_id"]
                     ws = Path(live[0]["workspace"])
+                    assert live[0]["sandbox"] == "bwrap"
                     if (ws / "agent.log").is_symlink():  # planted: the dashboard must not follow it
                         seen += every_page(ui, [run_id], ["echo"])
                         live_pages += 1
+                        live_page = ui.get(f"/runs/{run_id}").text
+                        assert "not shown (not a regular file" in live_page and "updates every 2 s" in live_page
                 time.sleep(0.5)
             _, err = proc.communicate(timeout=120)
             assert proc.returncode == 0, err

@@ -253,7 +253,7 @@ def run(
     live = Ledger(home / "autorl.db")
     live.start_run({"run_id": run_id, "task": task, "agent": agent_cls.name, "base_model": resolved.spec,
                     "workspace": str(root), "store_dir": str(store_dir), "started": started, "timeout_s": timeout,
-                    "deadline": None, "seed": seed})
+                    "deadline": None, "seed": seed, "sandbox": sandbox_choice.mode})
     stack.callback(live.close)
     try:
         grader.wait_ready()
