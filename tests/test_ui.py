@@ -482,6 +482,12 @@ def test_requests_for_another_host_name_are_refused(ledger_db: Path) -> None:
             assert status(host) in (400, 421), host
         refused = ui.get("/runs/20261103T100000", headers={"Host": "evil.example"})
         assert refused.status_code == 421 and "TRAINING" not in refused.text
+    import socket
+
+    from autorl.ui.app import served_names
+
+    assert served_names("10.1.2.3") == ["10.1.2.3"]
+    assert socket.gethostname() in served_names("0.0.0.0") and "evil.example" not in served_names("0.0.0.0")
 
 
 needs_bwrap = pytest.mark.skipif(bwrap_available()[0] is None,

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import Iterable
 from pathlib import Path
@@ -211,7 +212,20 @@ def create_app(db_path: Path, *, hosts: Iterable[str] = ()) -> ASGIApp:
         Route("/api/runs/{run_id}/timeline", timeline_json),
         Route("/api/compare", compare_json),
     ])
-    return HostCheck(app, [*LOOPBACK_HOSTS, *hosts])
+    return HostCheck(app, [*LOOPBACK_HOSTS, *(name for h in hosts for name in served_names(h))])
+
+
+def served_names(host: str) -> list[str]:
+    """The names a browser may use for a dashboard listening on ``host``: the address itself, and for a
+    wildcard (``0.0.0.0``, ``::``) this machine's host name, full name and addresses."""
+    if host not in ("0.0.0.0", "::", ""):
+        return [host]
+    import socket
+
+    names = {socket.gethostname(), socket.getfqdn()}
+    with contextlib.suppress(OSError):
+        names |= {str(info[4][0]) for info in socket.getaddrinfo(socket.gethostname(), None)}
+    return sorted(n for n in names if n)
 
 
 def _safe_name(text: str) -> str:
