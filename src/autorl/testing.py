@@ -149,17 +149,23 @@ def check_hidden_items_secret(benchmark: Any, root: Path) -> None:
 
     - ``load_items`` on an empty hidden folder raises :class:`autorl.errors.HiddenDataError` with a one-line
       message, and writes no items there;
-    - hidden items prepared in two fresh folders (two secrets, as two installations) differ in every split
-      drawn with the secret (all but ``public_splits``), and so do their hashes: nothing in the installed
-      package computes them;
+    - hidden items prepared in two fresh folders (two secrets, as two installations) differ in content (not
+      merely in the folder their paths name) in every split drawn with the secret (all but
+      ``public_splits``), and so do their hashes: nothing in the installed package computes them;
     - the secret file is the owner's only (0600); preparing again keeps the items; ids are unique;
     - the same ``AUTORL_HIDDEN_SECRET`` in two folders gives the same items (an operator reproduces a study).
     """
+    import json
     import os
     import stat
 
     from autorl.benchmark import HIDDEN_SECRET_ENV
     from autorl.errors import HiddenDataError
+
+    def portable(split_items: dict[str, Any], folder: Path) -> dict[str, str]:
+        # items as content, whatever folder they were prepared in (a game file's path is no difference)
+        return {split: json.dumps([[i.id, dict(i.input), i.reference] for i in items], sort_keys=True,
+                                  default=str).replace(str(folder), "<hidden>") for split, items in split_items.items()}
 
     saved = os.environ.pop(HIDDEN_SECRET_ENV, None)
     try:
@@ -172,26 +178,39 @@ def check_hidden_items_secret(benchmark: Any, root: Path) -> None:
             assert message and "\n" not in message, f"not a one-line error: {message!r}"
         assert not any(p.is_file() and p.name != "secret" for p in empty.rglob("*")), sorted(empty.rglob("*"))
 
-        folders = [root / "hidden-a", root / "hidden-b"]
+        public = set(getattr(benchmark, "public_splits", ()))
+        folders: list[Path] = []
         items: list[dict[str, Any]] = []
-        for folder in folders:
+
+        def install() -> dict[str, str]:
+            folder = root / f"hidden-{'abcdefgh'[len(folders)]}"
             folder.mkdir(parents=True, mode=0o700)
             benchmark.prepare_eval_data(folder)
-            items.append({split: benchmark.load_items(split, folder) for split in benchmark.splits})
+            folders.append(folder)
+            items.append(portable({split: benchmark.load_items(split, folder) for split in benchmark.splits}, folder))
             secret = folder / "secret"
             assert secret.is_file() and not secret.is_symlink(), f"{benchmark.name} wrote no secret in {folder}"
             assert stat.S_IMODE(secret.stat().st_mode) == 0o600, oct(secret.stat().st_mode)
-        public = set(getattr(benchmark, "public_splits", ()))
+            return items[-1]
+
+        install()
+        install()
+        if any(items[0][s] == items[1][s] for s in benchmark.splits if s not in public):
+            install()  # two secrets may draw the same few items from a small pool; a third rarely does again
+            if all(items[2][s] != items[0][s] for s in benchmark.splits if s not in public):
+                folders[1], items[1] = folders[2], items[2]
         for split in benchmark.splits:
             a, b = items[0][split], items[1][split]
-            assert a and b, f"{benchmark.name} {split}: no hidden items"
-            assert len({i.id for i in a}) == len(a), f"{benchmark.name} {split}: duplicate item ids"
+            loaded = benchmark.load_items(split, folders[0])
+            assert loaded, f"{benchmark.name} {split}: no hidden items"
+            assert len({i.id for i in loaded}) == len(loaded), f"{benchmark.name} {split}: duplicate item ids"
             if split in public:
                 continue
             assert a != b, f"{benchmark.name} {split}: the same items under two secrets (computable from the package)"
             assert benchmark.hidden_items_hash(split, folders[0]) != benchmark.hidden_items_hash(split, folders[1])
         benchmark.prepare_eval_data(folders[0])
-        assert {s: benchmark.load_items(s, folders[0]) for s in benchmark.splits} == items[0], "prepare is not idempotent"
+        again = portable({s: benchmark.load_items(s, folders[0]) for s in benchmark.splits}, folders[0])
+        assert again == items[0], "prepare is not idempotent"
 
         os.environ[HIDDEN_SECRET_ENV] = "ab" * 32
         given = []
@@ -199,7 +218,7 @@ def check_hidden_items_secret(benchmark: Any, root: Path) -> None:
             folder = root / name
             folder.mkdir(parents=True, mode=0o700)
             benchmark.prepare_eval_data(folder)
-            given.append({split: benchmark.load_items(split, folder) for split in benchmark.splits})
+            given.append(portable({split: benchmark.load_items(split, folder) for split in benchmark.splits}, folder))
         assert given[0] == given[1], f"{benchmark.name}: {HIDDEN_SECRET_ENV} does not reproduce the hidden items"
     finally:
         os.environ.pop(HIDDEN_SECRET_ENV, None)

@@ -202,3 +202,47 @@ def test_official_layout_is_found_split_and_masked(tmp_path: Path, monkeypatch: 
     assert data / "json_2.1.1" / "valid_unseen" in bench.hidden_paths()
     with pytest.raises(Exception, match="source must be"):
         AlfWorldBenchmark({"source": "somewhere"})
+
+
+def test_hidden_games_contract_offline(tmp_path: Path) -> None:
+    """The offline evaluation games come from the installation's secret, not from seeds in this package."""
+    from autorl.testing import check_hidden_items_secret
+
+    check_hidden_items_secret(AlfWorldBenchmark({**SMALL, "dev_games": 2, "test_games": 2}), tmp_path)
+
+
+def test_hidden_games_contract_official(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The official valid_unseen games are split into dev and test with the secret; ids follow the games."""
+    import shutil
+
+    from autorl.testing import check_hidden_items_secret
+
+    data = tmp_path / "alfworld-data"
+    for game in generate(tmp_path / "gen", 8, 12, "valid_unseen"):
+        trial = data / "json_2.1.1" / "valid_unseen" / game.path.name / "trial_T0"
+        trial.mkdir(parents=True)
+        for name in ("traj_data.json", "initial_state.pddl"):
+            shutil.copy(game.path / name, trial / name)
+    monkeypatch.setenv("ALFWORLD_DATA", str(data))
+    bench = AlfWorldBenchmark({"official_dev": 4, "examples": 0})
+    assert bench.source == "official" and bench.dev_public
+    check_hidden_items_secret(bench, tmp_path / "contract")
+    hidden = tmp_path / "contract" / "hidden-a"
+    ids = {i.id for s in ("dev", "test") for i in bench.load_items(s, hidden)}
+    assert len(ids) == 8 and all("valid_unseen" not in i for i in ids)
+
+
+def test_secret_change_redraws_and_keeps_the_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from autorl.benchmark import HIDDEN_SECRET_ENV
+
+    bench = AlfWorldBenchmark({**SMALL, "dev_games": 2, "test_games": 2})
+    hidden = tmp_path / "hidden"
+    bench.prepare_eval_data(hidden)
+    secret = (hidden / "secret").read_bytes()
+    before = bench.hidden_items_hash("dev", hidden)
+    monkeypatch.setenv(HIDDEN_SECRET_ENV, "cd" * 32)  # the operator reproduces another study here
+    bench.prepare_eval_data(hidden)
+    assert bench.hidden_items_hash("dev", hidden) != before
+    monkeypatch.delenv(HIDDEN_SECRET_ENV)
+    bench.prepare_eval_data(hidden)
+    assert (hidden / "secret").read_bytes() == secret and bench.hidden_items_hash("dev", hidden) == before

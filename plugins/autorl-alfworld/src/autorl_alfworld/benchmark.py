@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
-import random
 import shutil
 from pathlib import Path
 from typing import Any
 
 from autorl import Benchmark, EvalConfig, Item
-from autorl.errors import UsageError
+from autorl.benchmark import hidden_secret, items_digest, secret_rng
+from autorl.errors import HiddenDataError, UsageError
 from autorl.evaluation.episode import EpisodeBenchmark, EpisodeEvaluator
 from autorl_alfworld.env import AlfWorldEnv, expert_trajectory
 from autorl_alfworld.games import TASK_TYPES, find_games, generate
 from autorl_alfworld.prompts import chat_prompt, completion_prompt, examples
 
-#: seeds of the offline game sets; evaluation seeds differ from training and example seeds
-SEEDS = {"train": 1, "dev": 2, "test": 3}
-OFFICIAL_SPLIT_SEED = 20240
+#: the seed of the offline training games (public: the agent gets them); the evaluation games are generated
+#: from the installation's secret, and the official valid_unseen games are split into dev and test with it
+TRAIN_SEED = 1
 OFFICIAL_DEV = 34  # of the 134 valid_unseen games; the other 100 are the test split
 
 DESCRIPTION = """# alfworld: text household games (ALFWorld)
@@ -60,7 +62,7 @@ class AlfWorldBenchmark(Benchmark, EpisodeBenchmark):
     (solved examples per prompt, 2), ``max_steps`` (50), ``chat`` (use the chat template)."""
 
     name = "alfworld"
-    version = "1"
+    version = "2"
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
@@ -73,6 +75,8 @@ class AlfWorldBenchmark(Benchmark, EpisodeBenchmark):
             source = "official" if (official_root() / "valid_unseen").is_dir() else "offline"
         self.source = source
         self.official_dev = int(self.options.get("official_dev", OFFICIAL_DEV))
+        #: ALFWorld's official valid_unseen games are a public download: which are dev is secret, not the games
+        self.dev_public = self.source == "official"  # type: ignore[misc]
 
     # -- what the agent is told and how the grader decodes ------------------------------------------------
     @property
@@ -106,19 +110,31 @@ class AlfWorldBenchmark(Benchmark, EpisodeBenchmark):
         return {"version": self.version, "source": self.source, "counts": self._counts(), "what": what,
                 "official_dev": self.official_dev}
 
-    def _prepared(self, root: Path, what: str) -> bool:
-        """Whether ``root`` already holds this data; if it holds other data (other options), clear it."""
+    def _eval_marker(self, hidden_dir: Path) -> dict[str, Any]:
+        # which secret drew the games (a keyed fingerprint, kept in the grader's folder only)
+        tag = hmac.new(hidden_secret(hidden_dir), b"alfworld/prepared", hashlib.sha256).hexdigest()[:16]
+        return {**self._marker("eval"), "secret": tag}
+
+    def _prepared(self, root: Path, what: str, marker_data: dict[str, Any] | None = None) -> bool:
+        """Whether ``root`` already holds this data; if it holds other data (other options), clear it (but
+        never the installation's secret)."""
         marker = root / ".prepared.json"
-        if marker.is_file() and json.loads(marker.read_text()) == self._marker(what):
-            return True
+        expected = marker_data or self._marker(what)
+        try:
+            if marker.is_file() and json.loads(marker.read_text()) == expected:
+                return True
+        except ValueError:
+            pass
         if root.exists():
             for child in root.iterdir():
-                shutil.rmtree(child) if child.is_dir() else child.unlink()
+                if child.name == "secret":
+                    continue
+                shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
         return False
 
-    def _mark(self, root: Path, what: str) -> None:
+    def _mark(self, root: Path, what: str, marker_data: dict[str, Any] | None = None) -> None:
         root.mkdir(parents=True, exist_ok=True)
-        (root / ".prepared.json").write_text(json.dumps(self._marker(what)))
+        (root / ".prepared.json").write_text(json.dumps(marker_data or self._marker(what)))
 
     def prepare_train_data(self, target_dir: Path) -> None:
         if self._prepared(target_dir, "train"):
@@ -129,7 +145,7 @@ class AlfWorldBenchmark(Benchmark, EpisodeBenchmark):
             games_dir.mkdir(parents=True, exist_ok=True)
             games = [_copy_game(g.path, games_dir / f"{g.task_type}-{i:05d}") for i, g in enumerate(games)]
         else:
-            games = generate(games_dir, self._counts()["train"], SEEDS["train"], "train")
+            games = generate(games_dir, self._counts()["train"], TRAIN_SEED, "train")
         with (target_dir / "train.jsonl").open("w") as f:
             for game in games:
                 env = AlfWorldEnv(game.game_file)
@@ -143,29 +159,44 @@ class AlfWorldBenchmark(Benchmark, EpisodeBenchmark):
         self._mark(target_dir, "train")
 
     def prepare_eval_data(self, hidden_dir: Path) -> None:
-        if self._prepared(hidden_dir, "eval"):
+        """Offline: dev and test games generated from the installation's secret. Official: the valid_unseen
+        games split into dev and test with it. Either way the split exists only in ``hidden_dir``."""
+        marker = self._eval_marker(hidden_dir)
+        if self._prepared(hidden_dir, "eval", marker):
             return
         root = hidden_dir / "games"
         if self.source == "official":
             games = find_games(official_root() / "valid_unseen")
-            order = list(range(len(games)))
-            random.Random(OFFICIAL_SPLIT_SEED).shuffle(order)
+            names = [_game_digest(g.path) for g in games]
+            order = sorted(range(len(games)), key=lambda i: names[i])  # independent of the download's layout
+            secret_rng(hidden_dir, f"{self.name}/official-split").shuffle(order)
             for rank, i in enumerate(order):
                 split = "dev" if rank < self.official_dev else "test"
-                _copy_game(games[i].path, root / split / f"{games[i].task_type}-{i:03d}")
+                _copy_game(games[i].path, root / split / f"{games[i].task_type}-{names[i]}")
         else:
             counts = self._counts()
             for split in ("dev", "test"):
-                generate(root / split, counts[split], SEEDS[split], split)
-        self._mark(hidden_dir, "eval")
+                seed = secret_rng(hidden_dir, f"{self.name}/offline/{split}").getrandbits(128)
+                generate(root / split, counts[split], seed, split)
+        self._mark(hidden_dir, "eval", marker)
 
     def load_items(self, split: str, hidden_dir: Path) -> list[Item]:
+        """The games of ``split`` in the grader's hidden folder; ids from the games' content."""
+        if not (hidden_dir / ".prepared.json").is_file() or not (hidden_dir / "games" / split).is_dir():
+            raise HiddenDataError(f"alfworld's hidden {split} games are not in {hidden_dir}: only the grader's "
+                                  "hidden folder holds them (the grader prepares them from the installation's secret)")
         games = find_games(hidden_dir / "games" / split)
-        return [Item(f"{split}-{g.path.name}", {"game_file": str(g.game_file), "task_type": g.task_type,
-                                                "task": g.task}) for g in games]
+        return [Item(f"{split}-{g.task_type}-{_game_digest(g.path)}",
+                     {"game_file": str(g.game_file), "task_type": g.task_type, "task": g.task,
+                      "game_sha256": _game_digest(g.path, full=True)}) for g in games]
+
+    def hidden_items_hash(self, split: str, hidden_dir: Path) -> str:
+        """The games' ids and content, not where the hidden folder is."""
+        items = self.load_items(split, hidden_dir)
+        return items_digest(Item(i.id, {k: v for k, v in i.input.items() if k != "game_file"}) for i in items)
 
     def hidden_paths(self) -> list[Path]:
-        # the official evaluation games in ALFWorld's cache
+        # the official evaluation games in ALFWorld's local mirror ($ALFWORLD_DATA)
         return [official_root() / "valid_unseen", official_root() / "valid_seen"]
 
     # -- episodes ----------------------------------------------------------------------------------------
@@ -192,6 +223,15 @@ class AlfWorldBenchmark(Benchmark, EpisodeBenchmark):
 def official_root() -> Path:
     """ALFWorld's downloaded games (``alfworld-download`` puts them in ``$ALFWORLD_DATA/json_2.1.1``)."""
     return Path(os.environ.get("ALFWORLD_DATA", Path.home() / ".cache" / "alfworld")).expanduser() / "json_2.1.1"
+
+
+def _game_digest(path: Path, full: bool = False) -> str:
+    """A game's content hash: its problem and trajectory files (the same game wherever it lives)."""
+    h = hashlib.sha256()
+    for name in ("initial_state.pddl", "traj_data.json"):
+        f = path / name
+        h.update(name.encode() + b"\0" + (f.read_bytes() if f.is_file() else b"") + b"\0")
+    return h.hexdigest() if full else h.hexdigest()[:12]
 
 
 def _copy_game(src: Path, dst: Path) -> Any:
