@@ -235,8 +235,11 @@ def _sample(f: IO[bytes], size: int | None) -> bytes:
 def _content(f: IO[bytes], where: str, name: str, size: int | None, depth: int, budget: Budget) -> Iterator[Text]:
     """The texts in one file object: itself, or what its compression or archive holds (recursively)."""
     head = f.read(512)
-    f.seek(0)
     kind = _kind(head) if depth < MAX_NESTING else None
+    if kind is None and (size is None or size <= MAX_FILE_BYTES):  # the common case: one read
+        yield Text(where, name, as_text(head + f.read(MAX_FILE_BYTES - len(head))))
+        return
+    f.seek(0)
     if kind in (_GZIP, _BZ2, _XZ):
         try:
             data = _decompress(f, kind, MAX_DECOMPRESSED)
@@ -669,6 +672,17 @@ def seen_files(watch_dir: Path, sources: Sequence[Source]) -> Iterator[tuple[str
         except untrusted.UntrustedFileError:
             continue
         yield f"{where} (seen during the run, gone or changed at its end)", os.path.basename(where), data
+
+
+def pending_flag() -> Flag:
+    """What a run carries between being recorded and its audit finishing (a run whose audit never ended)."""
+    return Flag("audit-pending", MEDIUM, "the run was recorded before its audit, which did not finish: run "
+                "`autorl audit RUN_ID`", [])
+
+
+def failed_flag(exc: BaseException) -> Flag:
+    return Flag("audit-failed", MEDIUM, f"the audit stopped on an error ({type(exc).__name__}: {str(exc)[:200]}); "
+                "run `autorl audit RUN_ID` again", [])
 
 
 def audit_run(result: dict[str, Any], *, benchmark: Benchmark, variants: Sequence[Path] = (),

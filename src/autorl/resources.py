@@ -144,3 +144,53 @@ def prepare_data(benchmark: Benchmark, home: Path | None = None) -> BenchmarkDat
         if p.is_file():
             p.chmod(0o444)
     return BenchmarkData(train_dir, hidden_dir)
+
+
+#: Post-trained (instruct / chat) variants of base models that agents are known to fetch in place of
+#: training: the audit's weight check compares submissions with the ones found in the local cache.
+INSTRUCT_VARIANTS: dict[str, tuple[str, ...]] = {
+    "Qwen/Qwen2.5-0.5B": ("Qwen/Qwen2.5-0.5B-Instruct",),
+    "Qwen/Qwen2.5-1.5B": ("Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-Math-1.5B-Instruct"),
+    "Qwen/Qwen2.5-3B": ("Qwen/Qwen2.5-3B-Instruct",),
+    "Qwen/Qwen2.5-7B": ("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-Math-7B-Instruct"),
+    "Qwen/Qwen2.5-Math-1.5B": ("Qwen/Qwen2.5-Math-1.5B-Instruct",),
+    "Qwen/Qwen2.5-Math-7B": ("Qwen/Qwen2.5-Math-7B-Instruct",),
+    "Qwen/Qwen2.5-Coder-1.5B": ("Qwen/Qwen2.5-Coder-1.5B-Instruct",),
+    "Qwen/Qwen2.5-Coder-7B": ("Qwen/Qwen2.5-Coder-7B-Instruct",),
+    "Qwen/Qwen3-0.6B-Base": ("Qwen/Qwen3-0.6B",),
+    "Qwen/Qwen3-1.7B-Base": ("Qwen/Qwen3-1.7B",),
+    "Qwen/Qwen3-4B-Base": ("Qwen/Qwen3-4B",),
+    "Qwen/Qwen3-8B-Base": ("Qwen/Qwen3-8B",),
+    "meta-llama/Llama-3.2-1B": ("meta-llama/Llama-3.2-1B-Instruct",),
+    "meta-llama/Llama-3.2-3B": ("meta-llama/Llama-3.2-3B-Instruct",),
+    "meta-llama/Llama-3.1-8B": ("meta-llama/Llama-3.1-8B-Instruct",),
+    "google/gemma-2-2b": ("google/gemma-2-2b-it",),
+    "google/gemma-3-1b-pt": ("google/gemma-3-1b-it",),
+    "HuggingFaceTB/SmolLM2-135M": ("HuggingFaceTB/SmolLM2-135M-Instruct",),
+    "HuggingFaceTB/SmolLM2-360M": ("HuggingFaceTB/SmolLM2-360M-Instruct",),
+    "HuggingFaceTB/SmolLM2-1.7B": ("HuggingFaceTB/SmolLM2-1.7B-Instruct",),
+}
+
+
+def cached_instruct_variants(spec: str, home: Path | None = None) -> list[Path]:
+    """Snapshot directories of the base model's known post-trained variants that are already in a local cache
+    (autorl's and Hugging Face's); nothing is downloaded."""
+    home = home or autorl_home()
+    repo_id = spec.partition("@")[0]
+    caches = [home / "models" / "hub"]
+    env_hub = os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE")
+    if env_hub:
+        caches.append(Path(env_hub))
+    hf_home = os.environ.get("HF_HOME")
+    caches.append(Path(hf_home) / "hub" if hf_home else Path.home() / ".cache" / "huggingface" / "hub")
+    found: list[Path] = []
+    for variant in INSTRUCT_VARIANTS.get(repo_id, ()):
+        folder = "models--" + variant.replace("/", "--")
+        for cache in dict.fromkeys(caches):
+            snapshots = cache / folder / "snapshots"
+            if not snapshots.is_dir():
+                continue
+            for snap in sorted(snapshots.iterdir()):
+                if (snap / "config.json").is_file() and any(snap.glob("*.safetensors")):
+                    found.append(snap)
+    return found

@@ -112,7 +112,7 @@ def _describe(choice: Any) -> str:
 
 def _sandboxed(argv: list[str], choice: Any, stack: contextlib.ExitStack, *, root: Path, env: Mapping[str, str],
                home: Path, runs_root: Path, model: Path, data: Any, store_dir: Path, benchmark: Any, port: int,
-               gpus: bool, agent_paths: list[Path]) -> list[str]:
+               gpus: bool, agent_paths: list[Path], tmp_dir: Path) -> list[str]:
     """The agent's command under bubblewrap: evaluation data, storage, caches and secrets absent."""
     from autorl.sandbox import (
         SOCKET_NAME,
@@ -133,6 +133,8 @@ def _sandboxed(argv: list[str], choice: Any, stack: contextlib.ExitStack, *, roo
         network=choice.network == "on",
         grader_port=port,
         gpus=gpus,
+        tmp_dir=tmp_dir,
+        slirp=choice.slirp,
     )
     if not spec.network:
         sock_dir = Path(tempfile.mkdtemp(prefix="autorl-grader-"))
@@ -177,6 +179,7 @@ def run(
     audit: bool = True,
     sandbox: str = "auto",
     network: str = "on",
+    audit_budget_s: float = 900.0,
     log: Log | None = None,
 ) -> RunResult:
     """Run one agent on one task from one base model, and record the result.
@@ -194,6 +197,7 @@ def run(
         agent_env: variables for the agent on top of the contract (override its config's env_vars).
         limit: evaluate only the first N items of each split (quick checks; recorded).
         audit: run the deterministic cheat audit at the end (``autorl audit`` runs it later too).
+        audit_budget_s: the audit's wall-clock budget (the run is recorded before it starts).
         sandbox: ``auto`` (bwrap where it works, else none with a warning), ``bwrap`` or ``none``.
         network: ``on``, or ``off`` (bwrap only: the agent reaches nothing but the grader).
     """
@@ -210,8 +214,12 @@ def run(
     from autorl.sandbox import choose
 
     sandbox_choice = choose(sandbox, network)
-    if sandbox_choice.warning:
-        say(f"warning: {sandbox_choice.warning}")
+    sandbox_warning = sandbox_choice.warning
+    if sandbox == "auto" and sandbox_choice.recorded_mode != "bwrap" and sandbox_warning:
+        sandbox_warning += (f"; the run is recorded as sandbox {sandbox_choice.recorded_mode} and flagged by the "
+                            "audit (--sandbox bwrap refuses to run without a sandbox)")
+    if sandbox_warning:
+        say(f"warning: {sandbox_warning}")
     backend_name = backend or default_backend()
     get_backend(backend_name)
     assignment = parse_gpus(gpus) if gpus else GpuAssignment()
@@ -220,6 +228,11 @@ def run(
     runs_root = Path(runs_dir).expanduser() if runs_dir else home / "runs"
     run_id, root = _new_run_id(runs_root / task, agent_cls.name)
     store_dir = private_dir(home / "grader" / f"{task}_{run_id}_{agent_cls.name}")
+    # the agent's /tmp and the record of the files it had, beside the grader's store: outside the workspace,
+    # out of the agent's reach, and readable by the audit after the run
+    agent_dir = private_dir(home / "grader" / f"{task}_{run_id}_{agent_cls.name}.agent")
+    tmp_dir = private_dir(agent_dir / "tmp")
+    watch_dir = private_dir(agent_dir / "watch")
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     ws = build_workspace(
@@ -253,7 +266,7 @@ def run(
     live = Ledger(home / "autorl.db")
     live.start_run({"run_id": run_id, "task": task, "agent": agent_cls.name, "base_model": resolved.spec,
                     "workspace": str(root), "store_dir": str(store_dir), "started": started, "timeout_s": timeout,
-                    "deadline": None, "seed": seed, "sandbox": sandbox_choice.mode})
+                    "deadline": None, "seed": seed, "sandbox": sandbox_choice.recorded_mode})
     stack.callback(live.close)
     try:
         grader.wait_ready()
@@ -286,9 +299,16 @@ def run(
         if sandbox_choice.mode == "bwrap":
             argv = _sandboxed(argv, sandbox_choice, stack, root=root, env=env, home=home, runs_root=runs_root,
                               model=resolved.path, data=data, store_dir=store_dir, benchmark=benchmark, port=port,
-                              gpus=assignment.agent_has_gpus, agent_paths=agent_obj.sandbox_paths())
+                              gpus=assignment.agent_has_gpus, agent_paths=agent_obj.sandbox_paths(), tmp_dir=tmp_dir)
         say(f"agent {agent_cls.name} started ({_describe(sandbox_choice)}); log {ws.agent_log}")
-        outcome = run_agent(argv, cwd=root, env=env, log_path=ws.agent_log, deadline=deadline, grace_s=grace_s)
+        from autorl.watch import Watcher, interval_from_env
+
+        sources = [("", root)] + ([("/tmp/", tmp_dir)] if sandbox_choice.mode == "bwrap" else [])
+        watcher = Watcher(sources, watch_dir, interval_from_env()).start()
+        try:
+            outcome = run_agent(argv, cwd=root, env=env, log_path=ws.agent_log, deadline=deadline, grace_s=grace_s)
+        finally:
+            watcher.stop()
         say(f"agent {outcome.reason} after {outcome.duration_s:.0f} s; finishing evaluations in flight")
         _wait_for_evaluations(grader.admin, eval_timeout)
         grader.admin.close_run()
@@ -303,32 +323,71 @@ def run(
     finally:
         stack.close()
         grader.stop()
+    # 1. the result, from the grader's store only, recorded before any file the agent wrote is read
     result = _result(
         run_id=run_id, started=started, task=task, agent=agent_cls.name, model=resolved, root=root, seed=seed,
         state=state, test=test, outcome=asdict(outcome), backend=backend_name, limit=limit, config=config,
-        sandbox=sandbox_choice.mode,
+        sandbox=sandbox_choice.recorded_mode,
     )
-    _read_llm_usage(result, root)
     result.meta["agent_started"] = deadline - timeout
     result.meta["deadline"] = deadline
     result.meta["timeout_s"] = timeout
     result.meta["sandbox"] = {"mode": sandbox_choice.recorded_mode, "network": sandbox_choice.network,
-                              "warning": sandbox_choice.warning}
+                              "warning": sandbox_warning}
     result.meta.update(harness_hashes=harness, store_dir=str(store_dir), hidden_dir=str(data.hidden_dir),
-                       benchmark_options=dict(benchmark_options or {}), refusals=state.get("refusals", []))
+                       benchmark_options=dict(benchmark_options or {}), refusals=state.get("refusals", []),
+                       tmp_dir=str(tmp_dir) if sandbox_choice.mode == "bwrap" else None, watch_dir=str(watch_dir),
+                       variants=[str(p) for p in _known_variants(resolved.spec, home)],
+                       watch={"passes": watcher.passes, "entries": watcher.entries,
+                              "copied_bytes": watcher.copied_bytes})
+    if audit:
+        from autorl.audit import pending_flag
+
+        result.audit = [pending_flag().to_dict()]
+    _record(result, root, home)
+    # 2. then what the agent wrote: each step bounded, and none can lose the run
+    post_errors: list[str] = []
+    try:
+        _read_llm_usage(result, root)
+    except Exception as exc:  # the run stays recorded; the usage columns stay empty
+        post_errors.append(f"llm usage: {type(exc).__name__}: {str(exc)[:200]}")
     if audit:
         from autorl.audit import audit_run
 
         say("auditing the run")
-        result.audit = [f.to_dict() for f in audit_run(result.to_dict(), benchmark=benchmark)]
-    write_json_atomic(root / "result.json", result.to_dict())
+        try:
+            result.audit = [f.to_dict() for f in audit_run(result.to_dict(), benchmark=benchmark,
+                                                            budget_s=audit_budget_s)]
+        except Exception as exc:
+            post_errors.append(f"audit: {type(exc).__name__}: {str(exc)[:200]}")
+            from autorl.audit import failed_flag
+
+            result.audit = [failed_flag(exc).to_dict()]
+    if post_errors:
+        result.meta["post_run_errors"] = post_errors
+    _record(result, root, home)
+    return result
+
+
+def _known_variants(spec: str, home: Path) -> list[Path]:
+    try:
+        from autorl.resources import cached_instruct_variants
+
+        return cached_instruct_variants(spec, home)
+    except Exception:  # a cache that cannot be listed only means no variant at hand
+        return []
+
+
+def _record(result: RunResult, root: Path, home: Path) -> None:
+    """result.json in the run directory, the ledger row and results.csv (each write whole or not at all)."""
+    data = result.to_dict()
+    write_json_atomic(root / "result.json", data)
     ledger = Ledger(home / "autorl.db")
     try:
-        ledger.ingest(result.to_dict())
+        ledger.ingest(data)
         ledger.export_csv(home / "results.csv")
     finally:
         ledger.close()
-    return result
 
 
 #: llm_usage.json is the llm agent's own count, written in its workspace: recorded as what it is
