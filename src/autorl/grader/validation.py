@@ -88,7 +88,10 @@ def submission_parts(raw: Any, workspace: str, output_aliases: Iterable[str]) ->
             if not rest:
                 raise UsageError("model_path must be a folder inside the output directory, not the directory itself")
             for i, part in enumerate(rest):
-                check_name(part, "/".join(rest[: i + 1]))
+                try:
+                    check_name(part, "/".join(rest[: i + 1]))
+                except InvalidCheckpointError as exc:
+                    raise UsageError(f"model_path: {exc}") from None
             return rest
     raise PathRefused(f"model_path must be inside the output directory {aliases[0]}; {_shown(raw)} is not")
 

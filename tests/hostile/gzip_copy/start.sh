@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+set -u
+. "$AUTORL_AGENT_DIR/../common.sh"
+make_ckpt v1 3 24
+submit v1
+printf 'notes\nsay 7\n' | gzip > code/items.txt.gz
