@@ -292,7 +292,7 @@ def run_page(detail: dict[str, Any], timeline_svg: str, logs: dict[str, dict[str
 upward by the choice among k, not the run's result.</p>{_meta_list(dev)}{_meta_list(other)}
 <h2>Run</h2>{about_html}
 {"<h2>Audit</h2><ul id='audit'>" + flags + "</ul>" if flags else ""}</div></div>
-{"<h2>Submissions</h2><table><thead><tr><th>id</th><th>status</th><th>score</th><th>95% CI</th><th>improvement</th><th>path</th><th>error</th></tr></thead><tbody>" + sub_rows + "</tbody></table>" if sub_rows else ""}
+{"<h2>Submissions</h2><table><thead><tr><th>id</th><th>status</th><th>score</th><th>95% CI</th><th>improvement</th><th>path (as the agent gave it)</th><th>error</th></tr></thead><tbody>" + sub_rows + "</tbody></table>" if sub_rows else ""}
 {trajectory_html(turns)}
 {agent_files}{grader_html}"""
     return layout(title, body, LIVE_JS, nonce=nonce)
