@@ -13,7 +13,7 @@ from autorl import Benchmark, EvalConfig, Item
 from autorl.evaluation.base import ItemResult, Progress
 from autorl.evaluation.generation import GenerationEvaluator
 from autorl.inference.base import Backend
-from autorl_humaneval.sandbox import Limits, run_many
+from autorl_humaneval.sandbox import Check, Limits, resolve_isolation, run_checks
 
 N_TRAIN = 82  # the reference harness's shape: the first 82 problems train, the other 82 are hidden
 N_DEV = 41
@@ -27,7 +27,12 @@ def _problems() -> list[dict[str, Any]]:
 
 
 def program(problem: dict[str, Any], completion: str) -> str:
+    """The reference harness's single program (prompt, completion, tests, ``check``); scoring uses :func:`check_of`."""
     return f"{problem['prompt']}{completion}\n\n{problem['test']}\n\ncheck({problem['entry_point']})\n"
+
+
+def check_of(problem: dict[str, Any], completion: str) -> Check:
+    return Check(problem["prompt"], completion, problem["test"], problem["entry_point"])
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -40,12 +45,15 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 class HumanEvalEvaluator(GenerationEvaluator):
     """Generation as usual, then every program runs in the sandbox, in parallel up to the core count."""
 
+    mode: str | None = None
+
     def evaluate(self, benchmark: Benchmark, items: Sequence[Item], backend: Backend,
                  progress: Progress | None = None) -> list[ItemResult]:
         assert isinstance(benchmark, HumanEval)
+        mode = self.mode = benchmark.isolation()  # before generating: a sandbox that cannot run is an error up front
         generated = super().evaluate(benchmark, items, backend, None)  # scores come from the sandbox below
-        sources = [program(item.reference, c) for item, r in zip(items, generated, strict=True) for c in r.completions]
-        outcomes = iter(run_many(sources, limits=benchmark.limits(), hidden=benchmark.sandbox_hidden()))
+        checks = [check_of(item.reference, c) for item, r in zip(items, generated, strict=True) for c in r.completions]
+        outcomes = iter(run_checks(checks, limits=benchmark.limits(), hidden=benchmark.sandbox_hidden(), mode=mode))
         results = []
         for item, r in zip(items, generated, strict=True):
             runs = [next(outcomes) for _ in r.completions]
@@ -53,12 +61,16 @@ class HumanEvalEvaluator(GenerationEvaluator):
             k = min(benchmark.k(), len(runs)) or 1
             results.append(ItemResult(
                 item.id, pass_at_k(len(runs), passed, k) if runs else 0.0, r.completions, None,
-                {**r.extra, "passed": passed, "samples": len(runs), "k": k,
+                {**r.extra, "passed": passed, "samples": len(runs), "k": k, "isolation": mode,
                  "outcomes": [{"status": o.status, "detail": o.detail} for o in runs]},
             ))
         if progress:
             progress(len(items))
         return results
+
+    def summary(self, results: Sequence[ItemResult]) -> dict[str, Any]:
+        """The isolation model code ran under goes into every record (it is in the identity too)."""
+        return {"isolation": self.mode} if self.mode else {}
 
 
 class HumanEval(Benchmark):
@@ -85,6 +97,16 @@ class HumanEval(Benchmark):
 
     def limits(self) -> Limits:
         return Limits(timeout_s=float(self.options.get("timeout_s", 10.0)))
+
+    def isolation(self) -> str:
+        """``bwrap`` unless the operator names ``unshare`` or ``limits`` (option ``isolation`` or
+        ``$AUTORL_HUMANEVAL_ISOLATION``); a mode that cannot run here is a one-line error."""
+        opt = self.options.get("isolation")
+        return resolve_isolation(str(opt) if opt is not None else None)
+
+    def identity(self) -> dict[str, Any]:
+        return {"k": self.k(), "timeout_s": self.limits().timeout_s, "isolation": self.isolation(),
+                "scoring": "checker-token"}
 
     def description(self) -> str:
         return resources.files("autorl_humaneval").joinpath("description.md").read_text()
@@ -121,7 +143,8 @@ class HumanEval(Benchmark):
         return [Item(r["task_id"], {"prompt": r["prompt"]}, r) for r in rows]
 
     def score(self, item: Item, completion: str) -> float:
-        outcome = run_many([program(item.reference, completion)], limits=self.limits(), hidden=self.sandbox_hidden())[0]
+        outcome = run_checks([check_of(item.reference, completion)], limits=self.limits(),
+                             hidden=self.sandbox_hidden(), mode=self.isolation())[0]
         return 1.0 if outcome.passed else 0.0
 
     def evaluator(self) -> HumanEvalEvaluator:

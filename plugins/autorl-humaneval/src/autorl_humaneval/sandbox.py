@@ -2,30 +2,54 @@
 
 Each program gets its own process and private temporary directory, and never runs as root (it is
 dropped to ``nobody``). Limits (address space, CPU time, processes, file size, open files) are set
-with ``setrlimit`` before exec. Where bubblewrap (``bwrap``)
-can run, the program also gets new user/pid/net/ipc namespaces, a read-only view of the system, a
-private /tmp and no view of the paths passed as ``hidden`` (the grader's storage, evaluation data).
-Without bubblewrap the isolation is the limits plus a new network namespace where ``unshare`` works;
-:func:`isolation` says which one is in force.
+with ``setrlimit`` before exec. With bubblewrap (``bwrap``, the default and the only mode used unless
+the operator names a weaker one) the program also gets new user/pid/net/ipc namespaces, a read-only
+view of the system, a private /tmp and no view of the paths passed as ``hidden`` (the grader's
+storage, evaluation data). ``unshare`` (a new network namespace only) and ``limits`` (rlimits only)
+run model code only when the operator asks for them by name (:func:`resolve_isolation`).
+
+A problem's tests never run in the process of the model's code (:func:`run_check`): the model's
+program is served from the sandbox, one call a line, and the problem's ``check`` runs in a separate
+checker process that the model's code cannot reach (another user id when the grader is root, another
+pid namespace under bubblewrap, never dumpable), with plain data (numbers, strings, lists, tuples,
+dicts, sets, None) as the only thing that crosses between them. The checker writes a per-run random
+token, which only it and the grader know, after ``check`` returns; a program passes only then. Exiting
+early, printing, patching builtins or ``check``, returning objects that equal everything, or reading the
+test's file cannot make a program pass, since none of it reaches the checker. Output of model code
+(stdout and stderr) is read up to :data:`OUTPUT_CAP` bytes and the rest discarded.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import queue
 import resource
+import secrets
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
+
+from autorl.errors import ResourceError, UsageError
+
+#: The operator's choice of isolation when the benchmark option ``isolation`` is not given.
+ISOLATION_ENV = "AUTORL_HUMANEVAL_ISOLATION"
+ISOLATION_MODES = ("bwrap", "unshare", "limits")
+#: Bytes of a program's stdout/stderr kept (the tail); the rest is read and discarded.
+OUTPUT_CAP = 64 * 1024
+#: The longest reply (one call's return value, encoded) the checker accepts from a program.
+REPLY_CAP = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -78,6 +102,26 @@ def isolation() -> str:
     return "limits"
 
 
+def resolve_isolation(requested: str | None = None) -> str:
+    """The isolation model code runs under: bubblewrap unless the operator names a weaker mode.
+
+    ``requested`` (the benchmark option ``isolation``), else ``$AUTORL_HUMANEVAL_ISOLATION``, else
+    ``bwrap``. A mode that cannot run here is a one-line error, never a silent fall-back."""
+    wanted = str(requested or os.environ.get(ISOLATION_ENV) or "bwrap").strip()
+    if wanted not in ISOLATION_MODES:
+        raise UsageError(f"humaneval isolation {wanted!r} is not one of {', '.join(ISOLATION_MODES)}")
+    best = isolation()
+    if wanted == "bwrap" and best != "bwrap":
+        raise ResourceError(
+            "humaneval runs model-written code only under bubblewrap, which cannot run here: install bubblewrap "
+            f"(with unprivileged user namespaces allowed), or accept weaker isolation explicitly with {ISOLATION_ENV}"
+            "=unshare (no network only) or =limits (resource limits only), or the benchmark option isolation=...")
+    if wanted == "unshare" and best == "limits":
+        raise ResourceError(f"humaneval isolation 'unshare' cannot run here (unshare --net fails); "
+                            f"set {ISOLATION_ENV}=limits to run model code with resource limits only")
+    return wanted
+
+
 @functools.cache
 def interpreter() -> str:
     """A Python the unprivileged sandbox user can execute: this one, else the system's."""
@@ -100,9 +144,8 @@ def _set_limits(limits: Limits, uid: int) -> None:
     _drop_privileges(uid)
 
 
-def _argv(program: Path, workdir: Path, hidden: Sequence[Path]) -> list[str]:
-    python = [interpreter(), "-I", "-B", str(program)]
-    mode = isolation()
+def _argv(args: Sequence[str], workdir: Path, hidden: Sequence[Path], mode: str) -> list[str]:
+    python = [interpreter(), "-I", "-B", *args]
     if mode == "bwrap":
         argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
                 "--bind", str(workdir), str(workdir), "--chdir", str(workdir), "--unshare-all",
@@ -118,35 +161,282 @@ def _argv(program: Path, workdir: Path, hidden: Sequence[Path]) -> list[str]:
     return python
 
 
-def run_program(source: str, *, limits: Limits = Limits(), hidden: Sequence[Path] = ()) -> Outcome:
-    """Run ``source`` as a Python program; passed means exit status 0 within the time limit."""
-    uid = _free_uids.get()
+#: Runs in the sandbox, as the model's process: executes the model's program, then answers one call of
+#: the entry point a line (arguments in, the return value out), all as plain data.
+SERVER = r'''
+import json, os, sys
+replies = os.fdopen(os.dup(1), "w", buffering=1)
+calls = os.fdopen(os.dup(0), "r")
+os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+os.dup2(2, 1)
+
+def encode(v):
+    t = type(v)
+    if v is None or t in (bool, int, float, str):
+        return v
+    if t is list:
+        return [encode(x) for x in v]
+    if t is tuple:
+        return {"t": [encode(x) for x in v]}
+    if t is dict:
+        return {"d": [[encode(k), encode(x)] for k, x in v.items()]}
+    if t in (set, frozenset):
+        return {"s": [encode(x) for x in v]}
+    raise TypeError(f"returned a {t.__name__}, which is not plain data")
+
+def decode(v):
+    if type(v) is list:
+        return [decode(x) for x in v]
+    if type(v) is dict:
+        (tag, body), = v.items()
+        if tag == "t":
+            return tuple(decode(x) for x in body)
+        if tag == "s":
+            return {decode(x) for x in body}
+        return {decode(k): decode(x) for k, x in body}
+    return v
+
+namespace = {"__name__": "__main__"}
+try:
+    exec(compile(open(sys.argv[1]).read(), sys.argv[1], "exec"), namespace)
+    function = namespace[sys.argv[2]]
+except BaseException as exc:
+    replies.write(json.dumps({"error": f"{type(exc).__name__}: {exc}"[:300]}) + "\n")
+    os._exit(1)
+for line in calls:
+    try:
+        call = json.loads(line)
+        reply = json.dumps({"value": encode(function(*decode(call["args"]), **decode(call["kwargs"])))})
+    except BaseException as exc:
+        reply = json.dumps({"error": f"{type(exc).__name__}: {exc}"[:300]})
+    replies.write(reply + "\n")
+'''
+
+#: Runs outside the model's sandbox, executing only the problem's own code (its prompt and its tests):
+#: ``check`` gets a stand-in for the candidate that calls the model's process and decodes its replies
+#: as plain data. The token (known to this process and the grader only) is written after ``check``
+#: returns, on a descriptor the model's process never holds.
+CHECKER = r'''
+import ctypes, json, os, sys
+try:
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/mem
+except Exception:
+    pass
+job = json.loads(sys.stdin.readline())
+result = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+calls = os.fdopen(job["call_fd"], "w", buffering=1)
+replies = os.fdopen(job["reply_fd"], "rb")
+CAP = job["reply_cap"]
+
+def encode(v):
+    t = type(v)
+    if v is None or t in (bool, int, float, str):
+        return v
+    if t is list:
+        return [encode(x) for x in v]
+    if t is tuple:
+        return {"t": [encode(x) for x in v]}
+    if t is dict:
+        return {"d": [[encode(k), encode(x)] for k, x in v.items()]}
+    if t in (set, frozenset):
+        return {"s": [encode(x) for x in v]}
+    raise TypeError(f"cannot pass a {t.__name__} to the program")
+
+class CandidateFailed(Exception):
+    pass
+
+def decode(v):
+    t = type(v)
+    if v is None or t in (bool, int, float, str):
+        return v
+    if t is list:
+        return [decode(x) for x in v]
+    if t is dict and len(v) == 1:
+        (tag, body), = v.items()
+        if type(body) is list:
+            if tag == "t":
+                return tuple(decode(x) for x in body)
+            if tag == "s":
+                return {decode(x) for x in body}
+            if tag == "d" and all(type(p) is list and len(p) == 2 for p in body):
+                return {decode(k): decode(x) for k, x in body}
+    raise CandidateFailed("the program's reply is not plain data")
+
+def candidate(*args, **kwargs):
+    try:
+        calls.write(json.dumps({"args": encode(list(args)), "kwargs": encode(kwargs)}) + "\n")
+    except OSError:
+        raise CandidateFailed("the program stopped taking calls") from None
+    line = replies.readline(CAP + 1)
+    if not line.endswith(b"\n"):
+        raise CandidateFailed("the program stopped answering" if len(line) <= CAP else "the program's reply is too long")
+    try:
+        reply = json.loads(line)
+    except (ValueError, RecursionError):
+        raise CandidateFailed("the program's reply is not JSON") from None
+    if type(reply) is not dict or not ("value" in reply or "error" in reply):
+        raise CandidateFailed("the program's reply is not a reply")
+    if "error" in reply:
+        raise CandidateFailed(str(reply["error"])[:300])
+    try:
+        return decode(reply["value"])
+    except RecursionError:
+        raise CandidateFailed("the program's reply is nested too deep") from None
+
+namespace = {"__name__": "__check__"}
+exec(compile(job["prompt"], "prompt.py", "exec"), namespace)
+namespace[job["entry_point"]] = candidate  # tests that call the function by its name call the model's
+exec(compile(job["test"], "test.py", "exec"), namespace)
+namespace["check"](candidate)
+result.write(job["token"] + "\n")
+result.flush()
+'''
+
+CHECKER_PROCESSES = 1024  # the checkers share one user id when the grader is root; each is one process
+
+
+def _drain(stream: IO[bytes], cap: int) -> tuple[threading.Thread, bytearray]:
+    """Read ``stream`` to its end in a thread, keeping only its last ``cap`` bytes."""
+    kept = bytearray()
+
+    def read() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while chunk := stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536):
+                kept.extend(chunk)
+                if len(kept) > cap:
+                    del kept[: len(kept) - cap]
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return thread, kept
+
+
+def _last_line(data: bytes | bytearray) -> str:
+    lines = bytes(data).decode(errors="replace").strip().splitlines()
+    return lines[-1][:300] if lines else ""
+
+
+def _sandbox_env(workdir: Path) -> dict[str, str]:
+    return {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": str(workdir), "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
+
+
+def _workdir(uid: int) -> Path:
     workdir = Path(tempfile.mkdtemp(prefix="autorl-sandbox-"))
     if os.getuid() == 0:
         os.chown(workdir, uid, uid)
+    return workdir
+
+
+def run_program(source: str, *, limits: Limits = Limits(), hidden: Sequence[Path] = (),
+                mode: str | None = None) -> Outcome:
+    """Run ``source`` as a Python program in the sandbox; passed means it exited with status 0 in time.
+
+    This is the sandbox itself; scoring never uses an exit status (see :func:`run_check`)."""
+    mode = mode or resolve_isolation()
+    uid = _free_uids.get()
+    workdir = _workdir(uid)
     try:
         program = workdir / "program.py"
         program.write_text(source)
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": str(workdir), "LANG": "C.UTF-8",
-               "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
         proc = subprocess.Popen(
-            _argv(program, workdir, hidden), cwd=workdir, env=env, stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=lambda: _set_limits(limits, uid),
+            _argv([str(program)], workdir, hidden, mode), cwd=workdir, env=_sandbox_env(workdir),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            preexec_fn=lambda: _set_limits(limits, uid),
         )
+        assert proc.stderr is not None
+        reader, err = _drain(proc.stderr, OUTPUT_CAP)
         try:
-            _, err = proc.communicate(timeout=limits.timeout_s)
+            proc.wait(timeout=limits.timeout_s)
         except subprocess.TimeoutExpired:
-            _kill(proc)
             return Outcome(False, "timeout", f"no result within {limits.timeout_s:.0f} s")
         finally:
             _kill(proc)
-        tail = err.decode(errors="replace").strip().splitlines()[-1:] or [""]
+            reader.join(timeout=5)
         if proc.returncode == 0:
             return Outcome(True, "passed")
         if proc.returncode < 0:
             return Outcome(False, "killed", f"killed by {signal.Signals(-proc.returncode).name}")
-        return Outcome(False, "failed", tail[0][:300])
+        return Outcome(False, "failed", _last_line(err))
     finally:
+        if os.getuid() == 0:
+            _reap(uid)
+        shutil.rmtree(workdir, ignore_errors=True)
+        _free_uids.put(uid)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One problem's code: the prompt (the problem's own, trusted), the model's completion and the tests."""
+
+    prompt: str
+    completion: str
+    test: str
+    entry_point: str
+
+
+def run_check(check: Check, *, limits: Limits = Limits(), hidden: Sequence[Path] = (),
+              mode: str | None = None) -> Outcome:
+    """Passed means the problem's ``check`` ran to its end against the model's function, and nothing else.
+
+    The model's program (prompt + completion, never the tests) runs in the sandbox and serves calls;
+    ``check`` runs in a checker process outside it, which alone knows the per-run token it writes when
+    ``check`` returns."""
+    mode = mode or resolve_isolation()
+    uid = _free_uids.get()
+    workdir = _workdir(uid)
+    token = secrets.token_hex(32)
+    server = checker = None
+    readers: list[threading.Thread] = []
+    try:
+        program = workdir / "program.py"
+        program.write_text(f"{check.prompt}{check.completion}\n")
+        server = subprocess.Popen(
+            _argv(["-c", SERVER, str(program), check.entry_point], workdir, hidden, mode), cwd=workdir,
+            env=_sandbox_env(workdir), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            preexec_fn=lambda: _set_limits(limits, uid),
+        )
+        assert server.stdin is not None and server.stdout is not None and server.stderr is not None
+        call_fd, reply_fd = server.stdin.fileno(), server.stdout.fileno()
+        checker_uid = NOBODY
+        checker_limits = Limits(timeout_s=limits.timeout_s, memory_mb=limits.memory_mb,
+                                processes=CHECKER_PROCESSES, file_mb=1, open_files=64)
+        checker = subprocess.Popen(
+            [interpreter(), "-I", "-B", "-c", CHECKER], cwd="/", env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(call_fd, reply_fd),
+            preexec_fn=lambda: _set_limits(checker_limits, checker_uid),
+        )
+        server.stdin.close()  # the checker holds the only ends of the model's stdin and stdout now
+        server.stdout.close()
+        assert checker.stdin is not None and checker.stdout is not None and checker.stderr is not None
+        server_reader, _ = _drain(server.stderr, OUTPUT_CAP)
+        result_reader, result = _drain(checker.stdout, 4096)
+        error_reader, error = _drain(checker.stderr, OUTPUT_CAP)
+        readers = [server_reader, result_reader, error_reader]
+        job = {"token": token, "prompt": check.prompt, "test": check.test, "entry_point": check.entry_point,
+               "call_fd": call_fd, "reply_fd": reply_fd, "reply_cap": REPLY_CAP}
+        with contextlib.suppress(OSError):
+            checker.stdin.write((json.dumps(job) + "\n").encode())
+            checker.stdin.close()
+        try:
+            checker.wait(timeout=limits.timeout_s)
+        except subprocess.TimeoutExpired:
+            return Outcome(False, "timeout", f"no result within {limits.timeout_s:.0f} s")
+        finally:
+            _kill(checker)
+            _kill(server)
+            for reader in readers:
+                reader.join(timeout=5)
+        if checker.returncode == 0 and bytes(result) == f"{token}\n".encode():
+            return Outcome(True, "passed")
+        if checker.returncode < 0:
+            return Outcome(False, "killed", f"checker killed by {signal.Signals(-checker.returncode).name}")
+        return Outcome(False, "failed", _last_line(error))
+    finally:
+        for proc in (checker, server):
+            if proc is not None and proc.returncode is None:
+                _kill(proc)
         if os.getuid() == 0:
             _reap(uid)
         shutil.rmtree(workdir, ignore_errors=True)
@@ -183,8 +473,18 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 
 
 def run_many(sources: Sequence[str], *, limits: Limits = Limits(), hidden: Sequence[Path] = (),
-             workers: int | None = None) -> list[Outcome]:
-    """Run programs in parallel, up to the core count."""
+             workers: int | None = None, mode: str | None = None) -> list[Outcome]:
+    """Run programs in parallel, up to the core count (exit status only: see :func:`run_program`)."""
+    mode = mode or resolve_isolation()
     workers = min(workers or max(1, os.cpu_count() or 1), len(UID_POOL))
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(lambda s: run_program(s, limits=limits, hidden=hidden), sources))
+        return list(pool.map(lambda s: run_program(s, limits=limits, hidden=hidden, mode=mode), sources))
+
+
+def run_checks(checks: Sequence[Check], *, limits: Limits = Limits(), hidden: Sequence[Path] = (),
+               workers: int | None = None, mode: str | None = None) -> list[Outcome]:
+    """:func:`run_check` for each, in parallel up to the core count."""
+    mode = mode or resolve_isolation()
+    workers = min(workers or max(1, os.cpu_count() or 1), len(UID_POOL))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(lambda c: run_check(c, limits=limits, hidden=hidden, mode=mode), checks))
