@@ -61,7 +61,8 @@ class Watcher:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=60)
+        if self._thread.is_alive():
+            self._thread.join(timeout=60)
         self._listing.close()
 
     def _loop(self) -> None:
