@@ -39,7 +39,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def e2e(session: nox.Session) -> None:
-    """The end-to-end run tests only."""
+    """The end-to-end `autorl run` tests only (marked e2e: real grader, real agent subprocesses, the demo)."""
     session.install(*CONSTRAINTS, "-e", ".[test]", "-e", "tests/example_plugin")
     session.run("pytest", "-m", "e2e", *session.posargs)
 

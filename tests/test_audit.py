@@ -205,6 +205,7 @@ def assert_real_numbers(row: dict[str, Any]) -> None:
     assert row["dev_best"] == pytest.approx(15.0) and row["dev_k"] == 1 and row["sandbox"] == "bwrap"
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(BWRAP is None, reason=f"bubblewrap cannot run here: {WHY}")
 @pytest.mark.parametrize("name", ["usage_deep", "usage_forged", "odd_files"])
 def test_agent_files_cannot_stop_the_run_being_recorded(tmp_path: Path, name: str) -> None:
@@ -227,6 +228,7 @@ def test_agent_files_cannot_stop_the_run_being_recorded(tmp_path: Path, name: st
     assert row["run_id"] in csv_text
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(BWRAP is None, reason=f"bubblewrap cannot run here: {WHY}")
 @pytest.mark.parametrize(("name", "where", "item"), [
     ("gzip_copy", "code/items.txt.gz", "dev-7"),

@@ -47,6 +47,7 @@ def run_json(home: Path, *args: str, timeout: float = 600) -> dict[str, object]:
     return dict(json.loads(proc.stdout))
 
 
+@pytest.mark.e2e
 def test_agent_environment_workspace_and_results_from_the_grader(home: Path, tmp_path: Path, stub_base: Path) -> None:
     agent = agent_folder(tmp_path / "agents", "envcheck", """
         env > "$WORKSPACE/code/env.txt"
@@ -98,6 +99,7 @@ def test_agent_environment_workspace_and_results_from_the_grader(home: Path, tmp
     assert json.loads((ws / "result.json").read_text())["row"]["best_score"] == pytest.approx(70.0)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("name", "body", "success", "reason"),
     [
@@ -115,6 +117,7 @@ def test_agents_that_fail_end_the_run_cleanly(home: Path, tmp_path: Path, stub_b
     assert row["success"] is success and row["end_reason"] == reason
 
 
+@pytest.mark.e2e
 def test_overrunning_agent_and_its_children_are_stopped(home: Path, tmp_path: Path, stub_base: Path) -> None:
     agent = agent_folder(tmp_path / "agents", "overrun", """
         make_ckpt v1 9
@@ -152,6 +155,7 @@ def test_overrunning_agent_and_its_children_are_stopped(home: Path, tmp_path: Pa
     assert row["best_submission"] == 2 and row["best_score"] == pytest.approx(80.0)
 
 
+@pytest.mark.e2e
 def test_demo_run_improves_on_its_baseline(shared_home: Path, tiny_model: Path, tmp_path: Path) -> None:
     """A shorter version of the README's demo: the example GRPO agent on arith with autorl:tiny."""
     row = run_json(shared_home, "--agent", "example", "--task", "arith", "--model", "autorl:tiny",
@@ -239,3 +243,21 @@ def test_results_show_the_test_headline_and_upgrade_older_rows(home: Path) -> No
     assert dict(zip(header, cells, strict=True))["dev best (k)"] == "60.00 (1)"
     table = cli("results", check=True, env={"COLUMNS": "300"}).stdout
     assert "held-out test" in table and "35.00" in table
+
+
+def test_the_e2e_session_selects_the_end_to_end_runs() -> None:
+    """`nox -s e2e` runs `pytest -m e2e`: the marker is registered and carried by the `autorl run` tests."""
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+
+    assert '"-m", "e2e"' in (ROOT / "noxfile.py").read_text()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "e2e", "--strict-markers",
+                           "tests/test_run.py", "tests/test_audit.py"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    selected = [line for line in proc.stdout.splitlines() if "::" in line]
+    assert any("test_demo_run_improves_on_its_baseline" in t for t in selected)
+    assert any("test_hidden_items_the_agent_hid_are_found" in t for t in selected)
+    assert not any("test_a_run_without_a_test_score_has_no_headline" in t for t in selected)
