@@ -165,14 +165,18 @@ def run_cmd(
     sandbox: str = typer.Option("auto", "--sandbox",
                                 help="auto (bwrap where it works, else none with a warning), bwrap or none."),
     network: str = typer.Option("on", "--network", help="on, or off: the agent reaches only the grader (bwrap)."),
+    no_audit: bool = typer.Option(False, "--no-audit", help="Skip the cheat audit at the end (autorl audit runs it)."),
+    audit_budget: float = typer.Option(900.0, "--audit-budget", help="The audit's time budget in seconds."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Run an agent on a task and record baseline, scores and improvement."""
     from autorl.runner import run
 
+    if audit_budget <= 0:
+        raise UsageError("--audit-budget must be a positive number of seconds")
     result = run(agent, task, model, timeout, port=port, backend=backend, gpus=gpus, runs_dir=runs_dir,
                  seed=seed, agent_env=_parse_env(agent_env), limit=limit, sandbox=sandbox, network=network,
-                 benchmark_options=_parse_options(benchmark_option))
+                 benchmark_options=_parse_options(benchmark_option), audit=not no_audit, audit_budget_s=audit_budget)
     if as_json:
         _print_json(result.row)
         return
