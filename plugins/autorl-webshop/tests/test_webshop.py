@@ -11,7 +11,7 @@ import pytest
 from autorl_webshop.benchmark import WebShopBenchmark
 from autorl_webshop.catalog import make_catalog, make_goals
 from autorl_webshop.env import WebShopEnv, expert_actions
-from autorl_webshop.reward import reward, type_reward
+from autorl_webshop.reward import DIFFERENCES, normalize_color, reward, type_reward
 from autorl_webshop.search import SearchEngine
 
 from autorl.evaluation.episode import EpisodeEvaluator
@@ -50,6 +50,38 @@ def test_reward_hand_checked_cases() -> None:
     # a title sharing under 20% of the goal's words, with neither query nor category in common: 0.5
     other = {**PRODUCT, "name": "Luxe Brush Comb Mirror Towel Set", "query": "x", "category": "a › b"}
     assert type_reward(other, {**GOAL, "name": "Luxe Sulfate Free Shampoo Conditioner"}) == 0.5
+
+
+def test_reward_follows_webshops_code() -> None:
+    right = {"size": "16 fl oz", "scent": "lavender"}
+    # an attribute found only in the description counts, as in WebShop's get_attribute_reward
+    described = {**PRODUCT, "features": [], "description": "A long lasting formula."}
+    assert reward(described, right, GOAL).attributes == 2
+    # size is matched exactly: 6 fl oz is not 16 fl oz (a fuzzy token-set match would say it is)
+    assert reward(PRODUCT, {"size": "6 fl oz", "scent": "lavender"}, GOAL).total == pytest.approx(4 / 5)
+    # colours are normalised before matching: "jet black" and "black forest" are both black
+    dark = {**GOAL, "options": {"size": "16 fl oz", "color": "jet black"}}
+    assert reward(PRODUCT, {"size": "16 fl oz", "color": "black forest"}, dark).options == 2
+    assert reward(PRODUCT, {"size": "16 fl oz", "color": "white"}, dark).options == 1
+    # an option value written in the title counts even when it is not the goal's, as WebShop counts it
+    titled = {**PRODUCT, "name": "Luxe Sulfate Free Shampoo, Coconut"}
+    assert reward(titled, {"size": "16 fl oz", "scent": "coconut"}, GOAL).options == 2
+    # never above 1: more matching options chosen than the goal asks for
+    assert reward(titled, {"size": "16 fl oz", "scent": "lavender", "extra": "coconut"}, GOAL).total == 1.0
+    # WebShop's own test cases for its colour normalisation
+    for text, want in [("", ""), ("black forest", "black"), ("violet lavender", "lavender"),
+                       ("steelivy fuchsia", "fuchsia"), ("123alabaster", "alabaster"), ("webshop", "webshop")]:
+        assert normalize_color(text) == want
+
+
+def test_generated_price_bounds_follow_webshop() -> None:
+    products = make_catalog(0, 5)
+    for goal in make_goals(products, 40, seed=6):
+        price = next(p["price"] for p in products if p["asin"] == goal["asin"])
+        above = [10.0 * i for i in range(1, 100) if 10.0 * i > price][:4]
+        assert goal["price_upper"] in above[1:], (price, goal["price_upper"])  # the larger of two draws
+        assert goal["instruction"].endswith(f", and price lower than {goal['price_upper']:.2f} dollars")
+        assert goal["attributes"]
 
 
 def test_search_finds_the_expected_products() -> None:
@@ -125,6 +157,12 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> tuple[WebShopBenchmark
     return bench, root / "train", root / "hidden"
 
 
+def test_hidden_goals_come_from_the_secret(tmp_path: Path) -> None:
+    from autorl.testing import check_hidden_items_secret
+
+    check_hidden_items_secret(WebShopBenchmark({**SMALL, "source": "generated"}), tmp_path)
+
+
 def test_data_hides_the_evaluation_goals(prepared: tuple[WebShopBenchmark, Path, Path]) -> None:
     bench, train, hidden = prepared
     train_goals = [json.loads(x) for x in (train / "train_goals.jsonl").read_text().splitlines()]
@@ -186,33 +224,74 @@ def test_autorl_eval_on_webshop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert record["config"]["benchmark_identity"]["max_steps"] == 2
 
 
-def test_webshop_published_data_is_loaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # the published files' shapes: items_shuffle (products), items_ins_v2 (attributes), items_human_ins (goals)
-    products = make_catalog(3, 6)
-    items = [{"asin": p["asin"], "name": p["name"], "product_category": p["category"], "query": p["query"],
-              "pricing": f"${p['price']:.2f}", "small_description": p["features"], "full_description": p["description"],
-              "customization_options": {k: [{"value": v, "image": None} for v in vs] for k, vs in p["options"].items()}}
-             for p in products]
-    (tmp_path / "items_shuffle_1000.json").write_text(json.dumps(items))
-    (tmp_path / "items_ins_v2_1000.json").write_text(json.dumps({p["asin"]: {"attributes": p["attributes"]} for p in products}))
-    goals = make_goals(products, 520, seed=8)
-    human: dict[str, list[dict[str, Any]]] = {}
-    for g in goals:
-        human.setdefault(g["asin"], []).append({"instruction": g["instruction"], "instruction_attributes": g["attributes"],
-                                                "instruction_options": list(g["options"].values()),
-                                                "price_upper": g["price_upper"]})
-    (tmp_path / "items_human_ins.json").write_text(json.dumps(human))
-    monkeypatch.setenv("WEBSHOP_DATA", str(tmp_path))
+def published_files(root: Path, n_products: int = 60, per_product: int = 28) -> list[dict[str, Any]]:
+    """WebShop's published files with their real fields: items_shuffle_1000.json (the scraped products),
+    items_ins_v2_1000.json (asin -> attributes, instruction, instruction_attributes) and items_human_ins.json
+    (asin -> the annotators' instructions: asin, instruction, instruction_attributes, instruction_options,
+    assignment_id, worker_id; no price). Returns the products as WebShop's loader keeps them, in order."""
+    products = make_catalog(3, n_products // 10)
+    pricing = ["${:.2f}", "${:.2f} - ${:.2f}", ""]
+    items, ins, human = [], {}, {}
+    for n, p in enumerate(products):
+        price = pricing[n % 3].format(p["price"], p["price"] + 5) if n % 3 else f"${p['price']:.2f}"
+        items.append({"asin": p["asin"], "name": p["name"], "full_description": p["description"],
+                      "small_description": p["features"], "pricing": price, "images": ["https://x/1.jpg"],
+                      "product_category": p["category"], "query": p["query"].upper() + " ", "category": "beauty",
+                      "average_rating": 4.5, "brand": "x", "customization_options":
+                          {k.title(): [{"value": v.title(), "image": None} for v in vs] for k, vs in p["options"].items()}
+                          or None})
+        ins[p["asin"]] = {"attributes": p["attributes"], "instruction": "", "instruction_attributes": []}
+        entries = []
+        for j in range(per_product):
+            opts = [vs[j % len(vs)] for vs in p["options"].values()]
+            attrs = [] if j % 13 == 5 else p["attributes"][: 1 + j % 2]  # some annotations have no attribute
+            entries.append({"asin": p["asin"], "instruction": f"i need {' '.join(attrs)} {p['query']} in {' '.join(opts)}, number {j}.",
+                            "instruction_attributes": attrs, "instruction_options": opts,
+                            "assignment_id": f"A{n}-{j}", "worker_id": f"W{j % 7}"})
+        human[p["asin"]] = entries
+    items.append({**items[0], "asin": "nan"})  # skipped by WebShop's loader
+    items.append(dict(items[1]))  # a repeat: skipped
+    (root / "items_shuffle_1000.json").write_text(json.dumps(items))
+    (root / "items_ins_v2_1000.json").write_text(json.dumps(ins))
+    (root / "items_human_ins.json").write_text(json.dumps(human))
+    return products
+
+
+def webshop_goal_order(products: list[dict[str, Any]], human: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The instructions in the order WebShop's SimServer holds them: get_human_goals then the seeded shuffle."""
+    texts = [e["instruction"].strip(".") for p in products for e in human[p["asin"]] if e["instruction_attributes"]]
+    random.seed(233)
+    random.shuffle(texts)
+    return texts
+
+
+def test_webshop_published_data_builds_webshops_goals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tmp_path / "webshop"
+    data.mkdir()
+    products = published_files(data)
+    human = json.loads((data / "items_human_ins.json").read_text())
+    monkeypatch.setenv("WEBSHOP_DATA", str(data))
     bench = WebShopBenchmark({"dev_goals": 100})
-    assert bench.source == "official"
+    assert bench.source == "official" and bench.hidden_paths() == [data]
     bench.prepare_train_data(tmp_path / "train")
-    bench.prepare_eval_data(tmp_path / "hidden")
-    dev, test = bench.load_items("dev", tmp_path / "hidden"), bench.load_items("test", tmp_path / "hidden")
-    assert (len(dev), len(test)) == (100, 400)
-    train = (tmp_path / "train" / "train_goals.jsonl").read_text().splitlines()
-    assert len(train) == 20 and not {json.loads(x)["instruction"] for x in train} & {i.input["goal"]["instruction"] for i in dev + test}
-    # the expert still wins a published goal
-    env = bench.make_env(test[0])
+    hidden = tmp_path / "hidden"
+    bench.prepare_eval_data(hidden)
+    dev, test = bench.load_items("dev", hidden), bench.load_items("test", hidden)
+    order = webshop_goal_order(products, human)
+    assert len(order) == 60 * 26 and len(order) > 1500  # two annotations of each product have no attribute: skipped
+    strip = [g["instruction"].split(", and price lower than")[0] for g in (i.input["goal"] for i in test)]
+    assert strip == order[:500]  # WebShop's test split, in its order
+    assert len(dev) == 100 and {i.input["goal"]["instruction"].split(", and price lower than")[0] for i in dev} <= set(order[500:1500])
+    train = [json.loads(x) for x in (tmp_path / "train" / "train_goals.jsonl").read_text().splitlines()]
+    assert [g["instruction"].split(", and price lower than")[0] for g in train] == order[1500:] and len(train) == 60
+    for goal in (i.input["goal"] for i in test + dev):
+        assert goal["attributes"] and goal["price_upper"] < 1e6
+        assert goal["instruction"].endswith(f", and price lower than {goal['price_upper']:.2f} dollars")
+    catalog = json.loads((hidden / "catalog.json").read_text())
+    assert len(catalog) == 60 and catalog[0]["query"] == products[0]["query"]  # lower-cased and stripped
+    assert catalog[2]["price"] == 100.0 and catalog[1]["price"] != products[1]["price"]  # no pricing; a range
+    assert all(v == v.lower() for p in catalog for vs in p["options"].values() for v in vs)
+    env = bench.make_env(test[0])  # the expert still wins a published goal
     env.reset()
     result = None
     for action in expert_actions(env):
@@ -221,3 +300,30 @@ def test_webshop_published_data_is_loaded(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("WEBSHOP_DATA", str(tmp_path / "none"))
     with pytest.raises(Exception, match="no WebShop data"):
         WebShopBenchmark({"source": "official"})
+
+
+def test_published_goals_hidden_by_the_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from autorl.testing import check_hidden_items_secret
+
+    data = tmp_path / "webshop"
+    data.mkdir()
+    published_files(data)
+    monkeypatch.setenv("WEBSHOP_DATA", str(data))
+    check_hidden_items_secret(WebShopBenchmark({"dev_goals": 20, "test_goals": 40}), tmp_path / "check")
+
+
+def test_prepared_data_follows_the_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tmp_path / "webshop"
+    data.mkdir()
+    monkeypatch.setenv("WEBSHOP_DATA", str(data))  # empty: auto means generated
+    generated = WebShopBenchmark({"dev_goals": 20, "test_goals": 40})
+    generated.prepare_train_data(tmp_path / "train")
+    generated.prepare_eval_data(tmp_path / "hidden")
+    products = published_files(data)
+    published = WebShopBenchmark({"dev_goals": 20, "test_goals": 40})
+    assert published.source == "official" and published.identity() != generated.identity()
+    published.prepare_train_data(tmp_path / "train")
+    published.prepare_eval_data(tmp_path / "hidden")
+    assert [p["asin"] for p in json.loads((tmp_path / "train" / "catalog.json").read_text())] == [p["asin"] for p in products]
+    assert {i.input["goal"]["asin"] for i in published.load_items("test", tmp_path / "hidden")} <= {p["asin"] for p in products}
+    assert published.identity()["reward_differences_from_webshop"] == list(DIFFERENCES)

@@ -11,15 +11,21 @@ from pathlib import Path
 from typing import Any
 
 from autorl import Benchmark, EvalConfig, Item
+from autorl.benchmark import read_hidden_items, secret_rng, write_hidden_items
 from autorl.errors import UsageError
 from autorl.evaluation.base import ItemResult
 from autorl.evaluation.episode import EpisodeBenchmark, EpisodeEvaluator, episode_steps
 from autorl_webshop import official
-from autorl_webshop.catalog import make_catalog, make_goals, read_jsonl, write_jsonl
+from autorl_webshop.catalog import make_catalog, make_goals, write_jsonl
 from autorl_webshop.env import WebShopEnv, expert_actions
+from autorl_webshop.reward import DIFFERENCES
 from autorl_webshop.search import SearchEngine
 
-SEEDS = {"catalog": 0, "train": 1, "dev": 2, "test": 3, "example": 99}
+#: fixed seeds for what the agent gets anyway (catalog, training goals, the prompt's example); hidden goals are
+#: drawn with the installation's secret (``secret_rng``), never with these
+SEEDS = {"catalog": 0, "train": 1, "example": 99}
+DEFAULT_COUNTS = {"generated": {"train": 200, "dev": 50, "test": 100},
+                  "official": {"train": -1, "dev": 50, "test": official.N_TEST}}
 INSTRUCTION = ("You are shopping in WebShop for what the instruction asks. Each turn, answer with one action: "
                "search[query] on the search page, or click[button] with one of the buttons shown.")
 
@@ -42,7 +48,10 @@ newline is the action (greedy decoding).
 - `catalog.json`: every product (`asin`, `name`, `category`, `query`, `price`, `attributes`, `options`,
   `features`, `description`); evaluation instructions are about products of this same catalog.
 - `train_goals.jsonl`: training instructions with what they ask for (`instruction`, `asin`, `attributes`,
-  `options`, `price_upper`, ...); the evaluation instructions are different ones and are not here.
+  `options`, `price_upper`, ...); the evaluation instructions are different ones and are not here. As in
+  WebShop, every goal asks for at least one attribute, and its price bound (of the first four multiples of
+  10 dollars above the product's price, the larger of two drawn at random) is written into the instruction.
+{source_note}
 - `expert.jsonl`: for each training goal, an expert's episode as `[action, observation]` pairs (reward 1).
 
 ## Rollouts for RL
@@ -66,11 +75,12 @@ class WebShopEvaluator(EpisodeEvaluator):
 
 class WebShopBenchmark(Benchmark, EpisodeBenchmark):
     """Options: ``source`` (auto: WebShop's published data in ``$WEBSHOP_DATA`` when present, ``official``,
-    ``generated``), ``train_goals``/``dev_goals``/``test_goals`` (200/50/100), ``products_per_type`` (10),
+    ``generated``), ``train_goals``/``dev_goals``/``test_goals`` (generated: 200/50/100; official: all of
+    WebShop's training goals, 50 of its eval goals, its 500 test goals), ``products_per_type`` (10),
     ``examples`` (1), ``max_steps`` (15), ``chat``, ``max_new_tokens`` (32)."""
 
     name = "webshop"
-    version = "1"
+    version = "2"
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
@@ -85,6 +95,7 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
             raise UsageError(f"webshop: no WebShop data in {official.data_dir()} (items_shuffle.json, "
                              "items_human_ins.json); set WEBSHOP_DATA or use source=generated")
         self.source = source
+        self._hidden_dir: Path | None = None
         #: catalog path -> (products, search engine), built once per catalog
         self._engines: dict[str, tuple[list[dict[str, Any]], SearchEngine]] = {}
 
@@ -96,51 +107,85 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
                           max_new_tokens=int(self.options.get("max_new_tokens", 32)), temperature=0.0, stop=("\n",))
 
     def description(self) -> str:
-        return DESCRIPTION.format(max_steps=self.max_steps, examples=self.n_examples)
+        if self.source == "official":
+            note = ("- The instructions are WebShop's published human instructions: the evaluation ones come from "
+                    "WebShop's own test and eval splits\n  (public, as in WebShop), with price bounds drawn by the "
+                    "grader; the training ones from its training split.\n")
+        else:
+            note = ""
+        return (DESCRIPTION.format(max_steps=self.max_steps, examples=self.n_examples, source_note=note)
+                + "\n## How this scorer differs from WebShop's code\n"
+                + "".join(f"- {d}\n" for d in DIFFERENCES))
 
     def _counts(self) -> dict[str, int]:
+        defaults = DEFAULT_COUNTS[self.source]
         return {"products_per_type": int(self.options.get("products_per_type", 10)),
-                **{s: int(self.options.get(f"{s}_goals", d)) for s, d in (("train", 200), ("dev", 50), ("test", 100))}}
+                **{s: int(self.options.get(f"{s}_goals", d)) for s, d in defaults.items()}}
+
+    def _data_identity(self) -> dict[str, Any]:
+        """What the prepared data depends on: a change prepares it again (the marker) and changes the hash."""
+        out: dict[str, Any] = {"version": self.version, "source": self.source, **self._counts()}
+        if self.source == "official":
+            out["files"] = official.fingerprint()
+        return out
 
     def identity(self) -> dict[str, Any]:
         shots = json.dumps(self._examples(), sort_keys=True)
-        return {"max_steps": self.max_steps, "examples": self.n_examples, "data": self._counts(), "source": self.source,
-                "examples_sha256": hashlib.sha256(shots.encode()).hexdigest()[:16]}
+        return {"max_steps": self.max_steps, "examples": self.n_examples, "data": self._data_identity(),
+                "source": self.source, "examples_sha256": hashlib.sha256(shots.encode()).hexdigest()[:16],
+                "reward_differences_from_webshop": list(DIFFERENCES)}
+
+    def hidden_paths(self) -> list[Path]:
+        """``$WEBSHOP_DATA`` holds WebShop's evaluation instructions: masked in the sandbox."""
+        root = official.data_dir()
+        return [root] if root.exists() else []
 
     # -- data --------------------------------------------------------------------------------------------
     @functools.cached_property
-    def _official(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        return official.load()
+    def _official(self) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+        products = official.load_products()
+        return products, official.webshop_split(official.human_goals(products))
 
     def _catalog(self) -> list[dict[str, Any]]:
         if self.source == "official":
             return self._official[0]
         return make_catalog(SEEDS["catalog"], self._counts()["products_per_type"])
 
-    def _all_goals(self) -> dict[str, list[dict[str, Any]]]:
+    def _train_goals(self) -> list[dict[str, Any]]:
+        n = self._counts()["train"]
         if self.source == "official":
-            goals = self._official[1]
-            evaluation, train = goals[:official.N_EVAL], goals[official.N_EVAL:]
-            order = list(range(len(evaluation)))
-            random.Random(SEEDS["dev"]).shuffle(order)
-            n_dev = min(self._counts()["dev"], len(evaluation))
-            dev = [evaluation[i] for i in sorted(order[:n_dev])]
-            test = [evaluation[i] for i in sorted(order[n_dev:])]
-            return {"train": train[: self._counts()["train"]], "dev": dev, "test": test}
-        products, counts = self._catalog(), self._counts()
-        test = make_goals(products, counts["test"], SEEDS["test"])
-        dev = make_goals(products, counts["dev"], SEEDS["dev"], exclude={g["instruction"] for g in test})
-        held = {g["instruction"] for g in test + dev}
-        train = make_goals(products, counts["train"], SEEDS["train"], exclude=held)
-        return {"train": train, "dev": dev, "test": test}
+            rng = random.Random(SEEDS["train"])
+            train = [official.with_price_bound(g, rng) for g in self._official[1]["train"]]
+            return train if n < 0 else train[:n]
+        return make_goals(self._catalog(), n, SEEDS["train"])
+
+    def _hidden_goals(self, hidden_dir: Path) -> dict[str, list[dict[str, Any]]]:
+        """The dev and test goals, drawn with the installation's secret."""
+        counts = self._counts()
+        if self.source == "official":
+            split = self._official[1]
+            test_rng = secret_rng(hidden_dir, "webshop/official/test")
+            test = [official.with_price_bound(g, test_rng) for g in split["test"][: counts["test"]]]
+            dev_rng = secret_rng(hidden_dir, "webshop/official/dev")
+            chosen = sorted(dev_rng.sample(range(len(split["eval"])), min(counts["dev"], len(split["eval"]))))
+            dev = [official.with_price_bound(split["eval"][i], dev_rng) for i in chosen]
+            return {"dev": dev, "test": test}
+        products = self._catalog()
+        seen = {g["instruction"] for g in self._train_goals()}
+        test = make_goals(products, counts["test"], secret_rng(hidden_dir, "webshop/generated/test"), exclude=seen)
+        seen |= {g["instruction"] for g in test}
+        dev = make_goals(products, counts["dev"], secret_rng(hidden_dir, "webshop/generated/dev"), exclude=seen)
+        return {"dev": dev, "test": test}
 
     def _prepared(self, root: Path) -> bool:
         marker = root / ".prepared.json"
-        want = {"version": self.version, **self._counts()}
-        return bool(marker.is_file() and json.loads(marker.read_text()) == want)
+        try:
+            return bool(marker.is_file() and json.loads(marker.read_text()) == self._data_identity())
+        except ValueError:
+            return False
 
     def _mark(self, root: Path) -> None:
-        (root / ".prepared.json").write_text(json.dumps({"version": self.version, **self._counts()}))
+        (root / ".prepared.json").write_text(json.dumps(self._data_identity()))
 
     def prepare_train_data(self, target_dir: Path) -> None:
         if self._prepared(target_dir):
@@ -149,7 +194,7 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
         for old in target_dir.iterdir():
             old.unlink()
         products = self._catalog()
-        goals = self._all_goals()["train"]
+        goals = self._train_goals()
         (target_dir / "catalog.json").write_text(json.dumps(products, indent=1))
         write_jsonl(target_dir / "train_goals.jsonl", goals)
         engine = SearchEngine(products)
@@ -158,26 +203,26 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
         self._mark(target_dir)
 
     def prepare_eval_data(self, hidden_dir: Path) -> None:
-        if self._prepared(hidden_dir):
+        if self._prepared(hidden_dir) and all((hidden_dir / f"{s}.items.jsonl").is_file() for s in self.splits):
             return
-        goals = self._all_goals()
-        hidden_dir.mkdir(parents=True, exist_ok=True)
+        hidden_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        goals = self._hidden_goals(hidden_dir)
         (hidden_dir / "catalog.json").write_text(json.dumps(self._catalog()))
-        for split in ("dev", "test"):
-            write_jsonl(hidden_dir / f"{split}_goals.jsonl", goals[split])
+        for split in self.splits:
+            write_hidden_items(hidden_dir, split, [Item(f"{split}-{i:04d}", {"goal": g}) for i, g in enumerate(goals[split])])
         self._mark(hidden_dir)
 
     def load_items(self, split: str, hidden_dir: Path) -> list[Item]:
-        goals = read_jsonl(hidden_dir / f"{split}_goals.jsonl")
-        return [Item(f"{split}-{i:04d}", {"goal": g, "catalog": str(hidden_dir / "catalog.json")})
-                for i, g in enumerate(goals)]
+        items = read_hidden_items(self.name, hidden_dir, split)
+        self._hidden_dir = hidden_dir
+        return items
 
     # -- episodes ----------------------------------------------------------------------------------------
     def evaluator(self) -> WebShopEvaluator:
         return WebShopEvaluator()
 
     def make_env(self, item: Item) -> WebShopEnv:
-        path = item.input["catalog"]
+        path = str(item.input.get("catalog") or Path(self._hidden_dir or ".") / "catalog.json")
         if path not in self._engines:
             products = json.loads(Path(path).read_text())
             self._engines[path] = (products, SearchEngine(products))

@@ -1,10 +1,11 @@
 """WebShop data: a product catalog and shopping goals (instructions with the attributes, options and price
-bound they ask for). Generated offline with fixed seeds, in the shape of WebShop's own product records."""
+bound they ask for), in the shape of WebShop's own records. The catalog and the training goals are generated
+with fixed seeds (the agent gets them anyway); the hidden goals with a generator the caller seeds from the
+installation's secret. The price bound is drawn as WebShop's ``goal.py`` draws it (:func:`price_bound`)."""
 
 from __future__ import annotations
 
 import json
-import math
 import random
 from pathlib import Path
 from typing import Any
@@ -69,23 +70,39 @@ def make_catalog(seed: int = 0, per_type: int = 10) -> list[dict[str, Any]]:
     return products
 
 
+#: WebShop's price bounds: multiples of 10 dollars up to 990
+PRICE_RANGE = [10.0 * i for i in range(1, 100)]
+NO_BOUND = 1_000_000.0
+
+
+def price_bound(price: float, rng: random.Random) -> tuple[float, str]:
+    """WebShop's bound (``get_human_goals``): of the first four multiples of 10 above the price, two drawn at
+    random, the larger kept and written into the instruction; no bound (and no text) above 980 dollars."""
+    above = [p for p in PRICE_RANGE if p > price][:4]
+    if len(above) < 2:
+        return NO_BOUND, ""
+    upper = max(rng.sample(above, 2))
+    return upper, f", and price lower than {upper:.2f} dollars"
+
+
 def make_goal(product: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     """An instruction that the product (with the right options, under the price bound) satisfies."""
     type_name = next(t for t, spec in TYPES.items() if spec[0] == product["category"])
     attrs = sorted(rng.sample(product["attributes"], k=rng.randint(1, min(2, len(product["attributes"])))))
     options = {k: rng.choice(v) for k, v in product["options"].items()}
-    price_upper = float(math.ceil(product["price"] * rng.uniform(1.1, 1.6) / 10) * 10)
+    price_upper, price_text = price_bound(float(product["price"]), rng)
     opt_text = " and ".join(f"{v} {k}" for k, v in options.items())
     lead = rng.choice(["i need", "i am looking for", "find me", "i want to buy"])
-    instruction = (f"{lead} {' '.join(attrs)} {type_name} with {opt_text}, and price lower than "
-                   f"{price_upper:.2f} dollars")
+    instruction = f"{lead} {' '.join(attrs)} {type_name} with {opt_text}{price_text}"
     return {"instruction": instruction, "asin": product["asin"], "name": product["name"], "query": product["query"],
             "category": product["category"], "attributes": attrs, "options": options, "price_upper": price_upper}
 
 
-def make_goals(products: list[dict[str, Any]], n: int, seed: int, exclude: set[str] | None = None) -> list[dict[str, Any]]:
-    """``n`` distinct goals (by instruction), none of whose instructions is in ``exclude``."""
-    rng = random.Random(seed)
+def make_goals(products: list[dict[str, Any]], n: int, seed: int | random.Random,
+               exclude: set[str] | None = None) -> list[dict[str, Any]]:
+    """``n`` distinct goals (by instruction), none of whose instructions is in ``exclude``; ``seed`` is a fixed
+    seed (public data) or a generator (hidden data: one seeded from the installation's secret)."""
+    rng = seed if isinstance(seed, random.Random) else random.Random(seed)
     seen = set(exclude or ())
     goals: list[dict[str, Any]] = []
     attempts = 0
