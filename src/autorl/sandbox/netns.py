@@ -82,14 +82,15 @@ def _wait_readable(fd: int, timeout: float) -> bool:
 class _Attached:
     """bubblewrap started held, slirp4netns attached to its network namespace; ``release`` lets it run."""
 
-    def __init__(self, slirp: str, bwrap_argv: Sequence[str]) -> None:
+    def __init__(self, slirp: str, bwrap_argv: Sequence[str], *, quiet: bool = False) -> None:
         info_r, info_w = os.pipe()
         block_r, self._block_w = os.pipe()
         argv = [bwrap_argv[0], "--info-fd", str(info_w), "--block-fd", str(block_r), *bwrap_argv[1:]]
         self.slirp: subprocess.Popen[bytes] | None = None
         self._exit_w: int | None = None
         try:
-            self.bwrap = subprocess.Popen(argv, pass_fds=(info_w, block_r))
+            self.bwrap = subprocess.Popen(argv, pass_fds=(info_w, block_r),
+                                          stderr=subprocess.DEVNULL if quiet else None)
         finally:
             os.close(info_w)
             os.close(block_r)
@@ -112,7 +113,7 @@ class _Attached:
                 argv.append(f"--userns-path=/proc/{pid}/ns/user")
         try:
             self.slirp = subprocess.Popen([*argv, str(pid), "tap0"], pass_fds=(ready_w, exit_r),
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL if quiet else None)
         except OSError as exc:
             self.error = f"{slirp} cannot start: {exc}"
             return
@@ -150,8 +151,6 @@ class _Attached:
             except subprocess.TimeoutExpired:
                 self.slirp.kill()
                 self.slirp.wait()
-            if self.slirp.stderr is not None:
-                self.slirp.stderr.close()
 
 
 @functools.cache
@@ -164,7 +163,7 @@ def _probe(bwrap: str, slirp: str) -> tuple[str | None, str]:
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net",
             "--die-with-parent", "true"]
     try:
-        attached = _Attached(exe, argv)
+        attached = _Attached(exe, argv, quiet=True)
     except OSError as exc:
         return None, f"{slirp} cannot run: {exc}"
     try:
@@ -218,7 +217,11 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: None)
     try:
         relay.start()
-        attached = _Attached(args.slirp, command)
+        try:
+            attached = _Attached(args.slirp, command)
+        except OSError as exc:
+            print(f"autorl: cannot start the sandbox: {exc}", file=sys.stderr)
+            return 125
         try:
             if attached.error:
                 print(f"autorl: the sandbox's network: {attached.error}", file=sys.stderr)
