@@ -242,9 +242,13 @@ def test_vllm_sampling_matches_hf_decoding() -> None:
 
 
 @pytest.fixture
-def openai_server() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    """A real OpenAI-compatible completions server on 127.0.0.1 that answers with the sum asked for."""
+def openai_server(tiny_model: Path) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """A real OpenAI-compatible server on 127.0.0.1 serving the tiny model by path, answering with the sum asked for."""
     import re
+
+    from autorl.inference.hf import load_tokenizer
+
+    tok = load_tokenizer(tiny_model)
 
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -260,24 +264,30 @@ def openai_server() -> Iterator[tuple[str, list[dict[str, Any]]]]:
         if failures["left"]:
             failures["left"] -= 1
             return JSONResponse({"error": "overloaded"}, status_code=503)
-        a, b = map(int, re.findall(r"(\d+)\+(\d+)", body["prompt"])[-1])
+        a, b = map(int, re.findall(r"(\d+)\+(\d+)", tok.decode(body["prompt"]))[-1])
         return JSONResponse({"choices": [{"index": 0, "text": f" {a + b}\nQ: more", "finish_reason": "stop"}],
                              "usage": {"completion_tokens": 3}})
 
-    app = Starlette(routes=[Route("/v1/completions", completions, methods=["POST"])])
+    async def models(request: Request) -> JSONResponse:
+        return JSONResponse({"object": "list", "data": [{"id": str(tiny_model), "root": str(tiny_model)}]})
+
+    app = Starlette(routes=[Route("/v1/models", models), Route("/v1/completions", completions, methods=["POST"])])
     with serve_in_thread(app) as port:
         yield f"http://127.0.0.1:{port}/v1", seen
 
 
-def test_openai_backend_against_a_real_server(openai_server: tuple[str, list[dict[str, Any]]], tmp_path: Path) -> None:
+def test_openai_backend_against_a_real_server(
+    openai_server: tuple[str, list[dict[str, Any]]], tiny_model: Path, tmp_path: Path
+) -> None:
     from autorl.inference.openai import OpenAIBackend
 
     url, seen = openai_server
-    be = OpenAIBackend({"base_url": url, "model": "served-model", "concurrency": 4})
-    rec = evaluate_model(Arith(), be, tmp_path, split="dev", hidden_dir=tmp_path, limit=20)
+    be = OpenAIBackend({"base_url": url, "concurrency": 4})
+    rec = evaluate_model(Arith(), be, tiny_model, split="dev", hidden_dir=tmp_path, limit=20)
     assert rec.score == 100.0 and rec.n == 20
     assert len(seen) == 21  # one 503 retried
-    assert seen[-1]["model"] == "served-model" and seen[-1]["stop"] == ["\n"] and seen[-1]["temperature"] == 0.0
+    assert seen[-1]["model"] == str(tiny_model) and seen[-1]["stop"] == ["\n"] and seen[-1]["temperature"] == 0.0
+    assert all(isinstance(t, int) for t in seen[-1]["prompt"])  # token ids, tokenized here
 
 
 def test_compacting_decoder_matches_generate_and_both_apply_logits_processors(tiny_model: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,8 +55,27 @@ def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
 
 
 def tree_manifest(root: Path) -> dict[str, str]:
-    """Relative path -> sha256 of every regular file below ``root`` (symlinks followed), sorted."""
-    files = sorted(p for p in root.rglob("*") if p.is_file())
+    """Relative path -> sha256 of every regular file below ``root`` (symlinks followed), sorted.
+
+    Linked directories are walked too (``Path.rglob`` skips them); a link to one of its own ancestors is not
+    entered again, so a loop ends.
+    """
+    files: list[Path] = []
+    stack: list[tuple[Path, frozenset[tuple[int, int]]]] = [(root, frozenset())]
+    while stack:
+        folder, ancestors = stack.pop()
+        st = folder.stat()
+        key = (st.st_dev, st.st_ino)
+        if key in ancestors:
+            continue
+        inner = ancestors | {key}
+        for entry in os.scandir(folder):
+            path = Path(entry.path)
+            if entry.is_dir():
+                stack.append((path, inner))
+            elif entry.is_file():
+                files.append(path)
+    files.sort(key=lambda p: p.relative_to(root).as_posix())
     return {p.relative_to(root).as_posix(): file_sha256(p) for p in files}
 
 

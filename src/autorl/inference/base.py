@@ -37,6 +37,29 @@ def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
     return (text[:cut], True) if cut >= 0 else (text, False)
 
 
+def render_prompt(tokenizer: Any, prompt: str | list[dict[str, str]]) -> str:
+    """The prompt's text: itself, or chat messages rendered by the tokenizer's chat template."""
+    if isinstance(prompt, str):
+        return prompt
+    if not getattr(tokenizer, "chat_template", None):
+        from autorl.errors import InvalidCheckpointError
+
+        raise InvalidCheckpointError("the benchmark asks for a chat template but the tokenizer has none")
+    text: str = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+    return text
+
+
+def prompt_token_ids(tokenizer: Any, prompt: str | list[dict[str, str]]) -> list[int]:
+    """The token ids every backend feeds the model for ``prompt``: one tokenization for all of them.
+
+    The rendered text is tokenized as it is, with no special tokens added (``add_special_tokens=False``,
+    as transformers' own ``apply_chat_template`` and TRL's trainers do): a chat template writes its own BOS,
+    and a tokenizer that would add one to a text prompt does not add it twice or only in some backends.
+    """
+    ids = tokenizer(render_prompt(tokenizer, prompt), add_special_tokens=False)["input_ids"]
+    return [int(i) for i in ids]
+
+
 def is_adapter(model_dir: Path) -> bool:
     return (model_dir / "adapter_config.json").is_file()
 

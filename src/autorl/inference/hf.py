@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from autorl.errors import InvalidCheckpointError, MissingDependencyError
-from autorl.inference.base import Backend, Completion, GenerationRequest, cut_at_stop, is_adapter
+from autorl.inference.base import (
+    Backend,
+    Completion,
+    GenerationRequest,
+    cut_at_stop,
+    is_adapter,
+    prompt_token_ids,
+    render_prompt,
+)
 
 
 def _import_torch() -> Any:
@@ -40,6 +49,13 @@ def _has_tokenizer(path: Path) -> bool:
     return any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json"))
 
 
+def tokenizer_dir(model_dir: Path, base_model_dir: Path | None = None) -> Path:
+    """Where a checkpoint's tokenizer is read from: its own folder, or the base model's for an adapter without one."""
+    if is_adapter(model_dir) and not _has_tokenizer(model_dir) and base_model_dir is not None:
+        return base_model_dir
+    return model_dir
+
+
 def load_causal_lm(
     model_dir: Path, base_model_dir: Path | None = None, *, device: str = "cpu", dtype: str = "auto"
 ) -> tuple[Any, Any]:
@@ -65,13 +81,43 @@ def load_causal_lm(
             raise MissingDependencyError("LoRA adapters", "peft") from exc
         base = AutoModelForCausalLM.from_pretrained(str(base_model_dir), **kwargs)
         model = PeftModel.from_pretrained(base, str(model_dir)).merge_and_unload()
-        tok_dir = model_dir if _has_tokenizer(model_dir) else base_model_dir
     else:
         model = AutoModelForCausalLM.from_pretrained(str(model_dir), **kwargs)
-        tok_dir = model_dir
     model.to(device)
     model.eval()
-    return model, load_tokenizer(tok_dir)
+    return model, load_tokenizer(tokenizer_dir(model_dir, base_model_dir))
+
+
+def callable_identity(fn: Any) -> dict[str, str]:
+    """What names a Python callable in a config hash: its qualified name, its code and the state it carries.
+
+    The state (defaults, closure values, an object's attributes) enters as its ``repr``; one holding objects
+    whose ``repr`` is their address gives a new hash per process, so a cached score is never reused for it.
+    """
+    target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else type(fn)
+    name = f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(target))}"
+    try:
+        code = inspect.getsource(target)
+    except (OSError, TypeError):
+        raw = getattr(getattr(fn, "__code__", None), "co_code", b"")
+        code = raw.hex() if raw else repr(fn)
+    func = getattr(fn, "__func__", fn)
+    cells = [c.cell_contents for c in (getattr(func, "__closure__", None) or ()) if _cell_filled(c)]
+    state = [getattr(func, "__defaults__", None), getattr(func, "__kwdefaults__", None), cells]
+    if not inspect.isfunction(fn) and not inspect.ismethod(fn):
+        state.append(sorted(vars(fn).items()) if hasattr(fn, "__dict__") else repr(fn))
+    if inspect.ismethod(fn):
+        state.append(repr(fn.__self__))
+    digest = hashlib.sha256(code.encode() + b"\0" + repr(state).encode()).hexdigest()[:16]
+    return {"name": name, "hash": digest}
+
+
+def _cell_filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:
+        return False
+    return True
 
 
 def _default_device() -> str:
@@ -87,7 +133,8 @@ class HFBackend(Backend):
     default: ``model.generate``) or ``compact`` (finished rows leave the batch and its KV cache; same outputs,
     but its per-step bookkeeping made it 0.9x of ``generate`` on an H200 with GSM8K-like lengths, so it only
     pays when a few completions run far longer than the rest), ``logits_processor``: a callable
-    ``(prompt_ids_per_row, step, logits) -> logits`` applied before each token is chosen, in both modes.
+    ``(prompt_ids_per_row, step, logits) -> logits`` applied before each token is chosen, in both modes; its name, code and state enter the identity
+    (``callable_identity``).
     """
 
     name = "hf"
@@ -121,6 +168,7 @@ class HFBackend(Backend):
             "transformers": transformers.__version__,
             "device_type": device.split(":")[0],
             "dtype": dtype,
+            **({"logits_processor": callable_identity(hook)} if (hook := self.options.get("logits_processor")) else {}),
         }
 
     def load(self, model_dir: Path, base_model_dir: Path | None = None) -> None:
@@ -137,12 +185,11 @@ class HFBackend(Backend):
             torch.cuda.empty_cache()
 
     def render(self, request: GenerationRequest) -> str:
-        if isinstance(request.prompt, str):
-            return request.prompt
-        if not getattr(self.tokenizer, "chat_template", None):
-            raise InvalidCheckpointError("the benchmark asks for a chat template but the tokenizer has none")
-        text: str = self.tokenizer.apply_chat_template(request.prompt, tokenize=False, add_generation_prompt=True)
-        return text
+        return render_prompt(self.tokenizer, request.prompt)
+
+    def prompt_ids(self, requests: Sequence[GenerationRequest]) -> list[list[int]]:
+        """The token ids fed to the model for each request (the same as every other backend's)."""
+        return [prompt_token_ids(self.tokenizer, r.prompt) for r in requests]
 
     def _batch_size(self, longest: int) -> int:
         if "batch_size" in self.options:
@@ -166,8 +213,8 @@ class HFBackend(Backend):
         torch = _import_torch()
         if self.model is None:
             raise RuntimeError("load() a model before generate()")
-        texts = [self.render(r) for r in requests]
-        lengths = [len(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
+        prompts = self.prompt_ids(requests)
+        lengths = [len(ids) for ids in prompts]
         # one group per distinct decoding setting, each sorted longest first so an OOM shows up early
         groups: dict[tuple[Any, ...], list[int]] = {}
         for i, r in enumerate(requests):
@@ -181,7 +228,7 @@ class HFBackend(Backend):
             while pos < len(idxs):
                 chunk = idxs[pos : pos + batch]
                 try:
-                    results = self._generate_batch([texts[i] for i in chunk], requests[chunk[0]])
+                    results = self._generate_batch([prompts[i] for i in chunk], requests[chunk[0]])
                 except torch.cuda.OutOfMemoryError:
                     if batch == 1:
                         raise
@@ -193,16 +240,16 @@ class HFBackend(Backend):
                 pos += len(chunk)
         return [c for c in out if c is not None]
 
-    def _generate_batch(self, texts: list[str], req: GenerationRequest) -> list[Completion]:
+    def _generate_batch(self, prompts: list[list[int]], req: GenerationRequest) -> list[Completion]:
         tok = self.tokenizer
-        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
+        enc = _left_padded(_import_torch(), prompts, tok.pad_token_id, self.device)
         mode = self.options.get("decode", "generate")
         if mode == "generate" or not _supports_compaction(self.model):
             rows = self._decode_with_generate(enc, req)
         else:
             rows = self._decode_compacting(enc["input_ids"], enc["attention_mask"], req)
         completions = []
-        for i in range(len(texts)):
+        for i in range(len(prompts)):
             outs, reasons, count = [], [], 0
             for ids, reason in rows[i * req.n : (i + 1) * req.n]:
                 text, stopped = cut_at_stop(tok.decode(ids, skip_special_tokens=True), req.stop)
@@ -357,6 +404,14 @@ class PromptLogitsProcessor:
             self.width = int(input_ids.shape[1])
             self.prompts = [[t for t in row if t != self.pad_id] for row in input_ids.tolist()]
         return self.fn(self.prompts, int(input_ids.shape[1]) - self.width, scores)
+
+
+def _left_padded(torch: Any, prompts: list[list[int]], pad_id: int, device: str) -> dict[str, Any]:
+    """``input_ids`` and ``attention_mask`` for token-id prompts, padded on the left as batched generation needs."""
+    width = max(len(p) for p in prompts)
+    ids = [[pad_id] * (width - len(p)) + p for p in prompts]
+    mask = [[0] * (width - len(p)) + [1] * len(p) for p in prompts]
+    return {"input_ids": torch.tensor(ids, device=device), "attention_mask": torch.tensor(mask, device=device)}
 
 
 def _sample(torch: Any, logits: Any, temperature: float, top_p: float, generator: Any) -> Any:

@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from autorl.errors import MissingDependencyError
-from autorl.inference.base import Backend, Completion, GenerationRequest, cut_at_stop, is_adapter
+from autorl.inference.base import (
+    Backend,
+    Completion,
+    GenerationRequest,
+    cut_at_stop,
+    is_adapter,
+    prompt_token_ids,
+)
 
 
 def sampling_kwargs(request: GenerationRequest) -> dict[str, Any]:
@@ -22,6 +29,15 @@ def sampling_kwargs(request: GenerationRequest) -> dict[str, Any]:
         "seed": request.seed if request.temperature > 0 else None,
     }
     return kwargs
+
+
+def vllm_prompts(tokenizer: Any, requests: Sequence[GenerationRequest]) -> list[dict[str, list[int]]]:
+    """The prompts handed to ``LLM.generate``: token ids, tokenized as every backend does.
+
+    vllm given text would tokenize it itself and add a BOS for Llama-style tokenizers (a second one after a
+    chat template's), so the model would see other tokens than under the hf backend.
+    """
+    return [{"prompt_token_ids": prompt_token_ids(tokenizer, r.prompt)} for r in requests]
 
 
 def adapter_rank(adapter_dir: Path) -> int:
@@ -43,6 +59,7 @@ class VLLMBackend(Backend):
         super().__init__(options)
         self.llm: Any = None
         self.lora: Any = None
+        self.tokenizer: Any = None
 
     @classmethod
     def available(cls) -> bool:
@@ -89,21 +106,19 @@ class VLLMBackend(Backend):
         engine_model = base_model_dir if adapter and base_model_dir else model_dir
         rank = adapter_rank(model_dir) if adapter else 0
         self.llm = LLM(**self.engine_kwargs(engine_model, adapter, rank))
+        from autorl.inference.hf import load_tokenizer, tokenizer_dir
+
+        # the tokenizer the hf backend would use (an adapter's own, when it ships one)
+        self.tokenizer = load_tokenizer(tokenizer_dir(model_dir, base_model_dir))
         self.lora = LoRARequest("submission", 1, str(model_dir)) if adapter else None
 
     def unload(self) -> None:
-        self.llm = None
+        self.llm = self.tokenizer = None
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
         from vllm import SamplingParams
 
-        tok = self.llm.get_tokenizer()
-        prompts = [
-            r.prompt
-            if isinstance(r.prompt, str)
-            else tok.apply_chat_template(r.prompt, tokenize=False, add_generation_prompt=True)
-            for r in requests
-        ]
+        prompts = vllm_prompts(self.tokenizer, requests)
         params = [SamplingParams(**sampling_kwargs(r)) for r in requests]
         outputs = self.llm.generate(prompts, params, lora_request=self.lora, use_tqdm=False)
         result = []
