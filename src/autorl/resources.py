@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import re
@@ -141,8 +142,9 @@ def prepare_data(benchmark: Benchmark, home: Path | None = None) -> BenchmarkDat
         except OSError as exc:
             raise ResourceError(f"could not prepare the data of {benchmark.name}: {exc}") from None
     for p in train_dir.rglob("*"):
-        if p.is_file():
-            p.chmod(0o444)
+        if p.is_file() and not p.is_symlink():
+            with contextlib.suppress(OSError):  # a read-only copy (the agent's view of it) is read-only already
+                p.chmod(0o444)
     return BenchmarkData(train_dir, hidden_dir)
 
 

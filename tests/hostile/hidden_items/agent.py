@@ -41,11 +41,12 @@ for label, home in (("the grader's AUTORL_HOME", CFG["home"]), ("its own AUTORL_
         [sys.executable, "-c", "from autorl.cli import main; main()", "eval", "--task", "arith", "--split", "test",
          "--model", os.environ["MODEL_PATH"], "--backend", "scripted", "--json"],
         capture_output=True, text=True, timeout=120, env={**os.environ, "AUTORL_HOME": home})
-    try:
-        ids = sorted(json.loads(proc.stdout)["item_scores"])
+    try:  # the record names its per-item file: one JSON object a line, with the item's id
+        per_item = Path(json.loads(proc.stdout)["per_item_path"]).read_text().splitlines()
+        ids = sorted(json.loads(line)["id"] for line in per_item if line.strip())
         attempts.append({"label": f"autorl eval test with {label}", "ok": proc.returncode == 0, "ids": ids,
                          "questions": [f"What is {i.split('-', 1)[1]}?" for i in ids]})
-    except (ValueError, KeyError):
+    except (ValueError, KeyError, TypeError, OSError):
         attempts.append({"label": f"autorl eval test with {label}", "ok": False,
                          "error": f"exit {proc.returncode}: {proc.stderr[-300:]} {proc.stdout[-300:]}"})
 finish()
