@@ -139,7 +139,6 @@ def test_an_agent_in_the_sandbox_gets_no_hidden_item(tmp_path: Path) -> None:
     ws = Path(json.loads(proc.stdout)["workspace"])
     attempts = json.loads((ws / "code" / "attempts.json").read_text())
     real = {s: Arith().load_items(s, hidden) for s in ("dev", "test")}
-    real_ids = {i.id for s in real for i in real[s]}
     real_questions = {s: {str(i.input["question"]) for i in real[s]} for s in real}
     assert len(attempts) == 14
     by_label = {a["label"]: a for a in attempts}
