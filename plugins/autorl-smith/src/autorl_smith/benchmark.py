@@ -61,7 +61,8 @@ class SmithEvaluator(GenerationEvaluator):
         generated = super().evaluate(benchmark, items, backend, None)
         requests = [Request(str(i.input["question"]), r.completions[0] if r.completions else "", str(i.reference))
                     for i, r in zip(items, generated, strict=True)]
-        scored = score_all(benchmark.work_dir() / "eval.py", benchmark.work_dir(), requests, benchmark.timeout_s())
+        scored = score_all(benchmark.work_dir() / "eval.py", benchmark.work_dir(), requests, benchmark.timeout_s(),
+                           benchmark.folder.eval_digest)
         if progress:
             progress(len(items))
         return [ItemResult(r.id, s.score, r.completions, s.error, r.extra)
@@ -155,7 +156,8 @@ class SmithBenchmark(Benchmark):
     def score(self, item: Item, completion: str) -> float:
         work = self._prepare_folder()
         result = score_all(work / "eval.py", work, [Request(str(item.input.get("question", "")), completion,
-                                                            str(item.reference))], self.timeout_s())[0]
+                                                            str(item.reference))], self.timeout_s(),
+                           self.folder.eval_digest)[0]
         return result.score
 
     def evaluator(self) -> Evaluator:

@@ -31,6 +31,7 @@ class SmithFolder:
     expose_files: tuple[str, ...]
     config: dict[str, Any] = field(default_factory=dict)
     digest: str = ""
+    eval_digest: str | None = None  # sha256 of eval.py when discovered: scoring refuses an eval.py changed since
 
     @property
     def task(self) -> str:
@@ -124,7 +125,8 @@ def load_folder(folder: Path) -> SmithFolder:
         _check_jsonl(held_out, folder)
     elif held_out is not None and config.get("eval_file"):
         raise FolderError(f"config.yaml: eval_file {config['eval_file']!r} does not exist")
-    return SmithFolder(folder, name, str(config["eval_mode"]), tuple(exposed), config, folder_digest(folder))
+    return SmithFolder(folder, name, str(config["eval_mode"]), tuple(exposed), config, folder_digest(folder),
+                       hashlib.sha256(eval_py.read_bytes()).hexdigest())
 
 
 def discover(root: Path | None = None) -> list[SmithFolder]:

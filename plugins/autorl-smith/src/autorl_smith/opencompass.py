@@ -56,20 +56,27 @@ def config_source(dataset_module: str, dataset_var: str, model_dir: str, max_out
         """)
 
 
+def _correct(value: object) -> float:
+    """1.0 only for a plain true (or a non-empty list of them): a string "False" or ``[False]`` is not correct."""
+    if isinstance(value, list):
+        return 1.0 if value and all(v is True or (type(v) is int and v == 1) for v in value) else 0.0
+    return 1.0 if value is True or (type(value) in (int, float) and value == 1) else 0.0
+
+
 def read_results(workdir: Path, expected: int) -> list[tuple[str, float, list[float] | None]]:
     """(dataset, accuracy in [0, 100], per-item correctness if OpenCompass wrote details) per dataset."""
     files = sorted(workdir.glob("*/results/submission/*.json"))
     results = []
     for path in files:
         data = json.loads(path.read_text())
-        accuracy = data.get("accuracy", data.get("score"))
-        if not isinstance(accuracy, (int, float)):
-            raise EvaluationError(f"OpenCompass result {path.name} has no numeric accuracy: {str(data)[:200]}")
+        accuracy = data.get("accuracy", data.get("score")) if isinstance(data, dict) else None
+        if not (type(accuracy) in (int, float) and isinstance(accuracy, (int, float)) and 0.0 <= accuracy <= 100.0):
+            raise EvaluationError(f"OpenCompass result {path.name} has no accuracy in [0, 100]: {str(data)[:200]}")
         details = data.get("details")
         per_item = None
         if isinstance(details, dict):
-            per_item = [float(bool(d.get("correct", d.get("is_correct"))))
-                        if isinstance(d, dict) else 0.0 for d in details.values()]
+            per_item = [_correct(d.get("correct", d.get("is_correct"))) if isinstance(d, dict) else 0.0
+                        for d in details.values()]
         results.append((path.stem, float(accuracy), per_item))
     if len(results) < expected or not results:
         raise EvaluationError(
