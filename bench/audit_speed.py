@@ -49,8 +49,9 @@ def main() -> None:
         (ws / "code" / "leak.jsonl").write_text(items[3].input["question"])
         size = sum(p.stat().st_size for p in ws.rglob("*") if p.is_file())
         timings: dict[str, list[float]] = {"now": [], "before": []}
-        for _ in range(args.rounds):
-            for name, check in (("now", check_overlap), ("before", old.check_overlap if old else None)):
+        pair = [("now", check_overlap), ("before", old.check_overlap if old else None)]
+        for k in range(args.rounds):
+            for name, check in pair if k % 2 == 0 else pair[::-1]:  # alternating which goes first
                 if check is None:
                     continue
                 t = time.perf_counter()
