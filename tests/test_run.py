@@ -261,3 +261,23 @@ def test_the_e2e_session_selects_the_end_to_end_runs() -> None:
     assert any("test_demo_run_improves_on_its_baseline" in t for t in selected)
     assert any("test_hidden_items_the_agent_hid_are_found" in t for t in selected)
     assert not any("test_a_run_without_a_test_score_has_no_headline" in t for t in selected)
+
+
+@pytest.mark.e2e
+def test_a_run_without_a_sandbox_says_so_everywhere(home: Path, tmp_path: Path, stub_base: Path) -> None:
+    """`--sandbox auto` where bubblewrap cannot run: a warning naming the strict mode, the mode in the row,
+    results.csv and `autorl results`, and a high audit flag."""
+    agent = agent_folder(tmp_path / "agents", "plain", "make_ckpt v1 12 null 21\nsubmit v1\n")
+    proc = cli("run", "--agent", str(agent), "--task", "echo", "--model", str(stub_base), "--timeout", "60",
+               "--backend", "scripted", "--sandbox", "auto", "--json",
+               env={"AUTORL_HOME": str(home), "AUTORL_BWRAP": str(tmp_path / "no-bwrap-here")})
+    assert proc.returncode == 0, proc.stderr
+    assert "--sandbox bwrap refuses to run without a sandbox" in proc.stderr
+    row = json.loads(proc.stdout)
+    assert row["sandbox"] == "none" and row["improvement"] == pytest.approx(50.0)
+    results = json.loads(cli("results", "--json", env={"AUTORL_HOME": str(home)}, check=True).stdout)
+    assert results[-1]["sandbox"] == "none" and "no-sandbox(high)" in results[-1]["audit_flags"]
+    with (home / "results.csv").open() as f:
+        assert next(csv.DictReader(f))["sandbox"] == "none"
+    table = cli("results", env={"AUTORL_HOME": str(home), "COLUMNS": "300"}, check=True).stdout
+    assert " none " in table and "<0.001" in table

@@ -186,7 +186,7 @@ def run_cmd(
         ["score", _fmt(r["best_score"]), _fmt(r["dev_best"])],
         ["improvement", _fmt(r["improvement"]), _fmt(r["dev_improvement"])],
         ["improvement 95% CI", _fmt(r["improvement_ci95"]), _fmt(r["dev_improvement_ci95"])],
-        ["p-value", _fmt(r["p_value"], 3), "-"],
+        ["p-value", _fmt_p(r["p_value"]), "-"],
     ])
     typer.echo(f"submissions: {r['submissions']}  success: {r['success']}  ({r['end_reason']})  "
                f"duration: {r['duration_s']:.0f} s  sandbox: {r['sandbox']}\nworkspace: {r['workspace']}")
@@ -298,11 +298,17 @@ RESULT_COLUMNS = ("run_id", "task", "agent", "base_model", "baseline", "score", 
                   "dev best (k)", "dev improvement", "submissions", "success", "sandbox", "audit")
 
 
+def _fmt_p(p: Any) -> str:
+    if isinstance(p, int | float) and 0 <= p < 0.001:
+        return "<0.001"
+    return _fmt(p, 3)
+
+
 def _result_cells(r: dict[str, Any]) -> list[str]:
     dev_best = "-" if r.get("dev_best") is None else f"{_fmt(r['dev_best'])} ({r.get('dev_k')})"
     return [str(r["run_id"]), str(r["task"]), str(r["agent"]), str(r["base_model"]), _fmt(r.get("baseline")),
             _fmt(r.get("best_score")), _fmt(r.get("improvement")), _fmt(r.get("improvement_ci95")),
-            _fmt(r.get("p_value"), 3), dev_best, _fmt(r.get("dev_improvement")), str(r.get("submissions")),
+            _fmt_p(r.get("p_value")), dev_best, _fmt(r.get("dev_improvement")), str(r.get("submissions")),
             str(r.get("success")), str(r.get("sandbox") or "-"), ", ".join(r.get("audit_flags") or []) or "clean"]
 
 
