@@ -161,3 +161,19 @@ def test_an_agent_in_the_sandbox_gets_no_hidden_item(tmp_path: Path) -> None:
     # (its four draws together cover much of the 2,000-pair pool, but not the real splits)
     assert written and not {i.id for i in real["dev"]} <= written and not {i.id for i in real["test"]} <= written
     assert os.path.isfile(hidden / "secret") and (hidden / "dev.items.jsonl").is_file()
+
+
+def test_an_operator_secret_redraws_stored_items(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = Arith()
+    bench.prepare_eval_data(tmp_path)
+    own = bench.hidden_items_hash("test", tmp_path)
+    monkeypatch.setenv(HIDDEN_SECRET_ENV, "5a" * 32)
+    bench.prepare_eval_data(tmp_path)
+    given = bench.hidden_items_hash("test", tmp_path)
+    assert given != own
+    other = tmp_path / "elsewhere"  # the operator's secret reproduces the study's items anywhere
+    bench.prepare_eval_data(other)
+    assert bench.hidden_items_hash("test", other) == given
+    monkeypatch.delenv(HIDDEN_SECRET_ENV)
+    bench.prepare_eval_data(tmp_path)
+    assert bench.hidden_items_hash("test", tmp_path) == own

@@ -113,23 +113,43 @@ def hidden_items_path(hidden_dir: Path, split: str) -> Path:
     return Path(hidden_dir) / f"{split}.items.jsonl"
 
 
+def _secret_tag(hidden_dir: Path) -> str:
+    """Which secret is in force, as a keyed fingerprint (it reveals nothing about the secret)."""
+    return hmac.new(hidden_secret(hidden_dir), b"autorl/hidden-items", hashlib.sha256).hexdigest()[:32]
+
+
 def write_hidden_items(hidden_dir: Path, split: str, items: Sequence[Item]) -> None:
-    """Store ``split``'s items in the grader-owned ``hidden_dir`` (one JSON object a line, mode 0600, atomic)."""
-    target = hidden_items_path(hidden_dir, split)
+    """Store ``split``'s items in the grader-owned ``hidden_dir`` (one JSON object a line, mode 0600, atomic),
+    with the fingerprint of the secret they were drawn with."""
+    _write_private(hidden_items_path(hidden_dir, split).with_suffix(".secret"), _secret_tag(hidden_dir) + "\n")
+    _write_private(hidden_items_path(hidden_dir, split), "".join(
+        json.dumps({"id": item.id, "input": dict(item.input), "reference": item.reference}) + "\n"
+        for item in items))
+
+
+def _write_private(target: Path, text: str) -> None:
     target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(8)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         with os.fdopen(fd, "w") as f:
-            for item in items:
-                f.write(json.dumps({"id": item.id, "input": dict(item.input), "reference": item.reference}) + "\n")
+            f.write(text)
         tmp.replace(target)
     finally:
         tmp.unlink(missing_ok=True)
 
 
 def has_hidden_items(hidden_dir: Path, split: str) -> bool:
-    return hidden_items_path(hidden_dir, split).is_file()
+    """Whether ``split``'s items are stored and were drawn with the secret now in force (an operator who sets
+    ``AUTORL_HIDDEN_SECRET`` gets them drawn anew)."""
+    path = hidden_items_path(hidden_dir, split)
+    tag = path.with_suffix(".secret")
+    if not path.is_file() or path.is_symlink() or not tag.is_file() or tag.is_symlink():
+        return False
+    try:
+        return tag.read_text().strip() == _secret_tag(hidden_dir)
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def read_hidden_items(benchmark: str, hidden_dir: Path, split: str) -> list[Item]:
