@@ -109,6 +109,13 @@ def test_training_data_excludes_the_evaluation_instructions(mirror: Path, tmp_pa
     assert len(kept) == 1
 
 
+def test_hidden_split_comes_from_the_secret(mirror: Path, tmp_path: Path) -> None:
+    from autorl.testing import check_hidden_items_secret
+
+    check_hidden_items_secret(AlpacaEvalBenchmark({"dev_size": 10}), tmp_path / "check")
+    assert AlpacaEvalBenchmark().hidden_paths() == [mirror]  # the mirror is masked in the sandbox
+
+
 def test_dev_and_test_split_the_805(mirror: Path, tmp_path: Path) -> None:
     bench = AlpacaEvalBenchmark({"dev_size": 10})
     bench.prepare_eval_data(tmp_path / "hidden")
@@ -228,10 +235,15 @@ def test_alpacaeval_1_reference_set_is_refused(tmp_path: Path) -> None:
 
 
 def test_eval_data_prepared_from_the_1_0_set_is_prepared_again(mirror: Path, tmp_path: Path) -> None:
+    from autorl import Item
+    from autorl.benchmark import write_hidden_items
+
     hidden = tmp_path / "hidden"
     hidden.mkdir()
-    stale = [{"index": 0, "instruction": "old", "output": "davinci", "generator": "text_davinci_003", "split": "dev"}]
-    (hidden / "eval.json").write_text(json.dumps({"dev_size": 10, "items": stale}))
+    for split in ("dev", "test"):  # items prepared from AlpacaEval 1.0's references
+        write_hidden_items(hidden, split, [Item(f"{split}-000", {"instruction": "old"},
+                                                {"output": "davinci", "generator": "text_davinci_003", "index": 0})])
+    (hidden / "prepared.json").write_text(json.dumps({"dev_size": 10}))
     bench = AlpacaEvalBenchmark({"dev_size": 10})
     bench.prepare_eval_data(hidden)
     items = bench.load_items("dev", hidden) + bench.load_items("test", hidden)

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from autorl import Benchmark, EvalConfig, Item
+from autorl.benchmark import has_hidden_items, read_hidden_items, secret_rng, write_hidden_items
 from autorl.errors import EvaluationError
 from autorl.evaluation.base import Evaluator, ItemResult, Progress
 from autorl.inference.base import GenerationRequest
 from autorl_alpacaeval.data import REFERENCE_SET, load_eval_set, load_train_set, mirror_dir, remove_overlap
 from autorl_alpacaeval.judge import ANNOTATOR, Cache, Judge, JudgeConfig
 
-DEV_SIZE, SPLIT_SEED, TRAIN_SIZE = 105, 805, 5000
+DEV_SIZE, TRAIN_SIZE = 105, 5000
 GLM = "length_controlled_v1"  # alpaca-eval's GLM for the weighted_alpaca_eval_gpt4_turbo annotator and its baseline
 
 DESCRIPTION = """# alpacaeval: instruction following, judged (AlpacaEval 2.0)
@@ -161,6 +161,11 @@ class AlpacaEvalBenchmark(Benchmark):
     def _mirror(self) -> Path | None:
         return mirror_dir(self.options.get("data_dir"))
 
+    def hidden_paths(self) -> list[Path]:
+        """The local mirror holds the evaluation instructions and references: masked in the sandbox."""
+        mirror = self._mirror()
+        return [mirror] if mirror is not None and mirror.exists() else []
+
     def prepare_train_data(self, target_dir: Path) -> None:
         size = int(self.options.get("train_size", TRAIN_SIZE))
         marker = target_dir / "overlap_report.json"
@@ -177,28 +182,31 @@ class AlpacaEvalBenchmark(Benchmark):
         marker.write_text(json.dumps({**report, "requested": size, "written": len(train)}, indent=1))
 
     def prepare_eval_data(self, hidden_dir: Path) -> None:
-        path = hidden_dir / "eval.json"
+        """The 805 with their references, split into dev and test with the installation's secret (the
+        instructions are public, AlpacaEval's own; which of them give the agent feedback is not)."""
+        marker = hidden_dir / "prepared.json"
         dev_size = int(self.options.get("dev_size", DEV_SIZE))
-        if path.is_file():
-            prepared = json.loads(path.read_text())
-            if prepared.get("dev_size") == dev_size and prepared.get("reference_set") == REFERENCE_SET:
+        want = {"dev_size": dev_size, "reference_set": REFERENCE_SET}
+        try:
+            if json.loads(marker.read_text()) == want and all(has_hidden_items(hidden_dir, s) for s in self.splits):
                 return
+        except (OSError, ValueError):
+            pass
         rows = load_eval_set(self._mirror(), hidden_dir / "hub")
         order = list(range(len(rows)))
-        random.Random(SPLIT_SEED).shuffle(order)
+        secret_rng(hidden_dir, "alpacaeval/split").shuffle(order)
         dev = set(order[:dev_size])
-        items = [{"index": i, "instruction": r["instruction"], "output": r["output"],
-                  "generator": str(r.get("generator", "reference")), "split": "dev" if i in dev else "test"}
-                 for i, r in enumerate(rows)]
-        hidden_dir.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"dev_size": dev_size, "reference_set": REFERENCE_SET, "items": items}))
+        for split in self.splits:
+            write_hidden_items(hidden_dir, split, [
+                Item(f"{split}-{i:03d}", {"instruction": r["instruction"]},
+                     {"output": r["output"], "generator": str(r.get("generator", "reference")), "index": i})
+                for i, r in enumerate(rows) if (i in dev) == (split == "dev")])
+        marker.write_text(json.dumps(want))
 
     def load_items(self, split: str, hidden_dir: Path) -> list[Item]:
+        items = read_hidden_items(self.name, hidden_dir, split)
         self.hidden_dir = hidden_dir
-        data = json.loads((hidden_dir / "eval.json").read_text())
-        return [Item(f"{split}-{r['index']:03d}", {"instruction": r["instruction"]},
-                     {"output": r["output"], "generator": r["generator"], "index": r["index"]})
-                for r in data["items"] if r["split"] == split]
+        return items
 
     def evaluator(self) -> JudgeEvaluator:
         return JudgeEvaluator(self)
