@@ -211,6 +211,7 @@ def run(
     agent_cls = resolve_agent(agent)
     agent_obj = agent_cls({"env": dict(agent_env or {})})
     agent_obj.preflight()
+    agent_obj.check_task(benchmark)
     from autorl.sandbox import choose
 
     sandbox_choice = choose(sandbox, network)

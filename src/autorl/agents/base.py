@@ -6,7 +6,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from autorl.benchmark import Benchmark
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,9 @@ class Agent(ABC):
     def sandbox_paths(self) -> list[Path]:
         """Host paths the agent's command needs to read inside the sandbox (its own files)."""
         return []
+
+    def check_task(self, benchmark: Benchmark) -> None:
+        """Raise ``UsageError`` (one line) when the agent cannot work on ``benchmark``; called before the run starts."""
 
     def preflight(self) -> None:
         """Raise ``UsageError`` (one line, naming what to install) when the agent cannot start at all.

@@ -20,9 +20,10 @@ CODING_AGENTS = ("claude", "codex", "gemini", "opencode", "openhands", "rdagent"
 @hookimpl
 def register_agents(register: Callable[[type[Any]], None]) -> None:
     from autorl.agents.command import CommandAgent, agent_folders_from_env
+    from autorl.agents.example_agent import ExampleAgent
     from autorl.agents.llm import LLMAgent
 
-    register(CommandAgent.from_folder(EXAMPLE_FOLDER, name="example"))
+    register(ExampleAgent.from_folder(EXAMPLE_FOLDER, name="example"))
     register(LLMAgent)
     for name in CODING_AGENTS:
         register(CommandAgent.from_folder(CODING_FOLDER / name, name=name))

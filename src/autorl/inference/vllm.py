@@ -77,7 +77,8 @@ class VLLMBackend(Backend):
     def identity(self) -> dict[str, Any]:
         import vllm
 
-        return {"name": self.name, "vllm": vllm.__version__, "dtype": str(self.options.get("dtype", "auto"))}
+        return {"name": self.name, "vllm": vllm.__version__, "dtype": str(self.options.get("dtype", "auto")),
+                "prompt": "token ids"}
 
     def engine_kwargs(self, model: Path, lora: bool, max_lora_rank: int) -> dict[str, Any]:
         kwargs: dict[str, Any] = {

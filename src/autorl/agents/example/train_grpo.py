@@ -43,6 +43,8 @@ def log(msg: str) -> None:
 benchmark = get_benchmark(os.environ["TASK"])()
 cfg = benchmark.config()
 rows = [json.loads(line) for line in (Path(os.environ["DATA_PATH"]) / "train.jsonl").read_text().splitlines() if line]
+if not rows or not all(isinstance(r, dict) and "question" in r and "answer" in r for r in rows[:100]):
+    raise SystemExit(f"the example agent needs question/answer training rows; {os.environ['TASK']} has none")
 random.Random(0).shuffle(rows)
 log(f"{len(rows)} training rows; prompt format: {cfg.render({'question': '...'})!r}")
 
