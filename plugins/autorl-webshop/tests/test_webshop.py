@@ -227,8 +227,8 @@ def test_autorl_eval_on_webshop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 def published_files(root: Path, n_products: int = 60, per_product: int = 28) -> list[dict[str, Any]]:
     """WebShop's published files with their real fields: items_shuffle_1000.json (the scraped products),
     items_ins_v2_1000.json (asin -> attributes, instruction, instruction_attributes) and items_human_ins.json
-    (asin -> the annotators' instructions: asin, instruction, instruction_attributes, instruction_options,
-    assignment_id, worker_id; no price). Returns the products as WebShop's loader keeps them, in order."""
+    (asin -> the annotators' instructions: asin, instruction, attributes, options, instruction_attributes,
+    instruction_options, assignment_id, worker_id; no price). Returns the products as WebShop's loader keeps them, in order."""
     products = make_catalog(3, n_products // 10)
     pricing = ["${:.2f}", "${:.2f} - ${:.2f}", ""]
     items, ins, human = [], {}, {}
@@ -237,7 +237,7 @@ def published_files(root: Path, n_products: int = 60, per_product: int = 28) -> 
         items.append({"asin": p["asin"], "name": p["name"], "full_description": p["description"],
                       "small_description": p["features"], "pricing": price, "images": ["https://x/1.jpg"],
                       "product_category": p["category"], "query": p["query"].upper() + " ", "category": "beauty",
-                      "average_rating": 4.5, "brand": "x", "customization_options":
+                      "brand": "x", "customization_options":
                           {k.title(): [{"value": v.title(), "image": None} for v in vs] for k, vs in p["options"].items()}
                           or None})
         ins[p["asin"]] = {"attributes": p["attributes"], "instruction": "", "instruction_attributes": []}
@@ -246,6 +246,7 @@ def published_files(root: Path, n_products: int = 60, per_product: int = 28) -> 
             opts = [vs[j % len(vs)] for vs in p["options"].values()]
             attrs = [] if j % 13 == 5 else p["attributes"][: 1 + j % 2]  # some annotations have no attribute
             entries.append({"asin": p["asin"], "instruction": f"i need {' '.join(attrs)} {p['query']} in {' '.join(opts)}, number {j}.",
+                            "attributes": p["attributes"], "options": [f"{k}: {v}" for k, v in zip(p["options"], opts, strict=True)],
                             "instruction_attributes": attrs, "instruction_options": opts,
                             "assignment_id": f"A{n}-{j}", "worker_id": f"W{j % 7}"})
         human[p["asin"]] = entries

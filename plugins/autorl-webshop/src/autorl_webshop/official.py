@@ -12,7 +12,8 @@ records:
   100 dollars); option names and values are lower-cased, ``/`` in a value becomes `` | ``; a product without
   attributes in ``items_ins_v2`` has WebShop's ``DUMMY_ATTR``;
 - goals: ``items_human_ins.json`` maps an asin to its instructions (``instruction``, ``instruction_attributes``,
-  ``instruction_options``, plus the annotators' ``assignment_id`` / ``worker_id``); goals follow the catalog's
+  ``instruction_options``, besides ``asin``, ``attributes``, ``options`` and the annotators' ``assignment_id`` /
+  ``worker_id``; no price field: the bound is drawn, as WebShop draws it); goals follow the catalog's
   order, an instruction without attributes is skipped, and the price bound is drawn by
   :func:`autorl_webshop.catalog.price_bound` and written into the instruction (``... , and price lower than 40.00
   dollars``);
