@@ -269,23 +269,23 @@ def bwrap_argv(spec: SandboxSpec, argv: Sequence[str], *, executable: str, envir
     resolv = Path(os.path.realpath("/etc/resolv.conf"))
     resolv_masked = any(_inside(resolv, h) for h in hidden)
     if own_net:
-        if spec.grader_port is None:
-            raise ValueError("a sandbox with its own network needs the grader's port")
         socket_dir = spec.socket_dir
         if spec.network:  # the launcher creates the directory, the relay and the route out
             from autorl.sandbox.netns import RESOLV_NAME, new_socket_dir
 
             assert slirp is not None
             socket_dir = new_socket_dir()
-            outer = [sys.executable, "-m", "autorl.sandbox.netns", "--slirp", slirp, "--port",
-                     str(spec.grader_port), "--socket-dir", str(socket_dir), "--"]
+            outer = [sys.executable, "-m", "autorl.sandbox.netns", "--slirp", slirp, "--socket-dir",
+                     str(socket_dir), *(["--port", str(spec.grader_port)] if spec.grader_port is not None else []),
+                     "--"]
             if resolv.exists() or resolv_masked:
                 args += ["--ro-bind", str(socket_dir / RESOLV_NAME), str(resolv)]
-        if socket_dir is None:
-            raise ValueError("network off needs the grader's socket directory")
+        elif socket_dir is None or spec.grader_port is None:
+            raise ValueError("network off needs the grader's socket directory and port")
         args += ["--bind", str(socket_dir), INNER_SOCKET_DIR]
-        inner = [sys.executable, "-m", "autorl.sandbox.relay", "--port", str(spec.grader_port),
-                 "--socket", f"{INNER_SOCKET_DIR}/{SOCKET_NAME}", "--", *inner]
+        if spec.grader_port is not None:  # without a grader (checks of the sandbox itself) nothing to relay
+            inner = [sys.executable, "-m", "autorl.sandbox.relay", "--port", str(spec.grader_port),
+                     "--socket", f"{INNER_SOCKET_DIR}/{SOCKET_NAME}", "--", *inner]
     elif resolv_masked and resolv.is_file():  # the host's network: its resolver file stays readable
         args += ["--ro-bind", str(resolv), str(resolv)]
     args += ["--chdir", str(spec.workspace), "--", *inner]

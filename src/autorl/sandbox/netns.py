@@ -7,7 +7,7 @@ out through the host's network stack with the host's loopback refused (``--disab
 DNS forwarder at ``10.0.2.3`` (the sandbox's ``/etc/resolv.conf``). The grader is reached as with the
 network off, through the Unix-socket relay, at the same ``GRADING_SERVER_URL``.
 
-``python -m autorl.sandbox.netns --slirp EXE --port P --socket-dir D -- BWRAP ARGV...`` runs outside the
+``python -m autorl.sandbox.netns --slirp EXE --socket-dir D [--port P] -- BWRAP ARGV...`` runs outside the
 sandbox: it creates ``D`` (0700) with the grader's socket and the resolver file, starts bubblewrap held before
 it runs anything (``--block-fd``), attaches slirp4netns to its network namespace, lets it go, and exits as it
 does. ``AUTORL_SLIRP4NETNS`` names the slirp4netns executable (default ``slirp4netns`` on PATH; ``none``
@@ -190,7 +190,7 @@ def new_socket_dir() -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autorl.sandbox.netns")
     parser.add_argument("--slirp", required=True)
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--port", type=int, help="the grader's port on the host's loopback (none: no grader)")
     parser.add_argument("--socket-dir", type=Path, required=True)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
@@ -210,13 +210,14 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"autorl: cannot create the sandbox's network directory {sock_dir}: {exc}", file=sys.stderr)
         return 125
-    relay = UnixToTcp(sock_dir / SOCKET_NAME, args.port)
+    relay = UnixToTcp(sock_dir / SOCKET_NAME, args.port) if args.port is not None else None
     # the relay and the route out outlive a SIGTERM to the process group so that the agent can still submit
     # in its grace period; SIGKILL ends them with the rest (bwrap dies with us, slirp4netns with its exit fd)
     # (a handler, not SIG_IGN, which bubblewrap would inherit)
     signal.signal(signal.SIGTERM, lambda *_: None)
     try:
-        relay.start()
+        if relay is not None:
+            relay.start()
         try:
             attached = _Attached(args.slirp, command)
         except OSError as exc:
@@ -231,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
             attached.close()
         code = attached.bwrap.returncode
     finally:
-        relay.stop()
+        if relay is not None:
+            relay.stop()
         shutil.rmtree(sock_dir, ignore_errors=True)
     if code < 0:  # die the way the sandbox died, so that the run records it
         signal.signal(-code, signal.SIG_DFL)
