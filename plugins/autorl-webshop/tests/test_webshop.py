@@ -161,6 +161,14 @@ def test_hidden_goals_come_from_the_secret(tmp_path: Path) -> None:
     from autorl.testing import check_hidden_items_secret
 
     check_hidden_items_secret(WebShopBenchmark({**SMALL, "source": "generated"}), tmp_path)
+    # the package's own seeds do not give the hidden goals (before, dev was make_goals(catalog, n, seed=2))
+    bench = WebShopBenchmark({**SMALL, "source": "generated"})
+    bench.prepare_eval_data(tmp_path / "hidden")
+    catalog = make_catalog(0, SMALL["products_per_type"])
+    for split in ("dev", "test"):
+        hidden = [i.input["goal"]["instruction"] for i in bench.load_items(split, tmp_path / "hidden")]
+        for seed in range(10):
+            assert hidden != [g["instruction"] for g in make_goals(catalog, 8, seed)]
 
 
 def test_data_hides_the_evaluation_goals(prepared: tuple[WebShopBenchmark, Path, Path]) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from autorl import Benchmark, EvalConfig, Item
-from autorl.benchmark import read_hidden_items, secret_rng, write_hidden_items
+from autorl.benchmark import has_hidden_items, read_hidden_items, secret_rng, write_hidden_items
 from autorl.errors import UsageError
 from autorl.evaluation.base import ItemResult
 from autorl.evaluation.episode import EpisodeBenchmark, EpisodeEvaluator, episode_steps
@@ -203,7 +203,7 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
         self._mark(target_dir)
 
     def prepare_eval_data(self, hidden_dir: Path) -> None:
-        if self._prepared(hidden_dir) and all((hidden_dir / f"{s}.items.jsonl").is_file() for s in self.splits):
+        if self._prepared(hidden_dir) and all(has_hidden_items(hidden_dir, s) for s in self.splits):
             return
         hidden_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         goals = self._hidden_goals(hidden_dir)
