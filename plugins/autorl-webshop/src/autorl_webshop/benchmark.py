@@ -51,8 +51,7 @@ newline is the action (greedy decoding).
   `options`, `price_upper`, ...); the evaluation instructions are different ones and are not here. As in
   WebShop, every goal asks for at least one attribute, and its price bound (of the first four multiples of
   10 dollars above the product's price, the larger of two drawn at random) is written into the instruction.
-{source_note}
-- `expert.jsonl`: for each training goal, an expert's episode as `[action, observation]` pairs (reward 1).
+{source_note}- `expert.jsonl`: for each training goal, an expert's episode as `[action, observation]` pairs (reward 1).
 
 ## Rollouts for RL
 ```python
