@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from autorl.sandbox import SandboxSpec, bwrap_argv, bwrap_available
+from autorl.sandbox import INNER_SOCKET_DIR, SandboxSpec, bwrap_argv, bwrap_available
 from autorl.sandbox.netns import DNS_ADDRESS, GATEWAY_ADDRESS, slirp_available
 
 from .conftest import ROOT, cli, echo_answers, write_stub_checkpoint
@@ -352,7 +352,7 @@ def test_bwrap_command_reexposes_only_what_lies_strictly_under_hidden_places(tmp
                      ["bash"], executable="bwrap")
     assert "--unshare-net" in off
     assert off[off.index("--") + 1:][:3] == [sys.executable, "-m", "autorl.sandbox.relay"]
-    assert os.fspath(tmp_path) in off
+    assert ("--ro-bind", os.fspath(tmp_path), INNER_SOCKET_DIR) in zip(off, off[1:], off[2:], strict=False)
     # network on with slirp4netns: the launcher outside, its own namespace, the relay inside
     on = bwrap_argv(SandboxSpec(workspace=ws, grader_port=4321, gpus=False, slirp="/usr/bin/slirp4netns"),
                     ["bash"], executable="bwrap")

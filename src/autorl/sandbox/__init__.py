@@ -138,8 +138,9 @@ class SandboxSpec:
     socket_dir: Path | None = None
     gpus: bool = True
     #: host directory shown read-write as the agent's /tmp and /var/tmp (created by the caller, mode 0700,
-    #: outside the workspace), so that what the agent leaves there can be read after the run; None: a
-    #: private tmpfs that vanishes with the sandbox
+    #: outside the workspace), so that what the agent leaves there can be read after the run (paths under the
+    #: host's /tmp bound into the sandbox, e.g. a workspace there, leave empty mount-point directories in it);
+    #: None: a private tmpfs that vanishes with the sandbox
     tmp_dir: Path | None = None
     #: with the network on: the slirp4netns executable that gives the sandbox's own network namespace a
     #: route out; "auto": the one that works here, if any; None: the host's network is shared
@@ -282,7 +283,7 @@ def bwrap_argv(spec: SandboxSpec, argv: Sequence[str], *, executable: str, envir
                 args += ["--ro-bind", str(socket_dir / RESOLV_NAME), str(resolv)]
         elif socket_dir is None or spec.grader_port is None:
             raise ValueError("network off needs the grader's socket directory and port")
-        args += ["--bind", str(socket_dir), INNER_SOCKET_DIR]
+        args += ["--ro-bind", str(socket_dir), INNER_SOCKET_DIR]  # a socket connects on a read-only mount
         if spec.grader_port is not None:  # without a grader (checks of the sandbox itself) nothing to relay
             inner = [sys.executable, "-m", "autorl.sandbox.relay", "--port", str(spec.grader_port),
                      "--socket", f"{INNER_SOCKET_DIR}/{SOCKET_NAME}", "--", *inner]
