@@ -136,6 +136,9 @@ class SandboxSpec:
     grader_port: int | None = None
     #: host directory holding the grader's Unix socket (network off)
     socket_dir: Path | None = None
+    #: further ports of the host's loopback reached the way the grader is (the LLM gateway), each through
+    #: the socket ``relay.socket_name_for(port)`` in ``socket_dir``
+    relay_ports: list[int] = field(default_factory=list)
     gpus: bool = True
     #: host directory shown read-write as the agent's /tmp and /var/tmp (created by the caller, mode 0700,
     #: outside the workspace), so that what the agent leaves there can be read after the run (paths under the
@@ -278,15 +281,18 @@ def bwrap_argv(spec: SandboxSpec, argv: Sequence[str], *, executable: str, envir
             socket_dir = new_socket_dir()
             outer = [sys.executable, "-m", "autorl.sandbox.netns", "--slirp", slirp, "--socket-dir",
                      str(socket_dir), *(["--port", str(spec.grader_port)] if spec.grader_port is not None else []),
-                     "--"]
+                     *[a for p in spec.relay_ports for a in ("--also-port", str(p))], "--"]
             if resolv.exists() or resolv_masked:
                 args += ["--ro-bind", str(socket_dir / RESOLV_NAME), str(resolv)]
         elif socket_dir is None or spec.grader_port is None:
             raise ValueError("network off needs the grader's socket directory and port")
         args += ["--ro-bind", str(socket_dir), INNER_SOCKET_DIR]  # a socket connects on a read-only mount
         if spec.grader_port is not None:  # without a grader (checks of the sandbox itself) nothing to relay
+            from autorl.sandbox.relay import socket_name_for
+
+            also = [a for p in spec.relay_ports for a in ("--also", f"{p}={INNER_SOCKET_DIR}/{socket_name_for(p)}")]
             inner = [sys.executable, "-m", "autorl.sandbox.relay", "--port", str(spec.grader_port),
-                     "--socket", f"{INNER_SOCKET_DIR}/{SOCKET_NAME}", "--", *inner]
+                     "--socket", f"{INNER_SOCKET_DIR}/{SOCKET_NAME}", *also, "--", *inner]
     elif resolv_masked and resolv.is_file():  # the host's network: its resolver file stays readable
         args += ["--ro-bind", str(resolv), str(resolv)]
     args += ["--chdir", str(spec.workspace), "--", *inner]

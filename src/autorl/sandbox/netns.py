@@ -192,13 +192,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slirp", required=True)
     parser.add_argument("--port", type=int, help="the grader's port on the host's loopback (none: no grader)")
     parser.add_argument("--socket-dir", type=Path, required=True)
+    parser.add_argument("--also-port", type=int, action="append", default=[],
+                        help="a further port of the host's loopback relayed like the grader's (the LLM gateway's)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("the bubblewrap command is required after --")
     from autorl.sandbox import SOCKET_NAME
-    from autorl.sandbox.relay import UnixToTcp
+    from autorl.sandbox.relay import UnixToTcp, socket_name_for
 
     sock_dir: Path = args.socket_dir
     try:
@@ -215,9 +217,12 @@ def main(argv: list[str] | None = None) -> int:
     # in its grace period; SIGKILL ends them with the rest (bwrap dies with us, slirp4netns with its exit fd)
     # (a handler, not SIG_IGN, which bubblewrap would inherit)
     signal.signal(signal.SIGTERM, lambda *_: None)
+    also = [UnixToTcp(sock_dir / socket_name_for(p), p) for p in args.also_port]
     try:
         if relay is not None:
             relay.start()
+        for extra in also:
+            extra.start()
         try:
             attached = _Attached(args.slirp, command)
         except OSError as exc:
@@ -234,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if relay is not None:
             relay.stop()
+        for extra in also:
+            extra.stop()
         shutil.rmtree(sock_dir, ignore_errors=True)
     if code < 0:  # die the way the sandbox died, so that the run records it
         signal.signal(-code, signal.SIG_DFL)

@@ -112,6 +112,11 @@ def _bound_unix_socket(path: Path) -> socket.socket:
     return sock
 
 
+def socket_name_for(port: int) -> str:
+    """The socket through which a further loopback port (beside the grader's) is relayed into the sandbox."""
+    return f"port-{port}.sock"
+
+
 class UnixToTcp(_LoopThread):
     """Outside the sandbox: connections to ``socket_path`` go to ``127.0.0.1:port``."""
 
@@ -142,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autorl.sandbox.relay")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--socket", required=True)
+    parser.add_argument("--also", action="append", default=[], metavar="PORT=SOCKET",
+                        help="a further port relayed to a socket (the LLM gateway's)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -149,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("a command to run is required after --")
     relay = TcpToUnix(args.port, args.socket)
     relay.start()
+    for spec in args.also:
+        port, _, path = spec.partition("=")
+        TcpToUnix(int(port), path).start()  # daemon threads: they end with this process
     try:
         proc = subprocess.Popen(command)
     except OSError as exc:
