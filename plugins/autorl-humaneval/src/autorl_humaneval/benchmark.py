@@ -77,7 +77,7 @@ class HumanEval(Benchmark):
     """HumanEval (164 Python problems), pass@1 with greedy decoding."""
 
     name = "humaneval"
-    version = "1"
+    version = "2"  # 2: tests run in a checker process; a pass is the checker's token, not an exit status
     eval_config = EvalConfig(
         prompt_template="{prompt}",
         max_new_tokens=512,
