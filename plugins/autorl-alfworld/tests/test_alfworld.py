@@ -225,7 +225,8 @@ def test_hidden_games_contract_official(tmp_path: Path, monkeypatch: pytest.Monk
             shutil.copy(game.path / name, trial / name)
     monkeypatch.setenv("ALFWORLD_DATA", str(data))
     bench = AlfWorldBenchmark({"official_dev": 4, "examples": 0})
-    assert bench.source == "official" and bench.dev_public
+    assert bench.source == "official" and bench.dev_public and "recoverable" in bench.description()
+    assert not AlfWorldBenchmark(SMALL).dev_public
     check_hidden_items_secret(bench, tmp_path / "contract")
     hidden = tmp_path / "contract" / "hidden-a"
     ids = {i.id for s in ("dev", "test") for i in bench.load_items(s, hidden)}

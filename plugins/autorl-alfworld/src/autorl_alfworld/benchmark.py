@@ -91,7 +91,12 @@ class AlfWorldBenchmark(Benchmark, EpisodeBenchmark):
         )
 
     def description(self) -> str:
-        return DESCRIPTION.format(max_steps=self.max_steps, examples=self.n_examples)
+        text = DESCRIPTION.format(max_steps=self.max_steps, examples=self.n_examples)
+        if self.source == "official":
+            text += ("\n## Evaluation games\nThe dev and test games are ALFWorld's published `valid_unseen` games, "
+                     "split with a secret of this installation: by nature the dev games are recoverable from that "
+                     "public download (only which are dev is secret). The headline is the test score.\n")
+        return text
 
     def identity(self) -> dict[str, Any]:
         import hashlib
