@@ -223,10 +223,12 @@ def bwrap_argv(spec: SandboxSpec, argv: Sequence[str], *, executable: str, envir
     """The bubblewrap command that runs ``argv`` as ``spec`` says."""
     ws = spec.workspace.resolve()
     slirp = spec.slirp
+    harden = True
     if spec.network and slirp == "auto":
-        from autorl.sandbox.netns import slirp_available
+        from autorl.sandbox.netns import slirp_available, slirp_hardened
 
         slirp = slirp_available(executable)[0]
+        harden = slirp_hardened(executable)
     own_net = not spec.network or slirp is not None
     args = [executable, "--ro-bind", "/", "/", "--dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc",
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent",
@@ -281,7 +283,8 @@ def bwrap_argv(spec: SandboxSpec, argv: Sequence[str], *, executable: str, envir
             socket_dir = new_socket_dir()
             outer = [sys.executable, "-m", "autorl.sandbox.netns", "--slirp", slirp, "--socket-dir",
                      str(socket_dir), *(["--port", str(spec.grader_port)] if spec.grader_port is not None else []),
-                     *[a for p in spec.relay_ports for a in ("--also-port", str(p))], "--"]
+                     *[a for p in spec.relay_ports for a in ("--also-port", str(p))],
+                     *([] if harden else ["--no-harden"]), "--"]
             if resolv.exists() or resolv_masked:
                 args += ["--ro-bind", str(socket_dir / RESOLV_NAME), str(resolv)]
         elif socket_dir is None or spec.grader_port is None:

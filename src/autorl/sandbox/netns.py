@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import functools
 import json
 import os
@@ -36,6 +37,10 @@ DNS_ADDRESS = "10.0.2.3"
 GATEWAY_ADDRESS = "10.0.2.2"
 RESOLV_NAME = "resolv.conf"
 _READY_TIMEOUT_S = 30.0
+_NS_GET_USERNS = 0xB701  # ioctl: the user namespace that owns a namespace
+#: slirp4netns parses the agent's packets outside the sandbox: where it can, it runs in an empty mount
+#: namespace of its own, its capabilities dropped, its system calls filtered (without them where they fail)
+HARDENING = ("--enable-sandbox", "--enable-seccomp")
 
 
 def slirp_binary() -> str:
@@ -74,6 +79,27 @@ def _wait_loopback(pid: int, timeout: float) -> bool:
     return False
 
 
+def _owning_userns(pid: int) -> int | None:
+    """A descriptor of the user namespace that owns ``pid``'s network namespace, where it is not ours.
+
+    Unprivileged bubblewrap nests a second user namespace inside the one that owns the network namespace (to
+    map the uid back after mounting devpts), so the pid's own user namespace is not the one to join."""
+    try:
+        net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        owner = fcntl.ioctl(net, _NS_GET_USERNS)
+    except OSError:
+        return None
+    finally:
+        os.close(net)
+    if os.fstat(owner).st_ino == os.stat("/proc/self/ns/user").st_ino:
+        os.close(owner)
+        return None
+    return owner
+
+
 def _wait_readable(fd: int, timeout: float) -> bool:
     ready, _, _ = select.select([fd], [], [], timeout)
     return bool(ready) and os.read(fd, 1) == b"1"
@@ -82,7 +108,7 @@ def _wait_readable(fd: int, timeout: float) -> bool:
 class _Attached:
     """bubblewrap started held, slirp4netns attached to its network namespace; ``release`` lets it run."""
 
-    def __init__(self, slirp: str, bwrap_argv: Sequence[str], *, quiet: bool = False) -> None:
+    def __init__(self, slirp: str, bwrap_argv: Sequence[str], *, harden: bool = True, quiet: bool = False) -> None:
         info_r, info_w = os.pipe()
         block_r, self._block_w = os.pipe()
         argv = [bwrap_argv[0], "--info-fd", str(info_w), "--block-fd", str(block_r), *bwrap_argv[1:]]
@@ -106,13 +132,15 @@ class _Attached:
             return
         ready_r, ready_w = os.pipe()
         exit_r, self._exit_w = os.pipe()
-        argv = [slirp, "--configure", "--mtu=65520", "--disable-host-loopback", "--ready-fd", str(ready_w),
+        argv = [slirp, "--configure", "--mtu=65520", "--disable-host-loopback",
+                *(HARDENING if harden else ()), "--ready-fd", str(ready_w),
                 "--exit-fd", str(exit_r)]
-        with contextlib.suppress(OSError):
-            if os.stat(f"/proc/{pid}/ns/user").st_ino != os.stat("/proc/self/ns/user").st_ino:
-                argv.append(f"--userns-path=/proc/{pid}/ns/user")
+        owner = _owning_userns(pid)
+        if owner is not None:
+            argv.append(f"--userns-path=/proc/self/fd/{owner}")
         try:
-            self.slirp = subprocess.Popen([*argv, str(pid), "tap0"], pass_fds=(ready_w, exit_r),
+            self.slirp = subprocess.Popen([*argv, str(pid), "tap0"],
+                                          pass_fds=(ready_w, exit_r, *([owner] if owner is not None else [])),
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL if quiet else None)
         except OSError as exc:
             self.error = f"{slirp} cannot start: {exc}"
@@ -120,6 +148,8 @@ class _Attached:
         finally:
             os.close(ready_w)
             os.close(exit_r)
+            if owner is not None:
+                os.close(owner)
         try:
             ok = _wait_readable(ready_r, _READY_TIMEOUT_S)
         finally:
@@ -153,8 +183,31 @@ class _Attached:
                 self.slirp.wait()
 
 
+def _attach(slirp: str, bwrap_argv: Sequence[str], *, harden: bool, quiet: bool = False) -> _Attached:
+    """:class:`_Attached`, tried again (bubblewrap held, so nothing ran yet) where setting up the network
+    failed; the last try without slirp4netns's own sandbox, which can fail where the rest works."""
+    tries = [harden, harden, False]
+    for k, hardened in enumerate(tries):
+        attached = _Attached(slirp, bwrap_argv, harden=hardened, quiet=quiet)
+        if not attached.error or k == len(tries) - 1:
+            return attached
+        attached.close()
+        if not quiet:
+            print(f"autorl: the sandbox's network: {attached.error}; trying again", file=sys.stderr)
+    raise AssertionError("unreachable")
+
+
 @functools.cache
-def _probe(bwrap: str, slirp: str) -> tuple[str | None, str]:
+def _probe(bwrap: str, slirp: str) -> tuple[str | None, str, bool]:
+    """(slirp4netns, "ok", hardened) where it configures a bubblewrap network namespace here, else (None, why, _)."""
+    exe, why = _try(bwrap, slirp, harden=True)
+    if exe is not None:
+        return exe, why, True
+    exe, why = _try(bwrap, slirp, harden=False)
+    return exe, why, False
+
+
+def _try(bwrap: str, slirp: str, *, harden: bool) -> tuple[str | None, str]:
     if slirp in ("", "none"):
         return None, "a network namespace is turned off (AUTORL_SLIRP4NETNS=none)"
     exe = shutil.which(slirp)
@@ -163,7 +216,7 @@ def _probe(bwrap: str, slirp: str) -> tuple[str | None, str]:
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net",
             "--die-with-parent", "true"]
     try:
-        attached = _Attached(exe, argv, quiet=True)
+        attached = _Attached(exe, argv, harden=harden, quiet=True)
     except OSError as exc:
         return None, f"{slirp} cannot run: {exc}"
     try:
@@ -179,7 +232,13 @@ def _probe(bwrap: str, slirp: str) -> tuple[str | None, str]:
 
 def slirp_available(bwrap: str) -> tuple[str | None, str]:
     """The slirp4netns executable when it gives a bubblewrap sandbox a network here, else (None, why)."""
-    return _probe(bwrap, slirp_binary())
+    exe, why, _ = _probe(bwrap, slirp_binary())
+    return exe, why
+
+
+def slirp_hardened(bwrap: str) -> bool:
+    """Whether slirp4netns runs sandboxed and seccomp-filtered here (see :data:`HARDENING`)."""
+    return _probe(bwrap, slirp_binary())[2]
 
 
 def new_socket_dir() -> Path:
@@ -192,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slirp", required=True)
     parser.add_argument("--port", type=int, help="the grader's port on the host's loopback (none: no grader)")
     parser.add_argument("--socket-dir", type=Path, required=True)
+    parser.add_argument("--no-harden", action="store_true", help="run slirp4netns without its own sandbox")
     parser.add_argument("--also-port", type=int, action="append", default=[],
                         help="a further port of the host's loopback relayed like the grader's (the LLM gateway's)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
@@ -224,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         for extra in also:
             extra.start()
         try:
-            attached = _Attached(args.slirp, command)
+            attached = _attach(args.slirp, command, harden=not args.no_harden)
         except OSError as exc:
             print(f"autorl: cannot start the sandbox: {exc}", file=sys.stderr)
             return 125
