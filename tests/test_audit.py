@@ -215,13 +215,10 @@ def test_agent_files_cannot_stop_the_run_being_recorded(tmp_path: Path, name: st
     assert "audit-pending" not in names and "audit-failed" not in names  # the audit ran to its end
     result = json.loads((Path(row["workspace"]) / "result.json").read_text())
     assert result["row"]["run_id"] == row["run_id"] and "post_run_errors" not in result["meta"]
-    if name == "usage_forged":  # recorded, and marked as the agent's own claim
-        assert row["llm_tokens"] == 12 and row["llm_cost_usd"] == pytest.approx(0.25)
-        assert row["llm_usage_source"] == "agent-reported"
-        assert result["meta"]["llm_usage"] == {"prompt_tokens": 7, "completion_tokens": 5, "cost_usd": 0.25}
-    else:
-        assert row["llm_tokens"] is None and row["llm_usage_source"] is None
-        assert str(result["meta"]["llm_usage"]).startswith("unreadable")
+    # the usage columns are the LLM gateway's counts (no model call here): an agent's llm_usage.json, deep,
+    # forged or unreadable, changes nothing
+    assert row["llm_tokens"] is None and row["llm_usage_source"] is None
+    assert "llm_usage" not in result["meta"] and result["meta"]["llm_gateway"]["calls"] == 0
     if name == "odd_files":  # a FIFO in place of instructions.md is a changed harness file, not a hang
         assert "harness-files-changed" in names
     csv_text = (home / "results.csv").read_text()

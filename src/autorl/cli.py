@@ -167,6 +167,12 @@ def run_cmd(
     network: str = typer.Option("on", "--network", help="on, or off: the agent reaches only the grader (bwrap)."),
     no_audit: bool = typer.Option(False, "--no-audit", help="Skip the cheat audit at the end (autorl audit runs it)."),
     audit_budget: float = typer.Option(900.0, "--audit-budget", help="The audit's time budget in seconds."),
+    llm_budget_usd: float | None = typer.Option(None, "--llm-budget-usd",
+                                                help="The LLM gateway refuses the agent's model calls past this cost."),
+    llm_budget_tokens: int | None = typer.Option(None, "--llm-budget-tokens",
+                                                 help="The same, in prompt + completion tokens."),
+    llm_prices: Path | None = typer.Option(None, "--llm-prices",
+                                           help="YAML/JSON price table (model: {input, output, cached_input} USD/M)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Run an agent on a task and record baseline, scores and improvement."""
@@ -176,7 +182,8 @@ def run_cmd(
         raise UsageError("--audit-budget must be a positive number of seconds")
     result = run(agent, task, model, timeout, port=port, backend=backend, gpus=gpus, runs_dir=runs_dir,
                  seed=seed, agent_env=_parse_env(agent_env), limit=limit, sandbox=sandbox, network=network,
-                 benchmark_options=_parse_options(benchmark_option), audit=not no_audit, audit_budget_s=audit_budget)
+                 benchmark_options=_parse_options(benchmark_option), audit=not no_audit, audit_budget_s=audit_budget,
+                 llm_budget_usd=llm_budget_usd, llm_budget_tokens=llm_budget_tokens, llm_prices=llm_prices)
     if as_json:
         _print_json(result.row)
         return

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import itertools
 import shutil
 import sys
 import tempfile
@@ -112,7 +111,7 @@ def _describe(choice: Any) -> str:
 
 def _sandboxed(argv: list[str], choice: Any, stack: contextlib.ExitStack, *, root: Path, env: Mapping[str, str],
                home: Path, runs_root: Path, model: Path, data: Any, store_dir: Path, benchmark: Any, port: int,
-               gpus: bool, agent_paths: list[Path], tmp_dir: Path) -> list[str]:
+               gpus: bool, agent_paths: list[Path], tmp_dir: Path, relay_ports: list[int] | None = None) -> list[str]:
     """The agent's command under bubblewrap: evaluation data, storage, caches and secrets absent."""
     from autorl.sandbox import (
         SOCKET_NAME,
@@ -135,6 +134,7 @@ def _sandboxed(argv: list[str], choice: Any, stack: contextlib.ExitStack, *, roo
         gpus=gpus,
         tmp_dir=tmp_dir,
         slirp=choice.slirp,
+        relay_ports=list(relay_ports or []),
     )
     if not spec.network:
         sock_dir = Path(tempfile.mkdtemp(prefix="autorl-grader-"))
@@ -142,6 +142,12 @@ def _sandboxed(argv: list[str], choice: Any, stack: contextlib.ExitStack, *, roo
         relay = UnixToTcp(sock_dir / SOCKET_NAME, port)
         relay.start()
         stack.callback(relay.stop)
+        from autorl.sandbox.relay import socket_name_for
+
+        for extra_port in spec.relay_ports:
+            extra = UnixToTcp(sock_dir / socket_name_for(extra_port), extra_port)
+            extra.start()
+            stack.callback(extra.stop)
         spec.socket_dir = sock_dir
     return bwrap_argv(spec, argv, executable=choice.executable, environ_path=env.get("PATH", ""))
 
@@ -181,6 +187,9 @@ def run(
     network: str = "on",
     audit_budget_s: float = 900.0,
     log: Log | None = None,
+    llm_budget_usd: float | None = None,
+    llm_budget_tokens: int | None = None,
+    llm_prices: Path | str | None = None,
 ) -> RunResult:
     """Run one agent on one task from one base model, and record the result.
 
@@ -199,7 +208,10 @@ def run(
         audit: run the deterministic cheat audit at the end (``autorl audit`` runs it later too).
         audit_budget_s: the audit's wall-clock budget (the run is recorded before it starts).
         sandbox: ``auto`` (bwrap where it works, else none with a warning), ``bwrap`` or ``none``.
-        network: ``on``, or ``off`` (bwrap only: the agent reaches nothing but the grader).
+        network: ``on``, or ``off`` (bwrap only: the agent reaches nothing but the grader and the LLM gateway).
+        llm_budget_usd: the agent's model calls stop (the gateway refuses them) once they cost this much.
+        llm_budget_tokens: the same, in prompt + completion tokens.
+        llm_prices: a YAML/JSON price table overriding the gateway's (default ``AUTORL_LLM_PRICES``).
     """
     say: Log = log or (lambda m: print(m, file=sys.stderr, flush=True))
     if timeout <= 0:
@@ -263,6 +275,8 @@ def run(
         limit=limit,
     )
     grader = GraderProcess(config, store_dir / "config.json", port, grader_log_path(store_dir))
+    gateway = _start_gateway(home / "grader" / f"{task}_{run_id}_{agent_cls.name}.llm", llm_budget_usd,
+                             llm_budget_tokens, llm_prices)
     stack = contextlib.ExitStack()
     live = Ledger(home / "autorl.db")
     live.start_run({"run_id": run_id, "task": task, "agent": agent_cls.name, "base_model": resolved.spec,
@@ -271,6 +285,7 @@ def run(
     stack.callback(live.close)
     try:
         grader.wait_ready()
+        gateway.wait_ready()
         say(f"grader at {url}; evaluating the baseline")
         base = grader.admin.baseline(timeout=eval_timeout)
         say(f"baseline: {base['score']:.2f} (n={base['n']}, 95% CI {base['ci95'][0]:.2f}-{base['ci95'][1]:.2f})")
@@ -295,12 +310,16 @@ def run(
             task, resolved.name, root, ws.model(resolved.name), ws.data, ws.output, url, config.agent_token,
             deadline, root, ctx_env,
         )
-        env = agent_environment(ctx_env, agent_obj.environment(ctx))
+        from autorl.gateway.upstreams import scrub
+
+        # the agent reaches models only through the gateway: no upstream key, the run's token instead
+        env = scrub(agent_environment(ctx_env, agent_obj.environment(ctx)), gateway.url, gateway.config.token)
         argv = agent_obj.command(ctx)
         if sandbox_choice.mode == "bwrap":
             argv = _sandboxed(argv, sandbox_choice, stack, root=root, env=env, home=home, runs_root=runs_root,
                               model=resolved.path, data=data, store_dir=store_dir, benchmark=benchmark, port=port,
-                              gpus=assignment.agent_has_gpus, agent_paths=agent_obj.sandbox_paths(), tmp_dir=tmp_dir)
+                              gpus=assignment.agent_has_gpus, agent_paths=agent_obj.sandbox_paths(), tmp_dir=tmp_dir,
+                              relay_ports=[int(gateway.url.rsplit(":", 1)[1])])
         say(f"agent {agent_cls.name} started ({_describe(sandbox_choice)}); log {ws.agent_log}")
         from autorl.watch import Watcher, interval_from_env
 
@@ -311,6 +330,7 @@ def run(
         finally:
             watcher.stop()
         say(f"agent {outcome.reason} after {outcome.duration_s:.0f} s; finishing evaluations in flight")
+        gateway.close()  # the agent is done: no more model calls
         _wait_for_evaluations(grader.admin, eval_timeout)
         grader.admin.close_run()
         state = grader.admin.state()
@@ -323,6 +343,7 @@ def run(
         raise
     finally:
         stack.close()
+        gateway.stop()
         grader.stop()
     # 1. the result, from the grader's store only, recorded before any file the agent wrote is read
     result = _result(
@@ -333,6 +354,7 @@ def run(
     result.meta["agent_started"] = deadline - timeout
     result.meta["deadline"] = deadline
     result.meta["timeout_s"] = timeout
+    _gateway_usage(result, gateway)
     result.meta["sandbox"] = {"mode": sandbox_choice.recorded_mode, "network": sandbox_choice.network,
                               "warning": sandbox_warning}
     result.meta.update(harness_hashes=harness, store_dir=str(store_dir), hidden_dir=str(data.hidden_dir),
@@ -348,10 +370,6 @@ def run(
     _record(result, root, home)
     # 2. then what the agent wrote: each step bounded, and none can lose the run
     post_errors: list[str] = []
-    try:
-        _read_llm_usage(result, root)
-    except Exception as exc:  # the run stays recorded; the usage columns stay empty
-        post_errors.append(f"llm usage: {type(exc).__name__}: {str(exc)[:200]}")
     if audit:
         from autorl.audit import audit_run
 
@@ -391,36 +409,42 @@ def _record(result: RunResult, root: Path, home: Path) -> None:
         ledger.close()
 
 
-#: llm_usage.json is the llm agent's own count, written in its workspace: recorded as what it is
-LLM_USAGE_SOURCE = "agent-reported"
-LLM_USAGE_LIMIT = 1 << 20
+def _start_gateway(folder: Path, budget_usd: float | None, budget_tokens: int | None,
+                   prices: Path | str | None) -> Any:
+    """The run's LLM gateway, in its own process, on a free port of 127.0.0.1 (see :mod:`autorl.gateway`)."""
+    import os
+
+    from autorl.gateway import GatewayProcess, load_prices, new_config, upstreams_from_env
+
+    if budget_usd is not None and not 0 < budget_usd < float("inf"):
+        raise UsageError("--llm-budget-usd must be a positive number of US dollars")
+    if budget_tokens is not None and budget_tokens <= 0:
+        raise UsageError("--llm-budget-tokens must be a positive number of tokens")
+    prices = prices or os.environ.get("AUTORL_LLM_PRICES") or None
+    load_prices(prices)  # a bad table stops the run here, in one line
+    upstreams_from_env()  # and so does a bad upstreams file
+    folder = private_dir(folder)
+    config = new_config(folder, budget_usd=budget_usd, budget_tokens=budget_tokens,
+                        prices_path=str(Path(prices).expanduser().resolve()) if prices else None,
+                        timeout_s=float(os.environ.get("AUTORL_LLM_TIMEOUT_S", "600")))
+    return GatewayProcess(config, folder / "config.json", free_port(), folder / "gateway.log")
 
 
-def _read_llm_usage(result: RunResult, root: Path) -> None:
-    """Token and cost columns from the agent's ``llm_usage.json``, if it left a readable one."""
-    from autorl import untrusted
+#: the gateway's totals: its own counts from the upstreams' usage fields, not the agent's word
+GATEWAY_USAGE_SOURCE = "gateway"
 
-    try:
-        usage = untrusted.read_json(root, "llm_usage.json", limit=LLM_USAGE_LIMIT)
-    except untrusted.UntrustedFileError as exc:
-        if "does not exist" not in str(exc):
-            result.meta["llm_usage"] = f"unreadable: {exc}"
+
+def _gateway_usage(result: RunResult, gateway: Any) -> None:
+    """Token and cost columns from the gateway's totals (none when the agent made no model call)."""
+    summary = gateway.summary
+    result.meta["llm_gateway"] = {"record_dir": gateway.config.record_dir,
+                                  **(summary or {"error": gateway.error or "no totals"})}
+    if not summary or not (summary.get("calls") or summary.get("refused")):
         return
-    try:
-        if not isinstance(usage, dict):
-            raise TypeError("not an object")
-        tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
-        cost = float(usage.get("cost_usd", 0.0))
-        if tokens < 0 or not 0 <= cost < float("inf"):
-            raise ValueError("negative or infinite")
-    except (ValueError, TypeError, OverflowError) as exc:
-        result.meta["llm_usage"] = f"unreadable: {str(exc)[:200]}"
-        return
-    # scalars only, a few of them: the figures the agent reported, never its nested content
-    result.meta["llm_usage"] = dict(itertools.islice(
-        ((str(k)[:64], v if not isinstance(v, str) else v[:200]) for k, v in usage.items()
-         if isinstance(v, int | float | str | bool)), 32))
-    result.row.update(llm_tokens=tokens, llm_cost_usd=cost, llm_usage_source=LLM_USAGE_SOURCE)
+    result.meta["llm_usage"] = {k: summary[k] for k in ("prompt_tokens", "completion_tokens", "cached_tokens",
+                                                        "cost_usd", "calls", "failed", "refused")}
+    result.row.update(llm_tokens=int(summary["tokens"]), llm_cost_usd=float(summary["cost_usd"]),
+                      llm_usage_source=GATEWAY_USAGE_SOURCE)
 
 
 def _result(

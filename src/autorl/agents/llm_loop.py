@@ -4,13 +4,17 @@ Run by ``autorl run --agent llm`` inside the workspace. Configuration comes from
 ``OPENAI_API_BASE``, ``OPENAI_API_KEY``, ``CHAT_MODEL`` and the limits ``AUTORL_LLM_MAX_STEPS``,
 ``AUTORL_LLM_MAX_TOKENS``, ``AUTORL_LLM_MAX_COST`` (USD, with ``AUTORL_LLM_PRICE_IN``/``_OUT`` per million
 tokens), ``AUTORL_LLM_CONTEXT`` (tokens) and ``AUTORL_LLM_SHELL_TIMEOUT`` (s). Every turn goes to
-``trajectory.jsonl`` in the workspace; totals go to ``llm_usage.json``.
+``trajectory.jsonl`` in the workspace; totals go to ``llm_usage.json`` (the agent's own view: the run
+records the LLM gateway's counts). Under ``autorl run`` the base URL and key are the run's gateway's; a call it
+refuses because the run's LLM budget is spent ends the session (``stop_reason`` ``llm_budget``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -39,6 +43,27 @@ TOOLS: list[dict[str, Any]] = [
         ("finish", "End the session.", {"summary": {"type": "string"}}, []),
     ]
 ]
+
+
+class BudgetSpent(RuntimeError):
+    """The gateway refused a call: the run's LLM budget is spent."""
+
+
+def kill_group(pgid: int, grace_s: float) -> None:
+    """SIGTERM to a process group, then SIGKILL after ``grace_s`` if any of it is left."""
+    try:
+        os.killpg(pgid, signal.SIGTERM if grace_s > 0 else signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return
+    end = time.monotonic() + grace_s
+    while time.monotonic() < end:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
 
 
 def truncate(text: str, limit: int = TRUNCATE) -> str:
@@ -86,17 +111,31 @@ class Session:
             raise ValueError(f"{raw} is outside the workspace")
         return path
 
+    def shell(self, command: str, timeout: float) -> str:
+        """Run ``command`` in its own process group; on timeout the whole group is killed (a training job it
+        started in the background too), so that what the model is told stopped has stopped."""
+        proc = subprocess.Popen(["bash", "-lc", command], cwd=self.workspace, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env,
+                                start_new_session=True)
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+            return truncate(f"exit code {proc.returncode}\n{out.decode(errors='replace')}")
+        except subprocess.TimeoutExpired:
+            kill_group(proc.pid, grace_s=5.0)
+            # the pipe stays open while a killed child's descendants linger; read what there is, briefly
+            try:
+                out, _ = proc.communicate(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out = b""
+            return truncate(f"timed out after {timeout:.0f} s; the command and everything it started were "
+                            f"killed\n{(out or b'').decode(errors='replace')}")
+
     def tool(self, name: str, args: dict[str, Any]) -> str:
         left = self.deadline - time.time()
         if name == "run_shell":
             timeout = max(1.0, min(float(args.get("timeout_s", self.shell_timeout)), left - 5))
-            try:
-                proc = subprocess.run(["bash", "-lc", str(args["command"])], cwd=self.workspace, capture_output=True,
-                                      text=True, timeout=timeout, env=self.env)
-                return truncate(f"exit code {proc.returncode}\n{proc.stdout}{proc.stderr}")
-            except subprocess.TimeoutExpired as exc:
-                out = (exc.stdout or b"") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-                return truncate(f"timed out after {timeout:.0f} s\n{out if isinstance(out, str) else out.decode(errors='replace')}")
+            return self.shell(str(args["command"]), timeout)
         if name == "read_file":
             lines = self._path(args["path"]).read_text(errors="replace").splitlines()
             start = int(args.get("offset", 0))
@@ -144,6 +183,7 @@ class Session:
         delay = 1.0
         for attempt in range(6):
             started = time.time()
+            retry_after = None
             try:
                 resp = self.http.post("/chat/completions", json={
                     "model": self.model, "messages": self.messages, "tools": TOOLS, "tool_choice": "auto"})
@@ -155,6 +195,9 @@ class Session:
                     data["_latency_s"] = time.time() - started
                     return dict(data)
                 error = f"HTTP {resp.status_code}: {resp.text[:300]}"
+                retry_after = resp.headers.get("retry-after")
+                if resp.status_code == 429 and "llm_budget_exhausted" in resp.text:
+                    raise BudgetSpent(error)
                 if resp.status_code == 400 and "context" in resp.text.lower():
                     self.compact()
                     continue
@@ -162,7 +205,10 @@ class Session:
                     raise RuntimeError(error)
             self.usage["retries"] += 1
             self.log({"event": "retry", "attempt": attempt + 1, "error": error})
-            time.sleep(min(delay, max(0.0, self.deadline - time.time())))
+            wait = delay
+            with contextlib.suppress(ValueError, TypeError):
+                wait = max(delay, min(float(retry_after or ""), 120.0))  # the upstream's hint
+            time.sleep(min(wait, max(0.0, self.deadline - time.time())))
             delay *= 2
         raise RuntimeError(f"the model API failed 6 times: {error}")
 
@@ -225,6 +271,9 @@ def main() -> int:
     try:
         reason = session.run()
         code = 0
+    except BudgetSpent as exc:
+        reason, code = "llm_budget", 0
+        print(f"llm agent stopped: the run's LLM budget is spent ({exc})", file=sys.stderr)
     except RuntimeError as exc:
         reason, code = f"error: {exc}", 1
         print(f"llm agent stopped: {exc}", file=sys.stderr)

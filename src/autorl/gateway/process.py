@@ -46,6 +46,7 @@ class GatewayProcess:
         self._admin = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {config.admin_token}"},
                                    timeout=30, trust_env=False)
         self.summary: dict[str, Any] | None = None
+        self.error: str | None = None
 
     def agent_env(self) -> dict[str, str]:
         return agent_variables(self.url, self.config.token)
@@ -63,12 +64,15 @@ class GatewayProcess:
             time.sleep(0.1)
         raise GatewayError(f"the LLM gateway did not answer within {timeout:.0f} s; see {self._log.name}")
 
-    def close(self) -> dict[str, Any]:
-        """End the run for the gateway (later calls are refused) and return its totals."""
-        resp = self._admin.post("/-/close")
-        if resp.status_code != 200:
-            raise GatewayError(f"the LLM gateway did not close: HTTP {resp.status_code}")
-        self.summary = dict(resp.json())
+    def close(self) -> dict[str, Any] | None:
+        """End the run for the gateway (later calls are refused) and return its totals; None (and the
+        reason in ``error``) when it cannot answer: a run is recorded whatever became of its gateway."""
+        try:
+            resp = self._admin.post("/-/close")
+            resp.raise_for_status()
+            self.summary = dict(resp.json())
+        except (httpx.HTTPError, ValueError, TypeError) as exc:
+            self.error = f"the LLM gateway did not close: {type(exc).__name__}: {str(exc)[:200]}"
         return self.summary
 
     def stop(self) -> None:
