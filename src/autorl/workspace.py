@@ -92,7 +92,10 @@ data), `OUTPUT_DIR` (write checkpoints here), `GRADING_SERVER_URL`, `AUTORL_TOKE
 A submission is a directory inside `$OUTPUT_DIR` holding either a full checkpoint (`config.json`,
 `*.safetensors` weights, tokenizer files: `model.save_pretrained(dir)` and `tokenizer.save_pretrained(dir)`)
 or a LoRA adapter for the base model (`adapter_config.json` + `adapter_model.safetensors`). Pickle
-weights (`.bin`), custom code (`auto_map`, `.py` files) and links leaving `$OUTPUT_DIR` are refused.
+files (`.bin`, `.pt`, `.pth`, `.pkl`, `.ckpt`, even next to safetensors), custom code (`auto_map`, `.py`
+files), links (any, even inside `$OUTPUT_DIR`), FIFOs and devices, and config values naming files outside the
+checkpoint (absolute or `..` paths) are refused. The grader reads the `$OUTPUT_DIR` that existed when the run
+started: write checkpoints inside it, and do not delete, move or replace the directory itself.
 The grader copies the directory when you submit; later changes to it do not affect that submission.
 The grader loads tokenizers with `AutoTokenizer.from_pretrained(dir)` (no remote code, left padding).
 
