@@ -178,6 +178,8 @@ def test_special_files_are_refused_without_blocking(grader: Grader) -> None:
     os.symlink("/dev/zero", zero / "model.safetensors")
     assert "not a regular file" in refused(grader, "output/fifo", InvalidCheckpointError)
     assert "link" in refused(grader, "output/zero", PathRefused)
+    os.mkfifo(out(grader) / "fifo_path")
+    assert "not a directory" in refused(grader, "output/fifo_path", UsageError)
     assert not list((Path(grader.store_dir) / "snapshots").iterdir())  # nothing half-copied is left
 
 
@@ -358,3 +360,21 @@ def test_write_json_atomic_replaces_a_link_and_uses_fresh_temp_names(tmp_path: P
     assert not (target_dir / "result.json").is_symlink()
     assert json.loads((target_dir / "result.json").read_text()) == {"a": 2}
     assert len(list(target_dir.iterdir())) == 3  # the result and the two planted links, no temp files left
+
+
+def test_a_store_written_before_refusals_had_a_kind_opens_and_records_kinds(tmp_path: Path) -> None:
+    import sqlite3
+
+    from autorl.grader.store import Store
+
+    db = sqlite3.connect(tmp_path / "grader.db")
+    db.execute("CREATE TABLE refusals (id INTEGER PRIMARY KEY AUTOINCREMENT, created_at REAL NOT NULL, "
+               "model_path TEXT NOT NULL, reason TEXT NOT NULL)")
+    db.execute("INSERT INTO refusals (created_at, model_path, reason) VALUES (0, '/etc', 'not inside')")
+    db.commit()
+    db.close()
+    store = Store(tmp_path / "grader.db")
+    store.add_refusal("x" * 5000 + "\udcff", "reason", OUTSIDE_OUTPUT)
+    old, new = store.refusals()
+    store.close()
+    assert old["kind"] == "bad_request" and new["kind"] == OUTSIDE_OUTPUT and len(new["model_path"]) == 1000

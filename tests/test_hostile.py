@@ -90,3 +90,6 @@ def test_fifo_dev_zero_and_sparse_files_are_refused_and_the_run_goes_on(tmp_path
     store = Path(result["meta"]["store_dir"])
     assert sorted(p.name for p in (store / "snapshots").iterdir()) == ["1"]
     assert not os.path.exists(store / "snapshots" / "1" / "model-00002.safetensors")
+    # the grader's log is in its store, not in the workspace where the agent could write to it
+    assert (store / "grader.log").is_file() and "POST /submit" in (store / "grader.log").read_text()
+    assert not (Path(row["workspace"]) / "grading_server.log").exists()

@@ -40,7 +40,7 @@ from autorl.grader.validation import (
 MANIFEST = ".autorl_manifest.json"
 _CHUNK = 1 << 22
 _ZEROS = bytes(_CHUNK)
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 #: space left free in the grader's store whatever the submissions' sizes
 _RESERVE_BYTES = 1 << 30
