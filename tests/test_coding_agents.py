@@ -144,11 +144,13 @@ def test_claude_through_autorl_run(tmp_path: Path, status: int) -> None:
     assert (ws / "description.md").read_text().strip() in argv[argv.index("-p") + 1]
     assert rec["cwd"] == str(ws)
     child_env = rec["env"]
-    assert child_env["ANTHROPIC_API_KEY"] == "sk-ant-test"
-    assert "OPENAI_API_KEY" not in child_env and "SOME_SECRET" not in child_env
+    # no upstream key: every API's key is the run's LLM gateway token, every base URL the gateway's
+    assert child_env["ANTHROPIC_API_KEY"] == child_env["OPENAI_API_KEY"] == child_env["AUTORL_LLM_TOKEN"]
+    assert child_env["ANTHROPIC_BASE_URL"] == child_env["AUTORL_LLM_GATEWAY"] + "/anthropic"
+    assert not {"sk-ant-test", "sk-other-vendor"} & set(child_env.values()) and "SOME_SECRET" not in child_env
     assert child_env["CLAUDE_CONFIG_DIR"] == str(ws / ".claude") and child_env["TASK"] == "echo"
     # the grader recorded the submission the CLI made; the run keeps the CLI's exit status
-    assert row["submissions"] == 1 and row["best_score"] == pytest.approx(60.0)
+    assert row["submissions"] == 1 and row["dev_best"] == pytest.approx(60.0)  # the stub answers dev items only
     result = json.loads((ws / "result.json").read_text())
     assert result["agent"]["exit_code"] == status
     assert row["success"] is (status == 0)

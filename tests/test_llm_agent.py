@@ -43,7 +43,7 @@ def test_realistic_episode_on_the_demo(shared_home: Path, tiny_model: Path, tmp_
     assert "# Instructions" in system and "arith" in system
     assert "trained" in requests[2]["messages"][-1]["content"]
     submitted = json.loads(requests[3]["messages"][-1]["content"])
-    assert submitted["status"] == "done" and submitted["score"] == row["baseline"]
+    assert submitted["status"] == "done" and submitted["score"] == row["dev_baseline"]
     steps = [json.loads(x) for x in (Path(row["workspace"]) / "trajectory.jsonl").read_text().splitlines()]
     assert [s["step"] for s in steps if "step" in s] == [1, 2, 3, 4]
     assert steps[-1]["event"] == "end" and steps[-1]["stop_reason"] == "finished"
@@ -115,3 +115,25 @@ def test_agent_lists_as_not_ready_without_credentials() -> None:
     assert rows["llm"]["ready"] is False and "OPENAI_API_KEY" in rows["llm"]["status"]
     rows = {r["name"]: r for r in json.loads(cli("list", "agents", "--json", env={"OPENAI_API_KEY": "x"}, check=True).stdout)}
     assert rows["llm"]["ready"] is True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_a_timed_out_shell_command_is_killed_with_everything_it_started(tmp_path: Path) -> None:
+    # a "training job" started in the background by the command: it must not outlive the timeout
+    job = {"command": "sleep 300 & echo $! > job.pid; wait", "timeout_s": 2}
+    with scripted_server([reply(call("run_shell", job)), reply(call("finish"))]) as (url, requests):
+        usage = run_loop(tmp_path, url)
+    assert usage["stop_reason"] == "finished"
+    assert "timed out after 2 s" in requests[1]["messages"][-1]["content"]
+    pid = int((tmp_path / "ws" / "job.pid").read_text())
+    deadline = time.time() + 10
+    while _alive(pid) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid)

@@ -6,7 +6,11 @@ set -uo pipefail
 bin="${OPENCODE_BIN:-opencode}"
 autorl_require "$bin" "npm install -g opencode-ai"
 if [ -z "${OPENCODE_CONFIG_CONTENT:-}" ]; then
-  export OPENCODE_CONFIG_CONTENT='{"permission": "allow"}'
+  # every provider through the run's LLM gateway (the base URLs autorl run sets)
+  export OPENCODE_CONFIG_CONTENT="{\"permission\": \"allow\", \"provider\": {
+    \"openai\": {\"options\": {\"baseURL\": \"${OPENAI_BASE_URL:-}\", \"apiKey\": \"${OPENAI_API_KEY:-}\"}},
+    \"anthropic\": {\"options\": {\"baseURL\": \"${ANTHROPIC_BASE_URL:-}/v1\", \"apiKey\": \"${ANTHROPIC_API_KEY:-}\"}},
+    \"google\": {\"options\": {\"baseURL\": \"${GOOGLE_GEMINI_BASE_URL:-}/v1beta\", \"apiKey\": \"${GEMINI_API_KEY:-}\"}}}}"
 fi
 args=(run --format json)
 [ -n "${OPENCODE_MODEL:-}" ] && args+=(--model "$OPENCODE_MODEL")
