@@ -128,6 +128,22 @@ def test_grader_store_and_evaluation_data_cannot_be_read(tmp_path: Path, monkeyp
         assert not out.passed, target
 
 
+def test_hidden_paths_behind_a_private_directory_do_not_break_the_sandbox() -> None:
+    import shutil
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(dir="/var/tmp"))  # outside the sandbox's private /tmp, like ~/.cache/autorl
+    try:
+        private = root / "private"
+        (private / "store").mkdir(parents=True)
+        os.chmod(root, 0o755)
+        os.chmod(private, 0o700)  # like /root: the sandbox user cannot reach what is inside
+        out = run_program("print('fine')\n", limits=QUICK, hidden=[private / "store", root / "absent"])
+        assert out.passed, out.detail
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def test_scoring_runs_through_the_sandbox(prepared: tuple[HumanEval, Path, Path]) -> None:
     bench, _, hidden_dir = prepared
     item = bench.load_items("dev", hidden_dir)[0]

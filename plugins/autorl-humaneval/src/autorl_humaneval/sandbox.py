@@ -144,6 +144,17 @@ def _set_limits(limits: Limits, uid: int) -> None:
     _drop_privileges(uid)
 
 
+def _reachable(path: Path) -> bool:
+    """Whether the sandbox's unprivileged user can reach ``path`` (every parent searchable by others);
+    without root the sandbox runs as this user, who can."""
+    if os.getuid() != 0:
+        return True
+    try:
+        return all(parent.stat().st_mode & 0o001 for parent in path.parents)
+    except OSError:
+        return False
+
+
 def _argv(args: Sequence[str], workdir: Path, hidden: Sequence[Path], mode: str) -> list[str]:
     python = [interpreter(), "-I", "-B", *args]
     if mode == "bwrap":
@@ -151,6 +162,8 @@ def _argv(args: Sequence[str], workdir: Path, hidden: Sequence[Path], mode: str)
                 "--bind", str(workdir), str(workdir), "--chdir", str(workdir), "--unshare-all",
                 "--die-with-parent", "--new-session", "--setenv", "HOME", str(workdir)]
         for path in hidden:
+            if not _reachable(path):
+                continue  # the sandbox user cannot reach it at all, and bwrap could not mount over it
             if path.is_dir():
                 argv += ["--tmpfs", str(path)]
             elif path.exists():
@@ -426,6 +439,8 @@ def run_check(check: Check, *, limits: Limits = Limits(), hidden: Sequence[Path]
         finally:
             _kill(checker)
             _kill(server)
+            if os.getuid() == 0:
+                _reap(uid)  # what the program forked holds its stderr open: gone before the readers finish
             for reader in readers:
                 reader.join(timeout=5)
         if checker.returncode == 0 and bytes(result) == f"{token}\n".encode():
