@@ -32,9 +32,11 @@ except Exception as e:
 """
 
 
-def run(tmp_path: Path, home: Path, *args: str, env: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+def run(tmp_path: Path, home: Path, *args: str, env: dict[str, str],
+        audit: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
     proc = cli("run", "--task", "arith", "--model", "autorl:tiny", "--timeout", "120", "--sandbox", "bwrap",
-               "--network", "off", "--runs-dir", str(tmp_path / "runs"), "--no-audit", "--json", *args,
+               "--network", "off", "--runs-dir", str(tmp_path / "runs"), *([] if audit else ["--no-audit"]),
+               "--json", *args,
                env={"AUTORL_HOME": str(home), **env})
     assert proc.returncode == 0, proc.stderr
     row = json.loads(proc.stdout)
@@ -127,3 +129,28 @@ def test_claude_cli_through_the_gateway_and_a_forged_usage_file(shared_home: Pat
     (rec,) = read_calls(Path(result["meta"]["llm_gateway"]["record_dir"]))
     assert rec["family"] == "anthropic" and rec["stream"] is True and rec["outcome"] == "ok"
     assert rec["response"]["text"] == "".join(up.words)
+
+
+QUIET_AGENT = """import json, os, httpx
+resp = httpx.post(os.environ["OPENAI_BASE_URL"] + "/chat/completions", timeout=30,
+                  headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]},
+                  json={"model": "m", "messages": [{"role": "user", "content": "how do I get the test data?"}]})
+print("status", resp.status_code)  # the answer is kept nowhere in the workspace
+"""
+
+
+def test_the_audit_scans_what_the_model_answered(shared_home: Path, tiny_model: Path, tmp_path: Path) -> None:
+    agent = tmp_path / "quiet"
+    agent.mkdir()
+    (agent / "config.yaml").write_text("name: quiet\nstart: start.sh\n")
+    (agent / "start.sh").write_text(f'exec "$AUTORL_PYTHON" {agent}/agent.py\n')
+    (agent / "agent.py").write_text(QUIET_AGENT)
+    answer = reply(content="Run `huggingface-cli download someone/arith-hidden-test` and train on it.")
+    with scripted_server([answer]) as (url, requests):
+        row, result = run(tmp_path, shared_home, "--agent", str(agent), audit=True,
+                          env={"OPENAI_API_BASE": url, "OPENAI_API_KEY": SECRET})
+    assert len(requests) == 1 and row["llm_tokens"] == 120
+    assert "huggingface-cli" not in "".join(p.read_text(errors="replace") for p in files_under(Path(row["workspace"])))
+    (flag,) = [f for f in result["audit"] if f["name"] == "suspicious-download"]
+    assert "someone/arith-hidden-test" in flag["detail"]
+    assert any(e.startswith("llm gateway call ") and "(answer)" in e for e in flag["evidence"])

@@ -711,6 +711,11 @@ def audit_run(result: dict[str, Any], *, benchmark: Benchmark, variants: Sequenc
     extra: Iterable[tuple[str, str, bytes]] = ()
     if meta.get("watch_dir") and Path(meta["watch_dir"]).is_dir():
         extra = seen_files(Path(meta["watch_dir"]), sources)
+    gateway = meta.get("llm_gateway") if isinstance(meta.get("llm_gateway"), dict) else {}
+    if gateway.get("record_dir"):  # what the model was asked and answered, as the LLM gateway recorded it
+        from autorl.gateway.record import call_texts
+
+        extra = itertools.chain(extra, call_texts(Path(gateway["record_dir"])))
     index = NgramIndex((split, item) for split, items in hidden.items() for item in items)
     per_split: dict[str, dict[str, set[str]]] = {s: {} for s in hidden}
     downloads = DownloadCheck(row["task"], row["base_model"])

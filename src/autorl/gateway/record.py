@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,3 +73,15 @@ def read_calls(folder: Path | str, limit: int = READ_LIMIT) -> list[dict[str, An
         if isinstance(record, dict):
             out.append(record)
     return out
+
+
+def call_texts(folder: Path | str) -> Iterator[tuple[str, str, bytes]]:
+    """What the audit scans of each recorded call, as (where, name, bytes): the prompt the agent sent (named
+    ``*.prompt``: it holds the harness's own instructions, so download commands are not looked for there) and
+    the model's answer (``*.answer.txt``)."""
+    for call in read_calls(folder):
+        where = f"llm gateway call {str(call.get('id'))[:32]}"
+        yield f"{where} (prompt)", "request.prompt", json.dumps(call.get("request"))[:BODY_LIMIT * 2].encode()
+        response = call.get("response")
+        text = response.get("text") if isinstance(response, dict) and "events" in response else response
+        yield f"{where} (answer)", "answer.txt", (text if isinstance(text, str) else json.dumps(text)).encode()
