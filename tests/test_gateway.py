@@ -263,3 +263,24 @@ def test_stream_tap_follows_events_split_anywhere() -> None:
     tap.close()
     assert tap.finished and tap.streamed_text == "ab" and tap.usage is not None
     assert (tap.usage.prompt_tokens, tap.usage.completion_tokens) == (8, 2)
+
+
+def test_the_dashboard_shows_the_gateway_record_as_the_trajectory(tmp_path: Path, upstream: Any) -> None:
+    from autorl.ui import data, pages
+
+    base, up = upstream
+    up.words = ["<script>alert(1)</script>", " done"]
+    with gateway(tmp_path, base, budget_tokens=40) as (gw, record):
+        chat(gw, stream=True)
+        chat(gw)
+        chat(gw)
+        chat(gw)
+    traj = data.gateway_trajectory({"meta": {"llm_gateway": {"record_dir": str(record)}}})
+    assert traj is not None and [t["kind"] for t in traj["turns"]] == ["turn", "turn", "turn", "event"]
+    assert traj["turns"][0]["content"] == "<script>alert(1)</script> done"
+    assert traj["turns"][1]["usage"] == {"prompt_tokens": 11, "completion_tokens": 7}
+    assert "refused" in traj["turns"][3]["event"] and "budget" in traj["turns"][3]["detail"]
+    html = pages.trajectory_html(traj)
+    assert "recorded by the LLM gateway" in html and "3 turns, 33 in / 21 out tokens" in html
+    assert "<script>alert" not in html and "&lt;script&gt;" in html
+    assert data.gateway_trajectory({"meta": {}}) is None

@@ -275,7 +275,7 @@ def run(
         limit=limit,
     )
     grader = GraderProcess(config, store_dir / "config.json", port, grader_log_path(store_dir))
-    gateway = _start_gateway(home / "grader" / f"{task}_{run_id}_{agent_cls.name}.llm", llm_budget_usd,
+    gateway = _start_gateway(home / "gateway" / f"{task}_{run_id}_{agent_cls.name}", llm_budget_usd,
                              llm_budget_tokens, llm_prices)
     stack = contextlib.ExitStack()
     live = Ledger(home / "autorl.db")

@@ -152,7 +152,8 @@ def create_app(db_path: Path, *, hosts: Iterable[str] = ()) -> ASGIApp:
         ws = Path(d["workspace"]) if d.get("workspace") else None
         # agent-written files through autorl.untrusted only; the grader's log from the grader's store only
         logs = {"agent.log": data.tail(ws, "agent.log") if ws else None}
-        turns = data.trajectory(ws) if ws else None
+        # the model calls as the LLM gateway recorded them, else the agent's own trajectory file
+        turns = data.gateway_trajectory(d.get("result")) or (data.trajectory(ws) if ws else None)
         grader = data.grader_log(d.get("store_dir"))
         return html(pages.run_page, d, timeline_figure(d), logs, turns, grader)
 

@@ -255,6 +255,50 @@ def trajectory(workspace: Path, limit: int = 500) -> dict[str, Any] | None:
     return None
 
 
+def gateway_trajectory(result: Mapping[str, Any] | None, limit: int = 500) -> dict[str, Any] | None:
+    """The model calls of a finished run as the LLM gateway recorded them (for every agent), in the shape of
+    ``trajectory``; None when the run has no gateway record or no call in it."""
+    gateway = ((result or {}).get("meta") or {}).get("llm_gateway")
+    if not isinstance(gateway, Mapping) or not gateway.get("record_dir"):
+        return None
+    from autorl.gateway.record import read_calls
+
+    calls = read_calls(str(gateway["record_dir"]), limit=TRAJECTORY_LIMIT)
+    if not calls:
+        return None
+    turns = [_gateway_turn(k, c) for k, c in enumerate(calls, 1)][-limit:]
+    return {"source": "llm gateway", "recorded_by": "gateway", "turns": turns, "bad_lines": 0,
+            "truncated": len(calls) > limit}
+
+
+def _gateway_turn(step: int, call: Mapping[str, Any]) -> dict[str, Any]:
+    if call.get("outcome") != "ok":
+        return {"kind": "event", "event": f"call {step} {_text(call.get('outcome')) or ''}",
+                "detail": _text(call.get("error")) or ""}
+    response = call.get("response")
+    content: Any = response
+    calls = []
+    if isinstance(response, Mapping) and "events" in response:  # a stream: the text it carried
+        content = response.get("text")
+    elif isinstance(response, Mapping) and isinstance(response.get("choices"), list) and response["choices"]:
+        first = response["choices"][0]
+        message = first.get("message") if isinstance(first, Mapping) else None
+        if isinstance(message, Mapping):
+            content = message.get("content")
+            for tc in message.get("tool_calls") or [] if isinstance(message.get("tool_calls"), list) else []:
+                fn = tc.get("function") if isinstance(tc, Mapping) else None
+                if isinstance(fn, Mapping):
+                    calls.append({"id": _text(tc.get("id")), "name": _text(fn.get("name")),
+                                  "arguments": _text(fn.get("arguments"))})
+    raw_usage = call.get("usage")
+    usage: Mapping[str, Any] = raw_usage if isinstance(raw_usage, Mapping) else {}
+    return {"kind": "turn", "step": f"{step} ({_text(call.get('family'))} {_text(call.get('model'))})",
+            "content": _text(content), "tool_calls": calls, "tool_results": [],
+            "usage": {"prompt_tokens": _int(usage.get("prompt_tokens")),
+                      "completion_tokens": _int(usage.get("completion_tokens"))},
+            "latency_s": _num(call.get("latency_s"))}
+
+
 def _text(value: Any) -> str | None:
     return None if value is None else value if isinstance(value, str) else _dump(value)
 

@@ -332,7 +332,8 @@ def trajectory_html(traj: dict[str, Any] | None) -> str:
     if traj.get("truncated"):
         notes.append("earlier lines not shown")
     note = f"<p class='note'>{escape('; '.join(notes))}</p>" if notes else ""
-    title = f"Trajectory ({source}: {len(steps)} turns, {total_in} in / {total_out} out tokens, agent-reported)"
+    who = "recorded by the LLM gateway" if traj.get("recorded_by") == "gateway" else "agent-reported"
+    title = f"Trajectory ({source}: {len(steps)} turns, {total_in} in / {total_out} out tokens, {who})"
     return untrusted_section(title, f"{note}<div id='trajectory'>{''.join(items)}</div>")
 
 
