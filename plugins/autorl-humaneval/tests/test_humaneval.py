@@ -31,11 +31,35 @@ def test_splits_are_disjoint_and_hidden(prepared: tuple[HumanEval, Path, Path]) 
     train = [json.loads(x)["task_id"] for x in (train_dir / "train.jsonl").read_text().splitlines()]
     dev = [i.id for i in bench.load_items("dev", hidden_dir)]
     test = [i.id for i in bench.load_items("test", hidden_dir)]
-    assert train == [f"HumanEval/{k}" for k in range(82)]
-    assert dev == [f"HumanEval/{k}" for k in range(82, 123)]
-    assert test == [f"HumanEval/{k}" for k in range(123, 164)]
+    assert (len(train), len(dev), len(test)) == (82, 41, 41)
+    assert sorted(train + dev + test) == sorted(f"HumanEval/{k}" for k in range(164))
+    assert train != [f"HumanEval/{k}" for k in range(82)]  # drawn with the secret, not the problems' order
+    assert {p.name for p in hidden_dir.glob("*.jsonl")} == {"dev.items.jsonl", "test.items.jsonl"}
     assert (hidden_dir.stat().st_mode & 0o777) == 0o700
     assert bench.hidden_paths()[0].name == "HumanEval.jsonl.gz"
+
+
+def test_hidden_items_contract(tmp_path: Path) -> None:
+    from autorl.testing import check_hidden_items_secret
+
+    check_hidden_items_secret(HumanEval(), tmp_path)
+
+
+def test_two_secrets_draw_different_splits_and_train_follows_the_draw(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from autorl.resources import prepare_data
+
+    draws = []
+    for name in ("one", "two"):
+        monkeypatch.setenv("AUTORL_HOME", str(tmp_path / name))
+        bench = HumanEval()
+        data = prepare_data(bench)
+        train = {json.loads(x)["task_id"] for x in (data.train_dir / "train.jsonl").read_text().splitlines()}
+        dev, test = ({i.id for i in bench.load_items(s, data.hidden_dir)} for s in ("dev", "test"))
+        assert not train & (dev | test)  # the agent's data leaves out exactly the hidden problems
+        draws.append((train, dev, test))
+    assert draws[0][1] != draws[1][1] and draws[0][2] != draws[1][2]
+    assert draws[0][0] != draws[1][0]
 
 
 def test_canonical_solutions_pass_and_wrong_ones_fail() -> None:

@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from autorl import Benchmark, EvalConfig, Item
+from autorl.benchmark import has_hidden_items, read_hidden_items, secret_rng, write_hidden_items
 from autorl.evaluation.base import ItemResult, Progress
 from autorl.evaluation.generation import GenerationEvaluator
 from autorl.inference.base import Backend
 from autorl_humaneval.sandbox import Check, Limits, resolve_isolation, run_checks
 
-N_TRAIN = 82  # the reference harness's shape: the first 82 problems train, the other 82 are hidden
+N_TRAIN = 82  # the reference harness's shape: 82 problems train, the other 82 are hidden (41 dev, 41 test)
 N_DEV = 41
 
 
@@ -77,7 +78,11 @@ class HumanEval(Benchmark):
     """HumanEval (164 Python problems), pass@1 with greedy decoding."""
 
     name = "humaneval"
-    version = "2"  # 2: tests run in a checker process; a pass is the checker's token, not an exit status
+    #: 2: tests run in a checker process; a pass is the checker's token, not an exit status.
+    #: 3: the train/dev/test split is drawn with the installation's secret (it was the problems' order).
+    version = "3"
+    #: HumanEval's problems are public by nature: whoever holds the published file holds dev and test too.
+    dev_public = True
     eval_config = EvalConfig(
         prompt_template="{prompt}",
         max_new_tokens=512,
@@ -121,26 +126,41 @@ class HumanEval(Benchmark):
 
         return [*self.hidden_paths(), autorl_home()]
 
+    def _hidden_dir(self) -> Path:
+        from autorl.resources import autorl_home
+
+        return Path(self.hidden_dir) if self.hidden_dir else autorl_home() / "hidden" / self.name
+
+    def _splits(self, hidden_dir: Path) -> dict[str, list[dict[str, Any]]]:
+        """82 train, 41 dev and 41 test problems, drawn with the installation's secret (each in id order)."""
+        problems = _problems()
+        order = list(range(len(problems)))
+        secret_rng(hidden_dir, f"{self.name}/v{self.version}/splits").shuffle(order)
+        cuts = {"train": order[:N_TRAIN], "dev": order[N_TRAIN:N_TRAIN + N_DEV], "test": order[N_TRAIN + N_DEV:]}
+        return {split: [problems[i] for i in sorted(picked)] for split, picked in cuts.items()}
+
     def prepare_train_data(self, target_dir: Path) -> None:
+        """The 82 problems the secret's draw leaves out of dev and test (``prepare_data`` sets ``hidden_dir``)."""
+        text = "".join(json.dumps(r) + "\n" for r in self._splits(self._hidden_dir())["train"])
         target = target_dir / "train.jsonl"
-        if target.is_file():
+        if target.is_file() and not target.is_symlink() and target.read_text() == text:
             return
         target_dir.mkdir(parents=True, exist_ok=True)
-        rows = _problems()[:N_TRAIN]
         tmp = target.with_suffix(".tmp")
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        tmp.unlink(missing_ok=True)
+        tmp.write_text(text)
         tmp.replace(target)
 
     def prepare_eval_data(self, hidden_dir: Path) -> None:
-        hidden = _problems()[N_TRAIN:]
-        for split, rows in (("dev", hidden[:N_DEV]), ("test", hidden[N_DEV:])):
-            path = hidden_dir / f"{split}.jsonl"
-            if not path.is_file():
-                path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        if all(has_hidden_items(hidden_dir, s) for s in self.splits):
+            return
+        splits = self._splits(hidden_dir)
+        for split in self.splits:
+            write_hidden_items(hidden_dir, split, [Item(r["task_id"], {"prompt": r["prompt"]}, r)
+                                                   for r in splits[split]])
 
     def load_items(self, split: str, hidden_dir: Path) -> list[Item]:
-        rows = [json.loads(x) for x in (hidden_dir / f"{split}.jsonl").read_text().splitlines() if x.strip()]
-        return [Item(r["task_id"], {"prompt": r["prompt"]}, r) for r in rows]
+        return read_hidden_items(self.name, hidden_dir, split)
 
     def score(self, item: Item, completion: str) -> float:
         outcome = run_checks([check_of(item.reference, completion)], limits=self.limits(),
