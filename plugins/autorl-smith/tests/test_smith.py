@@ -74,10 +74,10 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _bench(root: Path, name: str):  # type: ignore[no-untyped-def]
-    from autorl_smith.benchmark import SmithBenchmark
+    from autorl_smith.benchmark import SmithBenchmark, version_of
 
     (folder,) = [f for f in discover(root) if f.name == name]
-    cls = type("T", (SmithBenchmark,), {"name": folder.task, "version": folder.version(), "folder": folder,
+    cls = type("T", (SmithBenchmark,), {"name": folder.task, "version": version_of(folder), "folder": folder,
                                         "source": folder.path})
     return cls()
 
@@ -109,6 +109,33 @@ def test_explicit_eval_file_is_the_held_out_data(tmp_path: Path, home: Path) -> 
     hidden = [i.input["question"] for s in ("dev", "test") for i in bench.load_items(s, data.hidden_dir)]
     assert sorted(hidden) == sorted(r["question"] for r in held)
     assert json.loads((data.hidden_dir / "split.json").read_text())["source"] == "eval_file"
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["carved", "eval_file"])
+def test_hidden_items_contract(tmp_path: Path, home: Path, held: bool) -> None:
+    from autorl.testing import check_hidden_items_secret
+
+    rows = [{"question": f"q{k}", "answer": str(k)} for k in range(50)]
+    make_folder(tmp_path / "b", "contract", rows=rows, test_rows=rows[:20] if held else None)
+    check_hidden_items_secret(_bench(tmp_path / "b", "contract"), tmp_path / "check")
+
+
+def test_two_secrets_draw_different_splits_and_train_follows_the_draw(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from autorl.resources import prepare_data
+
+    rows = [{"question": f"q{k}", "answer": str(k)} for k in range(50)]
+    make_folder(tmp_path / "b", "draw", rows=rows)
+    draws = []
+    for name in ("one", "two"):
+        monkeypatch.setenv("AUTORL_HOME", str(tmp_path / name))
+        bench = _bench(tmp_path / "b", "draw")
+        data = prepare_data(bench)
+        train = {json.loads(x)["question"] for x in (data.train_dir / "train.jsonl").read_text().splitlines()}
+        dev, test = ({i.input["question"] for i in bench.load_items(s, data.hidden_dir)} for s in ("dev", "test"))
+        assert not train & (dev | test) and len(train | dev | test) == 50
+        draws.append((train, dev, test))
+    assert draws[0][1] != draws[1][1] and draws[0][2] != draws[1][2] and draws[0][0] != draws[1][0]
 
 
 def test_download_data_runs_once_in_the_cache(tmp_path: Path, home: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import random
 import shutil
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from autorl import Benchmark, EvalConfig, Item
+from autorl.benchmark import has_hidden_items, read_hidden_items, secret_rng, write_hidden_items
 from autorl.errors import ResourceError
 from autorl.evaluation.base import Evaluator, ItemResult, Progress
 from autorl.evaluation.generation import GenerationEvaluator
@@ -20,8 +20,13 @@ from autorl.resources import autorl_home, file_lock
 from autorl_smith.folder import SmithFolder, eval_file
 from autorl_smith.scorer import Request, score_all
 
-SPLIT_SEED = 20240611
 DOWNLOAD_TIMEOUT_S = 3600
+
+
+def version_of(folder: SmithFolder) -> str:
+    """The benchmark's version: the scheme (2: held-out splits drawn with the installation's secret) and a hash
+    of the folder's files, so that any change to either is a new version."""
+    return f"2.{folder.version()}"
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -89,7 +94,8 @@ class SmithBenchmark(Benchmark):
         text = own.read_text() if own.is_file() else f"# {self.name}\n\nA benchmark from {self.folder.path}.\n"
         return text.rstrip() + (
             "\n\n## Data\n`data/train.jsonl`: one JSON object a line, `{\"question\": ..., \"answer\": ...}`. "
-            "The grader's dev and test items are held out and not in it.\n"
+            "The grader's dev and test items are held out and not in it; which items they are is drawn with this "
+            "installation's secret.\n"
         )
 
     def work_dir(self) -> Path:
@@ -115,11 +121,17 @@ class SmithBenchmark(Benchmark):
             (work / ".ready").write_text("")
         return work
 
-    def _splits(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], str]:
+    def _hidden_dir(self) -> Path:
+        return Path(self.hidden_dir) if self.hidden_dir else autorl_home() / "hidden" / self.name
+
+    def _splits(self, hidden_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]],
+                                                 str]:
+        """train (for the agent), dev and test, drawn with the installation's secret: halves of the folder's
+        eval file, or a tenth and a fifth carved out of its train.jsonl (then train is the rest)."""
         work = self._prepare_folder()
         train = _read_jsonl(work / "data" / "train.jsonl")
         held = eval_file(work, self.folder.config)
-        rng = random.Random(SPLIT_SEED)
+        rng = secret_rng(hidden_dir, f"{self.name}/v{self.version}/splits")
         if held is not None and held.is_file():
             rows = _read_jsonl(held)
             rng.shuffle(rows)
@@ -134,24 +146,28 @@ class SmithBenchmark(Benchmark):
         return rest, dev, test, "carved"
 
     def prepare_train_data(self, target_dir: Path) -> None:
-        if (target_dir / "train.jsonl").is_file():
+        """What the secret's draw leaves for the agent (``prepare_data`` sets ``hidden_dir``)."""
+        train, _, _, _ = self._splits(self._hidden_dir())
+        rows = [{"question": r["question"], "answer": r["answer"]} for r in train]
+        target = target_dir / "train.jsonl"
+        if target.is_file() and not target.is_symlink() and target.read_text() == "".join(
+                json.dumps(r) + "\n" for r in rows):
             return
-        train, _, _, _ = self._splits()
-        _write_jsonl(target_dir / "train.jsonl", [{"question": r["question"], "answer": r["answer"]} for r in train])
+        _write_jsonl(target, rows)
 
     def prepare_eval_data(self, hidden_dir: Path) -> None:
-        if (hidden_dir / "split.json").is_file():
+        if all(has_hidden_items(hidden_dir, s) for s in self.splits) and (hidden_dir / "split.json").is_file():
             return
-        train, dev, test, how = self._splits()
-        _write_jsonl(hidden_dir / "dev.jsonl", dev)
-        _write_jsonl(hidden_dir / "test.jsonl", test)
+        train, dev, test, how = self._splits(hidden_dir)
+        for split, rows in (("dev", dev), ("test", test)):
+            write_hidden_items(hidden_dir, split, [Item(f"{split}-{k}", {"question": r["question"]}, str(r["answer"]))
+                                                   for k, r in enumerate(rows)])
         (hidden_dir / "split.json").write_text(json.dumps(
             {"source": how, "folder": str(self.folder.path), "version": self.folder.version(),
              "train": len(train), "dev": len(dev), "test": len(test)}, indent=2))
 
     def load_items(self, split: str, hidden_dir: Path) -> list[Item]:
-        return [Item(f"{split}-{k}", {"question": r["question"]}, str(r["answer"]))
-                for k, r in enumerate(_read_jsonl(hidden_dir / f"{split}.jsonl"))]
+        return read_hidden_items(self.name, hidden_dir, split)
 
     def score(self, item: Item, completion: str) -> float:
         work = self._prepare_folder()
