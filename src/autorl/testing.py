@@ -10,7 +10,7 @@ Fixtures:
 
 Functions and classes:
     check_benchmark_end_to_end(task, model="autorl:tiny", limit=3, options=None): runs ``autorl eval`` as a
-        user would.
+        user would, then checks the hidden-items contract on the benchmark.
     check_hidden_items_secret(benchmark, root): the hidden-items contract (docs/plugins/benchmarks.md): an
         empty hidden folder gives a one-line HiddenDataError, two secrets give different items and hashes, the
         operator's AUTORL_HIDDEN_SECRET reproduces them, preparing again keeps them.
@@ -122,13 +122,17 @@ def local_grader(tmp_path: Path, autorl_home: Path) -> Iterator[Callable[..., Lo
 
 def check_benchmark_end_to_end(task: str, model: str = "autorl:tiny", limit: int = 3, backend: str = "hf",
                                options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Run ``autorl eval --task TASK --model MODEL --limit N --json`` as a user would and check the record.
+    """Run ``autorl eval --task TASK --model MODEL --limit N --json`` as a user would and check the record,
+    then check the hidden-items contract (:func:`check_hidden_items_secret`) on the benchmark with ``options``.
 
     ``options`` become ``--benchmark-option KEY=VALUE`` (values as JSON).
     """
     import json
     import subprocess
     import sys
+    import tempfile
+
+    from autorl.registry import get_benchmark
 
     extra = [a for k, v in (options or {}).items() for a in ("--benchmark-option", f"{k}={json.dumps(v)}")]
     proc = subprocess.run(
@@ -141,6 +145,8 @@ def check_benchmark_end_to_end(task: str, model: str = "autorl:tiny", limit: int
     assert record["n"] == limit, record
     assert 0.0 <= record["score"] <= 100.0 and record["config_hash"], record
     assert record["ci95"][0] <= record["score"] <= record["ci95"][1], record
+    with tempfile.TemporaryDirectory(prefix="autorl-hidden-check-") as scratch:
+        check_hidden_items_secret(get_benchmark(task)(dict(options or {})), Path(scratch))
     return record
 
 
