@@ -97,3 +97,12 @@ def test_walk_lists_regular_files_only(ws: Path) -> None:
     found = sorted(rel for rel, _ in untrusted.walk_files(ws))
     assert found == ["a/b/c.txt", "logs/agent.log"]
     assert len(list(untrusted.walk_files(ws, max_files=1))) == 1
+
+
+def test_sha256_reads_beneath_the_root_only(ws: Path) -> None:
+    import hashlib
+
+    assert untrusted.sha256(ws, "logs/agent.log", limit=1 << 20) == hashlib.sha256(b"hello\nworld\n").hexdigest()
+    (ws / "link").symlink_to(ws.parent / "secret.json")
+    with pytest.raises(UntrustedFileError):
+        untrusted.sha256(ws, "link", limit=1 << 20)

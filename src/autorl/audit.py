@@ -479,16 +479,7 @@ def harness_hashes(workspace: Path, benchmark: Benchmark) -> dict[str, str]:
 def _digest_beneath(root: Path, rel: str, limit: int = 1 << 30) -> str:
     """sha256 of ``root/rel`` read without following a link; ``missing`` when it is absent or not a file."""
     try:
-        with untrusted.open_beneath(root, rel) as fd:
-            h = hashlib.sha256()
-            left = limit
-            while left > 0:
-                chunk = os.read(fd, min(left, 1 << 20))
-                if not chunk:
-                    break
-                h.update(chunk)
-                left -= len(chunk)
-            return h.hexdigest()
+        return untrusted.sha256(root, rel, limit=limit)
     except (untrusted.UntrustedFileError, OSError):
         return "missing"
 

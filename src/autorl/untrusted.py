@@ -18,6 +18,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import stat
@@ -39,6 +40,7 @@ __all__ = [
     "read_json",
     "read_tail",
     "read_text",
+    "sha256",
     "walk_files",
 ]
 
@@ -101,6 +103,20 @@ def _read_fd(fd: int, limit: int) -> bytes:
         chunks.append(chunk)
         left -= len(chunk)
     return b"".join(chunks)
+
+
+def sha256(root: Path, relpath: str | os.PathLike[str], *, limit: int) -> str:
+    """The hex sha256 of the file's first ``limit`` bytes, read in chunks (a large file is never held whole)."""
+    digest = hashlib.sha256()
+    with open_beneath(root, relpath) as fd:
+        left = limit
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            digest.update(chunk)
+            left -= len(chunk)
+    return digest.hexdigest()
 
 
 def read_bytes(root: Path, relpath: str | os.PathLike[str], *, limit: int) -> bytes:
