@@ -7,8 +7,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -18,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from autorl.errors import AutorlError, GraderError, UsageError
-from autorl.evaluation.run import write_json_atomic
 from autorl.evaluation.stats import paired_compare
+from autorl.grader.jobs import EvalFailed, EvalSlot
 from autorl.grader.snapshot import PinnedDir, Snapshot, open_submission, take_snapshot
 from autorl.grader.store import DONE, FAILED, QUEUED, Store
 from autorl.grader.validation import (
@@ -89,10 +87,6 @@ class GraderConfig:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
-class EvalFailed(Exception):
-    pass
-
-
 class Grader:
     """Owns one run's store and evaluation slots."""
 
@@ -123,14 +117,14 @@ class Grader:
         self._stop = threading.Event()
         self._wake = threading.Condition()
         self._threads: list[threading.Thread] = []
-        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._slots = [EvalSlot(config, self.store_dir, i, env) for i, env in enumerate(config.workers or [{}])]
         self.baseline_error: str | None = None
         self._mirror_lock = threading.Lock()
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def start(self) -> None:
-        for slot, env in enumerate(self.config.workers or [{}]):
-            t = threading.Thread(target=self._loop, args=(slot, env), name=f"grader-slot-{slot}", daemon=True)
+        for slot in range(len(self._slots)):
+            t = threading.Thread(target=self._loop, args=(slot,), name=f"grader-slot-{slot}", daemon=True)
             t.start()
             self._threads.append(t)
 
@@ -138,8 +132,8 @@ class Grader:
         self._stop.set()
         with self._wake:
             self._wake.notify_all()
-        for proc in list(self._procs.values()):
-            _kill_group(proc)
+        for slot in self._slots:
+            slot.close()
         for t in self._threads:
             t.join(timeout=10)
         self.store.close()
@@ -269,22 +263,22 @@ class Grader:
             raise
         return snap, checkpoint
 
-    def _loop(self, slot: int, env: dict[str, str]) -> None:
+    def _loop(self, slot: int) -> None:
         while not self._stop.is_set():
             if slot == 0 and self._needs_baseline():
-                self._run_baseline(env)
+                self._run_baseline(slot)
                 continue
             sub = self.store.claim_next()
             if sub is None:
                 with self._wake:
                     self._wake.wait(timeout=0.5)
                 continue
-            self._evaluate_submission(sub, env)
+            self._evaluate_submission(sub, slot)
 
-    def _evaluate_submission(self, sub: dict[str, Any], env: dict[str, str]) -> None:
+    def _evaluate_submission(self, sub: dict[str, Any], slot: int) -> None:
         sid = int(sub["id"])
         try:
-            record = self.run_eval(Path(str(sub["snapshot"])), "dev", f"sub{sid}", env)
+            record = self.run_eval(Path(str(sub["snapshot"])), "dev", f"sub{sid}", slot)
         except EvalFailed as exc:
             self.store.update(sid, status=FAILED, error=str(exc), finished_at=time.time())
         else:
@@ -292,58 +286,9 @@ class Grader:
             self.store.update(sid, status=DONE, score=record["score"], record=_summary(record), finished_at=time.time())
         self.write_mirror()
 
-    # -- evaluations in worker processes ------------------------------------------------------------------
-    def run_eval(self, model_dir: Path, split: str, tag: str, env: dict[str, str], cache: bool = False) -> dict[str, Any]:
-        jobs = self.store_dir / "jobs"
-        jobs.mkdir(exist_ok=True)
-        result_path = jobs / f"{tag}-{split}.result.json"
-        job: dict[str, Any] = {
-            "task": self.config.task,
-            "benchmark_options": self.config.benchmark_options,
-            "backend": self.config.backend,
-            "backend_options": self.config.backend_options,
-            "model_dir": str(model_dir),
-            "base_model_dir": self.config.base_model,
-            "split": split,
-            "hidden_dir": self.config.hidden_dir,
-            "limit": self.config.limit,
-            "per_item_path": str(self.store_dir / "items" / f"{tag}-{split}.jsonl"),
-            "result_path": str(result_path),
-            "cache_dir": self.config.baseline_cache_dir if cache else None,
-        }
-        job_path = jobs / f"{tag}-{split}.job.json"
-        write_json_atomic(job_path, job)
-        result_path.unlink(missing_ok=True)
-        log_path = self.store_dir / "logs" / f"{tag}-{split}.log"
-        log_path.parent.mkdir(exist_ok=True)
-        with log_path.open("ab") as log:
-            proc = subprocess.Popen(
-                [self.config.python, "-m", "autorl.grader.worker", str(job_path)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env={**os.environ, **env},
-                start_new_session=True,
-            )
-            self._procs[id(proc)] = proc
-            try:
-                code = proc.wait(timeout=self.config.eval_timeout)
-            except subprocess.TimeoutExpired:
-                _kill_group(proc)
-                raise EvalFailed(f"evaluation timed out after {self.config.eval_timeout:.0f} s") from None
-            finally:
-                self._procs.pop(id(proc), None)
-        if result_path.is_file():
-            result = json.loads(result_path.read_text())
-            if result.get("ok"):
-                return dict(result["record"])
-            raise EvalFailed(str(result.get("error", "evaluation failed")))
-        if code < 0:
-            name = signal.Signals(-code).name
-            hint = " (out of memory?)" if -code == signal.SIGKILL else ""
-            raise EvalFailed(f"evaluation worker was killed by {name}{hint}")
-        tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
-        raise EvalFailed(f"evaluation worker exited with code {code}: {tail[0][:300]}")
+    # -- evaluations in the slots ----------------------------------------------------------------------
+    def run_eval(self, model_dir: Path, split: str, tag: str, slot: int = 0, cache: bool = False) -> dict[str, Any]:
+        return self._slots[slot].run(model_dir, split, tag, cache=cache)
 
     # -- baseline -----------------------------------------------------------------------------------
     def _needs_baseline(self) -> bool:
@@ -354,19 +299,19 @@ class Grader:
             and self.store.baseline("dev") is None
         )
 
-    def _run_baseline(self, env: dict[str, str]) -> None:
+    def _run_baseline(self, slot: int) -> None:
         try:
-            record = self.baseline_record("dev", env)
+            record = self.baseline_record("dev", slot)
         except EvalFailed as exc:
             self.baseline_error = str(exc)
             return
         self.store.set_baseline("dev", record["score"], record, "evaluated")
         self.write_mirror()
 
-    def baseline_record(self, split: str, env: dict[str, str]) -> dict[str, Any]:
+    def baseline_record(self, split: str, slot: int = 0) -> dict[str, Any]:
         """The base model's evaluation on ``split``, from the cross-run cache when its key matches."""
         assert self.config.base_model is not None
-        return self.run_eval(Path(self.config.base_model), split, "baseline", env, cache=True)
+        return self.run_eval(Path(self.config.base_model), split, "baseline", slot, cache=True)
 
     def set_baseline(self, score: float) -> None:
         self.store.set_baseline("dev", float(score), None, "set")
@@ -505,15 +450,14 @@ class Grader:
             existing = self.store.test_score(sid)
             assert existing is not None
             return self._public_test(existing)
-        env = (self.config.workers or [{}])[0]
         try:
-            record = self.run_eval(Path(str(sub["snapshot"])), "test", f"sub{sid}", env)
+            record = self.run_eval(Path(str(sub["snapshot"])), "test", f"sub{sid}")
             comparison = None
             base_score = None
             if self.config.base_model:
                 base = self.store.baseline("test")
                 if base is None:
-                    rec = self.baseline_record("test", env)
+                    rec = self.baseline_record("test")
                     self.store.set_baseline("test", rec["score"], rec, "evaluated")
                     base = self.store.baseline("test")
                 assert base is not None
@@ -583,9 +527,4 @@ def _summary(record: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in record.items() if k != "item_scores"}
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=5)
 
