@@ -60,9 +60,8 @@ def evaluate(
     from pathlib import Path
 
     from autorl.evaluation.run import evaluate_model
-    from autorl.registry import get_backend, get_benchmark
+    from autorl.registry import default_backend, get_backend, get_benchmark
     from autorl.resources import prepare_data, resolve_model
-    from autorl.runner import default_backend
 
     benchmark = get_benchmark(task)()
     resolved = resolve_model(model)

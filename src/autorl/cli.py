@@ -218,9 +218,8 @@ def eval_cmd(
 ) -> None:
     """Evaluate a checkpoint through the same path the grader uses."""
     from autorl.evaluation.run import evaluate_model
-    from autorl.registry import get_backend, get_benchmark
+    from autorl.registry import default_backend, get_backend, get_benchmark
     from autorl.resources import autorl_home, prepare_data, resolve_model
-    from autorl.runner import default_backend
 
     if limit is not None and limit <= 0:
         raise UsageError("--limit must be positive")
@@ -419,9 +418,8 @@ def grader_serve(
 
     from autorl.grader.server import free_port, serve
     from autorl.grader.service import GraderConfig
-    from autorl.registry import get_benchmark
+    from autorl.registry import default_backend, get_benchmark
     from autorl.resources import autorl_home, prepare_data, private_dir, resolve_model
-    from autorl.runner import default_backend
 
     benchmark = get_benchmark(task)()
     ws = workspace.expanduser().resolve()

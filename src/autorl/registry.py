@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from autorl.errors import PluginConflictError, UnknownNameError
+from autorl.errors import PluginConflictError, UnknownNameError, UsageError
 from autorl.plugins import PluginManager, PluginWarning, get_plugin_manager
 
 if TYPE_CHECKING:
@@ -91,6 +92,26 @@ def get_agent(name: str, pm: PluginManager | None = None) -> type[Agent]:
 def get_backend(name: str, pm: PluginManager | None = None) -> type[Backend]:
     """The backend class registered as ``name``."""
     return _get("backend", name, pm)
+
+
+def resolve_agent(spec: str, pm: PluginManager | None = None) -> type[Agent]:
+    """The agent ``spec`` names: a folder with config.yaml + start script, or a registered agent name."""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        from autorl.agents.command import CommandAgent
+
+        return CommandAgent.from_folder(path)
+    if "/" in spec or spec.startswith("."):
+        raise UsageError(f"agent folder {spec!r} does not exist")
+    return get_agent(spec, pm)
+
+
+def default_backend(pm: PluginManager | None = None) -> str:
+    """The backend used when none is named: ``vllm`` where it is registered and usable here, else ``hf``."""
+    backends = get_backends(pm)
+    if "vllm" in backends and backends["vllm"].cls.available():
+        return "vllm"
+    return "hf"
 
 
 def get_benchmarks(pm: PluginManager | None = None) -> dict[str, Registration]:
