@@ -11,7 +11,9 @@ import pytest
 
 from autorl.benchmark import Benchmark, EvalConfig, Item
 from autorl.default_plugins.arith import Arith
+from autorl.evaluation import evaluator_for
 from autorl.evaluation.episode import Environment, EpisodeBenchmark, EpisodeEvaluator, StepResult
+from autorl.evaluation.generation import GenerationEvaluator
 from autorl.evaluation.identity import config_hash, model_hash
 from autorl.evaluation.run import evaluate_model
 from autorl.inference.base import GenerationRequest
@@ -231,6 +233,27 @@ def test_episode_evaluator_steps_episodes_in_lockstep(tmp_path: Path) -> None:
     # one batched call per turn over the episodes still running: 4, 3, 2, then the long one alone
     assert be.calls == [4, 3, 2, 1, 1, 1]
     assert rec.item_scores == {"g1": 1.0, "g2": 1.0, "g3": 1.0, "g9": 0.0}
+
+
+def test_the_engine_picks_the_generation_evaluator_unless_the_benchmark_names_one() -> None:
+    from autorl_example_plugin.stub import EchoBenchmark
+
+    assert EchoBenchmark().evaluator() is None
+    assert type(evaluator_for(EchoBenchmark())) is GenerationEvaluator
+    assert type(evaluator_for(_CountBench())) is EpisodeEvaluator
+
+
+def test_the_benchmark_contract_does_not_import_the_evaluation_engine() -> None:
+    import ast
+
+    import autorl.benchmark
+
+    tree = ast.parse(Path(autorl.benchmark.__file__).read_text())
+    annotation_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+                       and "TYPE_CHECKING" in ast.unparse(block.test) for n in ast.walk(block)}
+    runtime = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom | ast.Import)
+               and id(n) not in annotation_only]
+    assert runtime and not [line for line in runtime if "autorl.evaluation" in line]
 
 
 def test_vllm_sampling_matches_hf_decoding() -> None:

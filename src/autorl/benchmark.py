@@ -13,7 +13,7 @@ import secrets
 import stat
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -221,17 +221,6 @@ class EvalConfig:
         return messages
 
 
-@dataclass
-class BenchmarkInfo:
-    """What ``GET /-/benchmarks`` and ``autorl list benchmarks`` show."""
-
-    name: str
-    version: str
-    splits: tuple[str, ...]
-    summary: str
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
 class Benchmark(ABC):
     """Base class of every benchmark plugin.
 
@@ -282,12 +271,6 @@ class Benchmark(ABC):
         """Markdown for the agent: the task, data format, metric. Written to ``description.md``."""
         return (type(self).__doc__ or self.name).strip()
 
-    def summary(self) -> str:
-        return self.description().strip().splitlines()[0].lstrip("# ")
-
-    def info(self) -> BenchmarkInfo:
-        return BenchmarkInfo(self.name, self.version, self.splits, self.summary())
-
     @abstractmethod
     def prepare_train_data(self, target_dir: Path) -> None:
         """Write the agent-visible training data into ``target_dir``. Idempotent."""
@@ -313,11 +296,12 @@ class Benchmark(ABC):
     def score(self, item: Item, completion: str) -> float:
         """The score of one completion for ``item``, in [0, 1]."""
 
-    def evaluator(self) -> Evaluator:
-        """How items become scores; the generation evaluator unless the benchmark is interactive."""
-        from autorl.evaluation.generation import GenerationEvaluator
-
-        return GenerationEvaluator()
+    def evaluator(self) -> Evaluator | None:
+        """How items become scores: an :class:`~autorl.evaluation.base.Evaluator`, or ``None`` (the default) for
+        the generation evaluator, which :func:`autorl.evaluation.evaluator_for` then picks. Interactive
+        benchmarks return an ``EpisodeEvaluator``; benchmarks that score in another process or with a judge
+        return their own."""
+        return None
 
     def exposed_files(self) -> dict[str, Path]:
         """Extra files linked (read-only) into the workspace: name there -> source path."""

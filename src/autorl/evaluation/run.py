@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autorl.errors import UsageError
+from autorl.evaluation import evaluator_for
 from autorl.evaluation.identity import eval_config, stable_hash
 from autorl.evaluation.stats import summarize
 
@@ -99,7 +100,7 @@ def evaluate_model(
             if progress:
                 progress(done, len(items))
 
-        evaluator = benchmark.evaluator()
+        evaluator = evaluator_for(benchmark)
         results = evaluator.evaluate(benchmark, items, backend, tick)
     finally:
         backend.unload()
