@@ -8,9 +8,9 @@ from typing import Any
 
 import httpx
 
+from autorl.grader.config import GraderConfig
 from autorl.grader.process import GraderProcess
 from autorl.grader.server import free_port
-from autorl.grader.service import GraderConfig
 
 
 class RunningGrader(GraderProcess):

@@ -416,10 +416,10 @@ def grader_serve(
     """Run a grader standalone; prints its URL and tokens."""
     import hashlib
 
+    from autorl.grader.config import GraderConfig
     from autorl.grader.server import free_port, serve
-    from autorl.grader.service import GraderConfig
     from autorl.registry import default_backend, get_benchmark
-    from autorl.resources import autorl_home, prepare_data, private_dir, resolve_model
+    from autorl.resources import autorl_home, prepare_data, resolve_model
 
     benchmark = get_benchmark(task)()
     ws = workspace.expanduser().resolve()
@@ -430,10 +430,8 @@ def grader_serve(
     base = resolve_model(base_model) if base_model else None
     home = autorl_home()
     store = store_dir or home / "grader" / f"standalone-{hashlib.sha256(str(ws).encode()).hexdigest()[:12]}"
-    config = GraderConfig(task=task, workspace=str(ws), output_dir=str(ws / "output"), store_dir=str(private_dir(store)),
-                          hidden_dir=str(data.hidden_dir), base_model=str(base.path) if base else None,
-                          base_model_name=base.spec if base else None, backend=backend or default_backend(),
-                          baseline_cache_dir=str(private_dir(home / "baselines")))
+    config = GraderConfig.for_run(task=task, workspace=ws, output_dir=ws / "output", store_dir=store, data=data,
+                                  base=base, backend=backend or default_backend(), home=home)
     port = port or free_port()
     typer.echo(f"GRADING_SERVER_URL=http://127.0.0.1:{port}\nAUTORL_TOKEN={config.agent_token}\n"
                f"AUTORL_ADMIN_TOKEN={config.admin_token}\nstore: {store}", err=False)

@@ -22,7 +22,7 @@ from autorl.gpus import GpuAssignment, parse_gpus
 from autorl.grader.client import GraderClient
 from autorl.grader.process import GraderProcess, grader_log_path
 from autorl.grader.server import free_port
-from autorl.grader.service import GraderConfig
+from autorl.grader.config import GraderConfig
 from autorl.ledger import Ledger
 from autorl.registry import get_agent, get_backend, get_backends, get_benchmark
 from autorl.resources import autorl_home, prepare_data, private_dir, resolve_model

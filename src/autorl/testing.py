@@ -75,20 +75,19 @@ class LocalGrader:
     """A real grader process on 127.0.0.1 over a temporary workspace (see the ``local_grader`` fixture)."""
 
     def __init__(self, root: Path, task: str, base_model: Path | None, backend: str) -> None:
+        from autorl.grader.config import GraderConfig
         from autorl.grader.process import GraderProcess
         from autorl.grader.server import free_port
-        from autorl.grader.service import GraderConfig
         from autorl.registry import get_benchmark
-        from autorl.resources import prepare_data, private_dir
+        from autorl.resources import ResolvedModel, prepare_data
 
         data = prepare_data(get_benchmark(task)())
         self.workspace = root / "workspace"
         self.output = self.workspace / "output"
         self.output.mkdir(parents=True)
-        self.config = GraderConfig(
-            task=task, workspace=str(self.workspace), output_dir=str(self.output),
-            store_dir=str(private_dir(root / "store")), hidden_dir=str(data.hidden_dir),
-            base_model=str(base_model) if base_model else None, backend=backend,
+        self.config = GraderConfig.for_run(
+            task=task, workspace=self.workspace, output_dir=self.output, store_dir=root / "store", data=data,
+            base=ResolvedModel(str(base_model), Path(base_model), "local") if base_model else None, backend=backend,
         )
         self.process = GraderProcess(self.config, root / "store" / "config.json", free_port(), root / "grader.log")
         self.process.wait_ready()

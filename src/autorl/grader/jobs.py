@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from autorl.evaluation.run import write_json_atomic
 
 if TYPE_CHECKING:
-    from autorl.grader.service import GraderConfig
+    from autorl.grader.config import GraderConfig
 
 
 class EvalFailed(Exception):

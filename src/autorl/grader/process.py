@@ -11,7 +11,7 @@ from pathlib import Path
 
 from autorl.errors import GraderError
 from autorl.grader.client import GraderClient
-from autorl.grader.service import GraderConfig
+from autorl.grader.config import GraderConfig
 
 
 def grader_log_path(store_dir: Path) -> Path:

@@ -8,7 +8,8 @@ import socket
 import sys
 from pathlib import Path
 
-from autorl.grader.service import Grader, GraderConfig
+from autorl.grader.config import GraderConfig
+from autorl.grader.service import Grader
 
 
 def free_port() -> int:

@@ -7,16 +7,15 @@ import json
 import os
 import secrets
 import shutil
-import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from autorl.errors import AutorlError, GraderError, UsageError
 from autorl.evaluation.stats import paired_compare
+from autorl.grader.config import GraderConfig
 from autorl.grader.jobs import EvalFailed, EvalSlot
 from autorl.grader.snapshot import PinnedDir, Snapshot, open_submission, take_snapshot
 from autorl.grader.store import DONE, FAILED, QUEUED, Store
@@ -44,47 +43,6 @@ class QueueFull(AutorlError):
 
 class NotFound(AutorlError):
     """No such submission (HTTP 404)."""
-
-
-@dataclass
-class GraderConfig:
-    """Everything a grader process needs; written by the orchestrator, readable only by its owner."""
-
-    task: str
-    workspace: str
-    output_dir: str
-    store_dir: str
-    hidden_dir: str
-    base_model: str | None = None
-    base_model_name: str | None = None
-    backend: str = "hf"
-    backend_options: dict[str, Any] = field(default_factory=dict)
-    benchmark_options: dict[str, Any] = field(default_factory=dict)
-    deadline: float | None = None
-    agent_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
-    admin_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
-    eval_timeout: float = 3600.0
-    max_submissions: int = 200
-    max_queue: int = 16
-    max_bytes: int = 64 * 2**30
-    max_files: int = 2000
-    #: one entry per evaluation slot: extra environment for its worker (e.g. CUDA_VISIBLE_DEVICES)
-    workers: list[dict[str, str]] = field(default_factory=lambda: [{}])
-    baseline_cache_dir: str | None = None
-    evaluate_baseline: bool = True
-    limit: int | None = None
-    python: str = sys.executable
-
-    def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(asdict(self), f, indent=2)
-
-    @classmethod
-    def load(cls, path: Path) -> GraderConfig:
-        data = json.loads(path.read_text())
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
 class Grader:
