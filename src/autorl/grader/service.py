@@ -18,7 +18,7 @@ from autorl.evaluation.stats import paired_compare
 from autorl.grader.config import GraderConfig
 from autorl.grader.jobs import EvalFailed, EvalSlot
 from autorl.grader.snapshot import PinnedDir, Snapshot, open_submission, take_snapshot
-from autorl.grader.store import DONE, FAILED, QUEUED, Store
+from autorl.grader.store import DONE, FAILED, QUEUED, WAITING, Store
 from autorl.grader.validation import (
     Checkpoint,
     Limits,
@@ -187,7 +187,7 @@ class Grader:
         counts = self.store.counts()
         if sum(counts.values()) >= self.config.max_submissions:
             raise LimitReached(f"the run's limit of {self.config.max_submissions} submissions is reached")
-        if counts.get(QUEUED, 0) + counts.get("pending", 0) >= self.config.max_queue:
+        if sum(counts.get(status, 0) for status in WAITING) >= self.config.max_queue:
             raise QueueFull(f"{self.config.max_queue} submissions are already waiting; try again later")
 
     def _intake(

@@ -1,6 +1,8 @@
 """The grader's submission store: SQLite in WAL mode, every state change one transaction.
 
-Ids come from AUTOINCREMENT, so they are never reused, even after a crash and restart.
+Ids come from AUTOINCREMENT, so they are never reused, even after a crash and restart. The grader process opens
+its store with ``Store(path)`` (creating and migrating it); anything else that reads a store (the dashboard, the
+audit) opens it with :meth:`Store.read_only`, which never creates, migrates or writes the file.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -65,8 +68,14 @@ CREATE TABLE IF NOT EXISTS test_scores (
 );
 """
 
-QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
+#: a submission's status: ``pending`` while its checkpoint is copied and validated, then ``queued``, ``running``,
+#: and ``done`` or ``failed``
+PENDING, QUEUED, RUNNING, DONE, FAILED = "pending", "queued", "running", "done", "failed"
+#: statuses of a submission that waits for a slot (the queue limit counts these)
+WAITING = (QUEUED, PENDING)
 _JSON_COLUMNS = ("record", "comparison")
+#: the tables whose rows :meth:`Store._update` changes, with their key column
+_KEYS = {"submissions": "id", "test_scores": "submission_id"}
 
 
 def _row(row: sqlite3.Row | None) -> dict[str, Any] | None:
@@ -79,13 +88,22 @@ def _row(row: sqlite3.Row | None) -> dict[str, Any] | None:
     return d
 
 
+class ReadOnlyStore(PermissionError):
+    """A write was asked of a store opened with :meth:`Store.read_only`."""
+
+
 class Store:
     """Thread-safe access to one grader's database file."""
 
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    def __init__(self, path: Path, *, _db: sqlite3.Connection | None = None) -> None:
         self.path = path
         self._lock = threading.RLock()
+        self.read_only_mode = _db is not None
+        if _db is not None:
+            self._db = _db
+            self._db.row_factory = sqlite3.Row
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -94,12 +112,28 @@ class Store:
         with contextlib.suppress(sqlite3.OperationalError):  # a store written before refusals had a kind
             self._db.execute("ALTER TABLE refusals ADD COLUMN kind TEXT NOT NULL DEFAULT 'bad_request'")
 
+    @classmethod
+    def read_only(cls, path: Path) -> Store:
+        """Open an existing store for reading only: the file is never created, migrated or written, and every
+        write method raises :class:`ReadOnlyStore`. A missing file is ``FileNotFoundError``; a file that is not
+        a store raises ``sqlite3.DatabaseError`` on the first read."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no grader store at {path}")
+        uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+        db = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None, timeout=5)
+        return cls(path, _db=db)
+
     def close(self) -> None:
+        """Close the database connection."""
         with self._lock:
             self._db.close()
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any exception)."""
+        if self.read_only_mode:
+            raise ReadOnlyStore(f"the grader store {self.path} is open read-only")
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -115,6 +149,12 @@ class Store:
             row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         return json.loads(row[0]) if row else default
 
+    def meta(self) -> dict[str, Any]:
+        """Every meta value (``task``, ``created_at``, ``deadline``, ``closed``, ...)."""
+        with self._lock:
+            rows = self._db.execute("SELECT key, value FROM meta").fetchall()
+        return {r[0]: json.loads(r[1]) for r in rows}
+
     def set_meta(self, key: str, value: Any) -> None:
         with self.transaction() as db:
             db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value)))
@@ -129,27 +169,35 @@ class Store:
                     raise LookupError("total")
             if max_queued is not None:
                 (queued,) = db.execute(
-                    "SELECT COUNT(*) FROM submissions WHERE status IN (?, ?)", (QUEUED, "pending")
+                    "SELECT COUNT(*) FROM submissions WHERE status IN (?, ?)", WAITING
                 ).fetchone()
                 if queued >= max_queued:
                     raise LookupError("queue")
             cur = db.execute(
-                "INSERT INTO submissions (created_at, model_path, status) VALUES (?, ?, 'pending')",
-                (time.time(), model_path),
+                "INSERT INTO submissions (created_at, model_path, status) VALUES (?, ?, ?)",
+                (time.time(), model_path, PENDING),
             )
             return int(cur.lastrowid or 0)
 
     def update(self, submission_id: int, **fields: Any) -> None:
-        for col in _JSON_COLUMNS:
-            if col in fields and fields[col] is not None:
-                fields[col] = json.dumps(fields[col])
+        """Set columns of one submission (``record`` and ``comparison`` given as objects)."""
+        self._update("submissions", submission_id, fields)
+
+    def _update(self, table: str, key: int, fields: dict[str, Any]) -> None:
+        values = [json.dumps(v) if k in _JSON_COLUMNS and v is not None else v for k, v in fields.items()]
         cols = ", ".join(f"{k}=?" for k in fields)
         with self.transaction() as db:
-            db.execute(f"UPDATE submissions SET {cols} WHERE id=?", (*fields.values(), submission_id))
+            db.execute(f"UPDATE {table} SET {cols} WHERE {_KEYS[table]}=?", (*values, key))
 
     def get(self, submission_id: int) -> dict[str, Any] | None:
         with self._lock:
             return _row(self._db.execute("SELECT * FROM submissions WHERE id=?", (submission_id,)).fetchone())
+
+    def status(self, submission_id: int) -> str | None:
+        """One submission's status (``None``: no such submission): the cheap read of a waiting request."""
+        with self._lock:
+            row = self._db.execute("SELECT status FROM submissions WHERE id=?", (submission_id,)).fetchone()
+        return None if row is None else str(row[0])
 
     def all(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -177,8 +225,8 @@ class Store:
             )
             db.execute("UPDATE submissions SET status=? WHERE status=?", (QUEUED, RUNNING))
             db.execute(
-                "UPDATE submissions SET status=?, error=?, finished_at=? WHERE status='pending'",
-                (FAILED, "grader stopped while the checkpoint was being copied", time.time()),
+                "UPDATE submissions SET status=?, error=?, finished_at=? WHERE status=?",
+                (FAILED, "grader stopped while the checkpoint was being copied", time.time(), PENDING),
             )
 
     def counts(self) -> dict[str, int]:
@@ -212,6 +260,12 @@ class Store:
         with self._lock:
             row = self._db.execute("SELECT * FROM baseline WHERE split=?", (split,)).fetchone()
         return _row(row)
+
+    def baselines(self) -> dict[str, dict[str, Any]]:
+        """The baseline of every split that has one, by split."""
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM baseline ORDER BY split").fetchall()
+        return {r["split"]: d for r in rows if (d := _row(r)) is not None}
 
     # -- refused submissions (evidence for the audit) ------------------------------------------------
     def add_refusal(self, model_path: str, reason: str, kind: str = "bad_request") -> None:
@@ -249,9 +303,5 @@ class Store:
             return True
 
     def finish_test(self, submission_id: int, **fields: Any) -> None:
-        for col in _JSON_COLUMNS:
-            if col in fields and fields[col] is not None:
-                fields[col] = json.dumps(fields[col])
-        cols = ", ".join(f"{k}=?" for k in fields)
-        with self.transaction() as db:
-            db.execute(f"UPDATE test_scores SET {cols} WHERE submission_id=?", (*fields.values(), submission_id))
+        """Record the outcome of a claimed test evaluation (``status``, ``score``, ``record``, ...)."""
+        self._update("test_scores", submission_id, fields)
