@@ -31,7 +31,7 @@ def all_problems() -> list[tuple[int, int]]:
     return pairs
 
 
-def _split(name: str) -> list[tuple[int, int]]:
+def public_pairs(name: str) -> list[tuple[int, int]]:
     """The public, seeded parts: ``train`` (what the agent gets) and ``pool`` (held out; hidden items come from it)."""
     pairs = all_problems()
     return {"pool": pairs[:_POOL], "train": pairs[_POOL:]}[name]
@@ -76,14 +76,14 @@ class Arith(Benchmark):
         target_dir.mkdir(parents=True, exist_ok=True)
         tmp = target.with_suffix(".tmp")
         with tmp.open("w") as f:
-            for a, b in _split("train"):
+            for a, b in public_pairs("train"):
                 f.write(json.dumps({"question": f"What is {a}+{b}?", "answer": str(a + b)}) + "\n")
         tmp.replace(target)
 
     def prepare_eval_data(self, hidden_dir: Path) -> None:
         if all(has_hidden_items(hidden_dir, split) for split in self.splits):
             return
-        pool = list(_split("pool"))
+        pool = list(public_pairs("pool"))
         secret_rng(hidden_dir, f"{self.name}/v{self.version}/splits").shuffle(pool)
         write_hidden_items(hidden_dir, "dev", [_item("dev", a, b) for a, b in pool[:_DEV]])
         write_hidden_items(hidden_dir, "test", [_item("test", a, b) for a, b in pool[_DEV : _DEV + _TEST]])

@@ -1,5 +1,8 @@
 """``autorl:tiny``: a ~0.5M-parameter Qwen2 model built here, so the demo needs no network.
 
+:mod:`autorl.resources` builds it into the cache the first time ``autorl:tiny`` is asked for; the
+``tiny_model`` fixture of :mod:`autorl.testing` builds it once per test session.
+
 The recipe trains a byte-level BPE tokenizer with Qwen2's exact pre-tokenization (so ``AutoTokenizer``
 reproduces its ids), then briefly fine-tunes a small Qwen2 on the ``arith`` training data until it is weak
 but not hopeless (greedy exact match on held-in training problems crosses ``TARGET``).
@@ -14,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autorl.default_plugins.arith import _split
+from autorl.default_plugins.arith import public_pairs
 from autorl.errors import MissingDependencyError
 
 RECIPE_VERSION = "2"  # 2: trained on arith v2's smaller public train set
@@ -71,7 +74,7 @@ def build(target: Path, *, seed: int = 0, max_steps: int = 3000, lr: float = 1e-
     except ImportError as exc:
         raise MissingDependencyError("the built-in model autorl:tiny", "'autorl[hf]'") from exc
     started = time.monotonic()
-    train = _split("train")
+    train = public_pairs("train")
     corpus = [p + a for p, a in (_text(x, y) for x, y in train)]
     raw = train_tokenizer(corpus)
     tok = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token=EOS, pad_token=EOS, unk_token=EOS)  # type: ignore[no-untyped-call]
