@@ -25,6 +25,8 @@ def eval_config(benchmark: Benchmark, split: str, backend: Backend, hidden_dir: 
 
     With ``hidden_dir`` (the grader always passes it) the hash of the split's hidden items (ids and content) is
     part of it: items drawn with another secret, or read from another data version, never share a hash.
+    How the model got into the engine (a fresh engine, or weights swapped into a warm one) is not: the same
+    weights get the same score either way, and the backend's ``identity()`` names no engine state.
     """
     config = {
         "benchmark": benchmark.name,

@@ -16,6 +16,7 @@ from autorl.errors import UsageError
 from autorl.evaluation import evaluator_for
 from autorl.evaluation.identity import eval_config, stable_hash
 from autorl.evaluation.stats import summarize
+from autorl.inference.base import FRESH
 
 if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
@@ -40,16 +41,18 @@ class EvalRecord:
     output_tokens: int
     per_item_path: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: how the model got into the engine: ``fresh`` (a new engine), ``reused`` (the engine held these very
+    #: files), ``reloaded`` (new weights swapped into the running engine); never part of the config hash
+    engine: str = "fresh"
+    #: seconds to get the model into the engine (start, reload or nothing), and to generate and score
+    load_s: float = 0.0
+    generate_s: float = 0.0
 
     def to_dict(self, items: bool = True) -> dict[str, Any]:
         d = asdict(self)
         if not items:
             d.pop("item_scores")
         return d
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> EvalRecord:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -80,8 +83,14 @@ def evaluate_model(
     limit: int | None = None,
     per_item_path: Path | None = None,
     progress: Callable[[int, int], None] | None = None,
+    keep_loaded: bool = False,
 ) -> EvalRecord:
-    """Evaluate ``model_dir`` on ``split`` of ``benchmark``; write per-item records if asked."""
+    """Evaluate ``model_dir`` on ``split`` of ``benchmark``; write per-item records if asked.
+
+    With ``keep_loaded`` (a warm grader worker) the backend keeps its engine afterwards and gets the model
+    through :meth:`~autorl.inference.base.Backend.acquire` (reused, reloaded in place, or loaded afresh);
+    otherwise it is loaded and unloaded here. The record says which (``engine``) and the config hash does not.
+    """
     if split not in benchmark.splits:
         raise UsageError(f"{benchmark.name} has no split {split!r}; it has {', '.join(benchmark.splits)}")
     benchmark.prepare_eval_data(hidden_dir)
@@ -90,7 +99,12 @@ def evaluate_model(
         items = items[:limit]
     started = time.monotonic()
     backend.model_dir = model_dir
-    backend.load(model_dir, base_model_dir)
+    if keep_loaded:
+        engine = backend.acquire(model_dir, base_model_dir)
+    else:
+        backend.load(model_dir, base_model_dir)
+        engine = FRESH
+    loaded = time.monotonic()
     try:
         done = 0
 
@@ -102,8 +116,14 @@ def evaluate_model(
 
         evaluator = evaluator_for(benchmark)
         results = evaluator.evaluate(benchmark, items, backend, tick)
+    except BaseException:
+        if keep_loaded:
+            backend.release()  # an engine that failed mid-evaluation is not trusted with the next one
+        raise
     finally:
-        backend.unload()
+        generated = time.monotonic()
+        if not keep_loaded:
+            backend.unload()
     stats = summarize([r.score for r in results])
     config = eval_config(benchmark, split, backend, hidden_dir)
     record = EvalRecord(
@@ -121,6 +141,9 @@ def evaluate_model(
         output_tokens=sum(int(r.extra.get("output_tokens", 0)) for r in results),
         per_item_path=str(per_item_path) if per_item_path else None,
         extra={"ci_method": stats.method, "single_split": benchmark.single_split, **evaluator.summary(results)},
+        engine=engine,
+        load_s=round(loaded - started, 3),
+        generate_s=round(generated - loaded, 3),
     )
     if per_item_path is not None:
         per_item_path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,9 +1,14 @@
 """Both ends of an evaluation job, seen from the grader: what a job holds, the slot that runs it, its failure.
 
-A slot is one place evaluations run (one per entry of ``GraderConfig.workers``, e.g. one GPU). Today a slot
-starts a fresh ``python -m autorl.grader.worker JOB.json`` process for every job, in its own process group,
-so that a crash, an out-of-memory kill or a hang fails that one evaluation and the grader keeps serving.
-The worker's end of the job file is :mod:`autorl.grader.worker`.
+A slot is one place evaluations run (one per entry of ``GraderConfig.workers``, e.g. one GPU). It owns one
+long-lived worker process (``python -m autorl.grader.worker --serve``, in its own process group) that keeps
+its engine loaded between jobs, so that a submission costs its generation time rather than an engine start.
+Jobs go to it over a private pipe as length-prefixed JSON frames, each with a fresh nonce; an answer is
+accepted only from that pipe and with that nonce. Isolation is kept: a worker that crashes, is killed (out of
+memory) or hangs past the timeout is killed with its whole process group and replaced, and that job is tried
+once more on a fresh worker before it fails with the reason. A job the worker reports as failed (a checkpoint
+that does not load, say) fails at once, and that worker is replaced too: its engine is not trusted again.
+The worker's end is :mod:`autorl.grader.worker`.
 """
 
 from __future__ import annotations
@@ -11,13 +16,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
+import select
 import signal
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autorl.evaluation.run import write_json_atomic
+from autorl.grader.worker import MAX_FRAME
 
 if TYPE_CHECKING:
     from autorl.grader.config import GraderConfig
@@ -25,6 +33,10 @@ if TYPE_CHECKING:
 
 class EvalFailed(Exception):
     """One evaluation failed (worker crashed, timed out or reported an error); the reason is the message."""
+
+
+class _WorkerLost(Exception):
+    """The worker died, hung or broke the protocol: replace it, and the job may be tried again."""
 
 
 def build_job(config: GraderConfig, store_dir: Path, model_dir: Path, split: str, tag: str, *,
@@ -43,12 +55,100 @@ def build_job(config: GraderConfig, store_dir: Path, model_dir: Path, split: str
         "limit": config.limit,
         "per_item_path": str(store_dir / "items" / f"{tag}-{split}.jsonl"),
         "result_path": str(jobs / f"{tag}-{split}.result.json"),
+        "log_path": str(store_dir / "logs" / f"{tag}-{split}.log"),
         "cache_dir": config.baseline_cache_dir if cache else None,
     }
 
 
+class _Worker:
+    """One worker process and the two pipe ends the slot holds."""
+
+    def __init__(self, python: str, env: dict[str, str], log_path: Path) -> None:
+        job_r, job_w = os.pipe()
+        ans_r, ans_w = os.pipe()
+        log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            with log_path.open("ab") as log:
+                self.proc = subprocess.Popen(
+                    [python, "-m", "autorl.grader.worker", "--serve", str(job_r), str(ans_w)],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env={**os.environ, **env},
+                    start_new_session=True,
+                    pass_fds=(job_r, ans_w),
+                )
+        finally:
+            os.close(job_r)
+            os.close(ans_w)
+        self.jobs = os.fdopen(job_w, "wb", buffering=0)
+        self.answers = ans_r
+        self.started = time.monotonic()
+
+    def send(self, frame: bytes) -> None:
+        try:
+            self.jobs.write(frame)
+        except OSError as exc:  # the worker is gone
+            raise _WorkerLost(self.death()) from exc
+
+    def receive(self, deadline: float) -> bytes:
+        """One answer frame's body; :class:`_WorkerLost` when the worker dies, hangs past ``deadline`` or
+        sends something that is not a frame."""
+        head = self._read(4, deadline)
+        size = int.from_bytes(head, "big")
+        if size > MAX_FRAME:
+            raise _WorkerLost(f"the evaluation worker sent a frame of {size} bytes")
+        return self._read(size, deadline)
+
+    def _read(self, n: int, deadline: float) -> bytes:
+        chunks: list[bytes] = []
+        while n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([self.answers], [], [], min(left, 1.0))
+            if not ready:
+                continue
+            chunk = os.read(self.answers, min(n, 1 << 20))
+            if not chunk:
+                raise _WorkerLost(self.death())
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def death(self) -> str:
+        """Why the worker ended, once it has (waits a moment for its exit status)."""
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return "evaluation worker closed its pipe but did not exit"
+        if code < 0:
+            name = signal.Signals(-code).name
+            hint = " (out of memory?)" if -code == signal.SIGKILL else ""
+            return f"evaluation worker was killed by {name}{hint}"
+        return f"evaluation worker exited with code {code}"
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, grace: float = 0.0) -> None:
+        """Close the job pipe (a clean end for the worker's loop), wait up to ``grace``, then kill the group."""
+        with contextlib.suppress(OSError):
+            self.jobs.close()
+        if grace:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=grace)
+        kill_group(self.proc)  # also what it started (an engine process) if it exited by itself
+        with contextlib.suppress(OSError):
+            os.close(self.answers)
+
+
 class EvalSlot:
-    """One evaluation slot: runs one job at a time (a lock serialises callers) in a worker process."""
+    """One evaluation slot: runs one job at a time (a lock serialises callers) in its warm worker process.
+
+    Each record's ``engine`` says how the model got into the engine (``fresh``, ``reused``, ``reloaded``) and
+    ``extra.worker`` which worker ran it and whether the job had to be retried on a fresh one.
+    """
 
     def __init__(self, config: GraderConfig, store_dir: Path, index: int = 0, env: dict[str, str] | None = None) -> None:
         self.config = config
@@ -56,61 +156,81 @@ class EvalSlot:
         self.index = index
         self.env = dict(env or {})
         self._lock = threading.Lock()
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._worker: _Worker | None = None
+        self._workers_started = 0
         self._closed = False
+
+    @property
+    def worker_pid(self) -> int | None:
+        """The process id of the current worker (``None`` before the first job, or after a failure)."""
+        worker = self._worker
+        return worker.proc.pid if worker is not None else None
 
     def run(self, model_dir: Path, split: str, tag: str, *, cache: bool = False) -> dict[str, Any]:
         """Evaluate ``model_dir`` on ``split``; the evaluation record, or :class:`EvalFailed`."""
         with self._lock:
             if self._closed:
                 raise EvalFailed("the grader is stopping")
-            return self._run_fresh(build_job(self.config, self.store_dir, model_dir, split, tag, cache=cache), tag, split)
+            job = build_job(self.config, self.store_dir, model_dir, split, tag, cache=cache)
+            job["scratch_dir"] = str(self.store_dir / "engines" / f"slot{self.index}")
+            lost: str | None = None
+            for _attempt in range(2):
+                try:
+                    record = self._run_once(job)
+                except _WorkerLost as exc:
+                    self._replace()
+                    if self._closed:
+                        raise EvalFailed("the grader is stopping") from None
+                    if lost is not None:
+                        raise EvalFailed(f"{exc} (also on a fresh worker, after: {lost})") from None
+                    lost = str(exc)
+                    continue
+                record.setdefault("extra", {})["worker"] = {
+                    "slot": self.index, "pid": self.worker_pid, "started": self._workers_started,
+                    **({"retried_after": lost} if lost else {}),
+                }
+                return record
+            raise AssertionError("unreachable")
 
     def close(self) -> None:
         """Stop the slot: a job in flight is killed (its caller gets :class:`EvalFailed`)."""
         self._closed = True
-        proc = self._proc
-        if proc is not None:
-            kill_group(proc)
+        worker = self._worker
+        if worker is not None:
+            worker.stop(grace=0.0 if self._lock.locked() else 10.0)
 
-    def _run_fresh(self, job: dict[str, Any], tag: str, split: str) -> dict[str, Any]:
-        jobs = self.store_dir / "jobs"
-        jobs.mkdir(exist_ok=True)
-        result_path = Path(job["result_path"])
-        job_path = jobs / f"{tag}-{split}.job.json"
-        write_json_atomic(job_path, job)
-        result_path.unlink(missing_ok=True)
-        log_path = self.store_dir / "logs" / f"{tag}-{split}.log"
-        log_path.parent.mkdir(exist_ok=True)
+    def _run_once(self, job: dict[str, Any]) -> dict[str, Any]:
+        if self._worker is not None and not self._worker.alive():
+            self._replace()  # it died while idle (a sleep that failed): not this job's fault
+        if self._worker is None:
+            logs = self.store_dir / "workers"
+            self._worker = _Worker(self.config.python, self.env, logs / f"slot{self.index}.log")
+            self._workers_started += 1
+        worker = self._worker
+        nonce = secrets.token_hex(16)
+        body = json.dumps({**job, "nonce": nonce}, default=str).encode()
         timeout = self.config.eval_timeout
-        with log_path.open("ab") as log:
-            proc = subprocess.Popen(
-                [self.config.python, "-m", "autorl.grader.worker", str(job_path)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env={**os.environ, **self.env},
-                start_new_session=True,
-            )
-            self._proc = proc
-            try:
-                code = proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                kill_group(proc)
-                raise EvalFailed(f"evaluation timed out after {timeout:.0f} s") from None
-            finally:
-                self._proc = None
-        if result_path.is_file():
-            result = json.loads(result_path.read_text())
-            if result.get("ok"):
-                return dict(result["record"])
-            raise EvalFailed(str(result.get("error", "evaluation failed")))
-        if code < 0:
-            name = signal.Signals(-code).name
-            hint = " (out of memory?)" if -code == signal.SIGKILL else ""
-            raise EvalFailed(f"evaluation worker was killed by {name}{hint}")
-        tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
-        raise EvalFailed(f"evaluation worker exited with code {code}: {tail[0][:300]}")
+        worker.send(len(body).to_bytes(4, "big") + body)
+        try:
+            raw = worker.receive(time.monotonic() + timeout)
+        except TimeoutError:
+            raise _WorkerLost(f"evaluation timed out after {timeout:.0f} s") from None
+        try:
+            answer = json.loads(raw)
+        except ValueError:
+            raise _WorkerLost("the evaluation worker sent an unreadable answer") from None
+        if not isinstance(answer, dict) or answer.get("nonce") != nonce:
+            raise _WorkerLost("the evaluation worker answered another job")
+        if answer.get("ok") and isinstance(answer.get("record"), dict):
+            return dict(answer["record"])
+        self._replace()
+        raise EvalFailed(str(answer.get("error", "evaluation failed")))
+
+    def _replace(self) -> None:
+        """Kill the current worker (and everything in its process group); the next job starts a fresh one."""
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.stop()
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -1,26 +1,74 @@
-"""One evaluation in a fresh process: ``python -m autorl.grader.worker JOB.json``.
+"""The worker's end of an evaluation job: a long-lived loop per grader slot, or one job in a fresh process.
 
-A crash, an OOM or a hang here fails that one evaluation; the grader keeps serving. The result is
-written atomically to the job's ``result_path``; the exit code is 0 on success.
+``python -m autorl.grader.worker --serve IN_FD OUT_FD`` (what :class:`autorl.grader.jobs.EvalSlot` starts):
+jobs arrive as length-prefixed JSON frames on ``IN_FD``; each answer goes back on ``OUT_FD`` carrying the
+job's nonce. The backend stays loaded between jobs (``Backend.acquire``: reused, reloaded in place, or loaded
+afresh) and sleeps between them when its options say so. Each job's output goes to its own log file. After a
+failed job the worker exits (its engine is not trusted again); a crash or a hang is the slot's to handle.
+
+``python -m autorl.grader.worker JOB.json`` evaluates one job and writes the result atomically to the job's
+``result_path`` (exit code 0 on success).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import struct
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from autorl.evaluation.identity import config_hash, model_hash, stable_hash
 from autorl.evaluation.run import EvalRecord, evaluate_model, write_json_atomic
 
+if TYPE_CHECKING:
+    from autorl.inference.base import Backend
 
-def run_job(job: dict[str, Any]) -> dict[str, Any]:
+#: frames above this are refused by both ends (a record with per-item scores of a large split is far below)
+MAX_FRAME = 256 * 2**20
+_HEADER = struct.Struct(">I")
+
+
+def write_frame(stream: BinaryIO, data: dict[str, Any]) -> None:
+    body = json.dumps(data, default=str).encode()
+    stream.write(_HEADER.pack(len(body)) + body)
+    stream.flush()
+
+
+def read_frame(stream: BinaryIO) -> dict[str, Any] | None:
+    """The next frame, or ``None`` at a clean end of the stream."""
+    head = stream.read(_HEADER.size)
+    if not head:
+        return None
+    if len(head) < _HEADER.size:
+        raise EOFError("truncated frame header")
+    (size,) = _HEADER.unpack(head)
+    if size > MAX_FRAME:
+        raise ValueError(f"frame of {size} bytes refused")
+    body = stream.read(size)
+    if len(body) < size:
+        raise EOFError("truncated frame")
+    data = json.loads(body)
+    if not isinstance(data, dict):
+        raise ValueError("a frame must hold a JSON object")
+    return data
+
+
+def _backend_key(job: dict[str, Any]) -> str:
+    return json.dumps([job["backend"], job.get("backend_options") or {}], sort_keys=True, default=str)
+
+
+def run_job(job: dict[str, Any], backend: Backend | None = None) -> dict[str, Any]:
+    """Evaluate one job; its record as a dict. With ``backend`` (a warm worker's) the engine is kept loaded."""
     from autorl.registry import get_backend, get_benchmark
 
     benchmark = get_benchmark(job["task"])(job.get("benchmark_options") or {})
-    backend = get_backend(job["backend"])(job.get("backend_options") or {})
+    keep = backend is not None
+    if backend is None:
+        backend = get_backend(job["backend"])(job.get("backend_options") or {})
     cache_file = None
     if job.get("cache_dir"):
         # baselines are reused across runs when benchmark, eval config, backend and model bytes all match
@@ -41,14 +89,86 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         base_model_dir=Path(job["base_model_dir"]) if job.get("base_model_dir") else None,
         limit=job.get("limit"),
         per_item_path=Path(job["per_item_path"]) if job.get("per_item_path") else None,
+        keep_loaded=keep,
     )
     if cache_file is not None:
         write_json_atomic(cache_file, record.to_dict())
     return record.to_dict()
 
 
+class _Output:
+    """Points this process's stdout and stderr (the file descriptors, so that native code's output follows) at
+    one job's log, then back at the worker's own log."""
+
+    def __init__(self) -> None:
+        self.saved = (os.dup(1), os.dup(2))
+
+    @contextlib.contextmanager
+    def to(self, log_path: str | None) -> Any:
+        if not log_path:
+            yield
+            return
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(self.saved[0], 1)
+            os.dup2(self.saved[1], 2)
+
+
+def serve(in_fd: int, out_fd: int) -> int:
+    """The warm worker's loop: one job per frame until the grader closes the pipe."""
+    from autorl.registry import get_backend
+
+    for fd in (in_fd, out_fd):
+        os.set_inheritable(fd, False)  # nothing this worker starts (sandboxed code, engine processes) gets them
+    jobs = os.fdopen(in_fd, "rb", buffering=0)
+    answers = os.fdopen(out_fd, "wb", buffering=0)
+    output = _Output()
+    backend: Backend | None = None
+    backend_key: str | None = None
+    while True:
+        job = read_frame(jobs)
+        if job is None:
+            break
+        nonce = job.get("nonce")
+        with output.to(job.get("log_path")):
+            try:
+                if backend is not None and backend_key != _backend_key(job):
+                    backend.release()
+                    backend = None
+                if backend is None:
+                    backend = get_backend(job["backend"])(job.get("backend_options") or {})
+                    backend_key = _backend_key(job)
+                    backend.scratch_dir = Path(job["scratch_dir"]) if job.get("scratch_dir") else None
+                record = run_job(job, backend)
+            except Exception as exc:
+                traceback.print_exc()
+                write_frame(answers, {"nonce": nonce, "ok": False, "error": f"{type(exc).__name__}: {exc}"})
+                return 1
+            write_frame(answers, {"nonce": nonce, "ok": True, "record": record})
+            try:
+                backend.idle()  # after the answer: the agent waits for the score, not for the GPU memory
+            except Exception:
+                traceback.print_exc()
+                return 1
+    if backend is not None:
+        backend.release()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--serve":
+        return serve(int(argv[1]), int(argv[2]))
     job = json.loads(Path(argv[0]).read_text())
     result_path = Path(job["result_path"])
     try:

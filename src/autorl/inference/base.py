@@ -1,7 +1,15 @@
-"""The backend contract: batched generation over a full checkpoint or a LoRA adapter on the base."""
+"""The backend contract: batched generation over a full checkpoint or a LoRA adapter on the base.
+
+A backend may also be kept loaded between evaluations (a warm grader worker): :meth:`Backend.acquire` makes a
+model the loaded one, reusing the engine when it holds that model already, swapping the weights in place when
+the backend knows how (:meth:`Backend.swap`), else unloading and loading afresh; every cache computed with
+the previous weights is dropped first (:meth:`Backend.reset_caches`).
+"""
 
 from __future__ import annotations
 
+import json
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -64,6 +72,50 @@ def is_adapter(model_dir: Path) -> bool:
     return (model_dir / "adapter_config.json").is_file()
 
 
+#: How an evaluation got its model: a new engine, the engine that already held these weights, or new weights
+#: swapped into the running engine.
+FRESH, REUSED, RELOADED = "fresh", "reused", "reloaded"
+
+#: config.json keys that never change what a model computes (written by the saving library, or speed only)
+_INERT_CONFIG_KEYS = frozenset({"_name_or_path", "transformers_version", "use_cache", "torch_dtype", "dtype"})
+
+
+def shape_config(model_dir: Path, *, with_dtype: bool) -> dict[str, Any] | None:
+    """``config.json`` less the keys that cannot change outputs: equal for two checkpoints whose weights may be
+    swapped into one engine (architecture, shapes, vocabulary size, rope, norms). ``None`` when unreadable.
+
+    The dtype counts where the engine takes it from the checkpoint (``with_dtype``); the hf backend casts to
+    the dtype of its options whatever the file says.
+    """
+    try:
+        raw = json.loads((model_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(raw, dict):
+        return None
+    config = {k: v for k, v in raw.items() if k not in _INERT_CONFIG_KEYS}
+    if with_dtype:
+        config["dtype"] = raw.get("dtype", raw.get("torch_dtype"))
+    return config
+
+
+def fingerprint(model_dir: Path, base_model_dir: Path | None = None) -> tuple[Any, ...]:
+    """What tells that the same files are loaded again: the resolved paths and each file's size, mtime and
+    inode. Grader snapshots are never modified, so an equal fingerprint means equal bytes without hashing them."""
+
+    def files(folder: Path | None) -> tuple[Any, ...]:
+        if folder is None:
+            return ()
+        rows = []
+        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+            if entry.is_file():
+                st = entry.stat()
+                rows.append((entry.name, st.st_size, st.st_mtime_ns, st.st_ino))
+        return (str(folder.resolve()), tuple(rows))
+
+    return files(model_dir), files(base_model_dir if is_adapter(model_dir) else None)
+
+
 class Backend(ABC):
     """Base class of inference backends. Load a model, generate batches, unload.
 
@@ -71,11 +123,19 @@ class Backend(ABC):
     """
 
     name: ClassVar[str]
+    # class-level defaults too, for backends whose ``__init__`` does not call this one
+    scratch_dir: Path | None = None
+    _loaded: tuple[Any, ...] | None = None
+    _asleep: bool = False
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         self.options: dict[str, Any] = dict(options or {})
         #: the checkpoint being evaluated (set by the evaluation path), for evaluators that need the files
         self.model_dir: Path | None = None
+        #: a private folder the backend may keep files in between evaluations (a warm grader worker sets it)
+        self.scratch_dir: Path | None = None
+        self._loaded: tuple[Any, ...] | None = None
+        self._asleep = False
 
     @classmethod
     def available(cls) -> bool:
@@ -92,6 +152,56 @@ class Backend(ABC):
 
     def unload(self) -> None:
         """Free the model."""
+
+    def swap(self, model_dir: Path, base_model_dir: Path | None = None) -> bool:
+        """Put ``model_dir``'s weights into the engine already loaded, in place, and re-read its tokenizer and
+        generation settings. ``False`` (the default) when this backend cannot, or when the checkpoint differs
+        in architecture, shapes, vocabulary or dtype: then it is unloaded and loaded afresh. Called only after
+        :meth:`load`; must leave the engine as it was, or report failure by raising."""
+        return False
+
+    def reset_caches(self) -> None:
+        """Drop every cache computed with earlier weights or tokenizers (prefix/KV caches, token masks)."""
+
+    def sleep(self) -> None:
+        """Give accelerator memory back while idle between evaluations (only when the options ask for it)."""
+
+    def wake(self) -> None:
+        """Undo :meth:`sleep` before the next evaluation."""
+
+    def acquire(self, model_dir: Path, base_model_dir: Path | None = None) -> str:
+        """Make ``model_dir`` the loaded model, keeping the engine where possible; how: ``fresh``, ``reused`` or
+        ``reloaded``. Caches are reset in every case, so nothing computed for one evaluation serves another."""
+        key = fingerprint(model_dir, base_model_dir)
+        if self._loaded is not None:
+            if self._asleep:
+                self.wake()
+                self._asleep = False
+            if key == self._loaded:
+                self.reset_caches()
+                return REUSED
+            self._loaded = None
+            if self.swap(model_dir, base_model_dir):
+                self._loaded = key
+                self.reset_caches()
+                return RELOADED
+            self.release()
+        self.load(model_dir, base_model_dir)
+        self._loaded = key
+        self.reset_caches()
+        return FRESH
+
+    def idle(self) -> None:
+        """Between evaluations of a warm worker: sleep if the options ask for it (``sleep_when_idle``)."""
+        if self._loaded is not None and not self._asleep and self.options.get("sleep_when_idle"):
+            self.sleep()
+            self._asleep = True
+
+    def release(self) -> None:
+        """Unload, and forget what was loaded (the next :meth:`acquire` loads afresh)."""
+        self._loaded = None
+        self._asleep = False
+        self.unload()
 
     def identity(self) -> dict[str, Any]:
         """What about this backend can change scores (library versions, dtype); enters the config hash."""

@@ -17,6 +17,7 @@ from autorl.inference.base import (
     is_adapter,
     prompt_token_ids,
     render_prompt,
+    shape_config,
 )
 
 
@@ -134,7 +135,12 @@ class HFBackend(Backend):
     but its per-step bookkeeping made it 0.9x of ``generate`` on an H200 with GSM8K-like lengths, so it only
     pays when a few completions run far longer than the rest), ``logits_processor``: a callable
     ``(prompt_ids_per_row, step, logits) -> logits`` applied before each token is chosen, in both modes; its name, code and state enter the identity
-    (``callable_identity``).
+    (``callable_identity``), ``sleep_when_idle``: a warm grader worker moves the model to the CPU between
+    evaluations (a GPU shared with the agent).
+
+    Kept loaded (a warm worker), a checkpoint of the same architecture and shapes is swapped in place
+    (:meth:`swap`): its tensors copied into the loaded model, a LoRA adapter merged into the base's weights
+    loaded the same way; the tokenizer and generation settings are read again from its folder.
     """
 
     name = "hf"
@@ -144,6 +150,8 @@ class HFBackend(Backend):
         self.model: Any = None
         self.tokenizer: Any = None
         self.device = str(self.options.get("device", "auto"))
+        #: the architecture of the loaded weights (``shape_config``): what a swap must match
+        self._shape: dict[str, Any] | None = None
 
     @classmethod
     def available(cls) -> bool:
@@ -177,12 +185,48 @@ class HFBackend(Backend):
         self.model, self.tokenizer = load_causal_lm(
             model_dir, base_model_dir, device=self.device, dtype=str(self.options.get("dtype", "auto"))
         )
+        weights_dir = base_model_dir if is_adapter(model_dir) and base_model_dir is not None else model_dir
+        self._shape = shape_config(weights_dir, with_dtype=False)
 
     def unload(self) -> None:
         self.model = self.tokenizer = None
+        self.__dict__.pop("_stop_cache", None)
         torch = _import_torch()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+
+    def swap(self, model_dir: Path, base_model_dir: Path | None = None) -> bool:
+        """New weights into the loaded model (``load_state_dict``-style copies; a LoRA adapter is merged into
+        the base's weights, loaded the same way), when the architecture and shapes are the model's."""
+        from autorl.inference.weights import load_weights_into, merge_adapter, reread_generation_config
+
+        adapter = is_adapter(model_dir)
+        if adapter and base_model_dir is None:
+            return False
+        weights_dir = base_model_dir if adapter and base_model_dir is not None else model_dir
+        wanted = shape_config(weights_dir, with_dtype=False)
+        if self.model is None or wanted is None or wanted != self._shape:
+            return False
+        if not load_weights_into(self.model, weights_dir):
+            return False
+        if adapter:
+            self.model = merge_adapter(self.model, model_dir)
+        self.model.eval()
+        reread_generation_config(self.model, weights_dir)
+        self.tokenizer = load_tokenizer(tokenizer_dir(model_dir, base_model_dir))
+        return True
+
+    def reset_caches(self) -> None:
+        self.__dict__.pop("_stop_cache", None)  # built from the previous tokenizer
+
+    def sleep(self) -> None:
+        if self.model is not None and self.device.startswith("cuda"):
+            self.model.to("cpu")
+            _import_torch().cuda.empty_cache()
+
+    def wake(self) -> None:
+        if self.model is not None and self.device.startswith("cuda"):
+            self.model.to(self.device)
 
     def render(self, request: GenerationRequest) -> str:
         return render_prompt(self.tokenizer, request.prompt)
