@@ -183,8 +183,9 @@ def test_demo_run_improves_on_its_baseline(shared_home: Path, tiny_model: Path, 
 
 
 def _state(dev_scores: list[float], dev_baseline: float = 25.0) -> dict[str, object]:
-    subs = [{"submission_id": i + 1, "status": "done", "score": s, "improvement_ci95": [1.0, 9.0], "p_value": 0.01}
-            for i, s in enumerate(dev_scores)]
+    # the grader's records: each scored submission carries its improvement over the dev baseline
+    subs = [{"submission_id": i + 1, "status": "done", "score": s, "improvement": s - dev_baseline,
+             "improvement_ci95": [1.0, 9.0], "p_value": 0.01} for i, s in enumerate(dev_scores)]
     best = max(subs, key=lambda s: s["score"]) if subs else None  # type: ignore[arg-type, return-value]
     return {"submissions": subs, "baseline_score": dev_baseline, "baseline": {"config_hash": "h"},
             "best": {"submission_id": best["submission_id"], "score": best["score"]} if best else None}
@@ -194,15 +195,12 @@ def _state(dev_scores: list[float], dev_baseline: float = 25.0) -> dict[str, obj
                                          "baseline_score": None, "improvement": None}])
 def test_a_run_without_a_test_score_has_no_headline(tmp_path: Path, test: dict[str, object] | None) -> None:
     """Best of k on dev is biased upward: it never stands in for the held-out number."""
-    from autorl.resources import resolve_model
-    from autorl.runner import _result
+    from autorl.results import run_row
 
-    model = resolve_model(str(write_stub_checkpoint(tmp_path / "m")))
-    result = _result(run_id="r", started=time.time(), task="echo", agent="a", model=model, root=tmp_path, seed=0,
-                     state=_state([30.0, 55.0, 40.0]), test=test,
-                     outcome={"timed_out": True, "exit_code": None, "reason": "timed out"}, backend="hf", limit=None,
-                     config=None, sandbox="none")  # type: ignore[arg-type]
-    row = result.row
+    now = time.time()
+    row = run_row(run_id="r", started=now, finished=now, task="echo", agent="a", base_model="m",
+                  workspace=str(tmp_path), seed=0, sandbox="none", state=_state([30.0, 55.0, 40.0]), test=test,
+                  outcome={"timed_out": True, "exit_code": None, "reason": "timed out"}).record()
     assert row["improvement"] is None and row["improvement_ci95"] is None and row["p_value"] is None
     assert row["baseline"] is None and row["best_score"] is None and row["success"] is False
     assert row["dev_best"] == 55.0 and row["dev_improvement"] == 30.0 and row["dev_k"] == 3

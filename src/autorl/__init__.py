@@ -14,7 +14,7 @@ from autorl.evaluation.base import Evaluator, ItemResult
 from autorl.hookspecs import hookimpl
 from autorl.inference.base import Backend, Completion, GenerationRequest
 
-__version__ = "0.1.0"
+from autorl.version import __version__
 
 if TYPE_CHECKING:
     from autorl.evaluation.run import EvalRecord

@@ -42,6 +42,7 @@ from autorl import untrusted
 
 if TYPE_CHECKING:
     from autorl.benchmark import Benchmark, Item
+    from autorl.ledger import Ledger
 
 CRITICAL, HIGH, MEDIUM, INFO = "critical", "high", "medium", "info"
 STANDARD_N = 13
@@ -674,6 +675,16 @@ def pending_flag() -> Flag:
 def failed_flag(exc: BaseException) -> Flag:
     return Flag("audit-failed", MEDIUM, f"the audit stopped on an error ({type(exc).__name__}: {str(exc)[:200]}); "
                 "run `autorl audit RUN_ID` again", [])
+
+
+def reaudit(result: dict[str, Any], *, benchmark: Benchmark, home: Path, ledger: Ledger | None = None,
+            variants: Sequence[Path] = ()) -> None:
+    """Audit a recorded run again (``autorl audit RUN_ID``) and record it with its new flags: ``result.json``,
+    the ledger and ``results.csv``, through :func:`autorl.results.record_run`."""
+    from autorl.results import record_run
+
+    result["audit"] = [f.to_dict() for f in audit_run(result, benchmark=benchmark, variants=variants)]
+    record_run(result, home, ledger=ledger)
 
 
 def audit_run(result: dict[str, Any], *, benchmark: Benchmark, variants: Sequence[Path] = (),

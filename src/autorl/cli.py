@@ -264,8 +264,9 @@ def results(
     ingest: list[Path] = typer.Option([], "--ingest", help="Add result.json files from other machines (repeatable)."),
 ) -> None:
     """List recorded runs."""
-    from autorl.ledger import CSV_COLUMNS, Ledger, _csv_value
+    from autorl.ledger import Ledger
     from autorl.resources import autorl_home
+    from autorl.results import ingest_files, write_csv
 
     fmt = "json" if as_json else fmt
     if fmt not in ("table", "csv", "json", "markdown"):
@@ -273,22 +274,14 @@ def results(
     home = autorl_home()
     ledger = Ledger(home / "autorl.db")
     try:
-        for path in ingest:
-            ledger.ingest_file(path)
-        if ingest:
-            ledger.export_csv(home / "results.csv")
-        rows = [r for r in ledger.rows() if task is None or r["task"] == task]
+        ingest_files(ingest, home, ledger=ledger)
+        rows = ledger.rows(task=task)
     finally:
         ledger.close()
     if fmt == "json":
         _print_json(rows)
     elif fmt == "csv":
-        import csv
-
-        writer = csv.DictWriter(sys.stdout, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({k: _csv_value(r.get(k)) for k in CSV_COLUMNS})
+        write_csv(rows, sys.stdout, lineterminator="\n")
     elif fmt == "markdown":
         typer.echo("| " + " | ".join(RESULT_COLUMNS) + " |")
         typer.echo("|" + "|".join(" --- " for _ in RESULT_COLUMNS) + "|")
@@ -352,8 +345,7 @@ def audit(
     """Check a run for contamination and rule-breaking (or record --override RUN_ID FLAG --reason ...)."""
     import getpass
 
-    from autorl.audit import audit_run
-    from autorl.evaluation.run import write_json_atomic
+    from autorl.audit import reaudit
     from autorl.ledger import Ledger
     from autorl.registry import get_benchmark
     from autorl.resources import autorl_home
@@ -369,12 +361,8 @@ def audit(
                 raise UsageError("--override needs the flag: autorl audit --override RUN_ID FLAG --reason ...")
             ledger.override(run_id, flag, reason, getpass.getuser())
         else:
-            row = result["row"]
-            bench = get_benchmark(row["task"])(result.get("meta", {}).get("benchmark_options") or {})
-            result["audit"] = [f.to_dict() for f in audit_run(result, benchmark=bench, variants=variants)]
-            write_json_atomic(Path(row["workspace"]) / "result.json", result)
-            ledger.ingest(result)
-            ledger.export_csv(home / "results.csv")
+            bench = get_benchmark(result["row"]["task"])(result.get("meta", {}).get("benchmark_options") or {})
+            reaudit(result, benchmark=bench, home=home, ledger=ledger, variants=variants)
         flags = ledger.audit(run_id)
     finally:
         ledger.close()

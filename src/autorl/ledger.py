@@ -1,4 +1,4 @@
-"""The results database (SQLite, WAL) and its ``results.csv`` export.
+"""The results database (SQLite, WAL) and its ``results.csv`` export (the columns: :mod:`autorl.results`).
 
 Each finished run writes ``result.json`` into its run directory; that file is the source of truth and
 the ledger ingests it idempotently (keyed by run id), so runs from many machines can be merged.
@@ -6,57 +6,15 @@ the ledger ingests it idempotently (keyed by run id), so runs from many machines
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from autorl.errors import ResourceError
-
-#: results.csv columns: the reference harness's first (``baseline``, ``best_score``, ``improvement`` and
-#: ``success`` are the headline: the dev-selected checkpoint scored once on the hidden test split, paired
-#: against the test baseline), then its uncertainty, the test aliases, the dev figures (best of ``dev_k``
-#: scored submissions on a split the agent saw: optimistic) and the run's conditions.
-CSV_COLUMNS = (
-    "run_id", "timestamp", "task", "agent", "base_model", "baseline", "best_score", "improvement",
-    "submissions", "duration_s", "success", "workspace", "improvement_ci95", "p_value", "best_submission",
-    "test_baseline", "test_score", "test_improvement", "test_improvement_ci95",
-    "dev_baseline", "dev_best", "dev_improvement", "dev_improvement_ci95", "dev_k",
-    "end_reason", "seed", "config_hash", "sandbox", "audit_flags", "llm_tokens", "llm_cost_usd", "llm_usage_source",
-)
-#: the dev figures of a row: on the split whose scores the agent saw after every submission
-DEV_COLUMNS = ("dev_baseline", "dev_best", "dev_improvement", "dev_improvement_ci95", "dev_k")
-
-
-def upgrade_row(row: dict[str, Any], submissions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """A row recorded before the headline was the test split, in today's meaning (other rows unchanged).
-
-    Such rows held the dev figures under ``baseline``/``best_score``/``improvement``/``improvement_ci95``/
-    ``p_value``; they move to the ``dev_*`` columns and the headline is the test figures, or none.
-    """
-    if "dev_k" in row:
-        return row
-    out = dict(row)
-    out["dev_baseline"] = row.get("baseline")
-    out["dev_best"] = row.get("best_score")
-    out["dev_improvement"] = row.get("improvement")
-    out["dev_improvement_ci95"] = row.get("improvement_ci95")
-    out["dev_k"] = sum(1 for s in submissions or [] if s.get("status") == "done" and s.get("score") is not None)
-    tested = row.get("test_score") is not None
-    out["baseline"] = row.get("test_baseline")
-    out["best_score"] = row.get("test_score")
-    out["improvement"] = row.get("test_improvement")
-    out["improvement_ci95"] = row.get("test_improvement_ci95")
-    out["p_value"] = None  # the old p-value was the dev one; the test one was not kept in the row
-    out["success"] = bool(row.get("success")) and tested
-    out.setdefault("sandbox", None)
-    out.setdefault("llm_usage_source", "agent-reported" if row.get("llm_tokens") is not None else None)
-    return out
-
+from autorl.results import RunRow, export_csv, read_result, upgrade_row
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -141,7 +99,7 @@ class Ledger:
         rows = self._db.execute("SELECT data FROM live").fetchall()
         return sorted((json.loads(r[0]) for r in rows), key=lambda d: -float(d.get("started", 0)))
 
-    def ingest(self, result: dict[str, Any]) -> None:
+    def ingest(self, result: Mapping[str, Any]) -> None:
         """Insert or replace one run (and its submissions) from its result record."""
         row = result["row"]
         with self._tx() as db:
@@ -164,12 +122,10 @@ class Ledger:
                                 json.dumps(flag["evidence"])))
 
     def ingest_file(self, path: Path) -> dict[str, Any]:
-        try:
-            result = json.loads(path.read_text())
-            self.ingest(result)
-        except (OSError, ValueError, KeyError) as exc:
-            raise ResourceError(f"{path} is not a run result: {exc}") from None
-        return dict(result)
+        """Ingest one ``result.json`` file (a one-line :class:`ResourceError` when it is not a run's record)."""
+        result = read_result(path)
+        self.ingest(result)
+        return result
 
     def runs(self) -> list[dict[str, Any]]:
         """Every run's full result, oldest first."""
@@ -207,10 +163,16 @@ class Ledger:
             db.execute("INSERT INTO audit_overrides (run_id, flag, reason, decided_by, decided_at) VALUES (?, ?, ?, ?, ?)",
                        (run_id, flag, reason, decided_by, dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")))
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self, task: str | None = None) -> list[dict[str, Any]]:
+        """Every run's row (only ``task``'s when given), oldest first: every column of
+        :class:`~autorl.results.RunRow` in order (the audit's open flags in ``audit_flags``), then
+        ``audit_overridden``, then any key an older row kept."""
         rows = []
         for result in self.runs():
-            row = dict(result["row"])
+            recorded = result["row"]
+            if task is not None and recorded["task"] != task:
+                continue
+            row = {**RunRow.from_dict(recorded).to_dict(), **recorded}
             flags = self.audit(row["run_id"])
             row["audit_flags"] = [f"{f['name']}({f['severity']})" for f in flags if not f["overrides"]]
             row["audit_overridden"] = [f["name"] for f in flags if f["overrides"]]
@@ -218,26 +180,11 @@ class Ledger:
         return rows
 
     def export_csv(self, path: Path) -> Path:
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        for row in self.rows():
-            writer.writerow({k: _csv_value(row.get(k)) for k in CSV_COLUMNS})
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(buf.getvalue())
-        tmp.replace(path)
-        return path
+        """Every run into ``path`` as ``results.csv`` (whole or not at all)."""
+        return export_csv(self, path)
 
 
 def _loaded(data: str) -> dict[str, Any]:
     result: dict[str, Any] = json.loads(data)
     result["row"] = upgrade_row(result["row"], result.get("submissions"))
     return result
-
-
-def _csv_value(value: Any) -> Any:
-    if isinstance(value, float):
-        return round(value, 4)
-    if isinstance(value, (list, tuple)):
-        return json.dumps([round(v, 4) if isinstance(v, float) else v for v in value])
-    return "" if value is None else value

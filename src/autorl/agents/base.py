@@ -14,7 +14,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class AgentContext:
-    """What an agent is given. ``env`` is the whole environment contract (DESIGN section 4)."""
+    """What an agent is given. ``env`` is the whole environment contract (DESIGN section 4): the variables
+    :meth:`contract` builds from the fields, on top of the run's extras passed as ``env`` (``AUTORL_SEED``,
+    ``AUTORL_PYTHON``, the agent's GPUs)."""
 
     task: str
     base_model: str
@@ -27,6 +29,24 @@ class AgentContext:
     deadline: float
     run_dir: Path
     env: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # built here only: the contract's variables always say what the fields say
+        object.__setattr__(self, "env", {**self.env, **self.contract()})
+
+    def contract(self) -> dict[str, str]:
+        """The contract's variables (names from the reference harness, kept for compatibility)."""
+        return {
+            "TASK": self.task,
+            "BASE_MODEL": self.base_model,
+            "WORKSPACE": str(self.workspace),
+            "MODEL_PATH": str(self.model_path),
+            "DATA_PATH": str(self.data_path),
+            "OUTPUT_DIR": str(self.output_dir),
+            "GRADING_SERVER_URL": self.grader_url,
+            "AUTORL_TOKEN": self.token,
+            "AUTORL_DEADLINE": f"{self.deadline:.3f}",
+        }
 
 
 class Agent(ABC):

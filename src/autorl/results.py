@@ -1,0 +1,349 @@
+"""The result of a run, defined once: its row (every ledger / ``results.csv`` column), how the row is made from
+the grader's state, and :func:`record_run`, which writes ``result.json``, ingests it and exports ``results.csv``.
+
+The row's figures come from the grader's own records (its ``best``, each submission's ``improvement`` and
+interval, the test evaluation's comparison); nothing here recomputes a score.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from autorl.errors import ResourceError
+from autorl.evaluation.run import write_json_atomic
+
+if TYPE_CHECKING:
+    from autorl.ledger import Ledger
+
+__all__ = [
+    "CSV_COLUMNS",
+    "DEV_COLUMNS",
+    "RECORDED_COLUMNS",
+    "RunResult",
+    "RunRow",
+    "csv_value",
+    "end_reason",
+    "export_csv",
+    "ingest_files",
+    "read_result",
+    "record_run",
+    "run_row",
+    "upgrade_row",
+    "write_csv",
+]
+
+
+@dataclass
+class RunRow:
+    """One run's row in the ledger and in ``results.csv``; the field order is the CSV's column order.
+
+    The reference harness's columns come first (``baseline``, ``best_score``, ``improvement`` and ``success``
+    are the headline: the dev-selected checkpoint scored once on the hidden test split, paired against the
+    test baseline), then its uncertainty, the test aliases, the dev figures (best of ``dev_k`` scored
+    submissions on a split the agent saw: optimistic), the run's conditions, and the study it belongs to.
+    """
+
+    run_id: str
+    timestamp: str
+    task: str
+    agent: str
+    base_model: str
+    baseline: float | None = None
+    best_score: float | None = None
+    improvement: float | None = None
+    submissions: int = 0
+    duration_s: float = 0.0
+    success: bool = False
+    workspace: str = ""
+    improvement_ci95: list[float] | None = None
+    p_value: float | None = None
+    best_submission: int | None = None
+    test_baseline: float | None = None
+    test_score: float | None = None
+    test_improvement: float | None = None
+    test_improvement_ci95: list[float] | None = None
+    dev_baseline: float | None = None
+    dev_best: float | None = None
+    dev_improvement: float | None = None
+    dev_improvement_ci95: list[float] | None = None
+    dev_k: int = 0
+    end_reason: str = ""
+    seed: int = 0
+    config_hash: str | None = None
+    sandbox: str | None = None
+    #: the audit's open flags, ``name(severity)``; kept in the ledger's audit table, not in ``result.json``
+    audit_flags: list[str] = field(default_factory=list)
+    llm_tokens: int | None = None
+    llm_cost_usd: float | None = None
+    llm_usage_source: str | None = None
+    #: a run's stable key inside a study (sweep), and the study's name; empty for a single run
+    run_key: str | None = None
+    sweep: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunRow:
+        """A row from a recorded one: keys it does not know are ignored, missing ones take their defaults."""
+        return cls(**{k: data[k] for k in _FIELD_NAMES if k in data})
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every column, in column order."""
+        return asdict(self)
+
+    def record(self) -> dict[str, Any]:
+        """The row as ``result.json`` keeps it (every column but the audit's, which the ledger keeps)."""
+        return {k: v for k, v in self.to_dict().items() if k in RECORDED_COLUMNS}
+
+
+#: results.csv columns, in order: :class:`RunRow`'s fields
+CSV_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RunRow))
+_FIELD_NAMES = frozenset(CSV_COLUMNS)
+#: the columns of a row in ``result.json``
+RECORDED_COLUMNS: tuple[str, ...] = tuple(c for c in CSV_COLUMNS if c != "audit_flags")
+#: the dev figures of a row: on the split whose scores the agent saw after every submission
+DEV_COLUMNS = ("dev_baseline", "dev_best", "dev_improvement", "dev_improvement_ci95", "dev_k")
+
+
+@dataclass
+class RunResult:
+    """The outcome of one run; ``row`` is its ledger / results.csv row (:meth:`RunRow.record`)."""
+
+    run_id: str
+    row: dict[str, Any]
+    submissions: list[dict[str, Any]]
+    baseline: dict[str, Any] | None
+    test: dict[str, Any] | None
+    agent: dict[str, Any]
+    run_dir: Path
+    meta: dict[str, Any] = field(default_factory=dict)
+    audit: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def success(self) -> bool:
+        return bool(self.row["success"])
+
+    @property
+    def baseline_score(self) -> float | None:
+        return _float(self.row["baseline"])
+
+    @property
+    def best_score(self) -> float | None:
+        return _float(self.row["best_score"])
+
+    @property
+    def improvement(self) -> float | None:
+        return _float(self.row["improvement"])
+
+    @property
+    def improvement_ci95(self) -> list[float] | None:
+        ci = self.row["improvement_ci95"]
+        return None if ci is None else [float(x) for x in ci]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The run as ``result.json`` holds it."""
+        d = asdict(self)
+        d["run_dir"] = str(self.run_dir)
+        return d
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _scored(submissions: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [s for s in submissions if s.get("status") == "done" and s.get("score") is not None]
+
+
+def end_reason(outcome: Mapping[str, Any], scored: int, test: Mapping[str, Any] | None) -> str:
+    """Why the run ended the way it did, in words: the agent's fault, no score, no test score, or normally."""
+    crashed = not outcome["timed_out"] and outcome["exit_code"] != 0
+    tested = _tested(test)
+    if crashed:
+        return f"agent {outcome['reason']}"
+    if not scored:
+        return "no scored submission"
+    if not tested:
+        return "no test score" + (f" ({test['error']})" if test and test.get("error") else "")
+    return "timeout" if outcome["timed_out"] else "agent finished"
+
+
+def _tested(test: Mapping[str, Any] | None) -> bool:
+    return test is not None and test.get("status") == "done" and test.get("score") is not None
+
+
+def run_row(*, run_id: str, started: float, finished: float, task: str, agent: str, base_model: str,
+            workspace: str, seed: int, sandbox: str | None, state: Mapping[str, Any],
+            test: Mapping[str, Any] | None, outcome: Mapping[str, Any],
+            llm_usage: Mapping[str, Any] | None = None, run_key: str | None = None,
+            sweep: str | None = None) -> RunRow:
+    """The row of a finished run, from the grader's state and test evaluation and the agent's outcome.
+
+    The headline is the dev-selected checkpoint scored once on the test split, paired against the test
+    baseline; a run without that score has no headline (never its dev figure in its place). The dev figures
+    are the grader's best submission and that submission's own improvement and interval.
+
+    Args:
+        state: the grader's ``state()`` (``submissions``, ``best``, ``baseline_score``, ``baseline``).
+        test: the grader's test evaluation of the best submission, or None.
+        outcome: the agent's :class:`~autorl.agents.process.AgentOutcome` as a dict.
+        llm_usage: the LLM gateway's totals (``tokens``, ``cost_usd``, ``source``) when the agent called a model.
+    """
+    subs = state["submissions"]
+    best = state["best"]
+    best_sub = next((s for s in subs if best and s["submission_id"] == best["submission_id"]), None)
+    scored = _scored(subs)
+    crashed = not outcome["timed_out"] and outcome["exit_code"] != 0
+    tested = _tested(test)
+    head: Mapping[str, Any] = test if tested and test is not None else {}
+    usage = llm_usage or {}
+    return RunRow(
+        run_id=run_id,
+        timestamp=dt.datetime.fromtimestamp(started, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+        task=task,
+        agent=agent,
+        base_model=base_model,
+        baseline=head.get("baseline_score"),
+        best_score=head.get("score"),
+        improvement=head.get("improvement"),
+        improvement_ci95=head.get("improvement_ci95"),
+        p_value=head.get("p_value"),
+        best_submission=best["submission_id"] if best else None,
+        submissions=len(subs),
+        duration_s=round(finished - started, 1),
+        success=bool(scored) and not crashed and tested and head.get("improvement") is not None,
+        workspace=workspace,
+        test_baseline=head.get("baseline_score"),
+        test_score=head.get("score"),
+        test_improvement=head.get("improvement"),
+        test_improvement_ci95=head.get("improvement_ci95"),
+        dev_baseline=state["baseline_score"],
+        dev_best=best["score"] if best else None,
+        dev_improvement=best_sub.get("improvement") if best_sub else None,
+        dev_improvement_ci95=best_sub.get("improvement_ci95") if best_sub else None,
+        dev_k=len(scored),
+        end_reason=end_reason(outcome, len(scored), test),
+        seed=seed,
+        config_hash=(state.get("baseline") or {}).get("config_hash"),
+        sandbox=sandbox,
+        llm_tokens=usage.get("tokens"),
+        llm_cost_usd=usage.get("cost_usd"),
+        llm_usage_source=usage.get("source"),
+        run_key=run_key,
+        sweep=sweep,
+    )
+
+
+def upgrade_row(row: dict[str, Any], submissions: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """A row recorded before the headline was the test split, in today's meaning (other rows unchanged).
+
+    Such rows held the dev figures under ``baseline``/``best_score``/``improvement``/``improvement_ci95``/
+    ``p_value``; they move to the ``dev_*`` columns and the headline is the test figures, or none.
+    """
+    if "dev_k" in row:
+        return row
+    out = dict(row)
+    out["dev_baseline"] = row.get("baseline")
+    out["dev_best"] = row.get("best_score")
+    out["dev_improvement"] = row.get("improvement")
+    out["dev_improvement_ci95"] = row.get("improvement_ci95")
+    out["dev_k"] = len(_scored(submissions or []))
+    tested = row.get("test_score") is not None
+    out["baseline"] = row.get("test_baseline")
+    out["best_score"] = row.get("test_score")
+    out["improvement"] = row.get("test_improvement")
+    out["improvement_ci95"] = row.get("test_improvement_ci95")
+    out["p_value"] = None  # the old p-value was the dev one; the test one was not kept in the row
+    out["success"] = bool(row.get("success")) and tested
+    out.setdefault("sandbox", None)
+    out.setdefault("llm_usage_source", "agent-reported" if row.get("llm_tokens") is not None else None)
+    return out
+
+
+def csv_value(value: Any) -> Any:
+    """A cell of ``results.csv``: floats to 4 decimals, lists as JSON, None as empty."""
+    if isinstance(value, float):
+        return round(value, 4)
+    if isinstance(value, list | tuple):
+        return json.dumps([round(v, 4) if isinstance(v, float) else v for v in value])
+    return "" if value is None else value
+
+
+def write_csv(rows: Iterable[Mapping[str, Any]], out: IO[str], *, lineterminator: str = "\r\n") -> None:
+    """``rows`` as ``results.csv``: the header, then one line per row in :data:`CSV_COLUMNS` order."""
+    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator=lineterminator)
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: csv_value(row.get(k)) for k in CSV_COLUMNS})
+
+
+def export_csv(ledger: Ledger, path: Path) -> Path:
+    """Every run of ``ledger`` into ``path`` (whole or not at all)."""
+    buf = io.StringIO()
+    write_csv(ledger.rows(), buf)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(buf.getvalue())
+    tmp.replace(path)
+    return path
+
+
+def record_run(result: RunResult | Mapping[str, Any], home: Path, *, ledger: Ledger | None = None) -> None:
+    """Record a run: ``result.json`` in its run directory, its ledger row (replacing an earlier one with the
+    same run id) and ``results.csv`` re-exported; each write whole or not at all. Recording the same result
+    twice leaves the same files.
+
+    Args:
+        result: the run (a :class:`RunResult`, or a result record as ``result.json`` holds it).
+        home: ``AUTORL_HOME``: the ledger is ``home/autorl.db``, the export ``home/results.csv``.
+        ledger: an open ledger to use instead of opening ``home/autorl.db``.
+    """
+    data = result.to_dict() if isinstance(result, RunResult) else dict(result)
+    run_dir = data.get("run_dir") or data["row"]["workspace"]
+    write_json_atomic(Path(run_dir) / "result.json", data)
+    _ingest([data], home, ledger)
+
+
+def ingest_files(paths: Iterable[Path], home: Path, *, ledger: Ledger | None = None) -> list[dict[str, Any]]:
+    """Add ``result.json`` files (from this or other machines) to the ledger and re-export ``results.csv``."""
+    results = [read_result(p) for p in paths]
+    if results:
+        _ingest(results, home, ledger)
+    return results
+
+
+def read_result(path: Path) -> dict[str, Any]:
+    """A ``result.json`` file, checked to be a run's record (a one-line :class:`ResourceError` when not)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ResourceError(f"{path} is not a run result: {exc}") from None
+    row = data.get("row") if isinstance(data, dict) else None
+    if not isinstance(row, dict) or not isinstance(data.get("submissions", []), list):
+        raise ResourceError(f"{path} is not a run result: no row and submissions")
+    missing = [k for k in _REQUIRED if k not in row]
+    if missing:
+        raise ResourceError(f"{path} is not a run result: its row has no {', '.join(missing)}")
+    return dict(data)
+
+
+#: the columns a recorded row cannot lack (the ledger's keys)
+_REQUIRED = ("run_id", "timestamp", "task", "agent", "base_model", "success")
+
+
+def _ingest(results: Sequence[Mapping[str, Any]], home: Path, ledger: Ledger | None) -> None:
+    from autorl.ledger import Ledger
+
+    own = ledger is None
+    db = Ledger(home / "autorl.db") if ledger is None else ledger
+    try:
+        for data in results:
+            db.ingest(data)
+        export_csv(db, home / "results.csv")
+    finally:
+        if own:
+            db.close()
