@@ -17,10 +17,10 @@ import pytest
 
 from autorl.audit import check_refusals
 from autorl.errors import AutorlError, InvalidCheckpointError, UsageError
-from autorl.evaluation.run import write_json_atomic
 from autorl.grader.service import Grader
 from autorl.grader.snapshot import MANIFEST
 from autorl.grader.validation import OUTSIDE_OUTPUT, CheckpointTooLarge, PathRefused, validate_checkpoint
+from autorl.jsonio import write_json_atomic
 
 from .conftest import echo_answers, write_stub_checkpoint
 from .grader_harness import make_config, start_grader

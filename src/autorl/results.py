@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from autorl.errors import ResourceError
-from autorl.evaluation.run import write_json_atomic
+from autorl.jsonio import write_json_atomic
 
 if TYPE_CHECKING:
     from autorl.ledger import Ledger

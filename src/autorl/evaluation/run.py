@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -53,23 +50,6 @@ class EvalRecord:
         if not items:
             d.pop("item_scores")
         return d
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write ``path`` whole or not at all: a fresh temp file in the same directory (an unpredictable name
-    created with ``O_EXCL``, so no link is followed), then a rename, which replaces a link at ``path``
-    rather than writing through it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(data, indent=2, default=str)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def evaluate_model(

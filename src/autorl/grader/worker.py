@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from autorl.evaluation.identity import config_hash, model_hash, stable_hash
-from autorl.evaluation.run import EvalRecord, evaluate_model, write_json_atomic
+from autorl.evaluation.run import EvalRecord, evaluate_model
+from autorl.jsonio import write_json_atomic
 
 if TYPE_CHECKING:
     from autorl.inference.base import Backend
