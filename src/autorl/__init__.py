@@ -5,6 +5,7 @@ The public API is what ``__all__`` lists; heavy libraries load only when a funct
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from autorl.agents.base import Agent, AgentContext
@@ -55,20 +56,13 @@ def evaluate(
     backend: str | None = None,
     base_model: str | None = None,
     per_item_path: str | None = None,
+    benchmark_options: Mapping[str, Any] | None = None,
 ) -> EvalRecord:
-    """Evaluate a checkpoint (local dir, hub id or built-in model) exactly as the grader would."""
-    from pathlib import Path
+    """Evaluate a checkpoint (local dir, hub id or built-in model) exactly as the grader would.
 
-    from autorl.evaluation.run import evaluate_model
-    from autorl.registry import default_backend, get_backend, get_benchmark
-    from autorl.resources import prepare_data, resolve_model
+    See :func:`autorl.checkpoint_eval.evaluate`, which ``autorl eval`` calls too.
+    """
+    from autorl.checkpoint_eval import evaluate as _evaluate
 
-    benchmark = get_benchmark(task)()
-    resolved = resolve_model(model)
-    base = resolve_model(base_model).path if base_model else None
-    data = prepare_data(benchmark)
-    be = get_backend(backend or default_backend())()
-    return evaluate_model(
-        benchmark, be, resolved.path, split=split, hidden_dir=data.hidden_dir, base_model_dir=base, limit=limit,
-        per_item_path=Path(per_item_path) if per_item_path else None,
-    )
+    return _evaluate(task, model, split=split, limit=limit, backend=backend, base_model=base_model,
+                     per_item_path=per_item_path, benchmark_options=benchmark_options)

@@ -217,34 +217,29 @@ def eval_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON record."),
 ) -> None:
     """Evaluate a checkpoint through the same path the grader uses."""
-    from autorl.evaluation.run import evaluate_model
-    from autorl.registry import default_backend, get_backend, get_benchmark
-    from autorl.resources import autorl_home, prepare_data, resolve_model
+    from autorl.checkpoint_eval import evaluate
+    from autorl.resources import autorl_home
 
     if limit is not None and limit <= 0:
         raise UsageError("--limit must be positive")
-    benchmark = get_benchmark(task)(_parse_options(benchmark_option))
-    be = get_backend(backend or default_backend())()
-    resolved = resolve_model(model)
-    base = resolve_model(base_model).path if base_model else None
-    data = prepare_data(benchmark)
-    if per_item is None:
-        per_item = autorl_home() / "evals" / f"{task}-{split}-{resolved.path.name}.jsonl"
-    progress_cb = None
-    bar = None
-    if sys.stderr.isatty() and not as_json:
-        from rich.progress import Progress
+    options = _parse_options(benchmark_option)
+    bar: Any = None  # the progress bar, started once the first items are scored
+    job: Any = None
 
-        bar = Progress(transient=True)
-        bar.start()
-        job = bar.add_task(f"{task}/{split}", total=None)
+    def progress_cb(done: int, total: int) -> None:
+        nonlocal bar, job
+        if bar is None:
+            from rich.progress import Progress
 
-        def progress_cb(done: int, total: int) -> None:
-            bar.update(job, completed=done, total=total)
+            bar = Progress(transient=True)
+            bar.start()
+            job = bar.add_task(f"{task}/{split}", total=None)
+        bar.update(job, completed=done, total=total)
 
     try:
-        record = evaluate_model(benchmark, be, resolved.path, split=split, hidden_dir=data.hidden_dir,
-                                base_model_dir=base, limit=limit, per_item_path=per_item, progress=progress_cb)
+        record = evaluate(task, model, split=split, limit=limit, backend=backend, base_model=base_model,
+                          benchmark_options=options, per_item_path=per_item, per_item_dir=autorl_home() / "evals",
+                          progress=progress_cb if sys.stderr.isatty() and not as_json else None)
     finally:
         if bar is not None:
             bar.stop()
