@@ -29,6 +29,7 @@ __all__ = [
     "RunResult",
     "RunRow",
     "csv_value",
+    "dev_figures",
     "end_reason",
     "export_csv",
     "ingest_files",
@@ -177,6 +178,20 @@ def _tested(test: Mapping[str, Any] | None) -> bool:
     return test is not None and test.get("status") == "done" and test.get("score") is not None
 
 
+def dev_figures(submissions: Sequence[Mapping[str, Any]], best: Mapping[str, Any] | None,
+                baseline_score: float | None) -> dict[str, Any]:
+    """The :data:`DEV_COLUMNS` from the grader's records: its ``best`` (``{submission_id, score}``), that
+    submission's own ``improvement`` and interval, and how many submissions were scored (k)."""
+    best_sub = next((s for s in submissions if best and s["submission_id"] == best["submission_id"]), None)
+    return {
+        "dev_baseline": baseline_score,
+        "dev_best": best["score"] if best else None,
+        "dev_improvement": best_sub.get("improvement") if best_sub else None,
+        "dev_improvement_ci95": best_sub.get("improvement_ci95") if best_sub else None,
+        "dev_k": len(_scored(submissions)),
+    }
+
+
 def run_row(*, run_id: str, started: float, finished: float, task: str, agent: str, base_model: str,
             workspace: str, seed: int, sandbox: str | None, state: Mapping[str, Any],
             test: Mapping[str, Any] | None, outcome: Mapping[str, Any],
@@ -196,7 +211,6 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
     """
     subs = state["submissions"]
     best = state["best"]
-    best_sub = next((s for s in subs if best and s["submission_id"] == best["submission_id"]), None)
     scored = _scored(subs)
     crashed = not outcome["timed_out"] and outcome["exit_code"] != 0
     tested = _tested(test)
@@ -222,11 +236,7 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
         test_score=head.get("score"),
         test_improvement=head.get("improvement"),
         test_improvement_ci95=head.get("improvement_ci95"),
-        dev_baseline=state["baseline_score"],
-        dev_best=best["score"] if best else None,
-        dev_improvement=best_sub.get("improvement") if best_sub else None,
-        dev_improvement_ci95=best_sub.get("improvement_ci95") if best_sub else None,
-        dev_k=len(scored),
+        **dev_figures(subs, best, state["baseline_score"]),
         end_reason=end_reason(outcome, len(scored), test),
         seed=seed,
         config_hash=(state.get("baseline") or {}).get("config_hash"),
