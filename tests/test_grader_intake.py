@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from autorl.audit import check_refusals
-from autorl.errors import AutorlError, InvalidCheckpointError, UsageError
-from autorl.grader.service import Grader
+from autorl.errors import AutorlError, CheckpointTooLarge, InvalidCheckpointError, PathRefused, UsageError
+from autorl.grader.core import Grader
 from autorl.grader.snapshot import MANIFEST
-from autorl.grader.validation import OUTSIDE_OUTPUT, CheckpointTooLarge, PathRefused, validate_checkpoint
+from autorl.grader.validation import OUTSIDE_OUTPUT, validate_checkpoint
 from autorl.jsonio import write_json_atomic
 
 from .conftest import echo_answers, write_stub_checkpoint

@@ -1,13 +1,18 @@
-"""The one tree of errors a user can cause. The CLI prints any of them as one line and exits 2."""
+"""The one tree of errors a user can cause. The CLI prints any of them as one line and exits 2; the grading API
+answers any of them with ``{"error": message}`` and the class's ``http_status``."""
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import ClassVar
 
 
 class AutorlError(Exception):
     """Base of every error that is the user's to fix; its message says what was wrong and what to do."""
+
+    #: the status the grading API answers this error with
+    http_status: ClassVar[int] = 400
 
 
 class UsageError(AutorlError):
@@ -50,15 +55,65 @@ class HiddenDataError(ResourceError):
 
 
 class InvalidCheckpointError(AutorlError):
-    """A submitted checkpoint is not a loadable, safe model directory."""
+    """A submitted checkpoint is not a loadable, safe model directory (HTTP 422)."""
+
+    http_status = 422
+
+
+class CheckpointTooLarge(InvalidCheckpointError):
+    """The checkpoint (or one of its files) is over a limit (HTTP 413)."""
+
+    http_status = 413
+
+
+class PathRefused(UsageError):
+    """A submitted path names something outside the run's output directory, or a link (HTTP 400)."""
+
+    #: the refusal kind recorded for it, which the audit flags
+    kind: ClassVar[str] = "refused_outside_output"
 
 
 class GraderError(AutorlError):
-    """The grading service refused a request or could not be reached."""
+    """The grading service refused a request or could not be reached.
+
+    ``status`` is the HTTP status the grader answered (client side) or is to answer (server side); when it is
+    given it takes the place of ``http_status``.
+    """
 
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+class RunClosed(AutorlError):
+    """The run no longer takes submissions (HTTP 409)."""
+
+    http_status = 409
+
+
+class LimitReached(AutorlError):
+    """The run's submission limit is reached (HTTP 429)."""
+
+    http_status = 429
+
+
+class QueueFull(AutorlError):
+    """Too many submissions are waiting (HTTP 503)."""
+
+    http_status = 503
+
+
+class NotFound(AutorlError):
+    """No such submission (HTTP 404)."""
+
+    http_status = 404
+
+
+def http_status(exc: AutorlError) -> int:
+    """The HTTP status the grading API answers ``exc`` with."""
+    if isinstance(exc, GraderError) and exc.status:
+        return exc.status
+    return exc.http_status
 
 
 class EvaluationError(AutorlError):

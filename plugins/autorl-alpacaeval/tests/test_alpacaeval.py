@@ -253,7 +253,7 @@ def test_eval_data_prepared_from_the_1_0_set_is_prepared_again(mirror: Path, tmp
 
 def test_judge_failures_leave_the_paired_comparison_too(mirror: Path, tmp_path: Path, judge_server: ScriptedJudge) -> None:
     from autorl.evaluation.stats import paired_compare
-    from autorl.grader.service import paired_scores
+    from autorl.grader.records import paired_scores
 
     bench = AlpacaEvalBenchmark({"dev_size": N})
     hidden = tmp_path / "hidden"

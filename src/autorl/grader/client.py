@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
 import httpx
@@ -80,14 +79,3 @@ class GraderClient:
     def evaluate_test(self, submission_id: int | None = None) -> dict[str, Any]:
         body = {} if submission_id is None else {"submission_id": submission_id}
         return dict(self._call("POST", "/admin/test", json=body))
-
-    def wait_until_up(self, timeout: float = 60.0) -> None:
-        end = time.monotonic() + timeout
-        while True:
-            try:
-                self.health()
-                return
-            except GraderError:
-                if time.monotonic() > end:
-                    raise
-                time.sleep(0.1)

@@ -1,4 +1,8 @@
-"""The grader as its own process: ``python -m autorl.grader.server CONFIG.json --port P``."""
+"""The grader as its own process: ``python -m autorl.grader.server CONFIG.json --port P`` (uvicorn on loopback).
+
+This is the grader's entry point, where names may be resolved: it hands :func:`autorl.grader.app.create_app` the
+plugin and benchmark listings from the registry, so that the grader package below never imports it.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +11,32 @@ import logging
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 from autorl.grader.config import GraderConfig
-from autorl.grader.service import Grader
+from autorl.grader.core import Grader
 
 
 def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def plugin_listing() -> list[dict[str, Any]]:
+    """What ``GET /-/plugins`` lists: each installed plugin and what it registers."""
+    from autorl.registry import plugin_summary
+
+    return plugin_summary()
+
+
+def benchmark_listing() -> list[dict[str, Any]]:
+    """What ``GET /-/benchmarks`` lists: each installed benchmark with its distribution and version."""
+    from autorl.registry import get_benchmarks
+
+    return [{"name": r.name, "distribution": r.distribution, "version": getattr(r.cls, "version", "?")}
+            for r in get_benchmarks().values()]
 
 
 def serve(config: GraderConfig, port: int, host: str = "127.0.0.1") -> None:
@@ -27,7 +48,7 @@ def serve(config: GraderConfig, port: int, host: str = "127.0.0.1") -> None:
     if host not in ("127.0.0.1", "localhost", "::1"):
         raise SystemExit("the grader serves on loopback only")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    app = create_app(Grader(config))
+    app = create_app(Grader(config), plugins=plugin_listing, benchmarks=benchmark_listing)
     uvicorn.run(app, host=host, port=port, log_level="info", access_log=True, timeout_graceful_shutdown=5)
 
 

@@ -26,12 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from autorl.errors import InvalidCheckpointError, UsageError
+from autorl.errors import CheckpointTooLarge, InvalidCheckpointError, PathRefused, UsageError
 from autorl.evaluation.identity import manifest_hash
 from autorl.grader.validation import (
-    CheckpointTooLarge,
     Limits,
-    PathRefused,
     check_name,
     refuse_by_magic,
     refuse_by_name,

@@ -11,27 +11,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autorl.errors import InvalidCheckpointError, UsageError
+from autorl.errors import CheckpointTooLarge, InvalidCheckpointError, PathRefused, UsageError
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 #: the refusal kind the audit flags: a path that names (or links to) something outside the output directory
-OUTSIDE_OUTPUT = "refused_outside_output"
+OUTSIDE_OUTPUT = PathRefused.kind
 MAX_PATH_CHARS = 4096
 MAX_JSON_DEPTH = 64
 #: keys whose value is a provenance note, never opened by the loaders the grader uses
 _NAME_ONLY_KEYS = frozenset({"_name_or_path", "name_or_path", "base_model_name_or_path"})
 _FILE_KEY_SUFFIXES = ("_file", "_files", "_path", "_dir")
-
-
-class PathRefused(UsageError):
-    """The path names something outside the run's output directory, or a link (HTTP 400)."""
-
-    kind = OUTSIDE_OUTPUT
-
-
-class CheckpointTooLarge(InvalidCheckpointError):
-    """The checkpoint (or one of its files) is over a limit (HTTP 413)."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,322 @@
+"""The grader's core, apart from HTTP: intake, queue, evaluation slots, baseline, test evaluation and mirror.
+
+:class:`Grader` owns one run's store. What it shows of that store is built by the pure functions of
+:mod:`autorl.grader.records`; the workspace boundary (taking a submission in, writing ``scores.json``) is
+:mod:`autorl.grader.intake`; the evaluations run in :class:`autorl.grader.jobs.EvalSlot` s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from autorl.errors import AutorlError, GraderError, LimitReached, NotFound, QueueFull, RunClosed
+from autorl.grader import records
+from autorl.grader.config import GraderConfig
+from autorl.grader.intake import take_in, write_mirror
+from autorl.grader.jobs import EvalFailed, EvalSlot
+from autorl.grader.snapshot import PinnedDir
+from autorl.grader.store import DONE, FAILED, QUEUED, WAITING, Store
+from autorl.grader.validation import Limits, refusal_kind
+
+
+class Grader:
+    """Owns one run's store and evaluation slots."""
+
+    def __init__(self, config: GraderConfig) -> None:
+        self.config = config
+        self.store_dir = Path(config.store_dir)
+        self.store_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(self.store_dir, 0o700)
+        self.store = Store(self.store_dir / "grader.db")
+        self.store.recover()
+        if self.store.get_meta("task") is None:
+            self.store.set_meta("task", config.task)
+            self.store.set_meta("created_at", time.time())
+        self.workspace = Path(config.workspace)
+        self.output_dir = Path(config.output_dir)
+        self.limits = Limits(config.max_bytes, config.max_files)
+        # pinned now: whatever the agent later puts at these paths, submissions are read from these
+        # directories and the mirror is written into this workspace, never through a link
+        try:
+            self._output = PinnedDir(self.output_dir)
+            self._workspace = PinnedDir(self.workspace)
+        except OSError as exc:
+            raise GraderError(f"cannot open the run's workspace or output directory: {exc}") from None
+        self._snapshots = self.store_dir / "snapshots"
+        self._snapshots.mkdir(exist_ok=True, mode=0o700)
+        for leftover in self._snapshots.glob(".incoming-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+        self._stop = threading.Event()
+        self._wake = threading.Condition()
+        self._threads: list[threading.Thread] = []
+        self._slots = [EvalSlot(config, self.store_dir, i, env) for i, env in enumerate(config.workers or [{}])]
+        self.baseline_error: str | None = None
+        self._mirror_lock = threading.Lock()
+        self._fill_comparisons()  # a store written by an earlier grader may have scores without one
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start one thread per evaluation slot (slot 0 evaluates the baseline first)."""
+        for slot in range(len(self._slots)):
+            t = threading.Thread(target=self._loop, args=(slot,), name=f"grader-slot-{slot}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self) -> None:
+        """Stop the slots (an evaluation in flight is killed), then close the store and the pinned directories."""
+        self._stop.set()
+        with self._wake:
+            self._wake.notify_all()
+        for slot in self._slots:
+            slot.close()
+        for t in self._threads:
+            t.join(timeout=10)
+        self.store.close()
+        self._output.close()
+        self._workspace.close()
+
+    @property
+    def deadline(self) -> float | None:
+        """The run's deadline (Unix seconds), as last set by the orchestrator."""
+        value = self.store.get_meta("deadline", self.config.deadline)
+        return None if value is None else float(value)
+
+    def set_deadline(self, deadline: float) -> None:
+        self.store.set_meta("deadline", float(deadline))
+
+    @property
+    def closed(self) -> bool:
+        """Whether the run no longer takes submissions (closed by the orchestrator, or past its deadline)."""
+        if self.store.get_meta("closed", False):
+            return True
+        deadline = self.deadline
+        return deadline is not None and time.time() > deadline
+
+    def close(self) -> None:
+        self.store.set_meta("closed", True)
+
+    def time_info(self) -> dict[str, Any]:
+        now = time.time()
+        deadline = self.deadline
+        return {
+            "now": now,
+            "deadline": deadline,
+            "remaining_s": max(0.0, deadline - now) if deadline else None,
+            "closed": self.closed,
+        }
+
+    # -- submissions --------------------------------------------------------------------------------
+    def submit(self, raw_path: Any, *, before_copy: Callable[[str], None] | None = None) -> int:
+        """Snapshot, validate the snapshot, and queue; returns the new id. Raises the errors the API maps to
+        statuses; every refusal is recorded with its kind (the audit reads these)."""
+        if self.closed:
+            raise RunClosed("the run is closed: the deadline has passed or the run was stopped")
+        self._check_capacity()
+        incoming = self._snapshots / f".incoming-{secrets.token_hex(8)}"
+        try:
+            snap, checkpoint = take_in(raw_path, output=self._output, workspace=self.workspace, incoming=incoming,
+                                       limits=self.limits, before_copy=before_copy)
+        except AutorlError as exc:
+            self.store.add_refusal(str(raw_path), str(exc), refusal_kind(exc))
+            raise
+        try:
+            sid = self.store.add_submission(
+                str(raw_path), max_total=self.config.max_submissions, max_queued=self.config.max_queue
+            )
+        except LookupError as exc:
+            shutil.rmtree(incoming, ignore_errors=True)
+            if exc.args[0] == "total":
+                raise LimitReached(f"the run's limit of {self.config.max_submissions} submissions is reached") from None
+            raise QueueFull(f"{self.config.max_queue} submissions are already waiting; try again later") from None
+        snap_path = self._snapshots / str(sid)
+        try:
+            if snap_path.exists():  # left by a store that lost its database rows; ids are never reused
+                shutil.rmtree(snap_path)
+            incoming.rename(snap_path)
+        except OSError as exc:
+            shutil.rmtree(incoming, ignore_errors=True)
+            self.store.update(sid, status=FAILED, error=f"could not store the snapshot: {exc}", finished_at=time.time())
+            raise GraderError(f"could not store the snapshot: {exc}") from None
+        digest = snap.content_hash
+        earlier = self.store.evaluation(digest, "dev")
+        if earlier is not None:
+            first = next(
+                (s["id"] for s in self.store.all() if s["content_hash"] == digest and s["status"] == DONE), None
+            )
+            now = time.time()
+            self.store.update(sid, snapshot=str(snap_path), content_hash=digest, kind=checkpoint.kind,
+                              duplicate_of=first, started_at=now, **self._scored(earlier, now))
+        else:
+            self.store.update(sid, snapshot=str(snap_path), content_hash=digest, kind=checkpoint.kind, status=QUEUED)
+            with self._wake:
+                self._wake.notify_all()
+        self.write_mirror()
+        return sid
+
+    def _check_capacity(self) -> None:
+        """Refuse before copying when a limit is already reached (the insert checks again, atomically)."""
+        counts = self.store.counts()
+        if sum(counts.values()) >= self.config.max_submissions:
+            raise LimitReached(f"the run's limit of {self.config.max_submissions} submissions is reached")
+        if sum(counts.get(status, 0) for status in WAITING) >= self.config.max_queue:
+            raise QueueFull(f"{self.config.max_queue} submissions are already waiting; try again later")
+
+    def _scored(self, record: dict[str, Any], finished_at: float) -> dict[str, Any]:
+        """The columns of a submission scored with the full dev ``record``, its comparison included."""
+        base = self.store.baseline("dev")
+        return {"status": DONE, "score": record["score"], "record": records.summary(record),
+                "comparison": records.compare(base["record"] if base else None, record), "finished_at": finished_at}
+
+    def _fill_comparisons(self) -> None:
+        """Give every scored submission that lacks one its comparison with the dev baseline (when it has items)."""
+        base = self.store.baseline("dev")
+        if base is None or not base.get("record"):
+            return
+        for sub in self.store.all():
+            if sub["status"] == DONE and sub["comparison"] is None and sub["content_hash"]:
+                comp = records.compare(base["record"], self.store.evaluation(sub["content_hash"], "dev"))
+                if comp is not None:
+                    self.store.update(sub["id"], comparison=comp)
+
+    def _loop(self, slot: int) -> None:
+        while not self._stop.is_set():
+            if slot == 0 and self._needs_baseline():
+                self._run_baseline(slot)
+                continue
+            sub = self.store.claim_next()
+            if sub is None:
+                with self._wake:
+                    self._wake.wait(timeout=0.5)
+                continue
+            self._evaluate_submission(sub, slot)
+
+    def _evaluate_submission(self, sub: dict[str, Any], slot: int) -> None:
+        sid = int(sub["id"])
+        try:
+            record = self._slots[slot].run(Path(str(sub["snapshot"])), "dev", f"sub{sid}")
+        except EvalFailed as exc:
+            self.store.update(sid, status=FAILED, error=str(exc), finished_at=time.time())
+        else:
+            self.store.put_evaluation(sub["content_hash"], "dev", record)
+            self.store.update(sid, **self._scored(record, time.time()))
+        self.write_mirror()
+
+    # -- baseline -----------------------------------------------------------------------------------
+    def _needs_baseline(self) -> bool:
+        return (
+            self.config.evaluate_baseline
+            and self.config.base_model is not None
+            and self.baseline_error is None
+            and self.store.baseline("dev") is None
+        )
+
+    def _run_baseline(self, slot: int) -> None:
+        try:
+            record = self.baseline_record("dev", slot)
+        except EvalFailed as exc:
+            self.baseline_error = str(exc)
+            return
+        self.store.set_baseline("dev", record["score"], record, "evaluated")
+        self._fill_comparisons()
+        self.write_mirror()
+
+    def baseline_record(self, split: str, slot: int = 0) -> dict[str, Any]:
+        """The base model's evaluation on ``split``, from the cross-run cache when its key matches."""
+        assert self.config.base_model is not None
+        return self._slots[slot].run(Path(self.config.base_model), split, "baseline", cache=True)
+
+    def set_baseline(self, score: float) -> None:
+        """Set the dev baseline's score by hand (no record: submissions get no paired comparison from it)."""
+        self.store.set_baseline("dev", float(score), None, "set")
+        self.write_mirror()
+
+    def wait_baseline(self, timeout: float) -> dict[str, Any] | None:
+        """The dev baseline row once there is one (``None`` after ``timeout`` s, or when it failed)."""
+        end = time.time() + timeout
+        while time.time() < end:
+            base = self.store.baseline("dev")
+            if base is not None or self.baseline_error or not self._threads:
+                return base
+            time.sleep(0.1)
+        return self.store.baseline("dev")
+
+    # -- what the agent and the orchestrator see (read only) --------------------------------------------
+    def status(self, sid: int) -> str:
+        """One submission's status: a single-row read, for a request that waits on it."""
+        status = self.store.status(sid)
+        if status is None:
+            raise NotFound(f"no submission {sid}")
+        return status
+
+    def submission(self, sid: int) -> dict[str, Any]:
+        """The agent's record of one submission."""
+        sub = self.store.get(sid)
+        if sub is None:
+            raise NotFound(f"no submission {sid}")
+        subs = self.store.all()
+        return records.public(sub, baseline=self.store.baseline("dev"), best=records.best(subs), total=len(subs))
+
+    def submissions(self) -> list[dict[str, Any]]:
+        """The agent's records of every submission."""
+        return records.public_all(self.store.all(), self.store.baseline("dev"))
+
+    def state(self) -> dict[str, Any]:
+        """Everything the orchestrator collects at the end of a run."""
+        return records.state(task=self.config.task, baseline=self.store.baseline("dev"),
+                             baseline_error=self.baseline_error, submissions=self.store.all(),
+                             tests=self.store.test_scores(), counts=self.store.counts(),
+                             refusals=self.store.refusals(), closed=self.closed)
+
+    def write_mirror(self) -> None:
+        """A read-only ``scores.json`` in the workspace with the agent's records; nothing reads it back."""
+        # one writer at a time, each reading the store inside the lock: the last write is the newest state
+        with self._mirror_lock:
+            write_mirror(self._workspace, json.dumps(self.submissions(), indent=2).encode())
+
+    # -- final test evaluation ------------------------------------------------------------------------
+    def evaluate_test(self, sid: int | None = None) -> dict[str, Any]:
+        """Score one submission (default: best on dev) on the hidden test split, once."""
+        if sid is None:
+            best = records.best(self.store.all())
+            if best is None:
+                raise NotFound("no finished submission to evaluate on the test split")
+            sid = int(best["submission_id"])
+        sub = self.store.get(sid)
+        if sub is None:
+            raise NotFound(f"no submission {sid}")
+        if sub["status"] != DONE:
+            raise GraderError(f"submission {sid} is {sub['status']}, not done", status=409)
+        if self.store.claim_test(sid):
+            self._score_test(sid, Path(str(sub["snapshot"])))
+        result = self.store.test_score(sid)
+        assert result is not None
+        return records.public_test(result)
+
+    def _score_test(self, sid: int, snapshot: Path) -> None:
+        try:
+            record = self._slots[0].run(snapshot, "test", f"sub{sid}")
+            comparison = None
+            base_score = None
+            if self.config.base_model:
+                base = self.store.baseline("test")
+                if base is None:
+                    rec = self.baseline_record("test")
+                    self.store.set_baseline("test", rec["score"], rec, "evaluated")
+                    base = self.store.baseline("test")
+                assert base is not None
+                base_score = base["score"]
+                comparison = records.compare(base["record"], record)
+        except EvalFailed as exc:
+            self.store.finish_test(sid, status=FAILED, error=str(exc))
+        else:
+            summary = records.summary(record)
+            summary["baseline_score"] = base_score
+            self.store.finish_test(sid, status=DONE, score=record["score"], record=summary, comparison=comparison)
