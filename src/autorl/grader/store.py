@@ -124,6 +124,12 @@ class Store:
         db = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None, timeout=5)
         return cls(path, _db=db)
 
+    @property
+    def changes(self) -> int:
+        """How many rows this connection has inserted, updated or deleted since it was opened."""
+        with self._lock:
+            return self._db.total_changes
+
     def close(self) -> None:
         """Close the database connection."""
         with self._lock:
