@@ -1,7 +1,10 @@
 """``autorl.run()``, step by step as DESIGN section 2 tells it: resolve -> acquire -> workspace -> grader ->
 baseline -> agent -> collect -> record. Each step is a function below; what one step makes for the next is a
-small frozen dataclass (:class:`_Plan`, :class:`_Place`, :class:`_Services`, :class:`_AgentRun`,
-:class:`_Collected`).
+small frozen dataclass (:class:`_Plan`, :class:`_Assets`, :class:`_Place`, :class:`_Services`,
+:class:`_AgentRun`, :class:`_Collected`). The row and its recording are :mod:`autorl.results`'.
+
+Longer than most modules (about 530 lines) on purpose: the eight steps and the state they hand on read top to
+bottom in one file, the way a run happens; each step is short and the helpers beside it serve it only.
 """
 
 from __future__ import annotations
