@@ -112,9 +112,10 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
+    from naive_generate import naive_generate
 
     from autorl.inference.base import GenerationRequest
-    from autorl.inference.hf import HFBackend, naive_generate
+    from autorl.inference.hf import HFBackend
 
     tmp = Path(tempfile.mkdtemp())
     model_dir = args.model or random_model(args.shape or "qwen2.5-1.5b", tmp)

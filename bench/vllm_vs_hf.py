@@ -113,9 +113,10 @@ def targets(tokenizer: Any, prompts: list[str], max_new: int) -> list[int]:
 def run_hf(model_dir: Path, n: int, max_new: int, naive_batch: int) -> dict[str, Any]:
     import torch
     from eval_throughput import EndAt
+    from naive_generate import naive_generate
 
     from autorl.inference.base import GenerationRequest
-    from autorl.inference.hf import HFBackend, naive_generate
+    from autorl.inference.hf import HFBackend
 
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     t = time.time()

@@ -473,30 +473,3 @@ def _supports_compaction(model: Any) -> bool:
     from transformers import DynamicCache
 
     return hasattr(DynamicCache, "batch_select_indices") and not model.config.is_encoder_decoder
-
-
-def naive_generate(
-    model: Any, tokenizer: Any, prompts: list[str], max_new_tokens: int, batch_size: int, logits_processor: Any = None
-) -> int:
-    """The baseline the throughput benchmark compares against: fixed batches in input order, no sorting.
-
-    Returns the number of new tokens generated (until EOS, as the hf backend counts them).
-    """
-    torch = _import_torch()
-    total = 0
-    for start in range(0, len(prompts), batch_size):
-        enc = tokenizer(prompts[start : start + batch_size], return_tensors="pt", padding=True).to(model.device)
-        extra: dict[str, Any] = {}
-        if logits_processor is not None:
-            from transformers import LogitsProcessorList
-
-            extra["logits_processor"] = LogitsProcessorList([PromptLogitsProcessor(logits_processor, tokenizer.pad_token_id)])
-        with torch.inference_mode():
-            out = model.generate(
-                **enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id, **extra
-            )
-        for row in out[:, enc["input_ids"].shape[1] :].tolist():
-            eos = tokenizer.eos_token_id
-            total += row.index(eos) if eos in row else len(row)
-    return total
-
