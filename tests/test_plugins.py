@@ -6,13 +6,28 @@ import json
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from autorl_example_plugin.stub import EchoBenchmark, ScriptedBackend
 
 import autorl
-from autorl.errors import PluginConflictError, UnknownNameError
-from autorl.registry import get_benchmark, get_benchmarks
+from autorl.agents.command import CommandAgent
+from autorl.agents.llm import LLMAgent
+from autorl.errors import AutorlError, PluginConflictError, UnknownNameError, UsageError
+from autorl.plugins import PluginInfo, create_plugin_manager
+from autorl.registry import (
+    Kind,
+    PluginTypeError,
+    default_backend,
+    get_backends,
+    get_benchmark,
+    get_benchmarks,
+    registrations,
+    resolve_agent,
+)
 
 from .conftest import cli
 
@@ -118,6 +133,105 @@ def test_register_plugin_fixture_and_conflicts(autorl_pm, register_plugin) -> No
 def test_fresh_plugin_manager_sees_no_entry_points(autorl_pm) -> None:  # type: ignore[no-untyped-def]
     assert "echo" not in get_benchmarks()
     assert "arith" in get_benchmarks()
+
+
+class _Registers:
+    """A plugin whose ``register_<kind>s`` hook registers ``obj``."""
+
+    def __init__(self, kind: str, obj: object) -> None:
+        def hook(register: Callable[[object], None]) -> None:
+            register(obj)
+
+        setattr(self, f"register_{kind}s", autorl.hookimpl(hook))
+
+
+def _not_a_factory() -> None:
+    """A function that has a ``name``, as a lazy factory would."""
+
+
+_not_a_factory.name = "factory"  # type: ignore[attr-defined]
+
+
+class _RightAgent(LLMAgent):
+    name = "right-agent"
+
+
+@pytest.mark.parametrize(
+    ("kind", "wrong", "shown", "right"),
+    [
+        ("benchmark", ScriptedBackend, "ScriptedBackend", EchoBenchmark),  # a class of another kind
+        ("backend", EchoBenchmark, "EchoBenchmark", ScriptedBackend),
+        ("agent", EchoBenchmark, "EchoBenchmark", _RightAgent),
+        ("benchmark", EchoBenchmark(), "EchoBenchmark object", EchoBenchmark),  # an instance
+        ("backend", _not_a_factory, "_not_a_factory", ScriptedBackend),  # a function
+    ],
+)
+def test_wrong_base_class_is_a_type_error_naming_the_plugin(  # type: ignore[no-untyped-def]
+    autorl_pm, register_plugin, kind: Kind, wrong: object, shown: str, right: type[Any]
+) -> None:
+    register_plugin(_Registers(kind, wrong), name="wrongbase", distribution="autorl-wrongbase")
+    with pytest.raises(TypeError) as caught:
+        registrations(kind)
+    message = str(caught.value)
+    assert isinstance(caught.value, PluginTypeError) and isinstance(caught.value, AutorlError)
+    assert "autorl-wrongbase" in message and "wrongbase" in message and shown in message
+    assert f"not a subclass of autorl.{ {'benchmark': 'Benchmark', 'agent': 'Agent', 'backend': 'Backend'}[kind]}" in message
+    autorl_pm.unregister(name="wrongbase")
+    register_plugin(_Registers(kind, right), name="rightbase", distribution="autorl-rightbase")
+    found = registrations(kind)
+    assert found[right.name].cls is right and found[right.name].distribution == "autorl-rightbase"
+
+
+def test_wrong_base_class_through_the_cli_is_one_line(tmp_path: Path) -> None:
+    fake_distribution(tmp_path, "autorl-wrongbase", "wrongbase", "wrongbase_mod", """
+        from autorl import hookimpl
+
+        class NotABenchmark:
+            name = "notabench"
+
+        @hookimpl
+        def register_benchmarks(register):
+            register(NotABenchmark)
+    """)
+    proc = cli("list", "benchmarks", env={"PYTHONPATH": str(tmp_path)})
+    assert proc.returncode == 2
+    line = proc.stderr.strip()
+    assert line.startswith("error: autorl-wrongbase (plugin wrongbase) registers") and "NotABenchmark" in line
+    assert len(line.splitlines()) == 1 and "Traceback" not in line
+
+
+def test_registry_sees_plugins_added_after_a_lookup(autorl_pm) -> None:  # type: ignore[no-untyped-def]
+    assert "echo" not in get_benchmarks()
+    autorl_pm.add(_Registers("benchmark", EchoBenchmark), PluginInfo("late", "autorl-late", "1", "late", False))
+    assert get_benchmarks()["echo"].distribution == "autorl-late"
+    other = create_plugin_manager(entry_points=False)  # each manager has its own registrations
+    assert "echo" not in get_benchmarks(other) and "echo" in get_benchmarks(autorl_pm)
+
+
+def test_resolve_agent_and_default_backend(autorl_pm, register_plugin, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    assert resolve_agent("llm") is LLMAgent
+    with pytest.raises(UnknownNameError, match="unknown agent 'lml'"):
+        resolve_agent("lml")
+    with pytest.raises(UsageError, match=r"agent folder '\./nowhere' does not exist"):
+        resolve_agent("./nowhere")
+    folder = tmp_path / "my-agent"
+    folder.mkdir()
+    (folder / "config.yaml").write_text("name: my-agent\nstart: start.sh\n")
+    (folder / "start.sh").write_text("#!/bin/sh\n")
+    assert issubclass(resolve_agent(str(folder)), CommandAgent)
+    vllm_usable = get_backends()["vllm"].cls.available()
+    assert default_backend() == ("vllm" if vllm_usable else "hf")
+
+    class UsableVLLM(ScriptedBackend):
+        name = "vllm"
+
+        @classmethod
+        def available(cls) -> bool:
+            return True
+
+    no_builtin_backends = create_plugin_manager(entry_points=False, env={"AUTORL_DISABLE_PLUGINS": "backends"})
+    no_builtin_backends.add(_Registers("backend", UsableVLLM), PluginInfo("v", "autorl-v", "1", "v", False))
+    assert default_backend(no_builtin_backends) == "vllm"
 
 
 HEAVY = ("torch", "transformers", "trl", "vllm", "peft", "datasets")

@@ -5,7 +5,6 @@ The public API is what ``__all__`` lists; heavy libraries load only when a funct
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from autorl.agents.base import Agent, AgentContext
@@ -18,6 +17,8 @@ from autorl.inference.base import Backend, Completion, GenerationRequest
 from autorl.version import __version__
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from autorl.evaluation.run import EvalRecord
     from autorl.runner import RunResult
 

@@ -1,28 +1,56 @@
 """The hooks a plugin can implement. Hooks evolve by adding arguments only.
 
 A plugin is a module (an entry point in the ``autorl`` group, or a built-in) whose functions carry
-``@autorl.hookimpl``. Each ``register_*`` hook receives a ``register`` callable; call it once per class.
+``@autorl.hookimpl``. Each ``register_*`` hook receives a ``register`` callable (typed below as a
+:class:`typing.Protocol`); call it once per class. ``register`` takes classes only: keep a plugin's heavy
+imports inside its classes' methods, or import the class inside the hook.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
+
+if TYPE_CHECKING:
+    import typer
+
+    from autorl.agents.base import Agent
+    from autorl.benchmark import Benchmark
+    from autorl.inference.base import Backend
 
 hookspec = pluggy.HookspecMarker("autorl")
 hookimpl = pluggy.HookimplMarker("autorl")
 
 
+class RegisterBenchmark(Protocol):
+    """The ``register`` of :func:`register_benchmarks`: takes one :class:`autorl.Benchmark` subclass."""
+
+    def __call__(self, cls: type[Benchmark], /) -> None: ...
+
+
+class RegisterAgent(Protocol):
+    """The ``register`` of :func:`register_agents`: takes one :class:`autorl.Agent` subclass."""
+
+    def __call__(self, cls: type[Agent], /) -> None: ...
+
+
+class RegisterBackend(Protocol):
+    """The ``register`` of :func:`register_backends`: takes one :class:`autorl.Backend` subclass."""
+
+    def __call__(self, cls: type[Backend], /) -> None: ...
+
+
 @hookspec
-def register_benchmarks(register: Callable[[type[Any]], None]) -> None:
+def register_benchmarks(register: RegisterBenchmark) -> None:
     """Register benchmark classes.
 
     Called once per process, the first time any benchmark is looked up (``autorl list benchmarks``,
-    ``autorl run``, the grader's worker). ``register`` takes a :class:`autorl.Benchmark` subclass whose
-    ``name`` is unique across all installed plugins; a second registration of a name is an error
-    naming both distributions.
+    ``autorl run``, the grader's worker). ``register`` (:class:`RegisterBenchmark`) takes a
+    :class:`autorl.Benchmark` subclass whose ``name`` is unique across all installed plugins; a second
+    registration of a name is an error naming both distributions, and anything that is not a
+    ``Benchmark`` subclass is a ``TypeError`` (:class:`autorl.registry.PluginTypeError`) naming the plugin.
 
     Example::
 
@@ -33,11 +61,12 @@ def register_benchmarks(register: Callable[[type[Any]], None]) -> None:
 
 
 @hookspec
-def register_agents(register: Callable[[type[Any]], None]) -> None:
+def register_agents(register: RegisterAgent) -> None:
     """Register agent classes.
 
-    Called once per process, the first time an agent is looked up. ``register`` takes an
-    :class:`autorl.Agent` subclass with a unique ``name``.
+    Called once per process, the first time an agent is looked up. ``register`` (:class:`RegisterAgent`)
+    takes an :class:`autorl.Agent` subclass with a unique ``name``; anything else is a ``TypeError``
+    naming the plugin.
 
     Example::
 
@@ -48,11 +77,12 @@ def register_agents(register: Callable[[type[Any]], None]) -> None:
 
 
 @hookspec
-def register_backends(register: Callable[[type[Any]], None]) -> None:
+def register_backends(register: RegisterBackend) -> None:
     """Register inference backend classes.
 
-    Called once per process, the first time a backend is looked up. ``register`` takes an
-    :class:`autorl.Backend` subclass with a unique ``name`` (``hf``, ``vllm``, ``openai`` are built in).
+    Called once per process, the first time a backend is looked up. ``register``
+    (:class:`RegisterBackend`) takes an :class:`autorl.Backend` subclass with a unique ``name`` (``hf``,
+    ``vllm``, ``openai`` are built in); anything else is a ``TypeError`` naming the plugin.
 
     Example::
 
@@ -63,10 +93,11 @@ def register_backends(register: Callable[[type[Any]], None]) -> None:
 
 
 @hookspec
-def register_commands(cli: Any) -> None:
+def register_commands(cli: typer.Typer) -> None:
     """Add commands to the ``autorl`` command line.
 
-    Called when the CLI starts, before arguments are parsed. ``cli`` is the root ``typer.Typer``; keep
+    Called when the CLI starts, before arguments are parsed. ``cli`` is the root ``typer.Typer`` (not a
+    ``register`` callable: add commands or sub-apps to it); keep
     heavy imports inside the command functions so ``autorl --help`` stays fast.
 
     Example::

@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
+from typing import Any
 
 import pluggy
 
@@ -48,10 +49,25 @@ class PluginManager(pluggy.PluginManager):
         super().__init__("autorl")
         self.add_hookspecs(hookspecs)
         self.infos: dict[str, PluginInfo] = {}
+        #: bumped by every registration and unregistration: what the registry collected before is stale
+        self.generation = 0
 
     def add(self, module: object, info: PluginInfo) -> None:
+        """Register ``module`` as the plugin ``info.name`` and remember where it comes from."""
         self.register(module, name=info.name)
         self.infos[info.name] = info
+
+    def register(self, plugin: object, name: str | None = None) -> str | None:
+        """Register a plugin (see :meth:`pluggy.PluginManager.register`)."""
+        registered = super().register(plugin, name)
+        self.generation += 1
+        return registered
+
+    def unregister(self, plugin: object | None = None, name: str | None = None) -> Any | None:
+        """Unregister a plugin (see :meth:`pluggy.PluginManager.unregister`)."""
+        removed = super().unregister(plugin, name)
+        self.generation += 1
+        return removed
 
 
 def _names(value: str | None) -> set[str] | None:

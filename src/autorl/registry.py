@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from autorl.errors import PluginConflictError, UnknownNameError, UsageError
+from autorl.errors import AutorlError, PluginConflictError, UnknownNameError, UsageError
 from autorl.plugins import PluginManager, PluginWarning, get_plugin_manager
 
 if TYPE_CHECKING:
@@ -17,6 +18,10 @@ if TYPE_CHECKING:
 
 Kind = Literal["benchmark", "agent", "backend"]
 KINDS: tuple[Kind, ...] = ("benchmark", "agent", "backend")
+
+
+class PluginTypeError(AutorlError, TypeError):
+    """A plugin registers something that is not a subclass of its kind's base class."""
 
 
 @dataclass(frozen=True)
@@ -30,14 +35,28 @@ class Registration:
     distribution: str
 
 
+def _base_class(kind: Kind) -> type[Any]:
+    from autorl.agents.base import Agent
+    from autorl.benchmark import Benchmark
+    from autorl.inference.base import Backend
+
+    return {"benchmark": Benchmark, "agent": Agent, "backend": Backend}[kind]
+
+
 def _collect(pm: PluginManager, kind: Kind) -> dict[str, Registration]:
     found: dict[str, Registration] = {}
+    base = _base_class(kind)
     hook = getattr(pm.hook, f"register_{kind}s")
     for impl in hook.get_hookimpls():  # registration order
         info = pm.infos.get(impl.plugin_name)
         dist = info.distribution if info else impl.plugin_name
 
         def register(cls: type[Any], _plugin: str = impl.plugin_name, _dist: str = dist) -> None:
+            if not (isinstance(cls, type) and issubclass(cls, base)):
+                raise PluginTypeError(
+                    f"{_dist} (plugin {_plugin}) registers {cls!r} as a {kind}, which is not a subclass of "
+                    f"autorl.{base.__name__}; upgrade, uninstall or disable it (AUTORL_DISABLE_PLUGINS)"
+                )
             name = getattr(cls, "name", None)
             if not isinstance(name, str) or not name:
                 raise PluginConflictError(f"{_dist} registers a {kind} class {cls!r} without a `name`")
@@ -51,7 +70,7 @@ def _collect(pm: PluginManager, kind: Kind) -> dict[str, Registration]:
 
         try:
             impl.function(register)
-        except PluginConflictError:
+        except (PluginConflictError, PluginTypeError):
             raise
         except Exception as exc:
             warnings.warn(
@@ -63,13 +82,26 @@ def _collect(pm: PluginManager, kind: Kind) -> dict[str, Registration]:
     return found
 
 
+@dataclass
+class _Collected:
+    """What one plugin manager's hooks registered, as of its ``generation``."""
+
+    generation: int
+    kinds: dict[Kind, dict[str, Registration]] = field(default_factory=dict)
+
+
+_collected: weakref.WeakKeyDictionary[PluginManager, _Collected] = weakref.WeakKeyDictionary()
+
+
 def registrations(kind: Kind, pm: PluginManager | None = None) -> dict[str, Registration]:
-    """Every registration of one kind, cached on the plugin manager."""
+    """Every registration of one kind; collected once per plugin manager, again after it (un)registers a plugin."""
     pm = pm or get_plugin_manager()
-    cache: dict[str, dict[str, Registration]] = pm.__dict__.setdefault("_autorl_registry", {})
-    if kind not in cache:
-        cache[kind] = _collect(pm, kind)
-    return cache[kind]
+    cache = _collected.get(pm)
+    if cache is None or cache.generation != pm.generation:
+        cache = _collected[pm] = _Collected(pm.generation)
+    if kind not in cache.kinds:
+        cache.kinds[kind] = _collect(pm, kind)
+    return cache.kinds[kind]
 
 
 def _get(kind: Kind, name: str, pm: PluginManager | None) -> type[Any]:

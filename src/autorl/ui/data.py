@@ -17,6 +17,7 @@ from typing import Any
 from autorl import untrusted
 from autorl.aggregate import FAILURE_RULE, aggregate_runs
 from autorl.ledger import Ledger
+from autorl.results import RunRow, dev_figures
 
 #: columns of the runs table: key, title, kind (for formatting and sorting). The headline is the held-out
 #: test (the dev-selected checkpoint scored once on test, against the test baseline); the dev figure is the
@@ -40,59 +41,47 @@ def _live_status(info: Mapping[str, Any], now: float) -> str:
 
 
 def live_row(info: Mapping[str, Any], now: float | None = None) -> dict[str, Any]:
-    """A runs-table row for a run in progress, from the grader's own store (never files the agent writes)."""
+    """A runs-table row for a run in progress, from the grader's own store (never files the agent writes):
+    every :class:`~autorl.results.RunRow` column, the dev figures as the grader reports them, no headline
+    (there is no test score until the run ends)."""
     now = time.time() if now is None else now
-    store = read_store(Path(info["store_dir"])) if info.get("store_dir") else {"submissions": [], "baseline": None}
-    scored = [s for s in store["submissions"] if s["score"] is not None]
-    best = max(scored, key=lambda s: s["score"], default=None)
-    dev_baseline = store["baseline"]["score"] if store["baseline"] else None
-    return {
-        "run_id": info["run_id"], "timestamp": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["started"])),
-        "task": info["task"], "agent": info["agent"], "base_model": info["base_model"],
-        # no test score until the run ends, so no headline yet
-        "baseline": None, "best_score": None, "improvement": None, "improvement_ci95": None, "p_value": None,
-        "dev_baseline": dev_baseline, "dev_best": best["score"] if best else None,
-        "dev_improvement": (best["score"] - dev_baseline) if best and dev_baseline is not None else None,
-        "dev_improvement_ci95": None, "dev_k": len(scored), "sandbox": info.get("sandbox"),
-        "submissions": len(store["submissions"]), "duration_s": round(now - float(info["started"]), 1),
-        "success": None, "status": _live_status(info, now), "workspace": info.get("workspace"),
-        "store_dir": info.get("store_dir"), "config_hash": None, "audit_flags": [], "live": True,
-    }
+    store = read_store(Path(info["store_dir"])) if info.get("store_dir") else _EMPTY_STORE
+    baseline = store["baseline"]
+    row = RunRow(
+        run_id=info["run_id"], timestamp=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["started"])),
+        task=info["task"], agent=info["agent"], base_model=info["base_model"],
+        submissions=len(store["submissions"]), duration_s=round(now - float(info["started"]), 1),
+        workspace=info.get("workspace") or "", sandbox=info.get("sandbox"),
+        **dev_figures(store["submissions"], store["best"], baseline["score"] if baseline else None),
+    ).to_dict()
+    row.update(workspace=info.get("workspace"), success=None, status=_live_status(info, now),
+               store_dir=info.get("store_dir"), live=True)
+    return row
+
+
+_EMPTY_STORE: dict[str, Any] = {"submissions": [], "baseline": None, "best": None}
 
 
 def read_store(store_dir: Path) -> dict[str, Any]:
-    """Submissions and the dev baseline from a grader's SQLite store, opened read-only."""
-    db_path = store_dir / "grader.db"
-    out: dict[str, Any] = {"submissions": [], "baseline": None}
-    if not db_path.is_file():
-        return out
+    """The grader's records of a run in progress (its public submission records, its best, the dev baseline),
+    from its store opened read-only (:meth:`autorl.grader.store.Store.read_only`); empty when unreadable."""
+    from autorl.grader import records
+    from autorl.grader.store import Store
+
     try:
-        db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5)
-        try:
-            db.row_factory = sqlite3.Row
-            for r in db.execute("SELECT id, created_at, finished_at, status, score, record FROM submissions "
-                                "ORDER BY id"):
-                record = _record(r["record"])
-                out["submissions"].append({"submission_id": r["id"], "created_at": r["created_at"],
-                                           "finished_at": r["finished_at"], "status": r["status"],
-                                           "score": r["score"], "ci95": record.get("ci95")})
-            b = db.execute("SELECT score, record FROM baseline WHERE split='dev'").fetchone()
-            if b:
-                record = _record(b["record"])
-                out["baseline"] = {"score": b["score"], "ci95": record.get("ci95"), "n": record.get("n")}
-        finally:
-            db.close()
+        store = Store.read_only(store_dir / "grader.db")
+    except (OSError, sqlite3.Error):
+        return dict(_EMPTY_STORE)
+    try:
+        subs = store.all()
+        base = store.baseline("dev")
     except (sqlite3.Error, ValueError, TypeError, KeyError):
-        pass
-    return out
-
-
-def _record(text: str | None) -> dict[str, Any]:
-    try:
-        value = untrusted.parse_json(text) if text else {}
-    except untrusted.UntrustedFileError:
-        return {}
-    return value if isinstance(value, dict) else {}
+        return dict(_EMPTY_STORE)
+    finally:
+        store.close()
+    rec = (base.get("record") or {}) if base else {}
+    return {"submissions": records.public_all(subs, base), "best": records.best(subs),
+            "baseline": {"score": base["score"], "ci95": rec.get("ci95"), "n": rec.get("n")} if base else None}
 
 
 def status_of(row: Mapping[str, Any]) -> str:
