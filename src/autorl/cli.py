@@ -178,8 +178,6 @@ def run_cmd(
     """Run an agent on a task and record baseline, scores and improvement."""
     from autorl.runner import run
 
-    if audit_budget <= 0:
-        raise UsageError("--audit-budget must be a positive number of seconds")
     result = run(agent, task, model, timeout, port=port, backend=backend, gpus=gpus, runs_dir=runs_dir,
                  seed=seed, agent_env=_parse_env(agent_env), limit=limit, sandbox=sandbox, network=network,
                  benchmark_options=_parse_options(benchmark_option), audit=not no_audit, audit_budget_s=audit_budget,

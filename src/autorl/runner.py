@@ -106,6 +106,8 @@ def run(
     say: Log = log or (lambda m: print(m, file=sys.stderr, flush=True))
     if timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
+    if audit_budget_s <= 0:
+        raise UsageError("--audit-budget must be a positive number of seconds")
     started = time.time()
     home = autorl_home()
     plan = _resolve(agent, task, backend, gpus, sandbox, network, agent_env, benchmark_options, backend_options,
