@@ -106,12 +106,8 @@ class Grader:
     def time_info(self) -> dict[str, Any]:
         now = time.time()
         deadline = self.deadline
-        return {
-            "now": now,
-            "deadline": deadline,
-            "remaining_s": max(0.0, deadline - now) if deadline else None,
-            "closed": self.closed,
-        }
+        return {"now": now, "deadline": deadline, "remaining_s": max(0.0, deadline - now) if deadline else None,
+                "closed": self.closed}
 
     # -- submissions --------------------------------------------------------------------------------
     def submit(self, raw_path: Any, *, before_copy: Callable[[str], None] | None = None) -> int:
@@ -128,9 +124,8 @@ class Grader:
             self.store.add_refusal(str(raw_path), str(exc), refusal_kind(exc))
             raise
         try:
-            sid = self.store.add_submission(
-                str(raw_path), max_total=self.config.max_submissions, max_queued=self.config.max_queue
-            )
+            sid = self.store.add_submission(str(raw_path), max_total=self.config.max_submissions,
+                                            max_queued=self.config.max_queue)
         except LookupError as exc:
             shutil.rmtree(incoming, ignore_errors=True)
             if exc.args[0] == "total":
@@ -148,9 +143,8 @@ class Grader:
         digest = snap.content_hash
         earlier = self.store.evaluation(digest, "dev")
         if earlier is not None:
-            first = next(
-                (s["id"] for s in self.store.all() if s["content_hash"] == digest and s["status"] == DONE), None
-            )
+            first = next((s["id"] for s in self.store.all() if s["content_hash"] == digest and s["status"] == DONE),
+                         None)
             now = time.time()
             self.store.update(sid, snapshot=str(snap_path), content_hash=digest, kind=checkpoint.kind,
                               duplicate_of=first, started_at=now, **self._scored(earlier, now))
@@ -211,12 +205,8 @@ class Grader:
 
     # -- baseline -----------------------------------------------------------------------------------
     def _needs_baseline(self) -> bool:
-        return (
-            self.config.evaluate_baseline
-            and self.config.base_model is not None
-            and self.baseline_error is None
-            and self.store.baseline("dev") is None
-        )
+        return (self.config.evaluate_baseline and self.config.base_model is not None and self.baseline_error is None
+                and self.store.baseline("dev") is None)
 
     def _run_baseline(self, slot: int) -> None:
         try:
@@ -301,22 +291,19 @@ class Grader:
         return records.public_test(result)
 
     def _score_test(self, sid: int, snapshot: Path) -> None:
+        """Score the claimed test evaluation of ``sid``, and the base model's once, beside it."""
+        base: dict[str, Any] | None = None
         try:
             record = self._slots[0].run(snapshot, "test", f"sub{sid}")
-            comparison = None
-            base_score = None
             if self.config.base_model:
                 base = self.store.baseline("test")
                 if base is None:
-                    rec = self.baseline_record("test")
-                    self.store.set_baseline("test", rec["score"], rec, "evaluated")
-                    base = self.store.baseline("test")
-                assert base is not None
-                base_score = base["score"]
-                comparison = records.compare(base["record"], record)
+                    base = self.baseline_record("test")
+                    self.store.set_baseline("test", base["score"], base, "evaluated")
+                    base = {"score": base["score"], "record": base}
         except EvalFailed as exc:
             self.store.finish_test(sid, status=FAILED, error=str(exc))
-        else:
-            summary = records.summary(record)
-            summary["baseline_score"] = base_score
-            self.store.finish_test(sid, status=DONE, score=record["score"], record=summary, comparison=comparison)
+            return
+        summary = {**records.summary(record), "baseline_score": base["score"] if base else None}
+        self.store.finish_test(sid, status=DONE, score=record["score"], record=summary,
+                               comparison=records.compare(base["record"], record) if base else None)
