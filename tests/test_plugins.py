@@ -257,6 +257,7 @@ def test_public_api_is_curated() -> None:
     assert set(autorl.__all__) == {
         "Agent", "AgentContext", "AutorlError", "Backend", "Benchmark", "Completion", "EvalConfig",
         "Evaluator", "GenerationRequest", "Item", "ItemResult", "__version__", "evaluate", "hookimpl", "run",
+        "sweep",
     }
     for name in autorl.__all__:
         assert hasattr(autorl, name), name

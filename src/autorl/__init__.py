@@ -38,7 +38,16 @@ __all__ = [
     "evaluate",
     "hookimpl",
     "run",
+    "sweep",
 ]
+
+
+def sweep(spec: Any, *, executor: str = "local", **options: Any) -> dict[str, Any]:
+    """Run (or resume) a study over agents x tasks x models x seeds and return its report; see
+    :func:`autorl.sweep.sweep` for the options (``spec``: a sweep.toml/YAML path or the same as a dict)."""
+    from autorl.sweep import sweep as _sweep
+
+    return _sweep(spec, executor=executor, **options)
 
 
 def run(agent: str, task: str, model: str, timeout: float, **options: Any) -> RunResult:

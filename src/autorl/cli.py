@@ -447,6 +447,11 @@ def new(
     typer.echo(f"created {root}\nnext: pip install -e {root} && pytest {root}/tests")
 
 
+from autorl.sweep.cli import sweep_app  # noqa: E402 - typer only; each command imports what it needs
+
+app.add_typer(sweep_app, name="sweep")
+
+
 def _warning_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None) -> str:
     return f"warning: {message}\n"
 

@@ -108,3 +108,20 @@ def register_commands(cli: typer.Typer) -> None:
             def hello(name: str) -> None:
                 print(f"hello {name}")
     """
+
+
+@hookspec
+def register_executors(register: Callable[[type[Any]], None]) -> None:
+    """Register sweep executors: where ``autorl sweep run --executor NAME`` places a study's runs.
+
+    Called each time ``autorl sweep`` looks executors up. ``register`` takes an
+    :class:`autorl.sweep.Executor` subclass with a unique ``name`` (``local``, ``slurm`` and ``ray`` are built
+    in); its ``start`` places attempts, its ``poll`` says when one is gone. autorl keeps the retry and resume
+    rules: an executor never retries.
+
+    Example::
+
+        @autorl.hookimpl
+        def register_executors(register):
+            register(MyClusterExecutor)
+    """

@@ -1,0 +1,96 @@
+"""Studies: many runs over agents x tasks x models x seeds, placed by an executor, resumable, reported with
+uncertainty across seeds. See docs/sweep.md.
+
+``autorl sweep run SPEC`` and :func:`autorl.sweep` run (or resume) a study (this package is callable: once it is
+imported, ``autorl.sweep`` names it rather than the lazy function of the package root, and calling it calls
+:func:`sweep`); the study's directory holds its truth
+as files (:mod:`autorl.sweep.store`); the ledger ingests the counted results (``autorl sweep ingest``).
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from autorl.sweep.executors import Executor, Launch, get_executor, get_executors
+
+if TYPE_CHECKING:
+    from autorl.sweep.coordinator import Study, Update
+
+__all__ = ["Executor", "Launch", "get_executor", "get_executors", "ingest", "plan", "sweep"]
+
+
+def sweep(
+    spec: str | Path | Mapping[str, Any],
+    *,
+    executor: str = "local",
+    executor_options: Mapping[str, Any] | None = None,
+    max_parallel: int | None = None,
+    retries: int | None = None,
+    sweep_dir: str | Path | None = None,
+    on_update: Update | None = None,
+) -> dict[str, Any]:
+    """Run (or resume) a study and return its report.
+
+    Args:
+        spec: a ``sweep.toml``/YAML path, or the same as a dict (keys: ``autorl run``'s option names, each a
+            value or a list; ``include``/``exclude`` lists of tables).
+        executor: ``local``, ``slurm``, ``ray`` or one a plugin registers.
+        executor_options: the executor's settings (``{"slots": 2}``, ``{"gpus": "0-3"}``,
+            ``{"partition": "gpu"}``, ``{"address": "ray://head:10001"}``); they override the spec's table of
+            the executor's name.
+        max_parallel: the most runs at once.
+        retries: how many times an attempt that failed for infrastructure reasons is retried (default 2, or
+            the spec's ``retries``); a run that failed on its own merits is a result and never retried.
+        sweep_dir: the study's directory (default ``AUTORL_HOME/sweeps/<name>``).
+        on_update: called with the study and its key states whenever an attempt starts or ends.
+    """
+    from autorl.sweep.coordinator import run_sweep
+    from autorl.sweep.report import study_report
+
+    study = run_sweep(spec, executor=executor, executor_options=executor_options, max_parallel=max_parallel,
+                      retries=retries, sweep_dir=Path(sweep_dir).expanduser() if sweep_dir else None,
+                      on_update=on_update)
+    study.refresh()
+    return study_report(study)
+
+
+def plan(spec: str | Path | Mapping[str, Any], sweep_dir: str | Path | None = None) -> Study:
+    """The expanded study (cells, run keys, what is done already), without running anything (``--dry-run``)."""
+    from autorl.sweep.coordinator import expand
+
+    study = expand(spec, Path(sweep_dir).expanduser() if sweep_dir else None)
+    study.refresh()
+    return study
+
+
+def ingest(sweep_dir: str | Path) -> int:
+    """Upsert every counted result of a study into the ledger (idempotent); returns how many."""
+    from autorl.ledger import Ledger
+    from autorl.sweep.coordinator import home, open_study
+
+    study = open_study(sweep_dir)
+    ledger = Ledger(home() / "autorl.db")
+    n = 0
+    try:
+        for state in study.states.values():
+            counted = state.counted
+            result = counted.result() if counted else None
+            if result is not None:
+                ledger.ingest(result)
+                n += 1
+        ledger.export_csv(home() / "results.csv")
+    finally:
+        ledger.close()
+    return n
+
+
+class _CallablePackage(types.ModuleType):
+    def __call__(self, spec: str | Path | Mapping[str, Any], **options: Any) -> dict[str, Any]:
+        return sweep(spec, **options)
+
+
+sys.modules[__name__].__class__ = _CallablePackage

@@ -1,0 +1,221 @@
+"""``autorl sweep``: run, status, report and ingest of studies. Heavy imports stay inside the commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from autorl.errors import UsageError
+
+sweep_app = typer.Typer(help="Studies: agents x tasks x models x seeds, resumable, reported with uncertainty.",
+                        no_args_is_help=True)
+
+
+def _print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, default=str))
+
+
+def _executor_options(pairs: list[str], slots: int | None, gpus: str | None) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--option takes KEY=VALUE, got {pair!r}")
+        try:
+            options[name] = json.loads(value)
+        except ValueError:
+            options[name] = value
+    if slots is not None:
+        options["slots"] = slots
+    if gpus is not None:
+        options["gpus"] = gpus
+    return options
+
+
+@sweep_app.command("run")
+def run_cmd(
+    spec: Path = typer.Argument(..., help="sweep.toml (or .yaml/.json)."),
+    executor: str = typer.Option("local", "--executor", help="local, slurm, ray (or a plugin's)."),
+    max_parallel: int | None = typer.Option(None, "--max-parallel", help="The most runs at once."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the expanded cells and which are done; run nothing."),
+    retries: int | None = typer.Option(None, "--retries", help="Retries of infrastructure failures (default 2)."),
+    slots: int | None = typer.Option(None, "--slots", help="local: runs at once on a CPU machine."),
+    gpus: str | None = typer.Option(None, "--gpus", help="local: the GPUs to hand out, e.g. 0-7 (default: all)."),
+    option: list[str] = typer.Option([], "--option", help="KEY=VALUE for the executor (partition=gpu, address=...)."),
+    sweep_dir: Path | None = typer.Option(None, "--dir", help="The study's directory (default AUTORL_HOME/sweeps/NAME)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report (or the plan) as JSON."),
+) -> None:
+    """Run a study, or resume it: keys with a result are never run again."""
+    from autorl.sweep import plan, sweep
+
+    if dry_run:
+        study = plan(spec, sweep_dir)
+        from autorl.sweep.table import cell_rows, render
+
+        if as_json:
+            _print_json([{**r, "options": c.options} for r, c in zip(cell_rows(study), study.cells, strict=True)])
+        else:
+            from rich.console import Console
+
+            Console().print(render(study, f"sweep {study.name} (dry run: {len(study.cells)} cells, {study.dir.root})"))
+        return
+    live, on_update = _live_display(as_json)
+    try:
+        report = sweep(spec, executor=executor, executor_options=_executor_options(option, slots, gpus),
+                       max_parallel=max_parallel, retries=retries, sweep_dir=sweep_dir, on_update=on_update)
+    finally:
+        if live is not None:
+            live.stop()
+    if as_json:
+        _print_json(report)
+    else:
+        _print_report(report, "table")
+
+
+def _live_display(quiet: bool) -> tuple[Any, Any]:
+    """A rich Live table on a terminal; elsewhere one line per change of a key's state (on stderr)."""
+    if quiet:
+        return None, None
+    if sys.stderr.isatty():
+        from rich.console import Console
+        from rich.live import Live
+
+        from autorl.sweep.table import render
+
+        live = Live(console=Console(stderr=True), refresh_per_second=2)
+        live.start()
+
+        def update(study: Any, states: Any) -> None:
+            live.update(render(study))
+
+        return live, update
+    seen: dict[str, str] = {}
+
+    def log(study: Any, states: Any) -> None:
+        from autorl.sweep.table import cell_rows
+
+        for r in cell_rows(study):
+            if seen.get(r["run_key"]) != r["state"]:
+                seen[r["run_key"]] = r["state"]
+                typer.echo(f"{r['run_key'][:12]} {r['agent']} / {r['task']} / {r['model']} / seed {r['seed']}: "
+                           f"{r['state']} {r['detail']}".rstrip(), err=True)
+
+    return None, log
+
+
+@sweep_app.command("status")
+def status_cmd(
+    sweep_dir: str = typer.Argument(..., help="The study's directory or name."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    watch: bool = typer.Option(False, "--watch", help="Keep the table live until every key has ended."),
+) -> None:
+    """Each cell: queued, running (time left), done (score) or failed (reason), and its attempts."""
+    import time
+
+    from rich.console import Console
+
+    from autorl.sweep.coordinator import open_study
+    from autorl.sweep.store import QUEUED, RUNNING
+    from autorl.sweep.table import cell_rows, render
+
+    study = open_study(sweep_dir)
+    if as_json:
+        _print_json(cell_rows(study))
+        return
+    if not watch:
+        Console().print(render(study))
+        return
+    from rich.live import Live
+
+    with Live(render(study), refresh_per_second=1) as live:
+        while any(s.status(study.retries) in (QUEUED, RUNNING) for s in study.states.values()):
+            time.sleep(2)
+            study.refresh()
+            live.update(render(study))
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.2f}"
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_fmt(x) for x in v) + "]"
+    return str(v)
+
+
+REPORT_COLUMNS = ("task", "model", "agent", "config", "runs", "failed", "success rate", "mean improvement",
+                  "95% CI (over runs)", "per-run improvements [95% CI]")
+
+
+def _report_cells(report: dict[str, Any]) -> list[list[str]]:
+    out = []
+    for c in report["cells"]:
+        per_run = "; ".join(f"s{r['seed']}: {_fmt(r['improvement'])} {_fmt(r['improvement_ci95'])}"
+                            + (f" ({r['end_reason']})" if not r["success"] else "") for r in c["per_run"])
+        out.append([c["task"], c["base_model"], c["agent"], c["config_hash"], str(c["runs"]), str(c["failures"]),
+                    f"{c['success_rate']:.0%}", _fmt(c["mean"]), _fmt(c["ci95"]), per_run])
+    return out
+
+
+def _print_report(report: dict[str, Any], fmt: str) -> None:
+    rows = _report_cells(report)
+    if fmt == "markdown":
+        typer.echo("| " + " | ".join(REPORT_COLUMNS) + " |")
+        typer.echo("|" + "|".join(" --- " for _ in REPORT_COLUMNS) + "|")
+        for r in rows:
+            typer.echo("| " + " | ".join(x.replace("|", "\\|") for x in r) + " |")
+    elif fmt == "csv":
+        import csv
+
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(REPORT_COLUMNS)
+        writer.writerows(rows)
+        return
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=f"sweep {report.get('sweep', '')}: held-out test improvement (points) over seeds",
+                      caption=report["failure_rule"])
+        for c in REPORT_COLUMNS:
+            table.add_column(c)
+        for r in rows:
+            table.add_row(*r)
+        Console().print(table)
+    for d in report["comparisons"]:
+        typer.echo(f"{d['agent_a']} - {d['agent_b']} on {d['task']} / {d['base_model']}: "
+                   f"{_fmt(d['mean_difference'])} {_fmt(d['ci95'])} (paired over {d['pairs']} seeds)")
+    for m in report["missing"]:
+        why = f": {'; '.join(m['reasons'])}" if m["reasons"] else ""
+        typer.echo(f"no result: {m['agent']} / {m['task']} / {m['model']} / seed {m['seed']} ({m['status']}){why}")
+
+
+@sweep_app.command("report")
+def report_cmd(
+    sweep_dir: str = typer.Argument(..., help="The study's directory or name."),
+    fmt: str = typer.Option("table", "--format", help="table, csv, json or markdown."),
+) -> None:
+    """Mean test improvement per (agent, task, model) with its interval over seeds, and paired comparisons."""
+    from autorl.sweep.coordinator import open_study
+    from autorl.sweep.report import study_report
+
+    if fmt not in ("table", "csv", "json", "markdown"):
+        raise UsageError(f"--format must be table, csv, json or markdown, not {fmt!r}")
+    report = study_report(open_study(sweep_dir))
+    if fmt == "json":
+        _print_json(report)
+    else:
+        _print_report(report, fmt)
+
+
+@sweep_app.command("ingest")
+def ingest_cmd(sweep_dir: str = typer.Argument(..., help="The study's directory or name.")) -> None:
+    """Upsert the study's counted results into the ledger (idempotent: the ledger can be rebuilt from files)."""
+    from autorl.sweep import ingest
+
+    typer.echo(f"ingested {ingest(sweep_dir)} runs")

@@ -1,0 +1,152 @@
+"""The ``local`` executor: a queue over this machine's GPUs (``--gpus 0-7``, or those ``nvidia-smi`` lists) or,
+on a CPU machine, ``--slots N``. Each run is its own ``autorl run`` process (through
+:mod:`autorl.sweep.worker`) in its own session, with a disjoint ``CUDA_VISIBLE_DEVICES``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+from autorl.errors import UsageError
+from autorl.sweep.executors import Executor, Launch
+
+#: seconds an interrupted worker gets to stop its run before its process group is killed
+KILL_GRACE_S = 30.0
+
+
+def parse_devices(spec: str | list[Any] | None) -> list[str]:
+    """``0-3``, ``0,1,5``, ``[0, 1]`` or a list of GPU UUIDs."""
+    if spec is None:
+        return []
+    tokens = [str(t).strip() for t in spec] if isinstance(spec, list) else spec.split(",")
+    out: list[str] = []
+    for token in filter(None, (t.strip() for t in tokens)):
+        lo, sep, hi = token.partition("-")
+        if sep and lo.isdigit() and hi.isdigit():
+            if int(hi) < int(lo):
+                raise UsageError(f"--gpus: empty range {token!r}")
+            out += [str(i) for i in range(int(lo), int(hi) + 1)]
+        elif token.isdigit() or token.startswith(("GPU-", "MIG-")):
+            out.append(token)
+        else:
+            raise UsageError(f"--gpus: {token!r} is neither a GPU index, a range (0-3) nor a GPU UUID")
+    if len(set(out)) != len(out):
+        raise UsageError("--gpus lists a GPU twice")
+    return out
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (a pid reused later has another)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+class LocalExecutor(Executor):
+    """Runs attempts as subprocesses of this machine, at most ``slots`` at once, GPUs handed out disjointly."""
+
+    name: ClassVar[str] = "local"
+
+    def __init__(self, options: Any, **kw: Any) -> None:
+        super().__init__(options, **kw)
+        gpus = self.options.get("gpus")
+        if gpus is None and not self.options.get("slots"):
+            from autorl.gpus import visible_gpus
+
+            self.devices = [i for i, _ in visible_gpus()]
+        else:
+            self.devices = parse_devices(gpus)
+        slots = self.options.get("slots")
+        if slots is not None and (isinstance(slots, bool) or not isinstance(slots, int) or slots < 1):
+            raise UsageError(f"--slots must be a positive integer, not {slots!r}")
+        self.slots: int = slots or max(1, len(self.devices))
+        self.free = list(self.devices)
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.held: dict[int, list[str]] = {}
+
+    def check(self, gpus_per_run: int, label: str) -> None:
+        if gpus_per_run > len(self.devices):
+            have = f"GPUs {', '.join(self.devices)}" if self.devices else "no GPU (use --gpus 0-3 to name them)"
+            raise UsageError(f"cell {label}: gpus = {gpus_per_run} per run, but the local executor has {have}")
+
+    def capacity(self) -> int | None:
+        return self.slots
+
+    def start(self, launches: list[Launch]) -> list[dict[str, Any] | None]:
+        return [self._start_one(launch) for launch in launches]
+
+    def _start_one(self, launch: Launch) -> dict[str, Any] | None:
+        if len(self.procs) >= self.slots or launch.gpus > len(self.free):
+            return None
+        devices, self.free = self.free[: launch.gpus], self.free[launch.gpus:]
+        self._set_gpus(launch.attempt_dir, devices)
+        with (launch.attempt_dir / "worker.log").open("ab") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "autorl.sweep.worker", str(launch.attempt_dir)],
+                                    stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+        self.procs[proc.pid] = proc
+        self.held[proc.pid] = devices
+        return {"executor": self.name, "host": socket.gethostname(), "pid": proc.pid,
+                "start_time": _start_time(proc.pid), "gpus": devices, "submitted": time.time()}
+
+    @staticmethod
+    def _set_gpus(attempt_dir: Path, devices: list[str]) -> None:
+        from autorl.sweep.store import read_json, write_json
+
+        payload = read_json(attempt_dir / "payload.json")
+        payload["gpus"] = devices
+        write_json(attempt_dir / "payload.json", payload)
+
+    def poll(self, job: dict[str, Any]) -> str | None:
+        pid = int(job["pid"])
+        proc = self.procs.get(pid)
+        if proc is not None:
+            code = proc.poll()
+            if code is None:
+                return None
+            self._release(pid)
+            return "finished" if code == 0 else f"worker exited with code {code}"
+        # recorded by a coordinator that is gone: the run lost its coordinator; stop what is left of it
+        if job.get("host") != socket.gethostname():
+            return f"interrupted: ran on {job.get('host')} under a coordinator that is gone"
+        if _start_time(pid) is not None and _start_time(pid) == job.get("start_time"):
+            self._stop(pid)
+        return "interrupted: the coordinator was gone"
+
+    def _release(self, pid: int) -> None:
+        self.procs.pop(pid, None)
+        self.free += self.held.pop(pid, [])
+
+    @staticmethod
+    def _stop(pid: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)  # the worker stops its run (SIGINT: grader and agent cleaned up)
+        end = time.monotonic() + KILL_GRACE_S
+        while time.monotonic() < end and _start_time(pid) is not None:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+            time.sleep(0.2)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+
+    def cancel(self, job: dict[str, Any]) -> None:
+        pid = int(job["pid"])
+        if pid in self.procs:
+            self._stop(pid)
+            self.procs[pid].wait()
+            self._release(pid)
+
+    def close(self) -> None:
+        for pid in list(self.procs):
+            proc = self.procs[pid]
+            if proc.poll() is not None:
+                self._release(pid)

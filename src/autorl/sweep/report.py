@@ -1,0 +1,121 @@
+"""A study's answer, with its uncertainty: per (agent, task, model) cell the mean held-out test improvement over
+seeds with a t-interval, the success rate, failed runs counted, each run's own interval beside it; agent against
+agent paired by (task, model, seed). Cells whose runs differ in config hash are never pooled.
+
+Pure functions over ledger rows (:func:`build_report`); :func:`study_report` reads a study's counted results from
+its files; :func:`sweep_page_data` is what the dashboard's sweep page draws.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from autorl.aggregate import FAILURE_RULE, aggregate_runs
+
+__all__ = ["build_report", "paired_differences", "study_report", "sweep_page_data", "t_interval"]
+
+
+def t_interval(values: list[float]) -> tuple[float, tuple[float, float] | None]:
+    """Mean and 95% Student t-interval over ``values`` (n - 1 degrees of freedom); no interval for one value."""
+    from scipy import stats
+
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, None
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+    return mean, (mean - half, mean + half)
+
+
+def _improvement(row: Mapping[str, Any]) -> float:
+    v = row.get("improvement")
+    if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+        return float(v)
+    return 0.0  # a run without a test score keeps the base model: 0 (FAILURE_RULE)
+
+
+def paired_differences(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """For each (task, model, config hash) and each pair of agents, the mean of A - B over the seeds both ran,
+    with its t-interval."""
+    by: dict[tuple[str, str, str], dict[str, dict[Any, float]]] = {}
+    for r in rows:
+        group = (str(r.get("task")), str(r.get("base_model")), str(r.get("config_hash") or ""))
+        by.setdefault(group, {}).setdefault(str(r.get("agent")), {})[r.get("seed")] = _improvement(r)
+    out = []
+    for (task, model, cfg), agents in sorted(by.items()):
+        for a, b in itertools.combinations(sorted(agents), 2):
+            seeds = sorted(set(agents[a]) & set(agents[b]), key=str)
+            if not seeds:
+                continue
+            diffs = [agents[a][s] - agents[b][s] for s in seeds]
+            mean, ci = t_interval(diffs)
+            out.append({"task": task, "base_model": model, "config_hash": cfg, "agent_a": a, "agent_b": b,
+                        "pairs": len(seeds), "seeds": seeds, "mean_difference": mean,
+                        "ci95": list(ci) if ci else None, "differences": diffs})
+    return out
+
+
+def build_report(rows: Iterable[Mapping[str, Any]], missing: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """The report over a study's counted runs (ledger rows), plus the keys that have no result yet.
+
+    Args:
+        rows: one row per key with a counted result (``Ledger.runs()`` rows or ``result.json`` rows).
+        missing: ``{"agent", "task", "model", "seed", "run_key", "status", "reasons"}`` of the keys without one.
+    """
+    rows = list(rows)
+    cells = []
+    by_id = {str(r.get("run_id")): r for r in rows}
+    for group in aggregate_runs(rows):
+        members = [by_id[i] for i in group.run_ids]
+        runs = [{"run_id": r["run_id"], "run_key": r.get("run_key"), "seed": r.get("seed"),
+                 "improvement": r.get("improvement"), "improvement_ci95": r.get("improvement_ci95"),
+                 "success": bool(r.get("success")), "end_reason": r.get("end_reason"),
+                 "attempts": r.get("attempts"), "infra_failures": r.get("infra_failures") or []} for r in members]
+        cells.append({**group.as_dict(), "success_rate": sum(1 for r in members if r.get("success")) / len(members),
+                      "per_run": runs})
+    return {"cells": cells, "comparisons": paired_differences(rows), "missing": list(missing),
+            "failure_rule": FAILURE_RULE}
+
+
+def study_report(study: Any) -> dict[str, Any]:
+    """The report of a study (:class:`autorl.sweep.coordinator.Study`) from its files."""
+    rows = []
+    missing = []
+    for cell in study.cells:
+        state = study.states.get(cell.run_key)
+        counted = state.counted if state else None
+        result = counted.result() if counted else None
+        reasons = [a.reason for a in (state.attempts if state else []) if a.finished and not a.counts]
+        if result is None:
+            missing.append({"agent": cell["agent"], "task": cell["task"], "model": cell["model"],
+                            "seed": cell["seed"], "run_key": cell.run_key,
+                            "status": state.status(study.retries) if state else "queued", "reasons": reasons})
+            continue
+        row = dict(result["row"])
+        row.update(attempts=len(state.attempts) if state else 1, infra_failures=reasons)
+        rows.append(row)
+    report = build_report(rows, missing)
+    report["sweep"] = study.name
+    return report
+
+
+def sweep_page_data(study: Any) -> dict[str, Any]:
+    """What the dashboard's sweep page draws: a grid of cells (task x model rows, agents across), each with its
+    runs as dots (linking to ``/runs/<run_id>``) and its interval, and the keys still without a result."""
+    report = study_report(study)
+    grid: dict[tuple[str, str], dict[str, Any]] = {}
+    for c in report["cells"]:
+        row = grid.setdefault((c["task"], c["base_model"]), {"task": c["task"], "model": c["base_model"],
+                                                             "agents": []})
+        row["agents"].append({
+            "agent": c["agent"], "config_hash": c["config_hash"], "mean": c["mean"], "ci95": c["ci95"],
+            "runs": c["runs"], "failures": c["failures"], "success_rate": c["success_rate"],
+            "dots": [{"value": _improvement(r), "seed": r["seed"], "success": r["success"],
+                      "href": f"/runs/{r['run_id']}"} for r in c["per_run"]],
+        })
+    return {"sweep": study.name, "rows": [grid[k] for k in sorted(grid)], "comparisons": report["comparisons"],
+            "missing": report["missing"], "failure_rule": report["failure_rule"]}

@@ -1,0 +1,244 @@
+"""A study's spec (``sweep.toml``, YAML or a dict) and its expansion into cells, each with a stable run key.
+
+The top-level keys are ``autorl run``'s option names, each a value or a list; lists expand as a matrix (their
+cross product), ``[[include]]`` tables add cells and ``[[exclude]]`` tables drop the cells they match. Tables
+(``agent_env``, ``benchmark_options``) are one value; a list of tables expands like any list.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autorl.errors import UsageError
+
+#: the options of one cell, with their defaults (``None``: required or ``autorl run``'s own default)
+CELL_DEFAULTS: dict[str, Any] = {
+    "agent": None,
+    "task": None,
+    "model": None,
+    "seed": 0,
+    "timeout": None,
+    "limit": None,
+    "backend": None,
+    "gpus": 0,
+    "grader_gpus": None,
+    "sandbox": "auto",
+    "network": "on",
+    "agent_env": {},
+    "benchmark_options": {},
+    "audit": True,
+    "audit_budget": 900.0,
+    "llm_budget_usd": None,
+    "llm_budget_tokens": None,
+}
+#: keys that describe the study, not a cell
+STUDY_KEYS = ("name", "include", "exclude", "retries", "max_parallel", "executor", "slurm", "ray", "local")
+REQUIRED = ("agent", "task", "model", "timeout")
+#: options a table is the value of (a list of tables expands)
+TABLE_KEYS = ("agent_env", "benchmark_options")
+SANDBOXES = ("auto", "bwrap", "none")
+NETWORKS = ("on", "off")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of a study: its options and the key that identifies its result."""
+
+    options: dict[str, Any]
+    run_key: str = ""
+    identity: dict[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.options[name]
+
+    @property
+    def label(self) -> str:
+        o = self.options
+        return f"{o['agent']} / {o['task']} / {o['model']} / seed {o['seed']}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"run_key": self.run_key, "options": self.options, "identity": self.identity}
+
+    def run_args(self) -> list[str]:
+        """``autorl run``'s arguments for this cell (without ``--gpus``, ``--runs-dir`` and ``--json``)."""
+        o = self.options
+        args = ["--agent", str(o["agent"]), "--task", str(o["task"]), "--model", str(o["model"]),
+                "--timeout", repr(float(o["timeout"])), "--seed", str(o["seed"]), "--sandbox", o["sandbox"],
+                "--network", o["network"], "--audit-budget", repr(float(o["audit_budget"]))]
+        for flag, name in (("--limit", "limit"), ("--backend", "backend"), ("--llm-budget-usd", "llm_budget_usd"),
+                           ("--llm-budget-tokens", "llm_budget_tokens")):
+            if o[name] is not None:
+                args += [flag, str(o[name])]
+        for k, v in sorted(o["agent_env"].items()):
+            args += ["--agent-env", f"{k}={v}"]
+        for k, v in sorted(o["benchmark_options"].items()):
+            args += ["--benchmark-option", f"{k}={json.dumps(v)}"]
+        if not o["audit"]:
+            args.append("--no-audit")
+        return args
+
+
+def _yaml_no_duplicates() -> Any:
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader: Loader, node: Any, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise UsageError(f"spec: key {key!r} appears twice (line {key_node.start_mark.line + 1})")
+            seen.add(key)
+        return dict(loader.construct_mapping(node, deep=deep))
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return Loader
+
+
+def load_spec(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
+    """The spec as a dict: from a mapping (copied), a ``.toml`` file or a ``.yaml``/``.yml``/``.json`` file."""
+    if isinstance(source, Mapping):
+        copied: dict[str, Any] = json.loads(json.dumps(dict(source), default=str))  # a deep copy of plain values
+        return copied
+    path = Path(source).expanduser()
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise UsageError(f"cannot read the sweep spec {path}: {exc.strerror or exc}") from None
+    if path.suffix == ".toml":
+        try:
+            import tomllib
+        except ImportError:  # Python 3.10
+            from autorl.errors import MissingDependencyError
+
+            raise MissingDependencyError("a TOML sweep spec on Python 3.10", "tomli") from None
+        try:
+            data: Any = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise UsageError(f"spec {path}: {exc}") from None
+    elif path.suffix in (".yaml", ".yml", ".json"):
+        import yaml
+
+        try:
+            data = yaml.load(text, Loader=_yaml_no_duplicates())
+        except yaml.YAMLError as exc:
+            raise UsageError(f"spec {path}: {str(exc).splitlines()[0]}") from None
+    else:
+        raise UsageError(f"spec {path}: use a .toml, .yaml or .json file")
+    if not isinstance(data, dict):
+        raise UsageError(f"spec {path}: the top level must be a table of options")
+    return data
+
+
+def _check_key(name: str, where: str) -> None:
+    if name in CELL_DEFAULTS or name in STUDY_KEYS:
+        return
+    close = difflib.get_close_matches(name, [*CELL_DEFAULTS, *STUDY_KEYS], n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else f"; options: {', '.join(CELL_DEFAULTS)}"
+    raise UsageError(f"spec: unknown option {name!r}{where}{hint}")
+
+
+def _values(name: str, value: Any) -> list[Any]:
+    if isinstance(value, list):
+        if not value:
+            raise UsageError(f"spec: {name} is an empty list")
+        return value
+    return [value]
+
+
+def check_options(o: dict[str, Any]) -> dict[str, Any]:
+    """One cell's options, checked and normalised; a one-line error names the field."""
+    for name in REQUIRED:
+        if o.get(name) in (None, ""):
+            raise UsageError(f"spec: {name} is required")
+    for name in ("agent", "task", "model", "sandbox", "network"):
+        if not isinstance(o[name], str):
+            raise UsageError(f"spec: {name} must be a string, not {o[name]!r}")
+    if o["backend"] is not None and not isinstance(o["backend"], str):
+        raise UsageError(f"spec: backend must be a string, not {o['backend']!r}")
+    if isinstance(o["seed"], bool) or not isinstance(o["seed"], int):
+        raise UsageError(f"spec: seed must be an integer, not {o['seed']!r}")
+    for name, positive in (("timeout", True), ("audit_budget", True), ("llm_budget_usd", True)):
+        v = o[name]
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or (positive and v <= 0):
+            raise UsageError(f"spec: {name} must be a positive number, not {v!r}")
+        o[name] = float(v)
+    for name, low in (("limit", 1), ("gpus", 0), ("grader_gpus", 0), ("llm_budget_tokens", 1)):
+        v = o[name]
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < low):
+            raise UsageError(f"spec: {name} must be an integer of at least {low}, not {v!r}")
+    if o["grader_gpus"] is not None and o["grader_gpus"] > o["gpus"]:
+        raise UsageError(f"spec: grader_gpus ({o['grader_gpus']}) is more than gpus ({o['gpus']})")
+    if o["sandbox"] not in SANDBOXES:
+        raise UsageError(f"spec: sandbox must be one of {', '.join(SANDBOXES)}, not {o['sandbox']!r}")
+    if o["network"] not in NETWORKS:
+        raise UsageError(f"spec: network must be on or off, not {o['network']!r}")
+    if not isinstance(o["audit"], bool):
+        raise UsageError(f"spec: audit must be true or false, not {o['audit']!r}")
+    for name in TABLE_KEYS:
+        if not isinstance(o[name], dict) or not all(isinstance(k, str) and k for k in o[name]):
+            raise UsageError(f"spec: {name} must be a table of NAME = value")
+    if not all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in o["agent_env"].values()):
+        raise UsageError("spec: agent_env values must be strings or numbers")
+    o["agent_env"] = {k: str(v) for k, v in o["agent_env"].items()}
+    return o
+
+
+def _matches(cell: Mapping[str, Any], rule: Mapping[str, Any]) -> bool:
+    return all(cell.get(k) == v or (isinstance(v, list) and cell.get(k) in v) for k, v in rule.items())
+
+
+def _rules(spec: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
+    rules = spec.get(name, [])
+    if isinstance(rules, dict):
+        rules = [rules]
+    if not isinstance(rules, list) or not all(isinstance(r, dict) and r for r in rules):
+        raise UsageError(f"spec: {name} must be a list of tables ([[{name}]])")
+    for r in rules:
+        for k in r:
+            if k not in CELL_DEFAULTS:
+                _check_key(k, f" in [[{name}]]")
+                raise UsageError(f"spec: {k!r} is not a cell option and cannot appear in [[{name}]]")
+    return rules
+
+
+def expand_options(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every cell's options, in matrix order (lists expanded), then ``include``; ``exclude`` applied."""
+    for name in spec:
+        _check_key(str(name), "")
+    given = {k: v for k, v in spec.items() if k in CELL_DEFAULTS}
+    axes = {k: _values(k, v) for k, v in given.items()}
+    includes, excludes = _rules(spec, "include"), _rules(spec, "exclude")
+    base = {k: v for k, v in CELL_DEFAULTS.items()}
+    cells: list[dict[str, Any]] = []
+    if all(given.get(k) is not None for k in ("agent", "task", "model")) or not includes:
+        names = list(axes)
+        for combo in itertools.product(*(axes[n] for n in names)):
+            cells.append({**base, **dict(zip(names, combo, strict=True))})
+    scalars = {k: v[0] for k, v in axes.items() if len(v) == 1}
+    for inc in includes:
+        for combo in itertools.product(*(_values(k, v) for k, v in inc.items())):
+            cells.append({**base, **scalars, **dict(zip(inc, combo, strict=True))})
+    cells = [c for c in cells if not any(_matches(c, rule) for rule in excludes)]
+    if not cells:
+        raise UsageError("spec: no cell left (every cell is excluded)")
+    return [check_options(json.loads(json.dumps(c))) for c in cells]
+
+
+def study_name(spec: Mapping[str, Any], default: str) -> str:
+    name = spec.get("name", default)
+    if not isinstance(name, str) or not name or not all(ch.isalnum() or ch in "-_." for ch in name) \
+            or name.startswith("."):
+        raise UsageError(f"spec: name must be letters, digits, '-', '_' or '.', not {name!r}")
+    return name

@@ -1,0 +1,191 @@
+"""One attempt on a compute node: ``autorl run`` as its own process, its files copied into the sweep directory.
+
+The run's ``AUTORL_HOME`` is a scratch home on the node's local disk (``AUTORL_SWEEP_SCRATCH``, else the
+temporary directory): its ledger, grader stores, LLM gateway records and workspaces live there, so no SQLite
+file is opened on a network filesystem. The shared home's ``models/`` and ``datasets/`` are linked into it (a
+model is downloaded or built once) and the task's hidden folder is copied from it (the same items, drawn with
+the same secret, on every node). At the end the result, read from the scratch ledger (never from a file the
+agent can write), and the grader's store are copied into the attempt's folder.
+
+An attempt ends in one of two ways: a *result* (``autorl run`` recorded the run, whatever the agent did) or an
+*infrastructure failure* (``autorl run`` did not finish: killed, preempted, out of disk, a crash), which the
+coordinator may retry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from autorl.sweep.keys import environ_devices, gpu_flag
+from autorl.sweep.store import INFRA, RESULT, read_json, write_json
+
+#: the program that runs one cell (tests and benchmarks put a fake run here; see docs/sweep.md)
+RUN_PROGRAM_ENV = "AUTORL_SWEEP_RUN_PROGRAM"
+SCRATCH_ENV = "AUTORL_SWEEP_SCRATCH"
+#: seconds a run gets to clean up after SIGINT before it is killed
+STOP_GRACE_S = 20.0
+
+
+def scratch_home(payload: dict[str, Any]) -> Path:
+    """The node-local home of this sweep's runs (shared by the attempts that run on this node)."""
+    root = Path(payload.get("scratch") or os.environ.get(SCRATCH_ENV) or tempfile.gettempdir())
+    home = root / f"autorl-sweep-{os.getuid()}" / f"{payload['sweep']}-{payload['sweep_id']}" / "home"
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(home.parent.parent, 0o700)
+    return home
+
+
+def _link_shared(home: Path, shared: Path, task: str) -> None:
+    from autorl.resources import file_lock, private_dir
+
+    for name in ("models", "datasets"):
+        (shared / name).mkdir(parents=True, exist_ok=True)
+        link = home / name
+        if not link.is_symlink() and not link.exists():
+            with contextlib.suppress(FileExistsError):  # another attempt on this node made it
+                link.symlink_to(shared / name, target_is_directory=True)
+    source = shared / "hidden" / task
+    target = private_dir(home / "hidden") / task
+    if source.is_dir():
+        with file_lock(home / "hidden" / f".{task}.lock"):
+            if not (target / "secret").exists():
+                shutil.rmtree(target, ignore_errors=True)
+                shutil.copytree(source, target, symlinks=True)
+                os.chmod(target, 0o700)
+
+
+def _command(payload: dict[str, Any], runs_dir: Path) -> list[str]:
+    program = payload.get("program") or [sys.executable, "-c", "from autorl.cli import main; main()"]
+    args = ["run", *payload["args"], "--runs-dir", str(runs_dir), "--json"]
+    devices = payload["gpus"] if payload.get("gpus") is not None else environ_devices()
+    flag = gpu_flag(payload["options"], [str(d) for d in devices]) if payload["options"]["gpus"] else None
+    if flag:
+        args += ["--gpus", flag]
+    return [*program, *args]
+
+
+def _tail(path: Path, lines: int = 1) -> str:
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 4096))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    kept = [line.strip() for line in text.splitlines() if line.strip()]
+    return " | ".join(kept[-lines:])[:300]
+
+
+def _copy_store(result: dict[str, Any], attempt_dir: Path) -> None:
+    meta = result.setdefault("meta", {})
+    for key, name in (("store_dir", "grader"), ("watch_dir", "watch")):
+        src = meta.get(key)
+        if src and Path(src).is_dir():
+            dst = attempt_dir / name
+            shutil.rmtree(dst, ignore_errors=True)
+            shutil.copytree(src, dst, symlinks=True)
+            meta[f"node_{key}"], meta[key] = src, str(dst)
+
+
+def _result(payload: dict[str, Any], home: Path, stdout: str) -> dict[str, Any]:
+    import json
+
+    from autorl.ledger import Ledger
+
+    row = json.loads(stdout)
+    ledger = Ledger(home / "autorl.db")
+    try:
+        result = ledger.run(str(row["run_id"]))
+    finally:
+        ledger.close()
+    return result if result is not None else {"row": row, "submissions": [], "meta": {"recorded_from": "stdout"}}
+
+
+def run_attempt(attempt_dir: str | Path) -> dict[str, Any]:
+    """Run the attempt in ``attempt_dir`` (its ``payload.json``); returns and writes its ``outcome.json``."""
+    attempt_dir = Path(attempt_dir)
+    payload = read_json(attempt_dir / "payload.json")
+    if not isinstance(payload, dict):
+        raise RuntimeError(f"{attempt_dir} has no payload.json")
+    started = time.time()
+    write_json(attempt_dir / "node.json", {"host": socket.gethostname(), "pid": os.getpid(), "started": started,
+                                           "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")})
+    outcome: dict[str, Any]
+    try:
+        home = scratch_home(payload)
+        _link_shared(home, Path(payload["home"]), payload["options"]["task"])
+        runs_dir = home / "runs" / f"{payload['run_key']}-a{payload['attempt']}"
+        # nothing of the engine reaches the run: no RAY_ADDRESS, no session directory named
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k != "AUTORL_FILE_PATH"}
+        env["AUTORL_HOME"] = str(home)
+        if payload.get("gpus") is not None:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in payload["gpus"])
+        log = attempt_dir / "run.log"
+        with log.open("ab") as err:
+            proc = subprocess.Popen(_command(payload, runs_dir), stdout=subprocess.PIPE, stderr=err, env=env,
+                                    stdin=subprocess.DEVNULL)
+            _CHILD[0] = proc
+            out, _ = proc.communicate()
+        code = proc.returncode
+        if code == 0:
+            result = _result(payload, home, out.decode())
+            _copy_store(result, attempt_dir)
+            row = result["row"]
+            result["meta"]["runner_run_id"] = row["run_id"]
+            row.update(run_id=f"{payload['run_key']}-a{payload['attempt']}", run_key=payload["run_key"],
+                       sweep=payload["sweep"])
+            result["meta"]["sweep"] = {"name": payload["sweep"], "dir": payload["sweep_dir"],
+                                       "run_key": payload["run_key"], "attempt": payload["attempt"]}
+            write_json(attempt_dir / "result.json", result)
+            outcome = {"kind": RESULT, "reason": str(row.get("end_reason") or ""), "success": bool(row.get("success")),
+                       "improvement": row.get("improvement")}
+        elif code < 0:
+            outcome = {"kind": INFRA, "reason": f"autorl run killed by {signal.Signals(-code).name}"}
+        else:
+            outcome = {"kind": INFRA, "reason": f"autorl run exited with code {code}: {_tail(log) or 'no output'}"}
+    except OSError as exc:  # out of disk, a vanished mount: the node's fault, not the agent's
+        outcome = {"kind": INFRA, "reason": f"{type(exc).__name__}: {exc}"[:300]}
+    outcome.update(finished=time.time(), duration_s=round(time.time() - started, 1), host=socket.gethostname())
+    if not (attempt_dir / "outcome.json").exists():
+        write_json(attempt_dir / "outcome.json", outcome)
+    return outcome
+
+
+_CHILD: list[subprocess.Popen[bytes] | None] = [None]
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    """Stop the run (SIGINT lets it stop its grader and agent), record why, and exit."""
+    child = _CHILD[0]
+    if child is not None and child.poll() is None:
+        child.send_signal(signal.SIGINT)
+        try:
+            child.wait(STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            child.kill()
+    attempt_dir = Path(sys.argv[1])
+    if not (attempt_dir / "outcome.json").exists():
+        write_json(attempt_dir / "outcome.json", {"kind": INFRA, "finished": time.time(),
+                                                  "reason": f"worker stopped by {signal.Signals(signum).name}"})
+    os._exit(143)
+
+
+def main() -> None:
+    """``python -m autorl.sweep.worker ATTEMPT_DIR`` (the local executor starts one per run)."""
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _on_signal)
+    run_attempt(sys.argv[1])
+
+
+if __name__ == "__main__":
+    main()
