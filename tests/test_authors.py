@@ -86,6 +86,24 @@ def test_scaffold_refuses_bad_names_and_existing_folders(tmp_path: Path) -> None
     assert proc.returncode == 2 and "already exists" in proc.stderr
 
 
+def test_scaffold_templates_are_package_data_files() -> None:
+    import fnmatch
+
+    import tomllib
+
+    from autorl.scaffold import KINDS, templates
+
+    package = ROOT / "src" / "autorl"
+    shipped = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["autorl"]
+    files = [f.relative_to(package).as_posix() for f in (package / "templates").rglob("*") if f.is_file()]
+    assert files and all(any(fnmatch.fnmatch(f, g.replace("**/", "*")) for g in shipped) for f in files)
+    for kind in KINDS:
+        made = templates(kind)
+        assert {"pyproject.toml", "README.md", "src/{module}/plugin.py", "tests/test_plugin.py"} <= made.keys()
+        assert sorted(made) == sorted(f[len(f"templates/{kind}/"):-len(".tmpl")] for f in files
+                                      if f.startswith(f"templates/{kind}/"))
+
+
 def test_doctor_reports_each_piece_with_what_to_do(tmp_path: Path) -> None:
     env = {"AUTORL_HOME": str(tmp_path / "home"), "AUTORL_OPENCOMPASS_PYTHON": sys.executable}
     checks = {c["name"]: c for c in json.loads(cli("doctor", "--json", env=env, check=True).stdout)}
