@@ -2,7 +2,8 @@
 
 :class:`Grader` owns one run's store. What it shows of that store is built by the pure functions of
 :mod:`autorl.grader.records`; the workspace boundary (taking a submission in, writing ``scores.json``) is
-:mod:`autorl.grader.intake`; the evaluations run in :class:`autorl.grader.jobs.EvalSlot` s.
+:mod:`autorl.grader.intake`; the evaluations run in :class:`autorl.grader.jobs.EvalSlot` s. The module is
+about 300 lines because it is the one class that changes the run's state, each change beside its checks.
 """
 
 from __future__ import annotations

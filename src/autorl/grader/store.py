@@ -2,7 +2,9 @@
 
 Ids come from AUTOINCREMENT, so they are never reused, even after a crash and restart. The grader process opens
 its store with ``Store(path)`` (creating and migrating it); anything else that reads a store (the dashboard, the
-audit) opens it with :meth:`Store.read_only`, which never creates, migrates or writes the file.
+audit) opens it with :meth:`Store.read_only`, which never creates, migrates or writes the file. The module is
+about 300 lines because it holds the whole schema and one short method per read or state change, so that every
+write goes through the one transaction of :meth:`Store.transaction`.
 """
 
 from __future__ import annotations
