@@ -1,4 +1,5 @@
-"""Starting and stopping a grader process."""
+"""The orchestrator's handle on a grader subprocess: start it (``python -m autorl.grader.server``), wait until it
+answers, stop or kill it; plus where that process logs."""
 
 from __future__ import annotations
 
