@@ -382,3 +382,25 @@ def test_two_by_two_report_from_the_fake_runs(home: Path, tmp_path: Path, fake_r
     before = len(_runs(fake_run))
     cli("sweep", "run", str(spec), "--slots", "2", env=env, check=True)
     assert len(_runs(fake_run)) == before == 4
+
+
+# ---- progress of a run ---------------------------------------------------------------------------------------
+
+
+def test_each_submission_is_printed_once_as_it_lands() -> None:
+    from autorl.progress import SubmissionPrinter
+
+    subs: list[dict[str, Any]] = [{"submission_id": 1, "status": "running"}]
+    lines: list[str] = []
+    deadline = time.time() + 100
+    printer = SubmissionPrinter(lambda: {"submissions": subs}, deadline, lines.append)
+    assert printer.poll_once() == []
+    subs[0] = {"submission_id": 1, "status": "done", "score": 42.5, "ci95": [38.1, 46.9], "improvement": 5.0,
+               "improvement_ci95": [1.0, 9.0]}
+    subs.append({"submission_id": 2, "status": "failed", "error": "no config.json"})
+    printer.poll_once()
+    printer.poll_once()
+    assert len(lines) == 2
+    assert lines[0].startswith("submission 1: dev 42.50 (95% CI 38.10-46.90), improvement +5.00 [1.00, 9.00]; ")
+    assert lines[0].endswith(" s left") and 95 <= int(lines[0].split("; ")[1].split()[0]) <= 100
+    assert lines[1].startswith("submission 2: no config.json; ")
