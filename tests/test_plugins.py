@@ -21,6 +21,9 @@ from autorl.plugins import PluginInfo, create_plugin_manager
 from autorl.registry import (
     Kind,
     PluginTypeError,
+    agent_summary,
+    backend_summary,
+    benchmark_summary,
     default_backend,
     get_backends,
     get_benchmark,
@@ -232,6 +235,19 @@ def test_resolve_agent_and_default_backend(autorl_pm, register_plugin, tmp_path:
     no_builtin_backends = create_plugin_manager(entry_points=False, env={"AUTORL_DISABLE_PLUGINS": "backends"})
     no_builtin_backends.add(_Registers("backend", UsableVLLM), PluginInfo("v", "autorl-v", "1", "v", False))
     assert default_backend(no_builtin_backends) == "vllm"
+
+
+def test_listings_come_from_the_registry(autorl_pm, register_plugin) -> None:  # type: ignore[no-untyped-def]
+    register_plugin(_Registers("benchmark", EchoBenchmark), name="listed", distribution="autorl-listed")
+    benchmarks = benchmark_summary()
+    assert [r["name"] for r in benchmarks] == sorted(r["name"] for r in benchmarks)
+    echo = next(r for r in benchmarks if r["name"] == "echo")
+    assert echo["distribution"] == "autorl-listed" and echo["plugin"] == "listed"
+    assert echo["splits"] == list(EchoBenchmark.splits) and echo["version"] == EchoBenchmark.version
+    agents = {r["name"]: r for r in agent_summary()}
+    assert {"example", "llm"} <= agents.keys() and all(isinstance(r["ready"], bool) for r in agents.values())
+    backends = {r["name"]: r for r in backend_summary()}
+    assert backends["hf"] == {"name": "hf", "distribution": "autorl", "available": backends["hf"]["available"]}
 
 
 HEAVY = ("torch", "transformers", "trl", "vllm", "peft", "datasets")

@@ -67,14 +67,9 @@ def _table(title: str, columns: list[str], rows: list[list[str]]) -> None:
 @list_app.command("benchmarks")
 def list_benchmarks(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """Benchmarks (tasks) that `autorl run --task` accepts."""
-    from autorl.registry import get_benchmarks
+    from autorl.registry import benchmark_summary
 
-    rows: list[dict[str, Any]] = []
-    for reg in sorted(get_benchmarks().values(), key=lambda r: r.name):
-        cls = reg.cls
-        source = getattr(cls, "source", None)
-        rows.append({"name": reg.name, "version": getattr(cls, "version", "?"), "distribution": reg.distribution,
-                     "plugin": reg.plugin, "splits": list(getattr(cls, "splits", ())), "source": str(source) if source else None})
+    rows = benchmark_summary()
     if as_json:
         _print_json(rows)
         return
@@ -85,13 +80,9 @@ def list_benchmarks(as_json: bool = typer.Option(False, "--json", help="Machine-
 @list_app.command("agents")
 def list_agents(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """Agents that `autorl run --agent` accepts (a folder with config.yaml works too)."""
-    from autorl.registry import get_agents
+    from autorl.registry import agent_summary
 
-    rows = []
-    for reg in sorted(get_agents().values(), key=lambda r: r.name):
-        ok, why = reg.cls().ready()
-        rows.append({"name": reg.name, "distribution": reg.distribution, "ready": ok, "status": why,
-                     "description": getattr(reg.cls, "description", "")})
+    rows = agent_summary()
     if as_json:
         _print_json(rows)
         return
@@ -102,10 +93,9 @@ def list_agents(as_json: bool = typer.Option(False, "--json", help="Machine-read
 @list_app.command("backends")
 def list_backends(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """Inference backends that `--backend` accepts, and whether each can run here."""
-    from autorl.registry import get_backends
+    from autorl.registry import backend_summary
 
-    rows = [{"name": r.name, "distribution": r.distribution, "available": r.cls.available()}
-            for r in sorted(get_backends().values(), key=lambda r: r.name)]
+    rows = backend_summary()
     if as_json:
         _print_json(rows)
         return

@@ -147,15 +147,46 @@ def default_backend(pm: PluginManager | None = None) -> str:
 
 
 def get_benchmarks(pm: PluginManager | None = None) -> dict[str, Registration]:
+    """Every registered benchmark, by name."""
     return registrations("benchmark", pm)
 
 
 def get_agents(pm: PluginManager | None = None) -> dict[str, Registration]:
+    """Every registered agent, by name."""
     return registrations("agent", pm)
 
 
 def get_backends(pm: PluginManager | None = None) -> dict[str, Registration]:
+    """Every registered backend, by name."""
     return registrations("backend", pm)
+
+
+def benchmark_summary(pm: PluginManager | None = None) -> list[dict[str, Any]]:
+    """What ``autorl list benchmarks`` shows: each benchmark's name, version, distribution, plugin, splits
+    and source, by name."""
+    rows: list[dict[str, Any]] = []
+    for reg in sorted(get_benchmarks(pm).values(), key=lambda r: r.name):
+        source = getattr(reg.cls, "source", None)
+        rows.append({"name": reg.name, "version": getattr(reg.cls, "version", "?"), "distribution": reg.distribution,
+                     "plugin": reg.plugin, "splits": list(getattr(reg.cls, "splits", ())),
+                     "source": str(source) if source else None})
+    return rows
+
+
+def agent_summary(pm: PluginManager | None = None) -> list[dict[str, Any]]:
+    """What ``autorl list agents`` shows: each agent, whether it is ready here (and why not), by name."""
+    rows: list[dict[str, Any]] = []
+    for reg in sorted(get_agents(pm).values(), key=lambda r: r.name):
+        ok, why = reg.cls().ready()
+        rows.append({"name": reg.name, "distribution": reg.distribution, "ready": ok, "status": why,
+                     "description": getattr(reg.cls, "description", "")})
+    return rows
+
+
+def backend_summary(pm: PluginManager | None = None) -> list[dict[str, Any]]:
+    """What ``autorl list backends`` shows: each backend and whether it can run here, by name."""
+    return [{"name": r.name, "distribution": r.distribution, "available": r.cls.available()}
+            for r in sorted(get_backends(pm).values(), key=lambda r: r.name)]
 
 
 def plugin_summary(pm: PluginManager | None = None) -> list[dict[str, Any]]:
