@@ -201,6 +201,11 @@ def test_wrong_base_class_through_the_cli_is_one_line(tmp_path: Path) -> None:
     line = proc.stderr.strip()
     assert line.startswith("error: autorl-wrongbase (plugin wrongbase) registers") and "NotABenchmark" in line
     assert len(line.splitlines()) == 1 and "Traceback" not in line
+    proc = cli("doctor", "--json", env={"PYTHONPATH": str(tmp_path)})  # doctor says so and checks the rest
+    assert proc.returncode == 0, proc.stderr
+    checks = {c["name"]: c for c in json.loads(proc.stdout)}
+    assert checks["plugins"]["ok"] is False and "autorl-wrongbase" in checks["plugins"]["detail"]
+    assert "AUTORL_DISABLE_PLUGINS" in checks["plugins"]["fix"] and "AUTORL_HOME" in checks
 
 
 def test_registry_sees_plugins_added_after_a_lookup(autorl_pm) -> None:  # type: ignore[no-untyped-def]

@@ -43,19 +43,27 @@ def _python_of(env_var: str, minimum: tuple[int, int], module: str, setup: str, 
 
 def checks() -> list[Check]:
     from autorl import __version__
+    from autorl.errors import AutorlError, PluginConflictError
     from autorl.gpus import visible_gpus
-    from autorl.registry import KINDS, plugin_summary, registrations
+    from autorl.registry import KINDS, PluginTypeError, plugin_summary, registrations
     from autorl.resources import autorl_home
 
     out = [Check("autorl", True, f"{__version__} on Python {sys.version.split()[0]} ({sys.executable})")]
+    registry_error: AutorlError | None = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        plugins = plugin_summary()
-        for kind in KINDS:
-            registrations(kind)
-    external = [p for p in plugins if not p["builtin"]]
-    out.append(Check("plugins", True, ", ".join(f"{p['name']} ({p['distribution']} {p['version']})" for p in external)
-                     or "only the built-ins"))
+        try:
+            plugins = plugin_summary()
+            for kind in KINDS:
+                registrations(kind)
+        except (PluginConflictError, PluginTypeError) as exc:  # the registry cannot load: say so, check the rest
+            registry_error = exc
+    if registry_error is not None:
+        out.append(Check("plugins", False, str(registry_error), "uninstall or disable that plugin (AUTORL_DISABLE_PLUGINS)"))
+    else:
+        external = [p for p in plugins if not p["builtin"]]
+        out.append(Check("plugins", True, ", ".join(f"{p['name']} ({p['distribution']} {p['version']})"
+                                                   for p in external) or "only the built-ins"))
     for w in caught:
         out.append(Check("plugin warning", False, str(w.message), "fix or uninstall that plugin"))
     home = autorl_home()
@@ -68,7 +76,7 @@ def checks() -> list[Check]:
     if writable and not home_is_local(home):
         out.append(Check("AUTORL_HOME disk", False, f"{home} is on a network file system",
                          "SQLite (WAL) needs a local disk: set AUTORL_HOME to a local directory"))
-    for reg in registrations("backend").values():
+    for reg in ({} if registry_error else registrations("backend")).values():
         ok = reg.cls.available()
         fix = {"hf": "pip install 'autorl[hf]'", "vllm": "pip install vllm (needs a CUDA GPU)",
                "openai": ""}.get(reg.name, f"see the {reg.distribution} documentation")
