@@ -13,7 +13,6 @@ from autorl.errors import AutorlError
 from autorl.evaluation.base import Evaluator, ItemResult
 from autorl.hookspecs import hookimpl
 from autorl.inference.base import Backend, Completion, GenerationRequest
-
 from autorl.version import __version__
 
 if TYPE_CHECKING:
