@@ -2,6 +2,8 @@
 
 Everything here is plain data (dicts and lists) so that the HTML pages, the SVG figures and the JSON API
 show the same numbers.
+A little over the usual module size: the runs table, a run's timeline and its agent-written logs and
+trajectories are all what one page shows, read through the same doorways.
 """
 
 from __future__ import annotations
