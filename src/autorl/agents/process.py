@@ -20,6 +20,9 @@ PASSTHROUGH = (
 
 @dataclass(frozen=True)
 class AgentOutcome:
+    """How the agent's process ended: its exit code (None if it never started), whether the deadline stopped
+    it, how long it ran, and the reason in words."""
+
     exit_code: int | None
     timed_out: bool
     duration_s: float
@@ -27,6 +30,9 @@ class AgentOutcome:
 
 
 def agent_environment(contract: Mapping[str, str], extra: Mapping[str, str], base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The agent process's whole environment: the few :data:`PASSTHROUGH` variables of ``base`` (default: this
+    process's), then the contract (:attr:`AgentContext.env <autorl.agents.base.AgentContext.env>`), then the
+    agent's own ``extra``; nothing else of the orchestrator's environment."""
     base = os.environ if base is None else base
     env = {k: base[k] for k in PASSTHROUGH if k in base}
     env.update(contract)
