@@ -1,5 +1,6 @@
-"""The gateway as its own process: ``python -m autorl.gateway.process CONFIG.json --port P``, and
-``GatewayProcess``, which the run starts outside the sandbox and stops after the agent."""
+"""The gateway as its own process: ``python -m autorl.gateway.process CONFIG.json --port P [--lease-fd FD]``, and
+``GatewayProcess``, which the run starts outside the sandbox and stops after the agent. The gateway holds a
+lease (:mod:`autorl.lease`): it exits when the process that started it dies, however that dies."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import httpx
 from autorl.errors import AutorlError
 from autorl.gateway.app import GatewayConfig
 from autorl.gateway.upstreams import agent_variables
+from autorl.lease import Lease
 
 
 class GatewayError(AutorlError):
@@ -40,9 +42,15 @@ class GatewayProcess:
         self.url = f"http://127.0.0.1:{port}"
         fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         self._log = os.fdopen(fd, "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "autorl.gateway.process", str(config_path), "--port", str(port)],
-            stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        self._lease = Lease()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "autorl.gateway.process", str(config_path), "--port", str(port),
+                 "--lease-fd", str(self._lease.child_fd)],
+                stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                pass_fds=(self._lease.child_fd,))
+        finally:
+            self._lease.handed_over()
         self._admin = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {config.admin_token}"},
                                    timeout=30, trust_env=False)
         self.summary: dict[str, Any] | None = None
@@ -84,19 +92,35 @@ class GatewayProcess:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
+        self._lease.release()
         self._log.close()
+
+
+def _orchestrator_lost() -> None:
+    """The lease broke: uvicorn's graceful shutdown, and an exit regardless a few seconds later."""
+    import threading
+
+    timer = threading.Timer(10.0, os._exit, (3,))
+    timer.daemon = True
+    timer.start()
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autorl.gateway.process")
     parser.add_argument("config", type=Path)
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--lease-fd", type=int, default=None,
+                        help="the read end of the orchestrator's lease: the gateway ends when it breaks")
     args = parser.parse_args(argv)
     import uvicorn
 
     from autorl.gateway.app import create_app
+    from autorl.lease import watch_lease
 
     app = create_app(GatewayConfig.load(args.config))
+    if args.lease_fd is not None:
+        watch_lease(args.lease_fd, _orchestrator_lost)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", timeout_graceful_shutdown=3)
     return 0
 

@@ -1,0 +1,270 @@
+"""A run's processes end with the process that started them (its orchestrator), and a run whose orchestrator
+died can be told from a live one.
+
+Three pieces, one per kind of child and one for the readers:
+
+* the **lease pipe** (:class:`Lease`, :func:`watch_lease`): the orchestrator holds the write end of a pipe and
+  hands the read end to a child (the grader server, the LLM gateway); when the orchestrator dies, however it
+  dies, the kernel closes the write end and the child reads EOF at once. No clock, no polling.
+* the **guard** (``python -m autorl.lease --parent PID -- COMMAND...``): for a child that gets no pipe (an agent
+  run without a sandbox), a session leader that runs the command and kills its whole process group when its
+  parent goes (``PR_SET_PDEATHSIG``, with a check of ``getppid`` to close the race and a poll as a backstop).
+* the **heartbeat** (:class:`Heartbeat`, :func:`orchestrator_status`): a file in the grader's store naming the
+  orchestrator (host, pid, the pid's start time) that it touches every few seconds, so that ``autorl results``,
+  the dashboard, ``autorl doctor`` and a sweep see a run as live or lost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from autorl.jsonio import write_json_atomic
+
+__all__ = [
+    "HEARTBEAT_FILE",
+    "LOST_AT_KEY",
+    "Heartbeat",
+    "Lease",
+    "OrchestratorStatus",
+    "die_with_parent",
+    "guarded",
+    "orchestrator_status",
+    "process_start_time",
+    "watch_lease",
+]
+
+#: the heartbeat's file, in the run's grader store (out of the agent's reach)
+HEARTBEAT_FILE = "orchestrator.json"
+#: the grader store's meta key where a grader that lost its orchestrator writes when (Unix seconds)
+LOST_AT_KEY = "orchestrator_lost_at"
+_PR_SET_PDEATHSIG = 1
+#: a heartbeat older than this many intervals means its orchestrator is gone (when it runs on another host)
+_STALE_INTERVALS = 3.0
+
+
+# -- the lease pipe ---------------------------------------------------------------------------------------
+class Lease:
+    """The orchestrator's end of one child's lease: a pipe whose read end the child inherits."""
+
+    def __init__(self) -> None:
+        self.child_fd, self._write = os.pipe()  # both close on exec; the child gets its end through pass_fds
+        self._open = {self.child_fd, self._write}
+
+    def _close(self, fd: int) -> None:
+        # each end closed once: a number closed twice may by then be another file's
+        if fd in self._open:
+            self._open.discard(fd)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def handed_over(self) -> None:
+        """The child holds its end now: close ours (only the write end may keep the lease alive)."""
+        self._close(self.child_fd)
+
+    def release(self) -> None:
+        """End the lease: the child reads EOF, as it would when the orchestrator dies."""
+        self._close(self.child_fd)
+        self._close(self._write)
+
+
+def watch_lease(fd: int, on_lost: Callable[[], None]) -> threading.Thread:
+    """In the child: call ``on_lost`` (in a daemon thread) once the lease's write end is closed everywhere."""
+
+    def wait() -> None:
+        while True:
+            try:
+                data = os.read(fd, 64)
+            except InterruptedError:
+                continue
+            except OSError:
+                break
+            if not data:
+                break
+        on_lost()
+
+    thread = threading.Thread(target=wait, name="autorl-lease", daemon=True)
+    thread.start()
+    return thread
+
+
+# -- parent-death signal and the guard --------------------------------------------------------------------
+def die_with_parent(sig: int = signal.SIGKILL, expected_parent: int | None = None) -> bool:
+    """Ask the kernel to send ``sig`` to this process when its parent (thread) dies; then, when the parent is
+    already not ``expected_parent`` (it died before this call), send it now. False where prctl is missing."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        ok = bool(libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        ok = False
+    if expected_parent is not None and os.getppid() != expected_parent:
+        os.kill(os.getpid(), sig)
+    return ok
+
+
+def guarded(argv: list[str]) -> list[str]:
+    """``argv`` run under the guard: it and everything in its process group end when this process dies."""
+    return [sys.executable, "-m", "autorl.lease", "--parent", str(os.getpid()), "--", *argv]
+
+
+def _guard(parent: int, command: list[str]) -> int:
+    """Run ``command`` in this process group; kill the group when ``parent`` is gone; exit as it exited."""
+
+    def kill_group(*_: Any) -> None:
+        with contextlib.suppress(OSError):
+            os.killpg(os.getpgid(0), signal.SIGKILL)
+        os._exit(137)
+
+    signal.signal(signal.SIGUSR2, kill_group)
+    die_with_parent(signal.SIGUSR2, parent)
+    try:
+        proc = subprocess.Popen(command)
+    except OSError as exc:
+        print(f"autorl: cannot start {command[0]}: {exc}", file=sys.stderr)
+        return 127
+    # a SIGTERM to the group is the run's stop: the command gets it and may take its grace period; the
+    # guard stays to report how it ended
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    while True:
+        try:
+            code = proc.wait(timeout=0.5)
+            break
+        except subprocess.TimeoutExpired:
+            if os.getppid() != parent:  # the backstop, should the signal not come
+                kill_group()
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    return code
+
+
+# -- heartbeat and detection ------------------------------------------------------------------------------
+def process_start_time(pid: int) -> int | None:
+    """The start time of ``pid`` (clock ticks since boot, from ``/proc``): with the pid, it names one process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    try:
+        return int(stat.rsplit(")", 1)[1].split()[19])
+    except (IndexError, ValueError):
+        return None
+
+
+class Heartbeat:
+    """The orchestrator's sign of life for one run: ``HEARTBEAT_FILE`` in the store, touched every ``interval`` s."""
+
+    def __init__(self, store_dir: Path, interval: float = 5.0) -> None:
+        self.path = Path(store_dir) / HEARTBEAT_FILE
+        self.interval = interval
+        pid = os.getpid()
+        write_json_atomic(self.path, {"host": socket.gethostname(), "pid": pid, "pid_start": process_start_time(pid),
+                                      "started": time.time(), "interval_s": interval})
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="autorl-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.interval):
+            with contextlib.suppress(OSError):
+                os.utime(self.path)
+
+    def stop(self) -> None:
+        """Stop beating (the file stays: the run's record says how it ended)."""
+        self._stop.set()
+
+
+@dataclass(frozen=True)
+class OrchestratorStatus:
+    """Whether a run's orchestrator is alive, and if not since when and how that is known."""
+
+    alive: bool
+    #: when it was lost (the grader's own record, else the heartbeat's last beat); None while alive or unknown
+    lost_at: float | None
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def orchestrator_status(store_dir: Path | str, *, now: float | None = None) -> OrchestratorStatus:
+    """Is the orchestrator of the run whose grader store is ``store_dir`` alive?
+
+    Lost when its grader recorded the loss, when (same host) its pid is gone or names another process, or
+    (another host) when its heartbeat is older than three intervals. A store without a heartbeat is lost (its
+    orchestrator died before writing one, or the store is gone).
+    """
+    store_dir = Path(store_dir)
+    now = time.time() if now is None else now
+    lost_at = _recorded_loss(store_dir)
+    if lost_at is not None:
+        return OrchestratorStatus(False, lost_at, "the grader saw its orchestrator go")
+    path = store_dir / HEARTBEAT_FILE
+    try:
+        beat = json.loads(path.read_text())
+        mtime = path.stat().st_mtime
+    except (OSError, ValueError):
+        detail = "no grader store" if not store_dir.exists() else "no heartbeat"
+        return OrchestratorStatus(False, None, detail)
+    if not isinstance(beat, dict):
+        return OrchestratorStatus(False, mtime, "unreadable heartbeat")
+    if beat.get("host") == socket.gethostname() and isinstance(beat.get("pid"), int):
+        start = process_start_time(int(beat["pid"]))
+        if start is not None and start == beat.get("pid_start"):
+            return OrchestratorStatus(True, None, f"pid {beat['pid']} running")
+        return OrchestratorStatus(False, mtime, f"pid {beat['pid']} is gone")
+    interval = float(beat.get("interval_s") or 5.0)
+    if now - mtime <= _STALE_INTERVALS * interval:
+        return OrchestratorStatus(True, None, f"heartbeat {now - mtime:.0f} s ago from {beat.get('host')}")
+    return OrchestratorStatus(False, mtime, f"no heartbeat from {beat.get('host')} for {now - mtime:.0f} s")
+
+
+def _recorded_loss(store_dir: Path) -> float | None:
+    from autorl.grader.store import Store
+
+    db = store_dir / "grader.db"
+    if not db.is_file():
+        return None
+    try:
+        store = Store.read_only(db)
+    except Exception:  # an unreadable store only means no recorded loss
+        return None
+    try:
+        value = store.get_meta(LOST_AT_KEY)
+    except Exception:
+        value = None
+    finally:
+        store.close()
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m autorl.lease",
+                                     description="run a command that ends, with its process group, when PARENT dies")
+    parser.add_argument("--parent", type=int, required=True)
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("a command to run is required after --")
+    return _guard(args.parent, command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
