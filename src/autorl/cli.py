@@ -423,6 +423,35 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
            [["ok" if c.ok else "--", c.name, c.detail, c.fix] for c in rows])
 
 
+@app.command()
+def recover(
+    run_id: str | None = typer.Argument(None, help="The lost run's id (see `autorl doctor`)."),
+    every: bool = typer.Option(False, "--all", help="Every run whose orchestrator is gone."),
+    eval_timeout: float = typer.Option(3600.0, "--eval-timeout", help="Seconds to wait for evaluations in flight."),
+    no_test: bool = typer.Option(False, "--no-test", help="Do not score the best submission on the test split."),
+    no_audit: bool = typer.Option(False, "--no-audit", help="Do not run the audit."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Record runs whose orchestrator died (killed, preempted, node lost) from their grader's store."""
+    from autorl.recover import recover as recover_run
+    from autorl.recover import recover_all
+    from autorl.resources import autorl_home
+
+    if (run_id is None) == (not every):
+        raise UsageError("give a run id or --all (not both)")
+    options: dict[str, Any] = {"eval_timeout": eval_timeout, "final_test": not no_test, "audit": not no_audit}
+    home = autorl_home()
+    done = recover_all(home=home, **options) if every else [recover_run(str(run_id), home=home, **options)]
+    if as_json:
+        _print_json([d.to_dict() for d in done])
+        return
+    if not done:
+        typer.echo("no lost run to recover")
+    for d in done:
+        typer.echo(f"run {d.run_id}: {d.action}: {d.row.get('submissions')} submissions, test score "
+                   f"{_fmt(d.row.get('test_score'))}; {d.row.get('end_reason')}")
+
+
 @app.command("new")
 def new(
     kind: str = typer.Argument(..., help="benchmark or agent"),

@@ -73,6 +73,8 @@ def checks() -> list[Check]:
     except OSError:
         writable = False
     out.append(Check("AUTORL_HOME", writable, str(home), "" if writable else "set AUTORL_HOME to a writable local directory"))
+    if writable:
+        out.append(runs_in_flight(home))
     if writable and not home_is_local(home):
         out.append(Check("AUTORL_HOME disk", False, f"{home} is on a network file system",
                          "SQLite (WAL) needs a local disk: set AUTORL_HOME to a local directory"))
@@ -100,6 +102,30 @@ def checks() -> list[Check]:
                           "python3.12 -m venv ~/.venvs/openhands && ~/.venvs/openhands/bin/pip install openhands-sdk; "
                           "export AUTORL_OPENHANDS_PYTHON=~/.venvs/openhands/bin/python", "OpenHands environment"))
     return out
+
+
+def runs_in_flight(home: Path) -> Check:
+    """The runs the ledger lists as in flight: live ones, and lost ones (their orchestrator died) to recover."""
+    from autorl.errors import AutorlError
+    from autorl.ledger import Ledger
+    from autorl.recover import lost_runs
+
+    if not (home / "autorl.db").is_file():
+        return Check("runs in flight", True, "none")
+    try:
+        ledger = Ledger(home / "autorl.db")
+    except AutorlError as exc:
+        return Check("runs in flight", False, str(exc), "see the error")
+    try:
+        live = ledger.live()
+        lost = lost_runs(ledger)
+    finally:
+        ledger.close()
+    if not lost:
+        return Check("runs in flight", True, f"{len(live)} live" if live else "none")
+    names = ", ".join(f"{r['run_id']} ({r['task']}, {r['agent']}: {r['detail']})" for r in lost)
+    fix = f"autorl recover {lost[0]['run_id']}" if len(lost) == 1 else "autorl recover --all"
+    return Check("lost runs", False, f"{len(lost)} lost: {names}; {len(live) - len(lost)} live", fix)
 
 
 def home_is_local(home: Path) -> bool:
