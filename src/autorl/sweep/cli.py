@@ -15,6 +15,13 @@ sweep_app = typer.Typer(help="Studies: agents x tasks x models x seeds, resumabl
                         no_args_is_help=True)
 
 
+def _console() -> Any:
+    """A console as wide as the terminal, or wide enough for a pipe (rich would cut a table to 80 columns)."""
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=200)
+
+
 def _print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, default=str))
 
@@ -59,9 +66,7 @@ def run_cmd(
         if as_json:
             _print_json([{**r, "options": c.options} for r, c in zip(cell_rows(study), study.cells, strict=True)])
         else:
-            from rich.console import Console
-
-            Console().print(render(study, f"sweep {study.name} (dry run: {len(study.cells)} cells, {study.dir.root})"))
+            _console().print(render(study, f"sweep {study.name} (dry run: {len(study.cells)} cells, {study.dir.root})"))
         return
     live, on_update = _live_display(as_json)
     try:
@@ -116,8 +121,6 @@ def status_cmd(
     """Each cell: queued, running (time left), done (score) or failed (reason), and its attempts."""
     import time
 
-    from rich.console import Console
-
     from autorl.sweep.coordinator import open_study
     from autorl.sweep.store import QUEUED, RUNNING
     from autorl.sweep.table import cell_rows, render
@@ -127,7 +130,7 @@ def status_cmd(
         _print_json(cell_rows(study))
         return
     if not watch:
-        Console().print(render(study))
+        _console().print(render(study))
         return
     from rich.live import Live
 
@@ -177,7 +180,6 @@ def _print_report(report: dict[str, Any], fmt: str) -> None:
         writer.writerows(rows)
         return
     else:
-        from rich.console import Console
         from rich.table import Table
 
         table = Table(title=f"sweep {report.get('sweep', '')}: held-out test improvement (points) over seeds",
@@ -186,7 +188,7 @@ def _print_report(report: dict[str, Any], fmt: str) -> None:
             table.add_column(c)
         for r in rows:
             table.add_row(*r)
-        Console().print(table)
+        _console().print(table)
     for d in report["comparisons"]:
         typer.echo(f"{d['agent_a']} - {d['agent_b']} on {d['task']} / {d['base_model']}: "
                    f"{_fmt(d['mean_difference'])} {_fmt(d['ci95'])} (paired over {d['pairs']} seeds)")
