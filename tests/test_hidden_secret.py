@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from autorl.benchmark import HIDDEN_SECRET_ENV, hidden_secret, items_digest, secret_rng
-from autorl.default_plugins.arith import Arith, _split
+from autorl.default_plugins.arith import Arith, public_pairs
 from autorl.errors import HiddenDataError, UsageError
 from autorl.evaluation.identity import config_hash
 from autorl.testing import PolicyBackend, check_hidden_items_secret
@@ -87,7 +87,7 @@ def test_arith_hidden_items_are_not_the_complement_of_train(tmp_path: Path) -> N
     train = {json.loads(x)["question"] for x in (tmp_path / "train" / "train.jsonl").read_text().splitlines()}
     hidden = {str(i.input["question"]) for s in ("dev", "test") for i in bench.load_items(s, tmp_path / "hidden")}
     assert len(hidden) == 800 and not hidden & train
-    assert len(_split("pool")) == 2000 and len(train) == 6100  # 1,200 held-out pairs are in no split
+    assert len(public_pairs("pool")) == 2000 and len(train) == 6100  # 1,200 held-out pairs are in no split
 
 
 def test_load_items_without_the_hidden_folder_is_one_line_through_the_cli(tmp_path: Path) -> None:
