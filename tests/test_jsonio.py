@@ -95,3 +95,20 @@ def test_files_are_private_unless_a_mode_is_given(tmp_path: Path) -> None:
 def test_values_json_lacks_are_written_as_text(tmp_path: Path) -> None:
     write_json_atomic(tmp_path / "r.json", {"path": tmp_path})
     assert json.loads((tmp_path / "r.json").read_text()) == {"path": str(tmp_path)}
+
+
+def test_if_changed_leaves_a_file_that_holds_the_rows_and_replaces_anything_else(tmp_path: Path) -> None:
+    target = tmp_path / "train.jsonl"
+    write_jsonl_atomic(target, [{"a": 1}])
+    target.chmod(0o444)  # as prepare_data leaves training data
+    before = target.stat()
+    write_jsonl_atomic(target, [{"a": 1}], if_changed=True)
+    assert target.stat().st_ino == before.st_ino and stat.S_IMODE(target.stat().st_mode) == 0o444
+    write_jsonl_atomic(target, [{"a": 2}], if_changed=True)
+    assert target.stat().st_ino != before.st_ino and read_jsonl(target) == [{"a": 2}]
+    same = tmp_path / "same.jsonl"
+    same.write_text('{"a": 2}\n')
+    target.unlink()
+    os.symlink(same, target)  # the same text behind a link is no reason to keep the link
+    write_jsonl_atomic(target, [{"a": 2}], if_changed=True)
+    assert not target.is_symlink() and read_jsonl(target) == [{"a": 2}]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from autorl.errors import HiddenDataError, UsageError
+from autorl.jsonio import write_text_atomic
 
 if TYPE_CHECKING:
     from autorl.evaluation.base import Evaluator
@@ -129,14 +130,7 @@ def write_hidden_items(hidden_dir: Path, split: str, items: Sequence[Item]) -> N
 
 def _write_private(target: Path, text: str) -> None:
     target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(8)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        tmp.replace(target)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_text_atomic(target, text, mode=0o600)
 
 
 def has_hidden_items(hidden_dir: Path, split: str) -> bool:

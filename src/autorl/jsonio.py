@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -29,27 +30,42 @@ from autorl.errors import ResourceError
 __all__ = ["read_jsonl", "write_json_atomic", "write_jsonl_atomic", "write_text_atomic"]
 
 
-def write_text_atomic(path: Path, text: str, *, mode: int = 0o600) -> None:
+def write_text_atomic(path: Path, text: str, *, mode: int = 0o600, if_changed: bool = False) -> None:
     """Write ``text`` to ``path`` whole or not at all.
 
     The text goes to a fresh temp file in the same directory (an unpredictable name created with
     ``O_EXCL``, so no link is followed), which is then renamed over ``path``: a link at ``path`` is replaced,
     never written through. The file gets ``mode`` (private to its owner unless told otherwise); missing
     parent directories are created. On any error the temp file is removed and the error propagates.
+    With ``if_changed``, a regular file (not a link) that already holds exactly ``text`` is left as it is,
+    so idempotent data preparation keeps a read-only copy in place.
     """
     path = Path(path)
+    data = text.encode("utf-8")
+    if if_changed and _holds(path, data):
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with os.fdopen(fd, "wb") as f:
             if mode != 0o600:
                 os.fchmod(f.fileno(), mode)
-            f.write(text)
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        return stat.S_ISREG(st.st_mode) and st.st_size == len(data) and f.read() == data
 
 
 def write_json_atomic(path: Path, data: Any, *, mode: int = 0o600) -> None:
@@ -58,11 +74,12 @@ def write_json_atomic(path: Path, data: Any, *, mode: int = 0o600) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, default=str), mode=mode)
 
 
-def write_jsonl_atomic(path: Path, rows: Iterable[Any], *, mode: int = 0o600) -> None:
+def write_jsonl_atomic(path: Path, rows: Iterable[Any], *, mode: int = 0o600, if_changed: bool = False) -> None:
     """Write ``rows`` as JSON Lines (one compact JSON value a line, each line ending in a newline; values JSON
-    lacks as their ``str``), atomically as :func:`write_text_atomic` does. ``rows`` may be a generator: it is
-    consumed before the file appears."""
-    write_text_atomic(path, "".join(json.dumps(row, default=str) + "\n" for row in rows), mode=mode)
+    lacks as their ``str``), as :func:`write_text_atomic` does (``mode``, ``if_changed``). ``rows`` may be a
+    generator: it is consumed before the file appears."""
+    text = "".join(json.dumps(row, default=str) + "\n" for row in rows)
+    write_text_atomic(path, text, mode=mode, if_changed=if_changed)
 
 
 def read_jsonl(path: Path) -> list[Any]:
