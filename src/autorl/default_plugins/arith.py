@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from pathlib import Path
@@ -16,6 +15,7 @@ from autorl.benchmark import (
     secret_rng,
     write_hidden_items,
 )
+from autorl.jsonio import write_jsonl_atomic
 
 _SEED = 20240611
 _DEV, _TEST = 300, 500
@@ -73,12 +73,8 @@ class Arith(Benchmark):
         target = target_dir / "train.jsonl"
         if target.is_file():
             return
-        target_dir.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".tmp")
-        with tmp.open("w") as f:
-            for a, b in public_pairs("train"):
-                f.write(json.dumps({"question": f"What is {a}+{b}?", "answer": str(a + b)}) + "\n")
-        tmp.replace(target)
+        write_jsonl_atomic(target, ({"question": f"What is {a}+{b}?", "answer": str(a + b)}
+                                    for a, b in public_pairs("train")))
 
     def prepare_eval_data(self, hidden_dir: Path) -> None:
         if all(has_hidden_items(hidden_dir, split) for split in self.splits):

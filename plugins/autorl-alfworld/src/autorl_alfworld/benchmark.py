@@ -14,6 +14,7 @@ from autorl import Benchmark, EvalConfig, Item
 from autorl.benchmark import hidden_secret, items_digest, secret_rng
 from autorl.errors import HiddenDataError, UsageError
 from autorl.evaluation.episode import EpisodeBenchmark, EpisodeEvaluator
+from autorl.jsonio import write_jsonl_atomic
 from autorl_alfworld.env import AlfWorldEnv, expert_trajectory
 from autorl_alfworld.games import TASK_TYPES, find_games, generate
 from autorl_alfworld.prompts import chat_prompt, completion_prompt, examples
@@ -151,16 +152,16 @@ class AlfWorldBenchmark(Benchmark, EpisodeBenchmark):
             games = [_copy_game(g.path, games_dir / f"{g.task_type}-{i:05d}") for i, g in enumerate(games)]
         else:
             games = generate(games_dir, self._counts()["train"], TRAIN_SEED, "train")
-        with (target_dir / "train.jsonl").open("w") as f:
-            for game in games:
-                env = AlfWorldEnv(game.game_file)
-                try:
-                    intro = env.reset()
-                finally:
-                    env.close()
-                row = {"game": str(game.path.relative_to(target_dir)), "task_type": game.task_type, "task": game.task,
-                       "intro": intro, "expert": [list(s) for s in expert_trajectory(game.game_file)]}
-                f.write(json.dumps(row) + "\n")
+        rows = []
+        for game in games:
+            env = AlfWorldEnv(game.game_file)
+            try:
+                intro = env.reset()
+            finally:
+                env.close()
+            rows.append({"game": str(game.path.relative_to(target_dir)), "task_type": game.task_type, "task": game.task,
+                         "intro": intro, "expert": [list(s) for s in expert_trajectory(game.game_file)]})
+        write_jsonl_atomic(target_dir / "train.jsonl", rows)
         self._mark(target_dir, "train")
 
     def prepare_eval_data(self, hidden_dir: Path) -> None:

@@ -12,6 +12,7 @@ from autorl.benchmark import has_hidden_items, read_hidden_items, secret_rng, wr
 from autorl.errors import EvaluationError
 from autorl.evaluation.base import Evaluator, ItemResult, Progress
 from autorl.inference.base import GenerationRequest
+from autorl.jsonio import write_jsonl_atomic
 from autorl_alpacaeval.data import REFERENCE_SET, load_eval_set, load_train_set, mirror_dir, remove_overlap
 from autorl_alpacaeval.judge import ANNOTATOR, Cache, Judge, JudgeConfig
 
@@ -178,7 +179,7 @@ class AlpacaEvalBenchmark(Benchmark):
         target_dir.mkdir(parents=True, exist_ok=True)
         for old in target_dir.iterdir():
             old.unlink()
-        (target_dir / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train))
+        write_jsonl_atomic(target_dir / "train.jsonl", train)
         marker.write_text(json.dumps({**report, "requested": size, "written": len(train)}, indent=1))
 
     def prepare_eval_data(self, hidden_dir: Path) -> None:

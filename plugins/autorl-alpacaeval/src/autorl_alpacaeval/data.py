@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from autorl.errors import ResourceError
+from autorl.jsonio import read_jsonl
 
 EVAL_REPO, REFERENCE_SET = "tatsu-lab/alpaca_eval", "alpaca_eval_gpt4_baseline"
 EVAL_FILE = f"{REFERENCE_SET}.json"
@@ -43,7 +44,7 @@ def _read(path: Path) -> list[dict[str, Any]]:
 
         return list(pq.read_table(path).to_pylist())
     if path.suffix == ".jsonl":
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return read_jsonl(path)
     data = json.loads(path.read_text())
     if not isinstance(data, list):
         raise ResourceError(f"{path}: expected a JSON list of records")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -10,9 +9,10 @@ from typing import Any
 from autorl import Benchmark, EvalConfig, Item
 from autorl.benchmark import items_digest, read_hidden_items, secret_rng, write_hidden_items
 from autorl.errors import HiddenDataError
+from autorl.jsonio import write_jsonl_atomic
 from autorl.resources import autorl_home
 from autorl_gsm8k.answers import is_correct, reference_answer
-from autorl_gsm8k.data import DEV_SIZE, content_ids, load_official, mirror_dir, write_jsonl
+from autorl_gsm8k.data import DEV_SIZE, content_ids, load_official, mirror_dir
 
 # The 8 exemplars of Wei et al. (2022), "Chain-of-Thought Prompting Elicits Reasoning in Large Language Models".
 FEW_SHOT = (
@@ -98,11 +98,7 @@ class GSM8K(Benchmark):
         """The official train split minus the hidden dev slice (which the installation's secret chooses)."""
         train = self._splits(self._hidden_dir())["train"]
         rows = [{"question": str(i.input["question"]), "answer": str(i.reference)} for i in train]
-        target = target_dir / "train.jsonl"
-        text = "".join(json.dumps(r) + "\n" for r in rows)
-        if target.is_file() and not target.is_symlink() and target.read_text() == text:
-            return
-        write_jsonl(target, rows)
+        write_jsonl_atomic(target_dir / "train.jsonl", rows, if_changed=True)
 
     def prepare_eval_data(self, hidden_dir: Path) -> None:
         """Dev and test items as the source holds them now: a changed mirror changes them (and their hash)."""

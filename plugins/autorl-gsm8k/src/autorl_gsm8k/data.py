@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from autorl.errors import ResourceError
+from autorl.jsonio import read_jsonl, write_jsonl_atomic
 
 REPO_ID = "openai/gsm8k"
 HUB_FILES = {"train": "main/train-00000-of-00001.parquet", "test": "main/test-00000-of-00001.parquet"}
@@ -21,7 +22,7 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
 
         rows = pq.read_table(path, columns=["question", "answer"]).to_pylist()
     else:
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        rows = read_jsonl(path)
     for i, row in enumerate(rows):
         if not isinstance(row, dict) or not isinstance(row.get("question"), str) or not isinstance(row.get("answer"), str):
             raise ResourceError(f"{path}: row {i + 1} lacks string fields question and answer")
@@ -69,7 +70,7 @@ def load_official(split: str, raw_dir: Path, mirror: Path | None) -> list[dict[s
         return _read_rows(cached)
     rows = _from_hub(split, raw_dir / "hub")
     raw_dir.mkdir(parents=True, exist_ok=True)
-    write_jsonl(cached, [{"question": r["question"], "answer": r["answer"]} for r in rows])
+    write_jsonl_atomic(cached, [{"question": r["question"], "answer": r["answer"]} for r in rows])
     return rows
 
 
@@ -83,10 +84,3 @@ def content_ids(split: str, rows: list[dict[str, Any]]) -> list[str]:
         seen[digest] = seen.get(digest, 0) + 1
         ids.append(f"{split}-{digest}" + (f"-{seen[digest]}" if seen[digest] > 1 else ""))
     return ids
-
-
-def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    tmp.replace(path)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from importlib import resources
 from math import comb
@@ -14,6 +13,7 @@ from autorl.benchmark import has_hidden_items, read_hidden_items, secret_rng, wr
 from autorl.evaluation.base import ItemResult, Progress
 from autorl.evaluation.generation import GenerationEvaluator
 from autorl.inference.base import Backend
+from autorl.jsonio import write_jsonl_atomic
 from autorl_humaneval.sandbox import Check, Limits, resolve_isolation, run_checks
 
 N_TRAIN = 82  # the reference harness's shape: 82 problems train, the other 82 are hidden (41 dev, 41 test)
@@ -141,15 +141,7 @@ class HumanEval(Benchmark):
 
     def prepare_train_data(self, target_dir: Path) -> None:
         """The 82 problems the secret's draw leaves out of dev and test (``prepare_data`` sets ``hidden_dir``)."""
-        text = "".join(json.dumps(r) + "\n" for r in self._splits(self._hidden_dir())["train"])
-        target = target_dir / "train.jsonl"
-        if target.is_file() and not target.is_symlink() and target.read_text() == text:
-            return
-        target_dir.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".tmp")
-        tmp.unlink(missing_ok=True)
-        tmp.write_text(text)
-        tmp.replace(target)
+        write_jsonl_atomic(target_dir / "train.jsonl", self._splits(self._hidden_dir())["train"], if_changed=True)
 
     def prepare_eval_data(self, hidden_dir: Path) -> None:
         if all(has_hidden_items(hidden_dir, s) for s in self.splits):

@@ -16,6 +16,7 @@ from autorl.errors import ResourceError
 from autorl.evaluation.base import Evaluator, ItemResult, Progress
 from autorl.evaluation.generation import GenerationEvaluator
 from autorl.inference.base import Backend
+from autorl.jsonio import read_jsonl, write_jsonl_atomic
 from autorl.resources import autorl_home, file_lock
 from autorl_smith.folder import SmithFolder, eval_file
 from autorl_smith.scorer import Request, score_all
@@ -27,17 +28,6 @@ def version_of(folder: SmithFolder) -> str:
     """The benchmark's version: the scheme (2: held-out splits drawn with the installation's secret) and a hash
     of the folder's files, so that any change to either is a new version."""
     return f"2.{folder.version()}"
-
-
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-
-
-def _write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    tmp.replace(path)
 
 
 def eval_config_of(config: dict[str, Any]) -> EvalConfig:
@@ -129,11 +119,11 @@ class SmithBenchmark(Benchmark):
         """train (for the agent), dev and test, drawn with the installation's secret: halves of the folder's
         eval file, or a tenth and a fifth carved out of its train.jsonl (then train is the rest)."""
         work = self._prepare_folder()
-        train = _read_jsonl(work / "data" / "train.jsonl")
+        train = read_jsonl(work / "data" / "train.jsonl")
         held = eval_file(work, self.folder.config)
         rng = secret_rng(hidden_dir, f"{self.name}/v{self.version}/splits")
         if held is not None and held.is_file():
-            rows = _read_jsonl(held)
+            rows = read_jsonl(held)
             rng.shuffle(rows)
             half = max(1, len(rows) // 2)
             return train, rows[:half], rows[half:] or rows[:half], "eval_file"
@@ -149,11 +139,7 @@ class SmithBenchmark(Benchmark):
         """What the secret's draw leaves for the agent (``prepare_data`` sets ``hidden_dir``)."""
         train, _, _, _ = self._splits(self._hidden_dir())
         rows = [{"question": r["question"], "answer": r["answer"]} for r in train]
-        target = target_dir / "train.jsonl"
-        if target.is_file() and not target.is_symlink() and target.read_text() == "".join(
-                json.dumps(r) + "\n" for r in rows):
-            return
-        _write_jsonl(target, rows)
+        write_jsonl_atomic(target_dir / "train.jsonl", rows, if_changed=True)
 
     def prepare_eval_data(self, hidden_dir: Path) -> None:
         if all(has_hidden_items(hidden_dir, s) for s in self.splits) and (hidden_dir / "split.json").is_file():

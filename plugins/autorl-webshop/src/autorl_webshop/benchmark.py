@@ -15,8 +15,9 @@ from autorl.benchmark import has_hidden_items, read_hidden_items, secret_rng, wr
 from autorl.errors import UsageError
 from autorl.evaluation.base import ItemResult
 from autorl.evaluation.episode import EpisodeBenchmark, EpisodeEvaluator, episode_steps
+from autorl.jsonio import write_jsonl_atomic
 from autorl_webshop import official
-from autorl_webshop.catalog import make_catalog, make_goals, write_jsonl
+from autorl_webshop.catalog import make_catalog, make_goals
 from autorl_webshop.env import WebShopEnv, expert_actions
 from autorl_webshop.reward import DIFFERENCES
 from autorl_webshop.search import SearchEngine
@@ -195,10 +196,10 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
         products = self._catalog()
         goals = self._train_goals()
         (target_dir / "catalog.json").write_text(json.dumps(products, indent=1))
-        write_jsonl(target_dir / "train_goals.jsonl", goals)
+        write_jsonl_atomic(target_dir / "train_goals.jsonl", goals)
         engine = SearchEngine(products)
-        write_jsonl(target_dir / "expert.jsonl", [{"instruction": g["instruction"], "steps": _expert_steps(products, g, engine)}
-                                                   for g in goals])
+        write_jsonl_atomic(target_dir / "expert.jsonl",
+                           ({"instruction": g["instruction"], "steps": _expert_steps(products, g, engine)} for g in goals))
         self._mark(target_dir)
 
     def prepare_eval_data(self, hidden_dir: Path) -> None:

@@ -5,9 +5,7 @@ installation's secret. The price bound is drawn as WebShop's ``goal.py`` draws i
 
 from __future__ import annotations
 
-import json
 import random
-from pathlib import Path
 from typing import Any
 
 #: product type -> (category path, query, attributes, {option name: values})
@@ -115,12 +113,3 @@ def make_goals(products: list[dict[str, Any]], n: int, seed: int | random.Random
             seen.add(goal["instruction"])
             goals.append(goal)
     return goals
-
-
-def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
