@@ -2,16 +2,8 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+from autorl.testing import assert_plugin_discovered
 
 
 def test_plugin_is_discovered() -> None:
-    out = subprocess.run(
-        [sys.executable, "-c", "from autorl.cli import main; main(['plugins'])"],
-        capture_output=True, text=True, check=True,
-    ).stdout
-    plugins = {p["name"]: p for p in json.loads(out)}
-    assert "humaneval" in plugins
-    assert plugins["humaneval"]["distribution"] == "autorl-humaneval"
+    assert_plugin_discovered("humaneval", "autorl-humaneval")
