@@ -126,6 +126,7 @@ def status_cmd(
     from autorl.sweep.table import cell_rows, render
 
     study = open_study(sweep_dir)
+    _reattach(study)
     if as_json:
         _print_json(cell_rows(study))
         return
@@ -139,6 +140,26 @@ def status_cmd(
             time.sleep(2)
             study.refresh()
             live.update(render(study))
+
+
+def _reattach(study: Any) -> None:
+    """Ask Slurm about the jobs of running attempts (by their recorded ids); a job gone without an outcome shows
+    as lost here, and the next ``sweep run`` records it (reading the status never writes)."""
+    jobs = [(s, s.running) for s in study.states.values() if s.running is not None
+            and (s.running.job or {}).get("executor") == "slurm" and (s.running.job or {}).get("cluster") == "slurm"]
+    if not jobs:
+        return
+    from autorl.sweep.slurm import SlurmExecutor
+
+    slurm = SlurmExecutor({"cluster": "slurm"}, sweep_dir=study.dir.root)
+    for _state, attempt in jobs:
+        try:
+            gone = slurm.poll(attempt.job)
+        except Exception as exc:  # submitit missing or sacct failing: the files' view stands
+            typer.echo(f"warning: cannot ask slurm about job {attempt.job.get('job_id')}: {exc}", err=True)
+            return
+        if gone is not None and not (attempt.path / "outcome.json").exists():
+            attempt.outcome = {"kind": "infra", "reason": f"{gone} (not recorded yet: run `sweep run` again)"}
 
 
 def _fmt(v: Any) -> str:
