@@ -39,6 +39,10 @@ class PluginConflictError(AutorlError):
     """Two distributions register the same name."""
 
 
+class PluginTypeError(AutorlError, TypeError):
+    """A plugin registers something that is not a subclass of its kind's base class."""
+
+
 class MissingDependencyError(AutorlError):
     """An optional dependency is not installed; the message names the pip command."""
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from autorl.errors import AutorlError, PluginConflictError, UnknownNameError, UsageError
+from autorl.errors import PluginConflictError, PluginTypeError, UnknownNameError, UsageError
 from autorl.plugins import PluginManager, PluginWarning, get_plugin_manager
 
 if TYPE_CHECKING:
@@ -18,10 +18,6 @@ if TYPE_CHECKING:
 
 Kind = Literal["benchmark", "agent", "backend"]
 KINDS: tuple[Kind, ...] = ("benchmark", "agent", "backend")
-
-
-class PluginTypeError(AutorlError, TypeError):
-    """A plugin registers something that is not a subclass of its kind's base class."""
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,6 @@ def register_plugin(autorl_pm: PluginManager) -> Callable[..., Any]:
     def register(plugin: Any, name: str | None = None, distribution: str = "test-plugin", version: str = "0") -> Any:
         plugin_name = name or getattr(plugin, "__name__", None) or f"plugin-{id(plugin)}"
         autorl_pm.add(plugin, PluginInfo(plugin_name, distribution, version, plugin_name, False))
-        autorl_pm.__dict__.pop("_autorl_registry", None)
         return plugin
 
     return register
