@@ -24,7 +24,7 @@ from typing import Any
 from autorl.errors import AutorlError, UsageError
 from autorl.lease import OrchestratorStatus, orchestrator_status
 from autorl.ledger import Ledger
-from autorl.results import RunResult, record_run, run_row
+from autorl.results import RunResult, run_row
 
 __all__ = ["LOST_REASON", "Recovered", "lost_runs", "recover", "recover_all", "run_status", "state_from_store"]
 
@@ -87,8 +87,15 @@ def recover(run_id: str, *, home: Path, eval_timeout: float = 3600.0, final_test
     if status.alive:
         raise UsageError(f"run {run_id} is still live ({status.detail}): only a run whose orchestrator is gone "
                          "can be recovered")
+    from autorl.registry import get_benchmark
+    from autorl.runner import record
+
     result = _recovered_result(live, status, home, eval_timeout=eval_timeout, final_test=final_test, say=say)
-    _record(result, home, audit=audit, audit_budget_s=audit_budget_s, say=say)
+    result.run_dir.mkdir(parents=True, exist_ok=True)  # a workspace that is gone still gets its result.json
+    benchmark = get_benchmark(result.row["task"])(dict(result.meta.get("benchmark_options") or {}))
+    # the audit needs the hidden data and the store; a run lost with its store is recorded as it is
+    can_audit = audit and bool(result.meta.get("hidden_dir")) and Path(result.run_dir).is_dir()
+    record(result, benchmark, home, audit=can_audit, audit_budget_s=audit_budget_s, say=say)
     return Recovered(run_id, "recorded", dict(result.row))
 
 
@@ -145,7 +152,7 @@ def _recovered_result(live: Mapping[str, Any], status: OrchestratorStatus, home:
     meta: dict[str, Any] = {
         "backend": config.backend if config else None,
         "model_path": config.base_model if config else None,
-        "limit": config.limit if config else None,
+        "limit": config.limit if config else live.get("limit"),
         "eval_config": (state.get("baseline") or {}).get("config"),
         "agent_started": live.get("agent_started"),
         "deadline": live.get("deadline"),
@@ -154,6 +161,7 @@ def _recovered_result(live: Mapping[str, Any], status: OrchestratorStatus, home:
         "hidden_dir": config.hidden_dir if config else "",
         "benchmark_options": config.benchmark_options if config else {},
         "refusals": state.get("refusals", []),
+        "harness_hashes": live.get("harness_hashes") or {},
         "tmp_dir": str(agent_dir / "tmp") if live.get("sandbox") == "bwrap" and (agent_dir / "tmp").is_dir() else None,
         "watch_dir": str(agent_dir / "watch"),
         "orchestrator": {"lost_at": status.lost_at, "detail": status.detail, "recovered_at": time.time(),
@@ -193,47 +201,14 @@ def state_from_store(db: Path, task: str) -> dict[str, Any]:
 
 def _collect_with_grader(config: Any, store_dir: Path, eval_timeout: float, final_test: bool,
                          say: Log) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """A grader on the run's store: evaluations in flight finished, the run closed, the best tested once."""
+    """A grader on the run's store, collected as the end of a run collects (:func:`autorl.runner.collect`)."""
     from autorl.grader.process import GraderProcess, grader_log_path
     from autorl.grader.server import free_port
+    from autorl.runner import collect
 
     grader = GraderProcess(config, store_dir / "config.json", free_port(), grader_log_path(store_dir))
     try:
         grader.wait_ready()
-        admin = grader.admin
-        end = time.monotonic() + eval_timeout
-        while True:
-            counts = admin.state()["counts"]
-            if not any(counts.get(k) for k in ("queued", "running", "pending")) or time.monotonic() > end:
-                break
-            time.sleep(0.5)
-        admin.close_run()
-        state = admin.state()
-        test = None
-        if final_test and state["best"] is not None:
-            say(f"scoring the best submission ({state['best']['submission_id']}) on the hidden test split")
-            test = admin.evaluate_test()
-        return state, test
+        return collect(grader.admin, eval_timeout, final_test, say)
     finally:
         grader.stop()
-
-
-def _record(result: RunResult, home: Path, *, audit: bool, audit_budget_s: float, say: Log) -> None:
-    """Recorded first, then audited and recorded again with the audit's flags (as the end of a run does)."""
-    from autorl.audit import audit_run, failed_flag, pending_flag
-    from autorl.registry import get_benchmark
-
-    result.run_dir.mkdir(parents=True, exist_ok=True)
-    if audit:
-        result.audit = [pending_flag().to_dict()]
-    record_run(result, home)
-    if not audit or not result.meta.get("hidden_dir"):
-        return
-    say("auditing the run")
-    try:
-        benchmark = get_benchmark(result.row["task"])(dict(result.meta.get("benchmark_options") or {}))
-        result.audit = [f.to_dict() for f in audit_run(result.to_dict(), benchmark=benchmark, budget_s=audit_budget_s)]
-    except Exception as exc:
-        result.meta["post_run_errors"] = [f"audit: {type(exc).__name__}: {str(exc)[:200]}"]
-        result.audit = [failed_flag(exc).to_dict()]
-    record_run(result, home)

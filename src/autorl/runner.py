@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from autorl.agents.base import Agent, AgentContext
 from autorl.agents.process import AgentOutcome, agent_environment, run_agent
-from autorl.errors import AutorlError, UsageError
+from autorl.errors import AutorlError, GraderError, UsageError
 from autorl.gpus import GpuAssignment, parse_gpus
 from autorl.grader.client import GraderClient
 from autorl.grader.config import GraderConfig
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
     from autorl.sandbox import SandboxChoice
 
-__all__ = ["GATEWAY_USAGE_SOURCE", "RunResult", "run"]
+__all__ = ["GATEWAY_USAGE_SOURCE", "RunResult", "collect", "record", "run"]
 
 Log = Callable[[str], None]
 
@@ -119,14 +119,15 @@ def run(
     live = Ledger(home / "autorl.db")
     live.start_run({"run_id": place.run_id, "task": task, "agent": plan.agent_name, "base_model": assets.model.spec,
                     "workspace": str(place.root), "store_dir": str(place.store_dir), "started": started,
-                    "timeout_s": timeout, "deadline": None, "seed": seed, "sandbox": plan.sandbox.recorded_mode})
+                    "timeout_s": timeout, "deadline": None, "seed": seed, "sandbox": plan.sandbox.recorded_mode,
+                    "limit": limit, "harness_hashes": place.harness})
     stack = contextlib.ExitStack()
     stack.callback(live.close)
     try:
         deadline = _baseline(services, eval_timeout, timeout, say)
         live.update_live(place.run_id, deadline=deadline, agent_started=deadline - timeout)
         agent_run = _run_the_agent(plan, assets, place, services, stack, home, deadline, seed, grace_s, say)
-        collected = _collect(services, eval_timeout, final_test, say)
+        collected = _collect(services, place, plan.task, eval_timeout, final_test, say)
     except BaseException:
         live.end_run(place.run_id)  # nothing will be recorded for it
         raise
@@ -136,7 +137,7 @@ def run(
         services.grader.stop()
     result = _result(plan, assets, place, services, agent_run, collected, home, started=started, seed=seed, limit=limit,
                      timeout=timeout)
-    _record(result, plan.benchmark, home, audit=audit, audit_budget_s=audit_budget_s, say=say)
+    record(result, plan.benchmark, home, audit=audit, audit_budget_s=audit_budget_s, say=say)
     return result
 
 
@@ -358,6 +359,9 @@ def _run_the_agent(plan: _Plan, assets: _Assets, place: _Place, services: _Servi
                           model=model.path, data=data, store_dir=place.store_dir, benchmark=plan.benchmark,
                           port=place.port, gpus=plan.gpus.agent_has_gpus, agent_paths=plan.agent.sandbox_paths(),
                           tmp_dir=place.tmp_dir, relay_ports=[int(gateway.url.rsplit(":", 1)[1])])
+    from autorl.lease import guarded
+
+    argv = guarded(argv)  # the agent (and its sandbox) ends with this process, however this process ends
     log_path = place.workspace.agent_log
     say(f"agent {plan.agent_name} started ({_describe(plan.sandbox)}); log {log_path}")
     sources = [("", place.root)] + ([("/tmp/", place.tmp_dir)] if bwrap else [])
@@ -425,15 +429,34 @@ def _sandboxed(argv: list[str], choice: Any, stack: contextlib.ExitStack, *, roo
 # -- 7. collect -------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Collected:
-    """The grader's state once the run is closed, and the best submission's test evaluation."""
+    """The grader's state once the run is closed, and the best submission's test evaluation; when the grader
+    was lost for good (it died more often than it is started again), why, and the state read from its store."""
 
     state: dict[str, Any]
     test: dict[str, Any] | None
+    grader_lost: str | None = None
 
 
-def _collect(services: _Services, eval_timeout: float, final_test: bool, say: Log) -> _Collected:
-    """From the grader's own store only: evaluations in flight finished, the run closed, the best tested."""
-    admin = services.grader.admin
+def _collect(services: _Services, place: _Place, task: str, eval_timeout: float, final_test: bool,
+             say: Log) -> _Collected:
+    """:func:`collect` from the run's grader; from its store file when the grader is gone for good."""
+    try:
+        return _Collected(*collect(services.grader.admin, eval_timeout, final_test, say))
+    except GraderError:
+        if services.grader.alive:
+            raise
+    from autorl.recover import state_from_store
+
+    lost = services.grader.error or "the grader is gone"
+    say(f"warning: {lost}; the run is recorded from the grader's store")
+    return _Collected(state_from_store(place.store_dir / "grader.db", task), None, lost)
+
+
+def collect(admin: GraderClient, eval_timeout: float, final_test: bool,
+            say: Log) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """From the grader's own store only: evaluations in flight finished (up to ``eval_timeout`` s), the run
+    closed, the best on dev scored once on the test split. Returns the grader's state and that test evaluation
+    (``autorl recover`` collects a lost run with it too)."""
     _wait_for_evaluations(admin, eval_timeout)
     admin.close_run()
     state = admin.state()
@@ -441,7 +464,7 @@ def _collect(services: _Services, eval_timeout: float, final_test: bool, say: Lo
     if final_test and state["best"] is not None:
         say(f"scoring the best submission ({state['best']['submission_id']}) on the hidden test split")
         test = admin.evaluate_test()
-    return _Collected(state, test)
+    return state, test
 
 
 def _wait_for_evaluations(admin: GraderClient, timeout: float) -> dict[str, Any]:
@@ -473,6 +496,8 @@ def _result(plan: _Plan, assets: _Assets, place: _Place, services: _Services, ag
     row = run_row(run_id=place.run_id, started=started, finished=time.time(), task=plan.task, agent=plan.agent_name,
                   base_model=model.spec, workspace=str(place.root), seed=seed, sandbox=plan.sandbox.recorded_mode,
                   state=state, test=test, outcome=outcome, llm_usage=usage)
+    if collected.grader_lost:
+        row.end_reason = f"grader lost ({collected.grader_lost}); recorded from its store"
     bwrap = plan.sandbox.mode == "bwrap"
     meta: dict[str, Any] = {
         "autorl_version": __version__,
@@ -492,6 +517,7 @@ def _result(plan: _Plan, assets: _Assets, place: _Place, services: _Services, ag
     if usage is not None:
         meta["llm_usage"] = {k: summary[k] for k in ("prompt_tokens", "completion_tokens", "cached_tokens",
                                                      "cost_usd", "calls", "failed", "refused")}
+    meta["grader"] = {"restarts": services.grader.restarts, "lost": collected.grader_lost}
     meta["sandbox"] = {"mode": plan.sandbox.recorded_mode, "network": plan.sandbox.network,
                        "warning": plan.sandbox_warning}
     meta.update(harness_hashes=place.harness, store_dir=str(place.store_dir), hidden_dir=str(data.hidden_dir),
@@ -511,10 +537,11 @@ def _known_variants(spec: str, home: Path) -> list[Path]:
         return []
 
 
-def _record(result: RunResult, benchmark: Benchmark, home: Path, *, audit: bool, audit_budget_s: float,
-            say: Log) -> None:
+def record(result: RunResult, benchmark: Benchmark, home: Path, *, audit: bool, audit_budget_s: float,
+           say: Log) -> None:
     """Recorded from the grader's store first, before any file the agent wrote is read; then audited (each
-    audit step bounded, none able to lose the run) and recorded again with the audit's flags."""
+    audit step bounded, none able to lose the run) and recorded again with the audit's flags (``autorl
+    recover`` records a lost run with it too)."""
     from autorl.audit import audit_run, failed_flag, pending_flag
 
     if audit:

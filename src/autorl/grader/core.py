@@ -198,6 +198,8 @@ class Grader:
         try:
             record = self._slots[slot].run(Path(str(sub["snapshot"])), "dev", f"sub{sid}")
         except EvalFailed as exc:
+            if self._stop.is_set():  # abandoned, not failed: the next grader on this store queues it again
+                return
             self.store.update(sid, status=FAILED, error=str(exc), finished_at=time.time())
         else:
             self.store.put_evaluation(sub["content_hash"], "dev", record)
