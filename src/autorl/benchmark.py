@@ -1,4 +1,8 @@
-"""The benchmark contract: what the agent may see, what only the grader holds, and how answers score."""
+"""The benchmark contract: what the agent may see, what only the grader holds, and how answers score.
+
+A little over 300 lines because the hidden-items storage (the secret, ``write_hidden_items``,
+``read_hidden_items``) is part of the contract every benchmark plugin imports from here.
+"""
 
 from __future__ import annotations
 
