@@ -307,6 +307,14 @@ def extra_read_only(environ: Mapping[str, str] | None = None) -> list[Path]:
     return [Path(p).expanduser() for p in env.get("AUTORL_SANDBOX_RO", "").split(os.pathsep) if p]
 
 
+def extra_hidden(environ: Mapping[str, str] | None = None) -> list[Path]:
+    """More folders to mask, named by the orchestrator's ``AUTORL_SANDBOX_HIDE`` (``os.pathsep``-separated): a
+    study's worker names its shared autorl home and the study folder, whose models and data a run reaches
+    through links (its read-only binds re-expose just those after the masking)."""
+    env = os.environ if environ is None else environ
+    return [Path(p).expanduser() for p in env.get("AUTORL_SANDBOX_HIDE", "").split(os.pathsep) if p]
+
+
 def hf_cache_dirs(environ: Mapping[str, str] | None = None) -> list[Path]:
     """The Hugging Face caches (hub, datasets) named by the environment or at their default place."""
     env = os.environ if environ is None else environ

@@ -111,19 +111,6 @@ def _prepare(study: Study) -> None:
             done.add(key)
 
 
-def _warn_exposed_home(study: Study) -> None:
-    """The sandbox masks the run's (scratch) home, the user's home directory and /tmp, not a shared home elsewhere."""
-    import warnings
-
-    shared = home().resolve()
-    masked = (Path.home().resolve(), Path("/tmp"), Path("/var/tmp"))
-    if any(c["sandbox"] != "none" for c in study.cells) and not any(
-            shared == m or m in shared.parents for m in masked):
-        warnings.warn(f"AUTORL_HOME {shared} is outside your home directory and /tmp: the sandbox of a sweep's runs "
-                      "does not mask it, so an agent could read its hidden items; keep AUTORL_HOME under ~ or /tmp",
-                      stacklevel=2)
-
-
 def _new_attempt(study: Study, cell: Cell, state: KeyState) -> Attempt:
     number = max((a.number for a in state.attempts), default=0) + 1
     path = study.dir.attempt_dir(cell.run_key, number)
@@ -263,7 +250,6 @@ def run_sweep(spec: str | Path | Mapping[str, Any], *, executor: str = "local",
     ex = get_executor(executor)(options, max_parallel=max_parallel, sweep_dir=study.dir.root)
     for cell in study.cells:
         ex.check(int(cell["gpus"]), cell.label)
-    _warn_exposed_home(study)
     _prepare(study)
     study.dir.create(study.spec, [c.as_dict() for c in study.cells])
     return Coordinator(study, ex, max_parallel=max_parallel, on_update=on_update, poll_s=poll_s).run()

@@ -128,6 +128,10 @@ def run_attempt(attempt_dir: str | Path) -> dict[str, Any]:
         # nothing of the engine reaches the run: no RAY_ADDRESS, no session directory named
         env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k != "AUTORL_FILE_PATH"}
         env["AUTORL_HOME"] = str(home)
+        # the run's agent must not see the shared home (every task's hidden items and secret, the ledger) nor the
+        # study folder (other runs' results and grader stores): the run's sandbox masks both
+        hide = [str(Path(payload["home"])), str(Path(payload["sweep_dir"])), os.environ.get("AUTORL_SANDBOX_HIDE", "")]
+        env["AUTORL_SANDBOX_HIDE"] = os.pathsep.join(p for p in hide if p)
         if payload.get("gpus") is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in payload["gpus"])
         log = attempt_dir / "run.log"
