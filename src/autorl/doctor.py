@@ -43,9 +43,9 @@ def _python_of(env_var: str, minimum: tuple[int, int], module: str, setup: str, 
 
 def checks() -> list[Check]:
     from autorl import __version__
-    from autorl.errors import AutorlError, PluginConflictError
+    from autorl.errors import AutorlError, PluginConflictError, PluginTypeError
     from autorl.gpus import visible_gpus
-    from autorl.registry import KINDS, PluginTypeError, plugin_summary, registrations
+    from autorl.registry import KINDS, plugin_summary, registrations
     from autorl.resources import autorl_home
 
     out = [Check("autorl", True, f"{__version__} on Python {sys.version.split()[0]} ({sys.executable})")]
