@@ -200,12 +200,12 @@ class OrchestratorStatus:
         return asdict(self)
 
 
-def orchestrator_status(store_dir: Path | str, *, now: float | None = None) -> OrchestratorStatus:
-    """Is the orchestrator of the run whose grader store is ``store_dir`` alive?
+def orchestrator_status(store_dir: Path | str, *, now: float | None = None) -> OrchestratorStatus | None:
+    """Is the orchestrator of the run whose grader store is ``store_dir`` alive? None when nothing says (no
+    heartbeat and no recorded loss: the store is gone, or was written before heartbeats).
 
     Lost when its grader recorded the loss, when (same host) its pid is gone or names another process, or
-    (another host) when its heartbeat is older than three intervals. A store without a heartbeat is lost (its
-    orchestrator died before writing one, or the store is gone).
+    (another host) when its heartbeat is older than three intervals.
     """
     store_dir = Path(store_dir)
     now = time.time() if now is None else now
@@ -217,8 +217,7 @@ def orchestrator_status(store_dir: Path | str, *, now: float | None = None) -> O
         beat = json.loads(path.read_text())
         mtime = path.stat().st_mtime
     except (OSError, ValueError):
-        detail = "no grader store" if not store_dir.exists() else "no heartbeat"
-        return OrchestratorStatus(False, None, detail)
+        return None
     if not isinstance(beat, dict):
         return OrchestratorStatus(False, mtime, "unreadable heartbeat")
     if beat.get("host") == socket.gethostname() and isinstance(beat.get("pid"), int):

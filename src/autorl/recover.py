@@ -26,11 +26,13 @@ from autorl.lease import OrchestratorStatus, orchestrator_status
 from autorl.ledger import Ledger
 from autorl.results import RunResult, run_row
 
-__all__ = ["LOST_REASON", "Recovered", "lost_runs", "recover", "recover_all", "run_status", "state_from_store"]
+__all__ = ["LIVE_GRACE_S", "LOST_REASON", "Recovered", "in_flight", "lost_runs", "recover", "recover_all", "run_status", "state_from_store"]
 
 Log = Callable[[str], None]
 #: how every recovered or lost run's ``end_reason`` begins (a sweep tells an infrastructure failure by it)
 LOST_REASON = "orchestrator lost"
+#: how long after its deadline a run without a heartbeat is still taken for live
+LIVE_GRACE_S = 3 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -45,24 +47,41 @@ class Recovered:
         return {"run_id": self.run_id, "action": self.action, "row": self.row}
 
 
-def run_status(live: Mapping[str, Any]) -> OrchestratorStatus:
-    """Whether a run the ledger lists as live still has its orchestrator (from its store's heartbeat)."""
+def run_status(live: Mapping[str, Any], now: float | None = None) -> OrchestratorStatus:
+    """Whether a run the ledger lists as live still has its orchestrator: its store's heartbeat says
+    (:func:`autorl.lease.orchestrator_status`); without one (the store is gone, or the run began before
+    heartbeats), it is live until :data:`LIVE_GRACE_S` past its deadline."""
+    now = time.time() if now is None else now
     store_dir = live.get("store_dir")
-    if not store_dir:
-        return OrchestratorStatus(False, None, "no grader store recorded")
-    return orchestrator_status(Path(str(store_dir)))
+    status = orchestrator_status(Path(str(store_dir)), now=now) if store_dir else None
+    if status is not None:
+        return status
+    started = float(live.get("started") or now)
+    deadline = live.get("deadline")
+    limit = float(deadline) if deadline else started + float(live.get("timeout_s") or 0) + 3600
+    if now < limit + LIVE_GRACE_S:
+        return OrchestratorStatus(True, None, "no heartbeat; within its time")
+    where = "no grader store" if not store_dir or not Path(str(store_dir)).exists() else "no heartbeat"
+    return OrchestratorStatus(False, None, f"{where}, {(now - limit) / 3600:.0f} h past its deadline")
 
 
-def lost_runs(ledger: Ledger) -> list[dict[str, Any]]:
-    """The runs in flight whose orchestrator is gone, newest first: each live row with ``lost_at``, ``detail``
-    and ``recover`` (the command that records it)."""
+def in_flight(ledger: Ledger, now: float | None = None) -> list[dict[str, Any]]:
+    """Every run the ledger lists as in flight, newest first: its live row with ``status`` (``running`` or
+    ``lost``), ``lost_at`` and ``detail``, and for a lost one ``recover``, the command that records it."""
     out = []
     for live in ledger.live():
-        status = run_status(live)
+        status = run_status(live, now)
+        row = {**live, "status": "running" if status.alive else "lost", "lost_at": status.lost_at,
+               "detail": status.detail}
         if not status.alive:
-            out.append({**live, "lost_at": status.lost_at, "detail": status.detail,
-                        "recover": f"autorl recover {live['run_id']}"})
+            row["recover"] = f"autorl recover {live['run_id']}"
+        out.append(row)
     return out
+
+
+def lost_runs(ledger: Ledger, now: float | None = None) -> list[dict[str, Any]]:
+    """The runs in flight whose orchestrator is gone (:func:`in_flight`'s ``lost`` ones), newest first."""
+    return [r for r in in_flight(ledger, now) if r["status"] == "lost"]
 
 
 def recover(run_id: str, *, home: Path, eval_timeout: float = 3600.0, final_test: bool = True, audit: bool = True,

@@ -32,14 +32,13 @@ RUN_COLUMNS = (
     ("submissions", "submissions", "num"), ("duration_s", "duration", "secs"), ("status", "status", "text"),
 )
 SORTABLE = {key for key, _, _ in RUN_COLUMNS if key != "improvement_ci95"}
-#: how long after its deadline a run with no result is still shown as running
-LIVE_GRACE_S = 3 * 3600.0
 
 
 def _live_status(info: Mapping[str, Any], now: float) -> str:
-    deadline = info.get("deadline")
-    limit = float(deadline) if deadline else float(info.get("started", now)) + float(info.get("timeout_s", 0)) + 3600
-    return "running" if now < limit + LIVE_GRACE_S else "abandoned"
+    """``running`` while the run's orchestrator is alive, ``lost`` once it is gone (``autorl recover`` records it)."""
+    from autorl.recover import run_status
+
+    return "running" if run_status(info, now).alive else "lost"
 
 
 def live_row(info: Mapping[str, Any], now: float | None = None) -> dict[str, Any]:
@@ -58,6 +57,8 @@ def live_row(info: Mapping[str, Any], now: float | None = None) -> dict[str, Any
     ).to_dict()
     row.update(workspace=info.get("workspace"), success=None, status=_live_status(info, now),
                store_dir=info.get("store_dir"), live=True)
+    if row["status"] == "lost":
+        row["recover"] = f"autorl recover {info['run_id']}"
     return row
 
 

@@ -31,7 +31,7 @@ form.filters label { display: flex; flex-direction: column; font-size: 12px; col
 select, input, button { font: inherit; padding: 4px 6px; }
 .status { padding: 1px 8px; border-radius: 10px; font-size: 12px; }
 .status-success { background: #dafbe1; } .status-failed { background: #ffebe9; }
-.status-running { background: #ddf4ff; } .status-abandoned { background: #eaeef2; }
+.status-running { background: #ddf4ff; } .status-lost { background: #eaeef2; }
 .flag { color: #9a6700; }
 dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: 4px 16px; margin: 0; }
 dl.meta dt { color: var(--muted); } dl.meta dd { margin: 0; font-family: ui-monospace,monospace; font-size: 12px;
@@ -283,6 +283,9 @@ def run_page(detail: dict[str, Any], timeline_svg: str, logs: dict[str, dict[str
     title = f"{row.get('agent')} on {row.get('task')} from {row.get('base_model')}"
     live_line = (f'<p><span class="live-dot">●</span> live: <span id="live-summary">{fmt(row.get("submissions"))} '
                  f"submission(s)</span> — updates every 2 s</p>") if live else ""
+    if row.get("recover"):
+        live_line = (f"<p class='warning'>this run's orchestrator is gone: nothing records it until "
+                     f"<code>{escape(str(row['recover']))}</code> collects it from its grader's store.</p>")
     body = f"""<h1>{escape(title)} {status_badge(str(row.get("status")))}</h1>{live_line}{sandbox_warning}
 <div class="cols"><div><div class="figure" id="timeline" data-run="{escape(rid)}" data-live="{int(live)}">{timeline_svg}</div>
 <p><a href="/runs/{escape(quote(rid, safe=''))}/timeline.svg?download=1">download SVG</a> ·
