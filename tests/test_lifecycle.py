@@ -196,3 +196,41 @@ def test_grader_killed_mid_run_is_restarted_and_the_run_keeps_every_submission(h
     second = json.loads((first.parent / "second.json").read_text())
     assert second["submission_id"] == 2 and second["status"] == "done"
     assert not gone_within(mark, 10)
+
+
+@pytest.mark.e2e
+def test_a_grader_that_keeps_dying_ends_the_run_recorded_from_its_store(home: Path, tmp_path: Path,
+                                                                         stub_base: Path) -> None:
+    mark = uuid.uuid4().hex
+    agent = agent_folder(tmp_path / "agents", "orphaned", """
+        make_ckpt v1 8 null 9
+        submit v1
+        touch "$WORKSPACE/code/first"
+        while [ ! -e "$WORKSPACE/code/go" ]; do sleep 0.2; done
+    """)
+    run = start_run(home, agent, stub_base, mark, "--timeout", "120", "--sandbox", "none")
+    try:
+        first = wait_for("runs/echo/*/code/first", home, 120, run)
+        killed: set[int] = set()
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            graders = [pid for pid, c in marked(mark) if "autorl.grader.server" in c and pid not in killed]
+            if graders:
+                os.kill(graders[0], signal.SIGKILL)
+                killed.add(graders[0])
+                end = time.monotonic() + 8  # the next one, if it is started again
+            time.sleep(0.1)
+        assert 2 <= len(killed) <= 4
+        (first.parent / "go").touch()
+        stdout, stderr = run.communicate(timeout=120)
+    finally:
+        run.kill()
+        kill_marked(mark)
+    assert run.returncode == 0, stderr
+    row = json.loads(stdout)
+    assert row["end_reason"].startswith("grader lost (") and row["end_reason"].endswith("recorded from its store")
+    assert row["submissions"] == 1 and row["dev_k"] == 1 and row["dev_best"] == pytest.approx(40.0)
+    assert row["success"] is False and row["test_score"] is None
+    recorded = json.loads(cli("results", "--json", env={"AUTORL_HOME": str(home)}, check=True).stdout)
+    assert [r["run_id"] for r in recorded] == [row["run_id"]]
+    assert not gone_within(mark, 10)
