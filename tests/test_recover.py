@@ -171,6 +171,30 @@ def test_the_guard_ends_its_command_and_the_command_s_children_when_its_parent_d
         parent.kill()
 
 
+def test_a_busy_child_ends_with_its_parent(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child"
+    child = ("import os, sys, time; from autorl.lease import end_with_parent; end_with_parent(0.1); "
+             f"open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(300)")
+    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
+                               "subprocess.Popen([sys.executable, '-c', sys.argv[1]], start_new_session=True); "
+                               "time.sleep(300)", child])
+    try:
+        end = time.time() + 20
+        while not pid_file.exists() and time.time() < end:
+            time.sleep(0.05)
+        time.sleep(0.1)
+        pid = int(pid_file.read_text())
+        assert _alive(pid)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        end = time.time() + 5
+        while _alive(pid) and time.time() < end:
+            time.sleep(0.05)
+        assert not _alive(pid)
+    finally:
+        parent.kill()
+
+
 def _alive(pid: int) -> bool:
     try:
         status = Path(f"/proc/{pid}/status").read_text()

@@ -41,6 +41,7 @@ __all__ = [
     "Lease",
     "OrchestratorStatus",
     "die_with_parent",
+    "end_with_parent",
     "guarded",
     "orchestrator_status",
     "process_start_time",
@@ -113,6 +114,26 @@ def die_with_parent(sig: int = signal.SIGKILL, expected_parent: int | None = Non
     if expected_parent is not None and os.getppid() != expected_parent:
         os.kill(os.getpid(), sig)
     return ok
+
+
+def end_with_parent(poll_s: float = 1.0, *, group: bool = True) -> threading.Thread:
+    """In a child that may be busy when its parent dies (an evaluation worker mid-job): a daemon thread that,
+    once the parent is gone (``getppid`` changed), kills this process's group (``group``: the child leads its
+    own session, its engine's processes with it) or this process. Polling, not ``PR_SET_PDEATHSIG``, because
+    that fires when the parent *thread* that started the child ends, which a pooled thread does any time."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        if group:
+            with contextlib.suppress(OSError):
+                os.killpg(os.getpgid(0), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    thread = threading.Thread(target=watch, name="autorl-parent-watch", daemon=True)
+    thread.start()
+    return thread
 
 
 def guarded(argv: list[str]) -> list[str]:
