@@ -24,6 +24,7 @@ BUILTIN_PLUGINS = (
     "autorl.default_plugins.benchmarks",
     "autorl.default_plugins.agents",
     "autorl.default_plugins.backends",
+    "autorl.default_plugins.executors",
 )
 
 

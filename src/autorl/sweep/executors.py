@@ -1,5 +1,6 @@
-"""Executors: where a study's runs are placed. ``local``, ``slurm`` and ``ray`` are built in; plugins add more
-through the ``register_executors`` hook.
+"""Executors: where a study's runs are placed. ``local``, ``slurm`` and ``ray`` are built in (registered by the
+built-in plugin :mod:`autorl.default_plugins.executors`); plugins add more through the ``register_executors``
+hook.
 
 An executor places attempts and says when one is gone; it never decides what an attempt's outcome is (the
 attempt's own ``outcome.json`` does, or the coordinator when a job vanished without one) and never retries.
@@ -70,20 +71,12 @@ class Executor(ABC):
         """Release what the executor holds (connections, local clusters)."""
 
 
-def _builtins() -> dict[str, type[Executor]]:
-    from autorl.sweep.local import LocalExecutor
-    from autorl.sweep.ray_executor import RayExecutor
-    from autorl.sweep.slurm import SlurmExecutor
-
-    return {c.name: c for c in (LocalExecutor, SlurmExecutor, RayExecutor)}
-
-
 def get_executors(pm: Any = None) -> dict[str, tuple[type[Executor], str]]:
     """Every executor: name -> (class, the distribution that registers it)."""
     from autorl.plugins import get_plugin_manager
 
     pm = pm or get_plugin_manager()
-    found: dict[str, tuple[type[Executor], str]] = {n: (c, "autorl") for n, c in _builtins().items()}
+    found: dict[str, tuple[type[Executor], str]] = {}
     hook = getattr(pm.hook, "register_executors", None)
     for impl in hook.get_hookimpls() if hook is not None else []:
         info = pm.infos.get(impl.plugin_name)
