@@ -5,6 +5,7 @@
 - ``/compare?task=``: agents side by side on a task (mean held-out test improvement, failed runs counted)
 - ``/api/runs``, ``/api/runs/{id}``, ``/api/runs/{id}/timeline``, ``/api/compare``, ``/api/live``: JSON
 - ``/runs/{id}/timeline.svg``, ``/compare.svg``: the figures (``?download=1`` to save them)
+- ``/sweeps``, ``/sweeps/{name}``, ``/api/sweeps``, ``/api/sweeps/{name}``: the studies (:mod:`autorl.ui.sweep`)
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from autorl.ledger import Ledger
-from autorl.ui import charts, data, pages
+from autorl.ui import charts, data, pages, sweep
 
 #: names under which a dashboard on a loopback address is reached
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
@@ -212,6 +213,7 @@ def create_app(db_path: Path, *, hosts: Iterable[str] = ()) -> ASGIApp:
         Route("/api/runs/{run_id}", run_json),
         Route("/api/runs/{run_id}/timeline", timeline_json),
         Route("/api/compare", compare_json),
+        *sweep.routes(db_path.parent / "sweeps", _security_headers),
     ])
     return HostCheck(app, [*LOOPBACK_HOSTS, *(name for h in hosts for name in served_names(h))])
 

@@ -98,6 +98,7 @@ def layout(title: str, body: str, script: str = "", *, nonce: str = "") -> str:
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{escape(title)} · autorl</title><style>{CSS}</style></head>
 <body><header><a class="brand" href="/">autorl</a><a href="/">runs</a><a href="/compare">compare</a>
+<a href="/sweeps">sweeps</a>
 <a href="/api/runs">json</a></header><main>{body}</main>
 <script nonce="{escape(nonce)}">{script}</script></body></html>"""
 
