@@ -52,6 +52,13 @@ class EvalRecord:
         return d
 
 
+def _sleep_figures(backend: Backend) -> dict[str, float]:
+    """A warm engine that slept before this evaluation: how long waking it (in ``load_s``) and the sleep took."""
+    if backend.last_wake_s is None:
+        return {}
+    return {"wake_s": round(backend.last_wake_s, 3), "sleep_s": round(backend.last_sleep_s or 0.0, 3)}
+
+
 def evaluate_model(
     benchmark: Benchmark,
     backend: Backend,
@@ -120,7 +127,8 @@ def evaluate_model(
         duration_s=time.monotonic() - started,
         output_tokens=sum(int(r.extra.get("output_tokens", 0)) for r in results),
         per_item_path=str(per_item_path) if per_item_path else None,
-        extra={"ci_method": stats.method, "single_split": benchmark.single_split, **evaluator.summary(results)},
+        extra={"ci_method": stats.method, "single_split": benchmark.single_split, **evaluator.summary(results),
+               **_sleep_figures(backend)},
         engine=engine,
         load_s=round(loaded - started, 3),
         generate_s=round(generated - loaded, 3),

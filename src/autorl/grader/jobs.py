@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autorl.grader.worker import MAX_FRAME
+from autorl.grader.worker import MAX_FRAME, encode_frame, write_all
 
 if TYPE_CHECKING:
     from autorl.grader.config import GraderConfig
@@ -81,13 +81,13 @@ class _Worker:
         finally:
             os.close(job_r)
             os.close(ans_w)
-        self.jobs = os.fdopen(job_w, "wb", buffering=0)
+        self.jobs = job_w
         self.answers = ans_r
-        self.started = time.monotonic()
+        self.stopped = False
 
     def send(self, frame: bytes) -> None:
         try:
-            self.jobs.write(frame)
+            write_all(self.jobs, frame)
         except OSError as exc:  # the worker is gone
             raise _WorkerLost(self.death()) from exc
 
@@ -133,8 +133,11 @@ class _Worker:
 
     def stop(self, grace: float = 0.0) -> None:
         """Close the job pipe (a clean end for the worker's loop), wait up to ``grace``, then kill the group."""
+        if self.stopped:
+            return
+        self.stopped = True
         with contextlib.suppress(OSError):
-            self.jobs.close()
+            os.close(self.jobs)
         if grace:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=grace)
@@ -208,9 +211,8 @@ class EvalSlot:
             self._workers_started += 1
         worker = self._worker
         nonce = secrets.token_hex(16)
-        body = json.dumps({**job, "nonce": nonce}, default=str).encode()
         timeout = self.config.eval_timeout
-        worker.send(len(body).to_bytes(4, "big") + body)
+        worker.send(encode_frame({**job, "nonce": nonce}))
         try:
             raw = worker.receive(time.monotonic() + timeout)
         except TimeoutError:

@@ -33,10 +33,20 @@ MAX_FRAME = 256 * 2**20
 _HEADER = struct.Struct(">I")
 
 
-def write_frame(stream: BinaryIO, data: dict[str, Any]) -> None:
+def encode_frame(data: dict[str, Any]) -> bytes:
     body = json.dumps(data, default=str).encode()
-    stream.write(_HEADER.pack(len(body)) + body)
-    stream.flush()
+    return _HEADER.pack(len(body)) + body
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte (a pipe takes at most its buffer's worth per call)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def write_frame(fd: int, data: dict[str, Any]) -> None:
+    write_all(fd, encode_frame(data))
 
 
 def read_frame(stream: BinaryIO) -> dict[str, Any] | None:
@@ -131,8 +141,7 @@ def serve(in_fd: int, out_fd: int) -> int:
 
     for fd in (in_fd, out_fd):
         os.set_inheritable(fd, False)  # nothing this worker starts (sandboxed code, engine processes) gets them
-    jobs = os.fdopen(in_fd, "rb", buffering=0)
-    answers = os.fdopen(out_fd, "wb", buffering=0)
+    jobs = os.fdopen(in_fd, "rb")
     output = _Output()
     backend: Backend | None = None
     backend_key: str | None = None
@@ -153,9 +162,9 @@ def serve(in_fd: int, out_fd: int) -> int:
                 record = run_job(job, backend)
             except Exception as exc:
                 traceback.print_exc()
-                write_frame(answers, {"nonce": nonce, "ok": False, "error": f"{type(exc).__name__}: {exc}"})
+                write_frame(out_fd, {"nonce": nonce, "ok": False, "error": f"{type(exc).__name__}: {exc}"})
                 return 1
-            write_frame(answers, {"nonce": nonce, "ok": True, "record": record})
+            write_frame(out_fd, {"nonce": nonce, "ok": True, "record": record})
             try:
                 backend.idle()  # after the answer: the agent waits for the score, not for the GPU memory
             except Exception:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -127,6 +128,9 @@ class Backend(ABC):
     scratch_dir: Path | None = None
     _loaded: tuple[Any, ...] | None = None
     _asleep: bool = False
+    #: seconds the last :meth:`wake` (in :meth:`acquire`) and the last :meth:`sleep` (in :meth:`idle`) took
+    last_wake_s: float | None = None
+    last_sleep_s: float | None = None
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         self.options: dict[str, Any] = dict(options or {})
@@ -169,14 +173,24 @@ class Backend(ABC):
     def wake(self) -> None:
         """Undo :meth:`sleep` before the next evaluation."""
 
+    def keeps_engine(self) -> bool:
+        """Whether :meth:`acquire` may keep the engine for the next model (reuse it, or :meth:`swap` weights in).
+        ``False``: every evaluation gets a fresh engine, and :meth:`idle` frees it between evaluations."""
+        return True
+
     def acquire(self, model_dir: Path, base_model_dir: Path | None = None) -> str:
         """Make ``model_dir`` the loaded model, keeping the engine where possible; how: ``fresh``, ``reused`` or
         ``reloaded``. Caches are reset in every case, so nothing computed for one evaluation serves another."""
         key = fingerprint(model_dir, base_model_dir)
+        self.last_wake_s = None
+        if self._loaded is not None and not self.keeps_engine():
+            self.release()
         if self._loaded is not None:
             if self._asleep:
+                started = time.monotonic()
                 self.wake()
                 self._asleep = False
+                self.last_wake_s = time.monotonic() - started
             if key == self._loaded:
                 self.reset_caches()
                 return REUSED
@@ -192,10 +206,15 @@ class Backend(ABC):
         return FRESH
 
     def idle(self) -> None:
-        """Between evaluations of a warm worker: sleep if the options ask for it (``sleep_when_idle``)."""
-        if self._loaded is not None and not self._asleep and self.options.get("sleep_when_idle"):
+        """Between evaluations of a warm worker: free an engine that is not kept (:meth:`keeps_engine`), or put
+        it to sleep if the options ask for it (``sleep_when_idle``)."""
+        if self._loaded is not None and not self.keeps_engine():
+            self.release()
+        elif self._loaded is not None and not self._asleep and self.options.get("sleep_when_idle"):
+            started = time.monotonic()
             self.sleep()
             self._asleep = True
+            self.last_sleep_s = time.monotonic() - started
 
     def release(self) -> None:
         """Unload, and forget what was loaded (the next :meth:`acquire` loads afresh)."""

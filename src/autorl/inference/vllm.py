@@ -104,7 +104,14 @@ class VLLMBackend(Backend):
     Measured on an H200 (bench/vllm_h200.md): 25-35x the naive ``model.generate`` loop; prefix caching 1.7x
     on 8-shot prompts; a quarter of the GPU loses nothing for a 1.5B model; a LoRA submission halves speed.
 
-    Kept loaded by a warm grader worker (``scratch_dir`` set), the engine runs on a private copy of the model
+    ``warm_engine`` (off by default): a warm grader worker keeps the engine between submissions. Off, each
+    evaluation starts an engine in the worker (the process and ``import vllm`` are still kept) and frees it
+    afterwards. Why off: measured on an H200 (bench/h200/results-warm-engine-vllm.json) a kept engine was
+    50-90x faster per submission, but on a random-initialised 1.5B model its per-item greedy outputs were only
+    91-95% identical to a fresh engine's for the same weights (two fresh engines: 100%), and they depended on
+    which checkpoint the engine held before, so a score could depend on the order of submissions.
+
+    With ``warm_engine``, the engine runs on a private copy of the model
     folder (hard links): a checkpoint of the same architecture, dtype, tokenizer and generation settings
     replaces that folder's files and is read into the running engine (``collective_rpc("reload_weights")``);
     a LoRA adapter becomes a new ``LoRARequest`` on an engine started with LoRA on the same base. The prefix
@@ -158,9 +165,12 @@ class VLLMBackend(Backend):
                 kwargs[key] = self.options[key]
         if lora:
             kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=1)
-        if self.options.get("sleep_when_idle"):
+        if self.options.get("sleep_when_idle") and self.keeps_engine():
             kwargs["enable_sleep_mode"] = True
         return kwargs
+
+    def keeps_engine(self) -> bool:
+        return bool(self.options.get("warm_engine", False))
 
     def _engine_key(self, model_dir: Path, base_model_dir: Path | None) -> tuple[Any, ...] | None:
         """Everything of a checkpoint that a running engine fixed at start; ``None`` when unreadable."""
@@ -182,12 +192,12 @@ class VLLMBackend(Backend):
         adapter = is_adapter(model_dir)
         engine_model = base_model_dir if adapter and base_model_dir else model_dir
         rank = lora_rank_capacity(adapter_rank(model_dir)) if adapter else 0
-        if self.scratch_dir is not None:
+        if self.scratch_dir is not None and self.keeps_engine():
             # a folder of our own whose files a later reload replaces (never the snapshot itself)
             link_tree(engine_model, self.scratch_dir / "engine-model")
             engine_model = self.scratch_dir / "engine-model"
         self.llm = LLM(**self.engine_kwargs(engine_model, adapter, rank))
-        key = self._engine_key(model_dir, base_model_dir) if self.scratch_dir else None
+        key = self._engine_key(model_dir, base_model_dir) if self.scratch_dir and self.keeps_engine() else None
         self._engine = (*key, rank) if key is not None else None
         self._use(model_dir, base_model_dir)
 
