@@ -138,3 +138,19 @@ def test_the_sweep_page_renders_in_headless_chromium(study: dict[str, Any], tmp_
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert dom.stdout.count('<circle class="run') == 6 and dom.stdout.count('class="mean"') == 2
     assert "<script>alert" not in dom.stdout and "Uncaught" not in dom.stderr
+
+
+@pytest.mark.parametrize("bad", [{"seed": [1]}, {"improvement": float("nan")}, {"improvement": 1e308},
+                                 {"run_id": None}, {"agent": {"x": 1}}, {"improvement": 10**400}])
+def test_a_malformed_result_is_a_missing_one_not_an_error(study: dict[str, Any], bad: dict[str, Any]) -> None:
+    folder, cell = study["folder"], study["cells"][0]
+    path = folder.attempt_dir(cell["run_key"], 1) / "result.json"
+    result = json.loads(path.read_text())
+    result["row"].update(bad)
+    write_json(path, result)
+    client = study["client"]
+    page, data = client.get("/sweeps/study1"), client.get("/api/sweeps/study1")
+    assert page.status_code == data.status_code == 200
+    assert _page_cells(page.text)["a"]["body"].count('<circle class="run') == 2
+    assert cell["run_key"] in {m["run_key"] for m in data.json()["missing"]}
+    assert "result.json is not readable" in page.text

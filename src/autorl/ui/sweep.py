@@ -7,12 +7,14 @@ A study's folder is partly written by its runs (results, outcomes, reasons), so 
 every file beneath the sweeps folder through :mod:`autorl.untrusted` (no link followed, on the way or at the
 end; sizes capped; malformed JSON is a file that is not there), every name and number escaped.
 
-A little over 300 lines: the safe reader of a study folder and the pages drawn from it are kept together.
+Over 300 lines (some 390): the safe reader of a study folder (links, sizes, malformed rows) and the pages
+drawn from what it read are kept together, so that no page reads a study by another way.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import stat
@@ -39,6 +41,8 @@ __all__ = ["list_studies", "load_study", "routes", "study_list_page", "sweep_pag
 #: the largest files read from a study folder (a run's result, the expanded cells, a job or outcome record)
 RESULT_LIMIT, CELLS_LIMIT, RECORD_LIMIT = 16 << 20, 32 << 20, 1 << 20
 MAX_STUDIES, MAX_ATTEMPTS = 1000, 100
+#: a test improvement is a difference of scores in percent; a larger one is a malformed result
+MAX_IMPROVEMENT = 1e6
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 _DIR_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
 
@@ -76,7 +80,41 @@ class _SafeAttempt(Attempt):
         if self.folder is None:
             return None
         data = self.folder.read(f"keys/{self.key}/a{self.number}/result.json", RESULT_LIMIT)
-        return data if isinstance(data, dict) and isinstance(data.get("row"), dict) else None
+        row = _clean_row(data.get("row")) if isinstance(data, dict) else None
+        return {"row": row} if row is not None else None
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _finite(v: Any, bound: float = MAX_IMPROVEMENT) -> bool:
+    """A number, finite, at most ``bound`` in size (an integer too large for a float is not)."""
+    try:
+        return _num(v) and math.isfinite(v) and abs(v) <= bound
+    except OverflowError:
+        return False
+
+
+def _clean_row(row: Any) -> dict[str, Any] | None:
+    """A result's ledger row with only what the report reads, each of the type it expects; None when the row
+    is malformed (no run id, names that are not strings, a seed that is not a scalar, an improvement that is
+    not a number in range)."""
+    if not isinstance(row, dict):
+        return None
+    run_id, improvement, ci = row.get("run_id"), row.get("improvement"), row.get("improvement_ci95")
+    if not (isinstance(run_id, str) and 0 < len(run_id) <= 200) or not (improvement is None or _finite(improvement)):
+        return None
+    if not all(isinstance(row.get(k), str) for k in ("task", "agent", "base_model")):
+        return None
+    if not all(row.get(k) is None or isinstance(row.get(k), str | int) for k in ("seed", "config_hash")):
+        return None
+    clean = {k: v for k, v in row.items() if v is None or isinstance(v, str | bool | int) or _finite(v, math.inf)}
+    clean["improvement_ci95"] = ci if isinstance(ci, list) and len(ci) == 2 and all(_finite(v) for v in ci) \
+        else None
+    clean["success"] = row.get("success") is True
+    clean.pop("live", None)
+    return clean
 
 
 class _SafeSweepDir(SweepDir):
@@ -175,10 +213,6 @@ table.grid td { vertical-align: top; white-space: normal; } table.grid th.row { 
 .cell .failed { color: #c92a2a; } .cfg { font-family: ui-monospace,monospace; font-size: 11px; }
 """
 STRIP_W, STRIP_H, PAD = 240, 34, 10
-
-
-def _num(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
 
 
 def _scale(data: dict[str, Any]) -> tuple[float, float]:
