@@ -234,3 +234,27 @@ def test_a_grader_that_keeps_dying_ends_the_run_recorded_from_its_store(home: Pa
     recorded = json.loads(cli("results", "--json", env={"AUTORL_HOME": str(home)}, check=True).stdout)
     assert [r["run_id"] for r in recorded] == [row["run_id"]]
     assert not gone_within(mark, 10)
+
+
+@pytest.mark.e2e
+def test_grader_killed_during_the_baseline_is_restarted_and_the_run_goes_on(home: Path, tmp_path: Path) -> None:
+    mark = uuid.uuid4().hex
+    slow_base = write_stub_checkpoint(tmp_path / "slow-base", {**echo_answers(5), **echo_answers(6, "test")},
+                                      {"sleep": 3})
+    agent = agent_folder(tmp_path / "agents", "after", "make_ckpt v1 8 null 9\nsubmit v1\n")
+    run = start_run(home, agent, slow_base, mark, "--timeout", "60", "--sandbox", "none")
+    try:
+        wait_for("grader/*/logs/baseline-dev.log", home, 60, run)
+        graders = [pid for pid, c in marked(mark) if "autorl.grader.server" in c]
+        assert len(graders) == 1
+        os.kill(graders[0], signal.SIGKILL)
+        stdout, stderr = run.communicate(timeout=200)
+    finally:
+        run.kill()
+        kill_marked(mark)
+    assert run.returncode == 0, stderr
+    row = json.loads(stdout)
+    assert row["dev_baseline"] == pytest.approx(25.0) and row["baseline"] == pytest.approx(20.0)
+    assert row["submissions"] == 1 and row["test_score"] == pytest.approx(30.0)
+    result = json.loads((Path(row["workspace"]) / "result.json").read_text())
+    assert len(result["meta"]["grader"]["restarts"]) == 1

@@ -311,11 +311,12 @@ def _baseline(services: _Services, eval_timeout: float, timeout: float, say: Log
     """The base model scored by the grader exactly as submissions will be; returns the agent's deadline."""
     services.grader.wait_ready()
     services.gateway.wait_ready()
-    say(f"grader at {services.grader.url}; evaluating the baseline")
-    base = services.grader.admin.baseline(timeout=eval_timeout)
+    grader = services.grader
+    say(f"grader at {grader.url}; evaluating the baseline")
+    base = grader.surviving(lambda: grader.admin.baseline(timeout=eval_timeout))
     say(f"baseline: {base['score']:.2f} (n={base['n']}, 95% CI {base['ci95'][0]:.2f}-{base['ci95'][1]:.2f})")
     deadline = time.time() + timeout
-    services.grader.admin.set_deadline(deadline)
+    grader.surviving(lambda: grader.admin.set_deadline(deadline))
     return deadline
 
 
@@ -366,9 +367,14 @@ def _run_the_agent(plan: _Plan, assets: _Assets, place: _Place, services: _Servi
     say(f"agent {plan.agent_name} started ({_describe(plan.sandbox)}); log {log_path}")
     sources = [("", place.root)] + ([("/tmp/", place.tmp_dir)] if bwrap else [])
     watcher = Watcher(sources, place.watch_dir, interval_from_env()).start()
+    from autorl.progress import SubmissionPrinter
+
+    # each submission's dev score as it lands, read from the grader (whichever process serves it now)
+    printer = SubmissionPrinter(lambda: services.grader.admin.state(), deadline, say).start()
     try:
         outcome = run_agent(argv, cwd=place.root, env=env, log_path=log_path, deadline=deadline, grace_s=grace_s)
     finally:
+        printer.stop()
         watcher.stop()
     say(f"agent {outcome.reason} after {outcome.duration_s:.0f} s; finishing evaluations in flight")
     gateway.close()  # the agent is done: no more model calls
@@ -390,6 +396,7 @@ def _sandboxed(argv: list[str], choice: Any, stack: contextlib.ExitStack, *, roo
         SOCKET_NAME,
         SandboxSpec,
         bwrap_argv,
+        extra_hidden,
         extra_read_only,
         hf_cache_dirs,
         model_bind_paths,
@@ -399,7 +406,7 @@ def _sandboxed(argv: list[str], choice: Any, stack: contextlib.ExitStack, *, roo
     spec = SandboxSpec(
         workspace=root,
         read_only=[model, *model_bind_paths(model), Path(data.train_dir), *agent_paths, *extra_read_only()],
-        hidden=[home, runs_root, *hf_cache_dirs(), Path.home()],
+        hidden=[home, runs_root, *hf_cache_dirs(), Path.home(), *extra_hidden()],
         always_hidden=[store_dir, Path(data.hidden_dir), home / "baselines", home / "autorl.db",
                        *benchmark.hidden_paths()],
         network=choice.network == "on",
@@ -440,8 +447,9 @@ class _Collected:
 def _collect(services: _Services, place: _Place, task: str, eval_timeout: float, final_test: bool,
              say: Log) -> _Collected:
     """:func:`collect` from the run's grader; from its store file when the grader is gone for good."""
+    grader = services.grader
     try:
-        return _Collected(*collect(services.grader.admin, eval_timeout, final_test, say))
+        return _Collected(*grader.surviving(lambda: collect(grader.admin, eval_timeout, final_test, say)))
     except GraderError:
         if services.grader.alive:
             raise

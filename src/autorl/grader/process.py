@@ -15,13 +15,16 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from autorl.errors import GraderError
 from autorl.grader.client import GraderClient
 from autorl.grader.config import GraderConfig
 from autorl.lease import Heartbeat, Lease
 
+T = TypeVar("T")
 #: how many times a run's grader is started again after dying before the run gives up on it
 MAX_RESTARTS = 3
 
@@ -116,6 +119,29 @@ class GraderProcess:
         """Whatever the dead grader left in its process group (its evaluation worker) goes with it."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
+
+    def answering_again(self, timeout: float = 120.0) -> bool:
+        """After a request that could not reach the grader: True once it answers again (it was started again),
+        False when it is gone for good or does not answer within ``timeout`` s."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and self.alive:
+            try:
+                self.admin.health()
+                return True
+            except GraderError:
+                time.sleep(0.2)
+        return False
+
+    def surviving(self, call: Callable[[], T]) -> T:
+        """``call`` (a request through :attr:`admin`), made again when the grader died under it and was started
+        again; a refusal (an HTTP status) or a grader gone for good raises as it came."""
+        for _ in range(MAX_RESTARTS):
+            try:
+                return call()
+            except GraderError as exc:
+                if exc.status is not None or not self.answering_again():
+                    raise
+        return call()
 
     @property
     def alive(self) -> bool:
