@@ -1,9 +1,11 @@
 """``autorl.run()``, step by step as DESIGN section 2 tells it: resolve -> acquire -> workspace -> grader ->
 baseline -> agent -> collect -> record. Each step is a function below; what one step makes for the next is a
 small frozen dataclass (:class:`_Plan`, :class:`_Assets`, :class:`_Place`, :class:`_Services`,
-:class:`_AgentRun`, :class:`_Collected`). The row and its recording are :mod:`autorl.results`'.
+:class:`_AgentRun`, :class:`_Collected`). The row and its recording are :mod:`autorl.results`'. :func:`collect`
+and :func:`record` also finish a run whose orchestrator died (:mod:`autorl.recover`); every process a run starts
+ends with it (:mod:`autorl.lease`).
 
-Longer than most modules (about 530 lines) on purpose: the eight steps and the state they hand on read top to
+Longer than most modules (about 560 lines) on purpose: the eight steps and the state they hand on read top to
 bottom in one file, the way a run happens; each step is short and the helpers beside it serve it only.
 """
 
