@@ -1,4 +1,8 @@
-"""The ``hf`` backend: transformers generation on CPU or CUDA, sorted by length, OOM-safe, early-stopping."""
+"""The ``hf`` backend: transformers generation on CPU or CUDA, sorted by length, OOM-safe, early-stopping.
+
+Over 300 lines for a reason: one backend class with its two decoding loops (``generate`` and the compacting
+one), its loading, and the in-place weight swap of a warm worker (helpers in :mod:`autorl.inference.weights`).
+"""
 
 from __future__ import annotations
 
