@@ -19,7 +19,7 @@ from autorl.sweep.store import SweepDir, write_json
 from autorl.ui import create_app
 
 from .scripted_llm import serve_in_thread
-from .test_ui import chromium
+from .test_ui import chromium, count_color
 
 XSS = "<script>alert(1)</script>"
 #: (agent, seed) -> test improvement (None: the run failed, no test score)
@@ -129,15 +129,19 @@ def test_the_sweep_page_renders_in_headless_chromium(study: dict[str, Any], tmp_
     exe = chromium()
     assert exe is not None
     app = study["client"].app
+    shot = tmp_path / "sweep.png"
     with serve_in_thread(app) as port:
-        dom = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                              "--disable-component-update", "--disable-sync", "--no-first-run",
-                              "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'profile'}",
-                              "--enable-logging=stderr", "--v=0", "--dump-dom",
-                              f"http://127.0.0.1:{port}/sweeps/study1"], capture_output=True, text=True, timeout=120)
+        dom, picture = (subprocess.run(
+            [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+             f"--user-data-dir={tmp_path / f'profile-{i}'}", "--window-size=1200,800", "--enable-logging=stderr",
+             "--v=0", arg, f"http://127.0.0.1:{port}/sweeps/study1"], capture_output=True, text=True, timeout=120)
+            for i, arg in enumerate(("--dump-dom", f"--screenshot={shot}")))
     assert dom.returncode == 0, dom.stderr[-2000:]
-    assert dom.stdout.count('<circle class="run') == 6 and dom.stdout.count('class="mean"') == 2
-    assert "<script>alert" not in dom.stdout and "Uncaught" not in dom.stderr
+    assert dom.stdout.count('<circle class="run') == 6 and dom.stdout.count('<a href="/runs/') == 6
+    assert dom.stdout.count('class="mean"') == 2 and "<script>alert" not in dom.stdout and "Uncaught" not in dom.stderr
+    assert picture.returncode == 0 and shot.is_file(), picture.stderr[-2000:]
+    assert count_color(shot, (0x1C, 0x7E, 0xD6), tol=12) > 120  # the two means (4 x 22 px each), drawn
 
 
 @pytest.mark.parametrize("bad", [{"seed": [1]}, {"improvement": float("nan")}, {"improvement": 1e308},

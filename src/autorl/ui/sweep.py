@@ -238,16 +238,6 @@ def _strip(a: dict[str, Any], lo: float, hi: float) -> str:
 
     mid = STRIP_H / 2
     body = [f'<line class="zero" x1="{x(0):.1f}" x2="{x(0):.1f}" y1="2" y2="{STRIP_H - 2}" stroke="#adb5bd"/>']
-    ci = a.get("ci95")
-    if ci and all(_num(v) for v in ci):
-        c0, c1 = x(ci[0]), x(ci[1])
-        body.append(f'<path class="interval" d="M{c0:.1f},{mid} L{c1:.1f},{mid} M{c0:.1f},{mid - 7} L{c0:.1f},'
-                    f'{mid + 7} M{c1:.1f},{mid - 7} L{c1:.1f},{mid + 7}" stroke="#212529" stroke-width="1.5" '
-                    f'fill="none"/>')
-    if _num(a.get("mean")):
-        m = x(a["mean"])
-        body.append(f'<rect class="mean" x="{m - 2:.1f}" y="{mid - 11}" width="4" height="22" fill="#1c7ed6">'
-                    f'<title>mean {a["mean"]:+.2f}</title></rect>')
     for i, d in enumerate(a["dots"]):
         cy = mid + (i % 5 - 2) * 3.0  # a little vertical spread so that equal values stay visible
         ok = bool(d.get("success"))
@@ -256,6 +246,17 @@ def _strip(a: dict[str, Any], lo: float, hi: float) -> str:
         body.append(f'<a href="{escape(_run_href(str(d.get("href", ""))))}"><circle class="run{"" if ok else " failed"}"'
                     f' cx="{x(float(d["value"])):.1f}" cy="{cy:.1f}" r="4" {fill}><title>{escape(label)}</title>'
                     "</circle></a>")
+    # the mean and its interval over the dots, letting clicks through to the runs under them
+    ci = a.get("ci95")
+    if ci and all(_num(v) for v in ci):
+        c0, c1 = x(ci[0]), x(ci[1])
+        body.append(f'<path class="interval" d="M{c0:.1f},{mid} L{c1:.1f},{mid} M{c0:.1f},{mid - 7} L{c0:.1f},'
+                    f'{mid + 7} M{c1:.1f},{mid - 7} L{c1:.1f},{mid + 7}" stroke="#212529" stroke-width="1.5" '
+                    f'fill="none" pointer-events="none"/>')
+    if _num(a.get("mean")):
+        m = x(a["mean"])
+        body.append(f'<rect class="mean" x="{m - 2:.1f}" y="{mid - 11}" width="4" height="22" fill="#1c7ed6" '
+                    'pointer-events="none"/>')
     return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {STRIP_W} {STRIP_H}" width="{STRIP_W}" '
             f'height="{STRIP_H}" role="img" aria-label="runs">'
             f'<rect width="100%" height="100%" fill="#fff"/>{"".join(body)}</svg>')
