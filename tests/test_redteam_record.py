@@ -1,0 +1,83 @@
+"""Red team: an agent that makes its own run unrecordable (then "lost", then an infrastructure failure a study
+retries), and the files ``autorl recover`` and the dashboard's read-only store open."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import ROOT, cli, echo_answers, write_stub_checkpoint
+from .test_sandbox import needs_bwrap
+
+HOSTILE = Path(__file__).with_name("hostile")
+
+
+def _unrecordable_run(tmp_path: Path) -> tuple[Any, Path]:
+    """`autorl run` of the agent that leaves a directory at ``$WORKSPACE/result.json``: (process, home)."""
+    home = tmp_path / "autorl-home"
+    base = write_stub_checkpoint(tmp_path / "stub-base", echo_answers(5))
+    proc = cli("run", "--agent", str(HOSTILE / "redteam_result_dir"), "--task", "echo", "--model", str(base),
+               "--timeout", "60", "--backend", "scripted", "--sandbox", "bwrap", "--network", "off", "--json",
+               "--no-audit", "--agent-env", "ATTACK=" + json.dumps({"tests_root": str(ROOT)}),
+               env={"AUTORL_HOME": str(home)})
+    return proc, home
+
+
+def _recorded(home: Path) -> list[dict[str, Any]]:
+    from autorl.ledger import Ledger
+
+    ledger = Ledger(home / "autorl.db")
+    try:
+        return ledger.runs()
+    finally:
+        ledger.close()
+
+
+@needs_bwrap
+@pytest.mark.xfail(strict=True, reason="hole: record_run writes result.json into the workspace root before the "
+                   "ledger row; a directory the agent left at that name stops the run from being recorded")
+def test_a_directory_planted_at_result_json_does_not_stop_the_run_from_being_recorded(tmp_path: Path) -> None:
+    proc, home = _unrecordable_run(tmp_path)
+    runs = _recorded(home)
+    assert len(runs) == 1, proc.stderr[-2000:]
+    assert runs[0]["row"]["dev_best"] is not None
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+@needs_bwrap
+@pytest.mark.xfail(strict=True, reason="hole: autorl recover records through the same record_run, so the run the "
+                   "agent made unrecordable stays lost (and the IsADirectoryError is a traceback, not one line)")
+def test_autorl_recover_records_the_run_the_agent_made_unrecordable(tmp_path: Path) -> None:
+    proc, home = _unrecordable_run(tmp_path)
+    assert proc.returncode != 0 and not _recorded(home)  # the hole above, today
+    again = cli("recover", "--all", "--json", env={"AUTORL_HOME": str(home)})
+    assert again.returncode == 0, again.stderr[-2000:]
+    runs = _recorded(home)
+    assert len(runs) == 1 and runs[0]["row"]["end_reason"].startswith("orchestrator lost")
+
+
+def _store_with_a_run(path: Path) -> Path:
+    from autorl.grader.store import Store
+
+    store = Store(path)
+    store.close()
+    return path
+
+
+def test_the_read_only_store_never_writes(tmp_path: Path) -> None:
+    from autorl.grader.store import Store
+
+    db = _store_with_a_run(tmp_path / "grader.db")
+    before = db.read_bytes()
+    mtime = db.stat().st_mtime_ns
+    store = Store.read_only(db)
+    try:
+        with pytest.raises(sqlite3.OperationalError):
+            store._db.execute("CREATE TABLE planted (x)")
+    finally:
+        store.close()
+    assert db.read_bytes() == before and db.stat().st_mtime_ns == mtime
