@@ -81,3 +81,25 @@ def test_the_read_only_store_never_writes(tmp_path: Path) -> None:
     finally:
         store.close()
     assert db.read_bytes() == before and db.stat().st_mtime_ns == mtime
+
+
+@needs_bwrap
+@pytest.mark.xfail(strict=True, reason="hole: in a study the unrecordable run is an infrastructure failure "
+                   "(autorl run exited with code 1), so its key is run again: the agent draws best of n")
+def test_in_a_study_the_agent_cannot_turn_its_run_into_a_retried_infrastructure_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    monkeypatch.setenv("AUTORL_HOME", str(home))
+    monkeypatch.setenv("AUTORL_SWEEP_SCRATCH", str(tmp_path / "scratch"))
+    base = write_stub_checkpoint(tmp_path / "stub-base", echo_answers(5))
+    spec = tmp_path / "study.json"
+    spec.write_text(json.dumps({"name": "rt", "agent": str(HOSTILE / "redteam_result_dir"), "task": "echo",
+                                "model": str(base), "backend": "scripted", "timeout": 60, "sandbox": "bwrap",
+                                "network": "off", "audit": False, "retries": 1}))
+    proc = cli("sweep", "run", str(spec), "--slots", "1", "--json", timeout=600,
+               env={"AUTORL_HOME": str(home), "AUTORL_SWEEP_SCRATCH": str(tmp_path / "scratch")})
+    keys = home / "sweeps" / "rt" / "keys"
+    outcomes = [json.loads(p.read_text()) for p in sorted(keys.glob("*/a*/outcome.json"))]
+    assert outcomes, proc.stderr[-2000:]
+    assert [o["kind"] for o in outcomes] == ["result"], outcomes
