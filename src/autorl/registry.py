@@ -199,9 +199,18 @@ def plugin_summary(pm: PluginManager | None = None) -> list[dict[str, Any]]:
             "benchmarks": [],
             "agents": [],
             "backends": [],
+            "executors": [],
         }
     for kind in KINDS:
         for reg in registrations(kind, pm).values():
             if reg.plugin in rows:
                 rows[reg.plugin][f"{kind}s"].append(reg.name)
+    # a study's executors are loaded by autorl.sweep, which runs above this layer: their names are read here
+    # from each plugin's hook directly, so that the listing says which plugin registers which
+    hook = getattr(pm.hook, "register_executors", None)
+    for impl in hook.get_hookimpls() if hook is not None else []:
+        row = rows.get(impl.plugin_name)
+        if row is not None:
+            names: list[str] = row["executors"]
+            impl.function(lambda cls, _names=names: _names.append(str(getattr(cls, "name", repr(cls)))))
     return list(rows.values())
