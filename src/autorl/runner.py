@@ -183,8 +183,11 @@ def _resolve(agent: str, task: str, backend: str | None, gpus: str | None, sandb
     get_backend(backend_name)
     assignment = parse_gpus(gpus) if gpus else GpuAssignment()
     options = dict(backend_options or {})
-    if assignment.shared and backend_name == "vllm":
-        options.setdefault("gpu_memory_utilization", 0.25)  # bench/vllm_h200.md
+    if assignment.shared:
+        # the grader's idle engine gives the shared GPU back to the agent between evaluations
+        options.setdefault("sleep_when_idle", True)
+        if backend_name == "vllm":
+            options.setdefault("gpu_memory_utilization", 0.25)  # bench/vllm_h200.md
     return _Plan(task=task, benchmark=benchmark, benchmark_options=bench_options, agent=agent_obj,
                  agent_name=agent_cls.name, backend=backend_name, backend_options=options, gpus=assignment,
                  sandbox=choice, sandbox_warning=warning)
