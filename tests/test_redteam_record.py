@@ -4,7 +4,11 @@ retries), and the files ``autorl recover`` and the dashboard's read-only store o
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -103,3 +107,44 @@ def test_in_a_study_the_agent_cannot_turn_its_run_into_a_retried_infrastructure_
     outcomes = [json.loads(p.read_text()) for p in sorted(keys.glob("*/a*/outcome.json"))]
     assert outcomes, proc.stderr[-2000:]
     assert [o["kind"] for o in outcomes] == ["result"], outcomes
+
+
+def _run_argv(home: Path, base: Path, runs: Path, wait_s: int) -> list[str]:
+    return [sys.executable, "-c", "from autorl.cli import main; main()", "run", "--agent",
+            str(HOSTILE / "redteam_submit_then_wait"), "--task", "echo", "--model", str(base), "--timeout", "90",
+            "--backend", "scripted", "--sandbox", "bwrap", "--network", "off", "--json", "--no-audit",
+            "--runs-dir", str(runs), "--agent-env", f"WAIT_S={wait_s}"]
+
+
+@needs_bwrap
+def test_a_recovered_run_records_the_numbers_the_normal_end_records(tmp_path: Path) -> None:
+    """The orchestrator is SIGKILLed after the agent's one scored submission: ``autorl recover`` gives the
+    same baseline, best and test score as a run that ended normally with that submission, and nothing more."""
+    base = write_stub_checkpoint(tmp_path / "stub-base", echo_answers(5))
+    env = {**os.environ, "AUTORL_SANDBOX_RO": str(ROOT / "tests")}
+    normal_home = tmp_path / "normal"
+    done = subprocess.run(_run_argv(normal_home, base, tmp_path / "normal-runs", 0), capture_output=True, text=True,
+                          env={**env, "AUTORL_HOME": str(normal_home)}, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    normal = json.loads(done.stdout)
+    assert normal["best_score"] is not None and normal["submissions"] == 1  # a test score to compare
+
+    home = tmp_path / "lost"
+    runs = tmp_path / "lost-runs"
+    proc = subprocess.Popen(_run_argv(home, base, runs, 120), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**env, "AUTORL_HOME": str(home)})
+    try:
+        deadline = time.monotonic() + 120
+        while not list(runs.glob("**/code/submitted")) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()[1][-2000:]
+            time.sleep(0.5)
+        assert list(runs.glob("**/code/submitted")), "the agent never submitted"
+    finally:
+        proc.kill()  # the orchestrator, as the OOM killer or a lost node would
+        proc.communicate()
+    recovered = cli("recover", "--all", "--json", env={"AUTORL_HOME": str(home)}, timeout=300)
+    assert recovered.returncode == 0, recovered.stderr[-2000:]
+    (done_row,) = [d["row"] for d in json.loads(recovered.stdout)]
+    assert done_row["end_reason"].startswith("orchestrator lost")
+    for column in ("baseline", "dev_baseline", "best_score", "dev_best", "improvement", "submissions"):
+        assert done_row[column] == normal[column], column
