@@ -188,3 +188,37 @@ def test_a_lora_merge_is_undone_before_the_baseline(tiny_model: Path, tmp_path: 
     fresh = _fresh(tiny_model)
     assert _same_model(warm, fresh)
     assert not torch.equal(merged["model.embed_tokens.weight"], _state(fresh.model)["model.embed_tokens.weight"])
+
+
+def test_a_lora_that_unties_the_output_embedding_leaves_nothing_untied_for_the_next_models(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    """``modules_to_save=["lm_head"]`` on a tied model: the merged engine holds two embedding tensors; the
+    checkpoints after it (one giving both, then the base giving one) still score as fresh loads."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(6)
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_model))
+    lora = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj"], modules_to_save=["lm_head"],
+                                            init_lora_weights=False))
+    lora.save_pretrained(str(tmp_path / "lora"))
+    both = tmp_path / "both"
+    shutil.copytree(tiny_model, both)
+    weights = load_file(str(tiny_model / "model.safetensors"))
+    weights["lm_head.weight"] = weights["model.embed_tokens.weight"] + 1.0
+    save_file(weights, str(both / "model.safetensors"), metadata={"format": "pt"})
+    validate_checkpoint(both)
+    from autorl.inference.hf import HFBackend
+
+    warm = HFBackend({"device": "cpu"})
+    warm.acquire(tiny_model)
+    warm.acquire(tmp_path / "lora", tiny_model)
+    state = warm.model.state_dict()
+    assert state["lm_head.weight"].data_ptr() != state["model.embed_tokens.weight"].data_ptr()  # untied now
+    warm.acquire(both)
+    assert _same_model(warm, _fresh(both))
+    warm.acquire(tiny_model)
+    assert _same_model(warm, _fresh(tiny_model))
