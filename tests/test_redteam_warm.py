@@ -222,3 +222,20 @@ def test_a_lora_that_unties_the_output_embedding_leaves_nothing_untied_for_the_n
     assert _same_model(warm, _fresh(both))
     warm.acquire(tiny_model)
     assert _same_model(warm, _fresh(tiny_model))
+
+
+@pytest.mark.xfail(strict=True, reason="hole: with model.safetensors and model.safetensors.index.json both present, "
+                   "from_pretrained loads model.safetensors; weight_files follows the index's shards")
+def test_a_full_file_next_to_an_index_of_other_shards_scores_as_a_fresh_load(tiny_model: Path, tmp_path: Path) -> None:
+    from safetensors.torch import load_file
+
+    def two_models(w: Tensors) -> dict[str, Tensors]:
+        return {"model.safetensors": load_file(str(tiny_model / "model.safetensors")), "shard-1.safetensors": w}
+
+    attack = _checkpoint(tiny_model, tmp_path / "index", two_models)
+    index = {"metadata": {}, "weight_map": {k: "shard-1.safetensors" for k in _moved(tiny_model)}}
+    (attack / "model.safetensors.index.json").write_text(json.dumps(index))
+    validate_checkpoint(attack)
+    warm, how = _warm_then(tiny_model, attack)
+    assert how in ("reloaded", "fresh")
+    assert _same_model(warm, _fresh(attack))
