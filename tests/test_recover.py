@@ -201,3 +201,37 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return "zombie" not in status.lower()
+
+
+def test_a_grader_killed_mid_evaluation_takes_its_worker_with_it(tmp_path: Path) -> None:
+    from tests.conftest import echo_answers, write_stub_checkpoint
+    from tests.grader_harness import make_config, start_grader
+
+    g = start_grader(make_config(tmp_path))
+    try:
+        write_stub_checkpoint(g.output / "slow", echo_answers(3), {"sleep": 60})
+        with g.client() as c:
+            c.post("/submit", params={"wait": "false"}, json={"model_path": "output/slow"}).raise_for_status()
+        end = time.time() + 30
+        workers: list[int] = []
+        while not workers and time.time() < end:
+            workers = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _child_worker(p, g.proc.pid)]
+            time.sleep(0.1)
+        assert workers
+        g.kill()  # the grader's own group: the worker leads a session of its own
+        end = time.time() + 5
+        while any(_alive(w) for w in workers) and time.time() < end:
+            time.sleep(0.1)
+        assert not any(_alive(w) for w in workers)
+    finally:
+        if g.proc.poll() is None:
+            g.stop()
+
+
+def _child_worker(proc: Path, parent: int) -> bool:
+    try:
+        stat = (proc / "stat").read_text()
+        cmdline = (proc / "cmdline").read_bytes()
+    except OSError:
+        return False
+    return int(stat.rsplit(")", 1)[1].split()[1]) == parent and b"autorl.grader.worker" in cmdline

@@ -37,6 +37,7 @@ from autorl.jsonio import write_json_atomic
 __all__ = [
     "HEARTBEAT_FILE",
     "LOST_AT_KEY",
+    "PARENT_ENV",
     "Heartbeat",
     "Lease",
     "OrchestratorStatus",
@@ -50,6 +51,8 @@ __all__ = [
 
 #: the heartbeat's file, in the run's grader store (out of the agent's reach)
 HEARTBEAT_FILE = "orchestrator.json"
+#: the variable in which a parent names itself to a child that calls :func:`end_with_parent`
+PARENT_ENV = "AUTORL_PARENT_PID"
 #: the grader store's meta key where a grader that lost its orchestrator writes when (Unix seconds)
 LOST_AT_KEY = "orchestrator_lost_at"
 _PR_SET_PDEATHSIG = 1
@@ -116,12 +119,16 @@ def die_with_parent(sig: int = signal.SIGKILL, expected_parent: int | None = Non
     return ok
 
 
-def end_with_parent(poll_s: float = 1.0, *, group: bool = True) -> threading.Thread:
+def end_with_parent(poll_s: float = 1.0, *, parent: int | None = None, group: bool = True) -> threading.Thread:
     """In a child that may be busy when its parent dies (an evaluation worker mid-job): a daemon thread that,
-    once the parent is gone (``getppid`` changed), kills this process's group (``group``: the child leads its
-    own session, its engine's processes with it) or this process. Polling, not ``PR_SET_PDEATHSIG``, because
-    that fires when the parent *thread* that started the child ends, which a pooled thread does any time."""
-    parent = os.getppid()
+    once the parent is gone (``getppid`` is no longer ``parent``), kills this process's group (``group``: the
+    child leads its own session, its engine's processes with it) or this process. ``parent`` defaults to
+    :data:`PARENT_ENV` when set (a parent that died while the child was still starting is caught too), else
+    the parent now. Polling, not ``PR_SET_PDEATHSIG``, because that fires when the parent *thread* that started
+    the child ends, which a pooled thread does any time."""
+    if parent is None:
+        named = os.environ.get(PARENT_ENV, "")
+        parent = int(named) if named.isdigit() else os.getppid()
 
     def watch() -> None:
         while os.getppid() == parent:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autorl.grader.worker import MAX_FRAME, encode_frame, write_all
+from autorl.lease import PARENT_ENV
 
 if TYPE_CHECKING:
     from autorl.grader.config import GraderConfig
@@ -74,7 +75,7 @@ class _Worker:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
-                    env={**os.environ, **env},
+                    env={**os.environ, **env, PARENT_ENV: str(os.getpid())},
                     start_new_session=True,
                     pass_fds=(job_r, ans_w),
                 )

@@ -176,7 +176,10 @@ def serve(in_fd: int, out_fd: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from autorl.lease import end_with_parent
+
     argv = sys.argv[1:] if argv is None else argv
+    end_with_parent()  # a grader killed mid-job takes its worker (and the engine's processes) with it
     if argv and argv[0] == "--serve":
         return serve(int(argv[1]), int(argv[2]))
     job = json.loads(Path(argv[0]).read_text())
