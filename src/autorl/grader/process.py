@@ -149,7 +149,7 @@ class GraderProcess:
         return self.error is None and not self._stopping
 
     def kill(self) -> None:
-        """SIGKILL to the grader and its workers, as a crash would (it is not started again)."""
+        """SIGKILL to the grader, as a crash would (it is not started again; its worker follows it)."""
         with self._lock:
             self._stopping = True
         os.killpg(self.proc.pid, signal.SIGKILL)
