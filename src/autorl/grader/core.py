@@ -24,7 +24,7 @@ from autorl.grader.config import GraderConfig
 from autorl.grader.intake import take_in, write_mirror
 from autorl.grader.jobs import EvalFailed, EvalSlot
 from autorl.grader.snapshot import PinnedDir
-from autorl.grader.store import DONE, FAILED, QUEUED, WAITING, Store
+from autorl.grader.store import DONE, FAILED, QUEUED, RUNNING, WAITING, Store
 from autorl.grader.validation import Limits, refusal_kind
 
 
@@ -61,6 +61,8 @@ class Grader:
         self._slots = [EvalSlot(config, self.store_dir, i, env) for i, env in enumerate(config.workers or [{}])]
         self.baseline_error: str | None = None
         self._mirror_lock = threading.Lock()
+        self._test_lock = threading.Lock()
+        self._testing: set[int] = set()  # test evaluations this grader is scoring now
         self._fill_comparisons()  # a store written by an earlier grader may have scores without one
 
     # -- lifecycle ----------------------------------------------------------------------------------
@@ -287,11 +289,25 @@ class Grader:
             raise NotFound(f"no submission {sid}")
         if sub["status"] != DONE:
             raise GraderError(f"submission {sid} is {sub['status']}, not done", status=409)
-        if self.store.claim_test(sid):
-            self._score_test(sid, Path(str(sub["snapshot"])))
+        with self._test_lock:
+            claimed = self.store.claim_test(sid) or self._abandoned_test(sid)
+            if claimed:
+                self._testing.add(sid)
+        if claimed:
+            try:
+                self._score_test(sid, Path(str(sub["snapshot"])))
+            finally:
+                with self._test_lock:
+                    self._testing.discard(sid)
         result = self.store.test_score(sid)
         assert result is not None
         return records.public_test(result)
+
+    def _abandoned_test(self, sid: int) -> bool:
+        """Whether the test evaluation of ``sid`` was claimed by a grader that stopped before scoring it (it
+        lost its orchestrator): no score was seen, so this grader may score it, once."""
+        row = self.store.test_score(sid)
+        return row is not None and row["status"] == RUNNING and sid not in self._testing
 
     def _score_test(self, sid: int, snapshot: Path) -> None:
         """Score the claimed test evaluation of ``sid``, and the base model's once, beside it."""
@@ -305,7 +321,8 @@ class Grader:
                     self.store.set_baseline("test", base["score"], base, "evaluated")
                     base = {"score": base["score"], "record": base}
         except EvalFailed as exc:
-            self.store.finish_test(sid, status=FAILED, error=str(exc))
+            if not self._stop.is_set():  # abandoned by a stop: left claimed, for the grader that recovers the run
+                self.store.finish_test(sid, status=FAILED, error=str(exc))
             return
         summary = {**records.summary(record), "baseline_score": base["score"] if base else None}
         self.store.finish_test(sid, status=DONE, score=record["score"], record=summary,
