@@ -14,16 +14,22 @@ from typing import Any
 
 
 def weight_files(model_dir: Path) -> list[Path] | None:
-    """The safetensors files of a full checkpoint (the index's shards when there is one); ``None`` if none."""
+    """The safetensors files a fresh load reads, in transformers' order: ``model.safetensors`` alone when it
+    exists, else the shards the index names; ``None`` otherwise. Never a glob: a file a fresh load would not
+    read must not reach the warm engine either (the swap then declines and the slot loads afresh)."""
+    single = model_dir / "model.safetensors"
+    if single.is_file():
+        return [single]
     index = model_dir / "model.safetensors.index.json"
-    if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text()).get("weight_map", {})
-        except (OSError, ValueError, AttributeError):
-            return None
-        names = sorted(set(weight_map.values())) if isinstance(weight_map, dict) else []
-    else:
-        names = sorted(p.name for p in model_dir.glob("*.safetensors") if not p.name.startswith("adapter_"))
+    if not index.is_file():
+        return None
+    try:
+        weight_map = json.loads(index.read_text()).get("weight_map", {})
+    except (OSError, ValueError, AttributeError):
+        return None
+    names = sorted({str(v) for v in weight_map.values()}) if isinstance(weight_map, dict) else []
+    if any(Path(n).name != n for n in names):
+        return None
     files = [model_dir / n for n in names]
     return files if files and all(f.is_file() for f in files) else None
 
