@@ -28,15 +28,11 @@ def _key(spec: dict[str, Any]) -> str:
     return expand(spec).cells[0].run_key
 
 
-@pytest.mark.xfail(strict=True, reason="hole: audit/audit_budget are not in the run key; a run recorded without "
-                   "its cheat audit answers for the audited cell (and resume never reruns it)")
 def test_switching_the_audit_off_changes_the_run_key(home: Path, tmp_path: Path) -> None:
     spec = {"agent": _agent(tmp_path / "a"), "task": "arith", "model": "autorl:tiny", "timeout": 30}
     assert _key({**spec, "audit": False}) != _key(spec)
 
 
-@pytest.mark.xfail(strict=True, reason="hole: a local model's hash reads only names and sizes of its large files; "
-                   "new weights of the same size (any fine-tune in the same dtype) keep the key")
 def test_new_weights_of_the_same_size_change_the_run_key(home: Path, tmp_path: Path) -> None:
     model = tmp_path / "model"
     model.mkdir()
@@ -80,8 +76,6 @@ RECORDED_THEN_FAILED = textwrap.dedent('''\
 ''')
 
 
-@pytest.mark.xfail(strict=True, reason="hole: run_attempt calls every non-zero exit of autorl run an "
-                   "infrastructure failure, even when the run was already recorded in its ledger: retried")
 def test_a_recorded_run_that_then_exits_with_an_error_is_a_result_not_a_retry(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -2,8 +2,8 @@
 
 The identity holds the agent (its name and a hash of its class's distribution or of its folder's files), the task
 (name, version and a hash of its eval config and options), the model (its id and its revision or the hash of its
-files' names and sizes), the seed, the timeout, the backend, the GPUs, the sandbox and network policy, the item
-limit, the agent's extra variables, the LLM budgets and autorl's version. Changing any of them changes the key;
+files' content), the seed, the timeout, the backend, the GPUs, the sandbox and network policy, the item limit,
+whether the run is audited and its audit budget, the agent's extra variables, the LLM budgets and autorl's version. Changing any of them changes the key;
 the order of the spec's keys does not (the JSON is canonical: sorted keys, no spaces).
 """
 
@@ -20,7 +20,6 @@ from autorl.errors import AutorlError, UsageError
 from autorl.sweep.spec import Cell
 
 #: files of a local model directory whose content (not only size) goes into its hash
-_SMALL_FILE = 1 << 20
 
 
 def canonical(data: Any) -> str:
@@ -45,14 +44,11 @@ def _folder_hash(folder: Path) -> str:
 
 
 def _model_hash(folder: Path) -> str:
-    """Names and sizes of every file, and the content of the small ones (config, tokenizer)."""
-    h = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        st = path.stat()
-        h.update(f"{path.relative_to(folder).as_posix()}\0{st.st_size}\0".encode())
-        if st.st_size <= _SMALL_FILE:
-            h.update(path.read_bytes())
-    return h.hexdigest()[:16]
+    """The content of every file (the grader's own model hash): new weights of the same size are another model.
+    Hashed once per study and model (the resolver caches it)."""
+    from autorl.evaluation.identity import model_hash
+
+    return model_hash(folder)[:16]
 
 
 def _version_of(module: str) -> str:
@@ -143,6 +139,7 @@ class Resolver:
             "gpus": {"count": o["gpus"], "grader": grader_gpus(o)},
             "sandbox": {"mode": o["sandbox"], "network": o["network"]},
             "limit": o["limit"],
+            "audit": {"enabled": o["audit"], "budget_s": o["audit_budget"]},
             "agent_env": o["agent_env"],
             "llm_budget": {"usd": o["llm_budget_usd"], "tokens": o["llm_budget_tokens"]},
             "autorl_version": __version__,

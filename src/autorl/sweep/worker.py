@@ -111,6 +111,21 @@ def _result(payload: dict[str, Any], home: Path, stdout: str) -> dict[str, Any]:
     return result if result is not None else {"row": row, "submissions": [], "meta": {"recorded_from": "stdout"}}
 
 
+def _recorded(home: Path, runs_dir: Path) -> dict[str, Any] | None:
+    """The run this attempt's ``autorl run`` recorded in its ledger, if it got that far (whatever its exit):
+    a recorded run is a result, never an infrastructure failure to retry (that would be best-of-n)."""
+    from autorl.ledger import Ledger
+
+    if not (home / "autorl.db").is_file():
+        return None
+    ledger = Ledger(home / "autorl.db")
+    try:
+        found = [r for r in ledger.runs() if Path(str((r.get("row") or {}).get("workspace") or "/")).is_relative_to(runs_dir)]
+    finally:
+        ledger.close()
+    return found[-1] if found else None
+
+
 def run_attempt(attempt_dir: str | Path) -> dict[str, Any]:
     """Run the attempt in ``attempt_dir`` (its ``payload.json``); returns and writes its ``outcome.json``."""
     attempt_dir = Path(attempt_dir)
@@ -141,8 +156,11 @@ def run_attempt(attempt_dir: str | Path) -> dict[str, Any]:
             _CHILD[0] = proc
             out, _ = proc.communicate()
         code = proc.returncode
-        if code == 0:
-            result = _result(payload, home, out.decode())
+        recorded = None if code == 0 else _recorded(home, runs_dir)
+        if code == 0 or recorded is not None:
+            result = _result(payload, home, out.decode()) if recorded is None else recorded
+            if code != 0:
+                result.setdefault("meta", {})["exit_after_record"] = f"autorl run exited with code {code}: {_tail(log)}"
             _copy_store(result, attempt_dir)
             row = result["row"]
             result["meta"]["runner_run_id"] = row["run_id"]
