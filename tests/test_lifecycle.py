@@ -259,39 +259,3 @@ def test_grader_killed_during_the_baseline_is_restarted_and_the_run_goes_on(home
     result = json.loads((Path(row["workspace"]) / "result.json").read_text())
     assert len(result["meta"]["grader"]["restarts"]) == 1
 
-
-@pytest.mark.e2e
-def test_orchestrator_killed_during_the_test_evaluation_is_recovered_with_its_test_score(
-        home: Path, tmp_path: Path, stub_base: Path) -> None:
-    mark = uuid.uuid4().hex
-    agent = agent_folder(tmp_path / "agents", "once", "make_ckpt v1 8 '{\"sleep\": 8}' 9\nsubmit v1\n")
-    run = start_run(home, agent, stub_base, mark, "--timeout", "60", "--sandbox", "none")
-    try:
-        store = wait_for("grader/*/grader.db", home, 60, run)
-        end = time.monotonic() + 120
-        while not _testing(store) and time.monotonic() < end:
-            time.sleep(0.1)
-        assert _testing(store)
-        run.send_signal(signal.SIGKILL)
-        run.wait()
-        assert not gone_within(mark, 10)
-    finally:
-        run.kill()
-        kill_marked(mark)
-    env = {"AUTORL_HOME": str(home)}
-    out = json.loads(cli("recover", "--all", "--json", env=env, check=True).stdout)
-    assert [d["action"] for d in out] == ["recorded"]
-    row = out[0]["row"]
-    assert row["test_score"] == pytest.approx(30.0) and row["baseline"] == pytest.approx(20.0)
-    assert row["submissions"] == 1 and row["end_reason"].startswith("orchestrator lost at ")
-
-
-def _testing(db: Path) -> bool:
-    """Whether the grader's store shows a test evaluation claimed and not finished."""
-    from autorl.grader.store import Store
-
-    store = Store.read_only(db)
-    try:
-        return any(t["status"] == "running" for t in store.test_scores())
-    finally:
-        store.close()

@@ -228,6 +228,33 @@ def test_a_grader_killed_mid_evaluation_takes_its_worker_with_it(tmp_path: Path)
             g.stop()
 
 
+def test_a_test_evaluation_a_stopped_grader_abandoned_is_scored_by_the_next_once(tmp_path: Path) -> None:
+    from autorl.grader.store import Store
+    from tests.conftest import echo_answers, write_stub_checkpoint
+    from tests.grader_harness import make_config, start_grader, wait_done
+
+    base = write_stub_checkpoint(tmp_path / "base", {**echo_answers(5), **echo_answers(6, "test")})
+    config = make_config(tmp_path, base_model=str(base))
+    g = start_grader(config)
+    try:
+        write_stub_checkpoint(g.output / "v1", {**echo_answers(8), **echo_answers(9, "test")})
+        with g.client() as c:
+            assert wait_done(c, c.post("/submit", json={"model_path": "output/v1"}).json()["submission_id"])["status"] == "done"
+    finally:
+        g.stop()
+    store = Store(Path(config.store_dir) / "grader.db")
+    assert store.claim_test(1)  # as a grader that lost its orchestrator mid-evaluation leaves it
+    store.close()
+    g = start_grader(config)
+    try:
+        with g.admin_http() as admin:
+            test = admin.post("/admin/test", json={}).json()
+            assert test["status"] == "done" and test["score"] == pytest.approx(30.0)
+            assert admin.post("/admin/test", json={}).json() == test  # once
+    finally:
+        g.stop()
+
+
 def _child_worker(proc: Path, parent: int) -> bool:
     try:
         stat = (proc / "stat").read_text()
