@@ -132,6 +132,8 @@ def recover_all(*, home: Path, log: Log | None = None, **options: Any) -> list[R
             out.append(recover(str(live["run_id"]), home=home, log=say, **options))
         except AutorlError as exc:
             say(f"run {live['run_id']}: not recovered: {exc}")
+        except Exception as exc:  # one run's broken leftovers never stop the others from being recovered
+            say(f"run {live['run_id']}: not recovered: {type(exc).__name__}: {str(exc)[:300]}")
     return out
 
 

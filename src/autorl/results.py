@@ -317,7 +317,15 @@ def record_run(result: RunResult | Mapping[str, Any], home: Path, *, ledger: Led
     """
     data = result.to_dict() if isinstance(result, RunResult) else dict(result)
     run_dir = data.get("run_dir") or data["row"]["workspace"]
-    write_json_atomic(Path(run_dir) / "result.json", data)
+    try:
+        write_json_atomic(Path(run_dir) / "result.json", data)
+    except OSError as exc:
+        # the run directory is the agent's workspace: whatever it left at result.json (a directory, a full
+        # disk) costs that copy only, never the ledger's record of the run
+        meta = dict(data.get("meta") or {})
+        note = f"result.json not written: {type(exc).__name__}: {exc}"[:300]
+        meta["post_run_errors"] = [*[e for e in meta.get("post_run_errors") or [] if e != note], note]
+        data["meta"] = meta
     _ingest([data], home, ledger)
 
 
