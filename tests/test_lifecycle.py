@@ -115,6 +115,8 @@ def test_killed_orchestrator_leaves_no_process_and_recover_records_the_run(home:
     lost = next(c for c in doctor if c["name"] == "lost runs")
     assert not lost["ok"] and "autorl recover" in lost["fix"]
     run_id = lost["fix"].split()[-1]
+    listed = cli("results", env=env, check=True)  # the table says so too, with the command
+    assert f"lost: run {run_id}" in listed.stderr and f"autorl recover {run_id}" in listed.stderr
 
     out = json.loads(cli("recover", run_id, "--json", env=env, check=True).stdout)
     assert [d["action"] for d in out] == ["recorded"]

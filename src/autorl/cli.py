@@ -259,8 +259,15 @@ def results(
     try:
         ingest_files(ingest, home, ledger=ledger)
         rows = ledger.rows(task=task)
+        from autorl.recover import in_flight
+
+        flying = [r for r in in_flight(ledger) if task is None or r["task"] == task]
     finally:
         ledger.close()
+    if fmt in ("table", "markdown"):  # runs not recorded yet: live, or lost with the command that records them
+        for r in flying:
+            typer.echo(f"{r['status']}: run {r['run_id']} ({r['task']}, {r['agent']}; {r['detail']})"
+                       + (f"; record it with: {r['recover']}" if r.get("recover") else ""), err=True)
     if fmt == "json":
         _print_json(rows)
     elif fmt == "csv":
