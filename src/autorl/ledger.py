@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+from autorl.db import write_transaction
 from autorl.errors import ResourceError
 from autorl.results import RunRow, export_csv, read_result, upgrade_row
 
@@ -70,15 +71,8 @@ class Ledger:
     def close(self) -> None:
         self._db.close()
 
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
+        return write_transaction(self._db)
 
     def start_run(self, info: dict[str, Any]) -> None:
         """Record a run in progress (run_id, task, agent, base_model, workspace, store_dir, started, deadline)."""

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from autorl.db import write_transaction
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS submissions (
@@ -142,14 +144,8 @@ class Store:
         """One write transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any exception)."""
         if self.read_only_mode:
             raise ReadOnlyStore(f"the grader store {self.path} is open read-only")
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+        with self._lock, write_transaction(self._db) as db:
+            yield db
 
     # -- meta -------------------------------------------------------------------------------
     def get_meta(self, key: str, default: Any = None) -> Any:
