@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -14,6 +13,7 @@ from autorl.evaluation import evaluator_for
 from autorl.evaluation.identity import eval_config, stable_hash
 from autorl.evaluation.stats import summarize
 from autorl.inference.base import FRESH
+from autorl.jsonio import write_jsonl_atomic
 
 if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
@@ -135,9 +135,5 @@ def evaluate_model(
     )
     if per_item_path is not None:
         per_item_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = per_item_path.with_suffix(".tmp")
-        with tmp.open("w") as f:
-            for r in results:
-                f.write(json.dumps(r.to_dict(), default=str) + "\n")
-        tmp.replace(per_item_path)
+        write_jsonl_atomic(per_item_path, (r.to_dict() for r in results), mode=0o644)
     return record
