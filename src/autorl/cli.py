@@ -1,4 +1,8 @@
-"""The ``autorl`` command line: a thin layer over the library. Heavy imports stay inside commands."""
+"""The ``autorl`` command line: a thin layer over the library. Heavy imports stay inside commands.
+
+About 500 lines: one short function per command (flags, one library call, printing), a dozen commands in one
+file so that ``autorl --help`` and this file list the same things; no command computes what the library does.
+(``autorl sweep``'s group is :mod:`autorl.sweep.cli`.)"""
 
 from __future__ import annotations
 

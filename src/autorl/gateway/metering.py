@@ -4,6 +4,9 @@ prices per model and the run's budget.
 A stream is parsed as it passes (``StreamTap``) with httpx-sse's decoders; the bytes the agent receives are
 the upstream's, unchanged. Counted tokens are an estimate (a token per 4 characters of the request's
 messages and of the text streamed back) and are recorded as ``counted``, never as the upstream's figure.
+
+A little over 300 lines: usage parsing for the three families' whole and streamed answers, the counted
+estimate and the budget are one ledger of a run's model use.
 """
 
 from __future__ import annotations

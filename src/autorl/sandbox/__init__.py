@@ -22,6 +22,9 @@ mode as ``bwrap+hostnet``.
 ``AUTORL_BWRAP`` names the bubblewrap executable (default ``bwrap`` on PATH); ``AUTORL_SANDBOX_RO`` lists
 further host paths (``os.pathsep``-separated) the agent may read, e.g. a shared dataset directory.
 Evaluation data stays hidden even when one of them holds it.
+
+A little over 300 lines: the spec, the bubblewrap command built from it and the choice of mode are one
+policy; the network namespace is :mod:`autorl.sandbox.netns`, the grader relay :mod:`autorl.sandbox.relay`.
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ sandbox: it creates ``D`` (0700) with the grader's socket and the resolver file,
 it runs anything (``--block-fd``), attaches slirp4netns to its network namespace, lets it go, and exits as it
 does. ``AUTORL_SLIRP4NETNS`` names the slirp4netns executable (default ``slirp4netns`` on PATH; ``none``
 turns the namespace off, the host's network then stays shared).
+
+A little over 300 lines: the helper that holds bubblewrap, attaches slirp4netns and relays the grader's
+socket runs as one process, so its parts live in one module.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""HTML pages: server-rendered, inline CSS and a few lines of inline JS, nothing fetched from elsewhere."""
+"""HTML pages: server-rendered, inline CSS and a few lines of inline JS, nothing fetched from elsewhere.
+
+A little over 300 lines: the page shell (header, styles) and the runs, run, agents pages that share it, each a
+function over :mod:`autorl.ui.data`'s plain data; the sweep pages are :mod:`autorl.ui.sweep`."""
 
 from __future__ import annotations
 

@@ -17,6 +17,9 @@ token, which only it and the grader know, after ``check`` returns; a program pas
 early, printing, patching builtins or ``check``, returning objects that equal everything, or reading the
 test's file cannot make a program pass, since none of it reaches the checker. Output of model code
 (stdout and stderr) is read up to :data:`OUTPUT_CAP` bytes and the rest discarded.
+
+About 500 lines: the model's process, the checker's process and the wire between them (capped plain
+data, the token) are one security boundary, read and reviewed as one file.
 """
 
 from __future__ import annotations
