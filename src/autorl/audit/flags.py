@@ -1,0 +1,36 @@
+"""What the audit reports: a flag's kind, severity, evidence, and the flags a run carries while its audit is
+pending or after it failed. Hidden item text never appears in a flag."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+CRITICAL, HIGH, MEDIUM, INFO = "critical", "high", "medium", "info"
+
+
+@dataclass
+class Flag:
+    """One finding: its ``name`` (the kind), ``severity``, a human ``detail`` and its ``evidence`` (file paths,
+    hidden item ids, submission ids)."""
+
+    name: str
+    severity: str
+    detail: str
+    evidence: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The flag as a run's record holds it."""
+        return asdict(self)
+
+
+def pending_flag() -> Flag:
+    """What a run carries between being recorded and its audit finishing (a run whose audit never ended)."""
+    return Flag("audit-pending", MEDIUM, "the run was recorded before its audit, which did not finish: run "
+                "`autorl audit RUN_ID`", [])
+
+
+def failed_flag(exc: BaseException) -> Flag:
+    """What a run carries when its audit stopped on ``exc``."""
+    return Flag("audit-failed", MEDIUM, f"the audit stopped on an error ({type(exc).__name__}: {str(exc)[:200]}); "
+                "run `autorl audit RUN_ID` again", [])

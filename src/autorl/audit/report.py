@@ -1,0 +1,95 @@
+"""Auditing one run: every check over what the agent could write and what the run recorded, within the
+audit's time budget; what it could not finish is itself a flag. ``autorl audit RUN_ID`` runs it again and
+records the new flags."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from autorl.audit.checks import check_harness, check_refusals, check_sandbox, check_scores
+from autorl.audit.downloads import DownloadCheck
+from autorl.audit.flags import INFO, MEDIUM, Flag
+from autorl.audit.overlap import NgramIndex, match_hidden, overlap_flags
+from autorl.audit.scan import AUDIT_BUDGET_S, HARNESS_FILES, Budget, Source, agent_texts, seen_files
+from autorl.audit.weights import check_weights
+
+if TYPE_CHECKING:
+    from autorl.benchmark import Benchmark
+    from autorl.ledger import Ledger
+
+
+def reaudit(result: dict[str, Any], *, benchmark: Benchmark, home: Path, ledger: Ledger | None = None,
+            variants: Sequence[Path] = ()) -> None:
+    """Audit a recorded run again (``autorl audit RUN_ID``) and record it with its new flags: ``result.json``,
+    the ledger and ``results.csv``, through :func:`autorl.results.record_run`."""
+    from autorl.results import record_run
+
+    result["audit"] = [f.to_dict() for f in audit_run(result, benchmark=benchmark, variants=variants)]
+    record_run(result, home, ledger=ledger)
+
+
+def audit_run(result: dict[str, Any], *, benchmark: Benchmark, variants: Sequence[Path] = (),
+              budget_s: float | None = AUDIT_BUDGET_S) -> list[Flag]:
+    """All checks for one finished run (its ``result.json`` as a dict), within ``budget_s`` seconds.
+
+    Variants: post-trained variants of the base model at hand (the run records the ones it found in the
+    local cache; more can be given).
+    """
+    budget = Budget(budget_s)
+    row, meta = result["row"], result.get("meta", {})
+    workspace = Path(row["workspace"])
+    hidden_dir = Path(meta["hidden_dir"])
+    hidden = {split: benchmark.load_items(split, hidden_dir) for split in benchmark.splits}
+    store = Path(meta["store_dir"]) if meta.get("store_dir") else None
+    sources = [Source(workspace, skip_top=HARNESS_FILES)]
+    if meta.get("tmp_dir"):
+        sources.append(Source(Path(meta["tmp_dir"]), "/tmp/"))
+    snapshots: dict[int, Path] = {}
+    for sub in result.get("submissions", []):
+        snap = store / "snapshots" / str(sub["submission_id"]) if store else None
+        if snap is not None and snap.is_dir() and not snap.is_symlink():
+            sources.append(Source(snap, f"snapshot {sub['submission_id']}/"))
+            if sub.get("status") == "done":
+                snapshots[int(sub["submission_id"])] = snap
+    extra: Iterable[tuple[str, str, bytes]] = ()
+    if meta.get("watch_dir") and Path(meta["watch_dir"]).is_dir():
+        extra = seen_files(Path(meta["watch_dir"]), sources)
+    gateway = meta.get("llm_gateway") if isinstance(meta.get("llm_gateway"), dict) else {}
+    if gateway.get("record_dir"):  # what the model was asked and answered, as the LLM gateway recorded it
+        from autorl.gateway.record import call_texts
+
+        extra = itertools.chain(extra, call_texts(Path(gateway["record_dir"])))
+    index = NgramIndex((split, item) for split, items in hidden.items() for item in items)
+    per_split: dict[str, dict[str, set[str]]] = {s: {} for s in hidden}
+    downloads = DownloadCheck(row["task"], row["base_model"])
+    for text in agent_texts(sources, budget, extra):
+        match_hidden(index, text, per_split)
+        if not text.where.startswith("snapshot "):
+            downloads.feed(text)
+        if not budget.left():
+            break
+    flags = overlap_flags(per_split, hidden, dev_public=bool(getattr(benchmark, "dev_public", False)))
+    flags += downloads.flags()
+    flags += check_refusals(meta.get("refusals", []), workspace)
+    flags += check_harness(workspace, meta.get("harness_hashes", {}))
+    flags += check_sandbox(row.get("sandbox") or meta.get("sandbox"))
+    distances: dict[int, float] = {}
+    base_dir = Path(meta["model_path"]) if meta.get("model_path") else None
+    known = [*(Path(v) for v in meta.get("variants") or []), *variants]
+    if snapshots and base_dir is not None and base_dir.is_dir() and budget.left():
+        try:
+            weight_flags, distances = check_weights(snapshots, base_dir, [v for v in known if v.is_dir()], budget)
+            flags += weight_flags
+        except Exception as exc:  # the base or a variant cannot be read: say so, keep the rest
+            budget.unscanned.append(f"weights ({str(exc)[:200]})")
+    flags += check_scores(row, result.get("submissions", []), distances)
+    if budget.spent:
+        flags.append(Flag("audit-incomplete", MEDIUM, f"the audit stopped at its time budget ({budget.seconds:.0f} s); "
+                          "run `autorl audit RUN_ID` to finish it", []))
+    if budget.unscanned:
+        flags.append(Flag("unreadable-files", INFO, f"{len(budget.unscanned)} agent file(s) or member(s) could not be "
+                          "read or parsed (scanned as far as they could be)", budget.unscanned[:200]))
+    return flags
