@@ -7,6 +7,9 @@ writing); text is taken from inside gzip, bz2, xz, zip and tar files (decompress
 so a bomb costs nothing) and from the printable runs of binary files (like ``strings``); a file larger than
 the scan limit is sampled (its head and tail), never skipped. The scan keeps to the audit's time budget and
 survives any file: what it could not read is noted in the budget (``unscanned``).
+
+A few lines over 300: the limits, the budget and every way a file becomes text (plain, archive, compressed,
+binary) are one walk, each reader bounded by the same budget.
 """
 
 from __future__ import annotations
