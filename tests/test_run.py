@@ -279,3 +279,17 @@ def test_a_run_without_a_sandbox_says_so_everywhere(home: Path, tmp_path: Path, 
         assert next(csv.DictReader(f))["sandbox"] == "none"
     table = cli("results", env={"AUTORL_HOME": str(home), "COLUMNS": "300"}, check=True).stdout
     assert " none " in table and "<0.001" in table
+
+
+def test_runs_started_in_the_same_second_get_their_own_run_ids(tmp_path: Path) -> None:
+    """A study's slots start runs together, each with its own runs folder but one home: the run id (the ledger's
+    key, the grader store's name) is claimed in the home, so none is shared."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from autorl.runner import _new_run_id
+
+    home = tmp_path / "home"
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda i: _new_run_id(tmp_path / f"runs{i % 2}" / "arith", "copier", home), range(16)))
+    ids = [run_id for run_id, _ in got]
+    assert len(set(ids)) == 16 and all(root.is_dir() for _, root in got)

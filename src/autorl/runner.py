@@ -235,7 +235,7 @@ def _workspace(plan: _Plan, assets: _Assets, home: Path, runs_dir: Path | str | 
 
     model, data = assets.model, assets.data
     runs_root = Path(runs_dir).expanduser() if runs_dir else home / "runs"
-    run_id, root = _new_run_id(runs_root / plan.task, plan.agent_name)
+    run_id, root = _new_run_id(runs_root / plan.task, plan.agent_name, home)
     name = f"{plan.task}_{run_id}_{plan.agent_name}"
     store_dir = private_dir(home / "grader" / name)
     # the agent's /tmp and the record of the files it had, beside the grader's store: outside the workspace,
@@ -250,13 +250,25 @@ def _workspace(plan: _Plan, assets: _Assets, home: Path, runs_dir: Path | str | 
                   harness=harness_hashes(root, plan.benchmark))
 
 
-def _new_run_id(parent: Path, agent: str) -> tuple[str, Path]:
+def _new_run_id(parent: Path, agent: str, home: Path) -> tuple[str, Path]:
+    """A run id unique in this home (the ledger's key, the grader store's name) and a workspace directory,
+    both claimed atomically: runs started in the same second (a study's slots) each get their own."""
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    claims = private_dir(home / "grader" / ".run-ids")
     for k in range(1000):
         run_id = stamp if k == 0 else f"{stamp}-{k}"
         root = parent / f"{run_id}_{agent}"
-        if not root.exists():
-            return run_id, root
+        if root.exists():
+            continue
+        try:
+            (claims / run_id).mkdir()
+        except FileExistsError:
+            continue
+        try:
+            root.mkdir(parents=True)
+        except FileExistsError:
+            continue
+        return run_id, root
     raise AutorlError(f"cannot find a free run directory under {parent}")
 
 
