@@ -84,3 +84,99 @@ def reread_generation_config(model: Any, model_dir: Path) -> None:
         model.generation_config = GenerationConfig.from_pretrained(str(model_dir))
     else:
         model.generation_config = GenerationConfig.from_model_config(model.config)
+
+
+#: the files a checkpoint's tokenizer is read from
+TOKENIZER_FILES = (
+    "tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json",
+    "added_tokens.json", "tokenizer.model", "chat_template.jinja", "chat_template.json",
+)
+
+
+def _regular_file(path: Path) -> bool:
+    return path.is_file() and not path.is_symlink()
+
+
+def _base_layout(state: dict[str, Any], files: list[Path]) -> dict[Path, dict[str, Any]] | None:
+    """``state``'s tensors arranged as the base checkpoint's files hold them (each in the file's dtype), or
+    ``None`` when they do not fit that layout one for one (a merge that added or resized a tensor)."""
+    import torch
+    from safetensors import safe_open
+
+    dtypes = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}
+    layout: dict[Path, dict[str, Any]] = {}
+    given: set[int] = set()
+    seen: set[int] = set()
+    for f in files:
+        tensors: dict[str, Any] = {}
+        with safe_open(str(f), framework="pt") as handle:
+            for key in handle.keys():  # noqa: SIM118 (a safe_open handle is not a mapping)
+                like = handle.get_slice(key)
+                if key not in state or tuple(like.get_shape()) != tuple(state[key].shape):
+                    return None
+                if like.get_dtype() not in dtypes:
+                    return None
+                value = state[key].detach()
+                given.add(value.data_ptr())
+                value = value.to(dtypes[like.get_dtype()]).contiguous()
+                if value.data_ptr() in seen:  # tied names both in the file: safetensors wants two tensors
+                    value = value.clone()
+                seen.add(value.data_ptr())
+                tensors[key] = value
+        layout[f] = tensors
+    if any(t.data_ptr() not in given for t in state.values()):
+        return None  # a tensor the base's files do not hold and that is tied to none of theirs
+    return layout
+
+
+def merged_checkpoint(adapter_dir: Path, base_dir: Path, target: Path) -> Path:
+    """Write to ``target`` a full checkpoint: the LoRA adapter in ``adapter_dir`` merged into ``base_dir``'s
+    weights by peft's ``merge_and_unload`` (as :func:`autorl.inference.hf.load_causal_lm` does), on the CPU, in
+    the base's own dtype, with the tokenizer the hf backend would use (the adapter's, when it ships one).
+
+    Where the merged tensors fit the base's layout (the usual case: LoRA changes values, not shapes), they are
+    written under the base's file names, tensor names and dtypes, and its config and other files are copied
+    byte for byte: an engine holding the base (or another merge into it) takes the result by a reload.
+    Otherwise the merged model is saved by ``save_pretrained``. Atomic: a temp folder renamed at the end.
+    """
+    import shutil
+
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from autorl.inference.hf import load_causal_lm, tokenizer_dir
+
+    try:
+        raw = json.loads((base_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        raw = {}
+    dtype = raw.get("dtype", raw.get("torch_dtype")) if isinstance(raw, dict) else None
+    model, _ = load_causal_lm(adapter_dir, base_dir, device="cpu",
+                              dtype=dtype if dtype in ("float32", "bfloat16", "float16") else "float32")
+    tmp = target.with_name(target.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    files = weight_files(base_dir)
+    layout = _base_layout(model.state_dict(), files) if files is not None else None
+    if layout is not None:
+        for f, tensors in layout.items():
+            with safe_open(str(f), framework="pt") as handle:
+                metadata = handle.metadata() or {"format": "pt"}
+            save_file(tensors, str(tmp / f.name), metadata=metadata)
+        for entry in sorted(base_dir.iterdir()):
+            if _regular_file(entry) and entry not in layout and not (tmp / entry.name).exists():
+                shutil.copy2(entry, tmp / entry.name)
+    else:
+        model.save_pretrained(str(tmp), safe_serialization=True)
+        for name in TOKENIZER_FILES:
+            if _regular_file(base_dir / name):
+                shutil.copy2(base_dir / name, tmp / name)
+    source = tokenizer_dir(adapter_dir, base_dir)
+    if source != base_dir:  # the adapter's own tokenizer, whole, as the hf backend reads it
+        for name in TOKENIZER_FILES:
+            (tmp / name).unlink(missing_ok=True)
+            if _regular_file(source / name):
+                shutil.copy2(source / name, tmp / name)
+    shutil.rmtree(target, ignore_errors=True)
+    tmp.replace(target)
+    return target
