@@ -261,3 +261,62 @@ def test_an_answer_for_another_job_is_refused(tmp_path: Path) -> None:
             slot.run(ckpt, "dev", "sub1")
     finally:
         slot.close()
+
+
+def test_one_engine_per_process_a_new_engine_runs_in_a_fresh_worker_not_counted_as_a_failure(
+    tmp_path: Path,
+) -> None:
+    # a backend whose library keeps memory after an unload (vllm in-process) starts one engine per process
+    first = write_stub_checkpoint(tmp_path / "a", echo_answers(7))
+    second = write_stub_checkpoint(tmp_path / "b", echo_answers(3))
+    config = _config(tmp_path, task="echo", backend="scripted", backend_options={"process_per_engine": True},
+                     limit=None)
+    slot = EvalSlot(config, Path(config.store_dir))
+    try:
+        records = [slot.run(m, "dev", f"s{k}") for k, m in enumerate([first, first, second, second, first])]
+    finally:
+        slot.close()
+    assert [r["engine"] for r in records] == ["fresh", "reused", "fresh", "reused", "fresh"]
+    assert [r["score"] for r in records] == [35.0, 35.0, 15.0, 15.0, 35.0]
+    pids = [r["extra"]["worker"]["pid"] for r in records]
+    assert pids[0] == pids[1] != pids[2] == pids[3] != pids[4]
+    assert [bool(r["extra"]["worker"].get("fresh_process")) for r in records] == [False, False, True, False, True]
+    assert not any("retried_after" in r["extra"]["worker"] for r in records)  # a restart is not a lost worker
+
+
+def test_one_engine_per_process_without_a_warm_engine_each_job_gets_its_own_worker(tmp_path: Path) -> None:
+    model = write_stub_checkpoint(tmp_path / "a", echo_answers(7))
+    options = {"process_per_engine": True, "warm_engine": False}
+    config = _config(tmp_path, task="echo", backend="scripted", backend_options=options, limit=None)
+    slot = EvalSlot(config, Path(config.store_dir))
+    try:
+        records = [slot.run(model, "dev", f"s{k}") for k in range(3)]
+    finally:
+        slot.close()
+    assert [r["engine"] for r in records] == ["fresh"] * 3 and {r["score"] for r in records} == {35.0}
+    assert len({r["extra"]["worker"]["pid"] for r in records}) == 3
+    # the worker ended by itself after each answer: no restart asked, nothing retried
+    assert not any(set(r["extra"]["worker"]) & {"fresh_process", "retried_after"} for r in records)
+    assert [r["extra"]["worker"]["started"] for r in records] == [1, 2, 3]
+
+
+def test_one_engine_per_process_scores_a_sequence_as_one_warm_worker_does(
+    tiny_model: Path, tmp_path: Path, home: Path
+) -> None:
+    models = tmp_path / "models"
+    models.mkdir()
+    sequence = [tiny_model, _trained(tiny_model, models / "trained"), _other_shape(tiny_model, models / "wide"),
+                tiny_model]
+    hidden = str(tmp_path / "hidden")
+    runs = {}
+    for name, options in (("warm", {"device": "cpu"}), ("per_process", {"device": "cpu", "process_per_engine": True})):
+        config = _config(tmp_path / name, base_model=str(tiny_model), hidden_dir=hidden, backend_options=options)
+        slot = EvalSlot(config, Path(config.store_dir))
+        try:
+            runs[name] = [slot.run(m, "dev", f"{name}{k}") for k, m in enumerate(sequence)]
+        finally:
+            slot.close()
+    assert [r["engine"] for r in runs["per_process"]] == ["fresh", "reloaded", "fresh", "fresh"]
+    for a, b in zip(runs["warm"], runs["per_process"], strict=True):
+        assert _outputs(a) == _outputs(b) and a["score"] == b["score"]
+    assert _outputs(runs["per_process"][0]) != _outputs(runs["per_process"][2])

@@ -8,7 +8,9 @@ accepted only from that pipe and with that nonce. Isolation is kept: a worker th
 memory) or hangs past the timeout is killed with its whole process group and replaced, and that job is tried
 once more on a fresh worker before it fails with the reason. A job the worker reports as failed (a checkpoint
 that does not load, say) fails at once, and that worker is replaced too: its engine is not trusted again.
-The worker's end is :mod:`autorl.grader.worker`.
+A backend that starts one engine per process (vllm with its engine core in-process) has the worker ask for a
+fresh process instead of a second engine (the job then runs on a fresh worker, not counted as a failure), or
+end after its answer when it frees its engine between jobs. The worker's end is :mod:`autorl.grader.worker`.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ if TYPE_CHECKING:
 
 class EvalFailed(Exception):
     """One evaluation failed (worker crashed, timed out or reported an error); the reason is the message."""
+
+
+class _Restart(Exception):
+    """The worker cannot start another engine in its process: run the job on a fresh worker."""
 
 
 class _WorkerLost(Exception):
@@ -162,6 +168,7 @@ class EvalSlot:
         self._lock = threading.Lock()
         self._worker: _Worker | None = None
         self._workers_started = 0
+        self._retiring = False  # the worker said it ends after its answer: the next job starts a fresh one
         self._closed = False
 
     @property
@@ -178,9 +185,15 @@ class EvalSlot:
             job = build_job(self.config, self.store_dir, model_dir, split, tag, cache=cache)
             job["scratch_dir"] = str(self.store_dir / "engines" / f"slot{self.index}")
             lost: str | None = None
-            for _attempt in range(2):
+            restarted = False
+            while True:
                 try:
                     record = self._run_once(job)
+                except _Restart:
+                    if restarted:
+                        raise EvalFailed("a fresh evaluation worker asked for a fresh process") from None
+                    restarted = True
+                    continue
                 except _WorkerLost as exc:
                     self._replace()
                     if self._closed:
@@ -192,9 +205,9 @@ class EvalSlot:
                 record.setdefault("extra", {})["worker"] = {
                     "slot": self.index, "pid": self.worker_pid, "started": self._workers_started,
                     **({"retried_after": lost} if lost else {}),
+                    **({"fresh_process": True} if restarted else {}),
                 }
                 return record
-            raise AssertionError("unreachable")
 
     def close(self) -> None:
         """Stop the slot: a job in flight is killed (its caller gets :class:`EvalFailed`)."""
@@ -204,8 +217,8 @@ class EvalSlot:
             worker.stop(grace=0.0 if self._lock.locked() else 10.0)
 
     def _run_once(self, job: dict[str, Any]) -> dict[str, Any]:
-        if self._worker is not None and not self._worker.alive():
-            self._replace()  # it died while idle (a sleep that failed): not this job's fault
+        if self._worker is not None and (self._retiring or not self._worker.alive()):
+            self._replace()  # it ended after its last answer, or died while idle: not this job's fault
         if self._worker is None:
             logs = self.store_dir / "workers"
             self._worker = _Worker(self.config.python, self.env, logs / f"slot{self.index}.log")
@@ -225,13 +238,17 @@ class EvalSlot:
         if not isinstance(answer, dict) or answer.get("nonce") != nonce:
             raise _WorkerLost("the evaluation worker answered another job")
         if answer.get("ok") and isinstance(answer.get("record"), dict):
+            self._retiring = answer.get("retiring") is True
             return dict(answer["record"])
         self._replace()
+        if answer.get("restart") is True:
+            raise _Restart
         raise EvalFailed(str(answer.get("error", "evaluation failed")))
 
     def _replace(self) -> None:
         """Kill the current worker (and everything in its process group); the next job starts a fresh one."""
         worker, self._worker = self._worker, None
+        self._retiring = False
         if worker is not None:
             worker.stop()
 

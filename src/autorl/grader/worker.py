@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from autorl.evaluation.identity import config_hash, model_hash, stable_hash
 from autorl.evaluation.run import EvalRecord, evaluate_model
+from autorl.inference.base import EngineRestart
 from autorl.jsonio import write_json_atomic
 
 if TYPE_CHECKING:
@@ -154,22 +155,31 @@ def serve(in_fd: int, out_fd: int) -> int:
             try:
                 if backend is not None and backend_key != _backend_key(job):
                     backend.release()
+                    if backend.spent():
+                        raise EngineRestart("another backend configuration needs a fresh process")
                     backend = None
                 if backend is None:
                     backend = get_backend(job["backend"])(job.get("backend_options") or {})
                     backend_key = _backend_key(job)
                     backend.scratch_dir = Path(job["scratch_dir"]) if job.get("scratch_dir") else None
                 record = run_job(job, backend)
+            except EngineRestart as exc:  # not a failure: the slot runs this job again in a fresh worker
+                write_frame(out_fd, {"nonce": nonce, "ok": False, "restart": True, "error": str(exc)})
+                return 0
             except Exception as exc:
                 traceback.print_exc()
                 write_frame(out_fd, {"nonce": nonce, "ok": False, "error": f"{type(exc).__name__}: {exc}"})
                 return 1
-            write_frame(out_fd, {"nonce": nonce, "ok": True, "record": record})
+            # a backend of one engine per process that frees it when idle: this worker ends after the answer
+            retiring = backend.engine_per_process() and not backend.keeps_engine()
+            write_frame(out_fd, {"nonce": nonce, "ok": True, "record": record, "retiring": retiring})
             try:
                 backend.idle()  # after the answer: the agent waits for the score, not for the GPU memory
             except Exception:
                 traceback.print_exc()
                 return 1
+            if backend.spent():
+                return 0
     if backend is not None:
         backend.release()
     return 0

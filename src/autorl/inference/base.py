@@ -117,6 +117,11 @@ def fingerprint(model_dir: Path, base_model_dir: Path | None = None) -> tuple[An
     return files(model_dir), files(base_model_dir if is_adapter(model_dir) else None)
 
 
+class EngineRestart(Exception):
+    """This process already had an engine and the backend starts at most one per process
+    (:meth:`Backend.engine_per_process`): the evaluation must run in a fresh worker process."""
+
+
 class Backend(ABC):
     """Base class of inference backends. Load a model, generate batches, unload.
 
@@ -128,6 +133,7 @@ class Backend(ABC):
     scratch_dir: Path | None = None
     _loaded: tuple[Any, ...] | None = None
     _asleep: bool = False
+    _engines_started: int = 0
     #: seconds the last :meth:`wake` (in :meth:`acquire`) and the last :meth:`sleep` (in :meth:`idle`) took
     last_wake_s: float | None = None
     last_sleep_s: float | None = None
@@ -173,10 +179,21 @@ class Backend(ABC):
     def wake(self) -> None:
         """Undo :meth:`sleep` before the next evaluation."""
 
+    def engine_per_process(self) -> bool:
+        """Whether this backend starts at most one engine per process: one whose library does not give all of
+        an engine's memory back when it is unloaded. :meth:`acquire` then raises :class:`EngineRestart` instead
+        of a second :meth:`load`, and a warm worker ends once its engine is freed. Option ``process_per_engine``."""
+        return bool(self.options.get("process_per_engine", False))
+
+    def spent(self) -> bool:
+        """Whether this process may start no more engines for this backend (:meth:`engine_per_process`)."""
+        return self.engine_per_process() and self._engines_started > 0 and self._loaded is None
+
     def keeps_engine(self) -> bool:
         """Whether :meth:`acquire` may keep the engine for the next model (reuse it, or :meth:`swap` weights in).
-        ``False``: every evaluation gets a fresh engine, and :meth:`idle` frees it between evaluations."""
-        return True
+        ``False``: every evaluation gets a fresh engine, and :meth:`idle` frees it between evaluations. Option
+        ``warm_engine`` (on)."""
+        return bool(self.options.get("warm_engine", True))
 
     def acquire(self, model_dir: Path, base_model_dir: Path | None = None) -> str:
         """Make ``model_dir`` the loaded model, keeping the engine where possible; how: ``fresh``, ``reused`` or
@@ -200,6 +217,9 @@ class Backend(ABC):
                 self.reset_caches()
                 return RELOADED
             self.release()
+        if self.spent():
+            raise EngineRestart(f"the {self.name} backend starts one engine per process")
+        self._engines_started += 1
         self.load(model_dir, base_model_dir)
         self._loaded = key
         self.reset_caches()
