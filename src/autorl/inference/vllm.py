@@ -1,34 +1,38 @@
-"""The ``vllm`` backend: in-process ``vllm.LLM``, LoRA requests, prefix caching, a GPU memory share."""
+"""The ``vllm`` backend: ``vllm.LLM`` in this process, a warm engine, merged LoRA adapters, prefix caching."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import itertools
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from autorl.errors import MissingDependencyError
+from autorl.errors import InvalidCheckpointError, MissingDependencyError
 from autorl.inference.base import (
     Backend,
     Completion,
     GenerationRequest,
     cut_at_stop,
+    fingerprint,
     is_adapter,
     prompt_token_ids,
     shape_config,
 )
+from autorl.inference.weights import TOKENIZER_FILES, merged_checkpoint
 
 #: files besides the weights that the engine reads once at start (tokenizer, generation settings): a reload
 #: into a running engine needs them byte-identical, since it keeps the ones it started with
-ENGINE_SIDE_FILES = (
-    "tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json",
-    "added_tokens.json", "tokenizer.model", "chat_template.jinja", "chat_template.json", "generation_config.json",
-)
+ENGINE_SIDE_FILES = (*TOKENIZER_FILES, "generation_config.json")
+
+
+def engine_environment(in_process: bool) -> dict[str, str]:
+    """The environment vllm reads when an engine starts: the engine core in this process, or in a child."""
+    return {"VLLM_ENABLE_V1_MULTIPROCESSING": "0" if in_process else "1"}
 
 
 def sampling_kwargs(request: GenerationRequest) -> dict[str, Any]:
@@ -51,19 +55,6 @@ def vllm_prompts(tokenizer: Any, requests: Sequence[GenerationRequest]) -> list[
     chat template's), so the model would see other tokens than under the hf backend.
     """
     return [{"prompt_token_ids": prompt_token_ids(tokenizer, r.prompt)} for r in requests]
-
-
-def adapter_rank(adapter_dir: Path) -> int:
-    return int(json.loads((adapter_dir / "adapter_config.json").read_text()).get("r", 16))
-
-
-def lora_rank_capacity(rank: int) -> int:
-    """The ``max_lora_rank`` an engine is started with: at least 64 (so later adapters of another rank fit
-    without a new engine), a power of two as vllm accepts."""
-    cap = 64
-    while cap < rank:
-        cap *= 2
-    return cap
 
 
 def side_files_digest(model_dir: Path) -> str:
@@ -99,25 +90,36 @@ def link_tree(source: Path, target: Path) -> None:
 class VLLMBackend(Backend):
     """vllm's offline engine. Options: ``gpu_memory_utilization`` (0.45; ``autorl run`` gives 0.25 when the
     agent shares the grader's GPU), ``enable_prefix_caching`` (on), ``max_num_seqs``, ``compilation_config``,
-    ``max_model_len``, ``tensor_parallel_size``, ``enforce_eager``, ``dtype`` (``auto``).
+    ``max_model_len``, ``tensor_parallel_size``, ``enforce_eager``, ``dtype`` (``auto``), ``warm_engine`` (on),
+    ``engine_in_process`` (on), ``sleep_when_idle``, ``sleep_level`` (1).
 
     Measured on an H200 (bench/vllm_h200.md): 25-35x the naive ``model.generate`` loop; prefix caching 1.7x
-    on 8-shot prompts; a quarter of the GPU loses nothing for a 1.5B model; a LoRA submission halves speed.
+    on 8-shot prompts; a quarter of the GPU loses nothing for a 1.5B model.
 
-    ``warm_engine`` (off by default): a warm grader worker keeps the engine between submissions. Off, each
-    evaluation starts an engine in the worker (the process and ``import vllm`` are still kept) and frees it
-    afterwards. Why off: measured on an H200 (bench/h200/results-warm-engine-vllm.json) a kept engine was
-    50-90x faster per submission, but on a random-initialised 1.5B model its per-item greedy outputs were only
-    91-95% identical to a fresh engine's for the same weights (two fresh engines: 100%), and they depended on
-    which checkpoint the engine held before, so a score could depend on the order of submissions.
+    **The same weights, the same outputs.** ``engine_in_process`` runs vllm's engine core in this process
+    (``VLLM_ENABLE_V1_MULTIPROCESSING=0``). In a child process (vllm's default) the core keeps stepping while
+    this process detokenizes, so a request that hit a stop string is dropped a variable number of steps
+    later; the batches, and with them the bf16 numerics of every other request, change from run to run. On an
+    H200 (bench/h200/warm_agreement.md) two fresh engines on one checkpoint then gave 299/300 identical items
+    and teacher-forced log-probabilities up to 0.043 apart; in-process, 300/300 and bit-identical, whether
+    the engine was fresh or had the weights reloaded. An engine in this process does not give all its GPU
+    memory back when shut down (3-4 GB stayed per engine there), so the backend asks for a fresh worker process
+    for each new engine (:meth:`~autorl.inference.base.Backend.engine_per_process`).
 
-    With ``warm_engine``, the engine runs on a private copy of the model
-    folder (hard links): a checkpoint of the same architecture, dtype, tokenizer and generation settings
-    replaces that folder's files and is read into the running engine (``collective_rpc("reload_weights")``);
-    a LoRA adapter becomes a new ``LoRARequest`` on an engine started with LoRA on the same base. The prefix
-    cache is reset before every evaluation: blocks computed with the old weights would otherwise be reused.
-    ``sleep_when_idle`` (for a GPU shared with the agent) starts the engine with sleep mode and puts it to
-    sleep between evaluations (``sleep_level``, 1: weights kept in CPU memory, the KV cache dropped).
+    **Warm engine** (``warm_engine``, on): the engine runs on a private copy of the model folder (hard links);
+    a checkpoint of the same architecture, dtype, tokenizer and generation settings replaces that folder's
+    files and is read into the running engine (``collective_rpc("reload_weights")``, which copies into the
+    tensors the CUDA graphs hold: every parameter and buffer was bit-identical to a fresh engine's on the
+    H200). The prefix cache is reset before every evaluation: blocks computed with the old weights would
+    otherwise be reused. ``sleep_when_idle`` (for a GPU shared with the agent) starts the engine with sleep
+    mode and puts it to sleep between evaluations (``sleep_level``, 1: weights kept in CPU memory, the KV
+    cache dropped).
+
+    **LoRA adapters are merged** into the base's weights (peft's ``merge_and_unload``, as the hf backend does;
+    :func:`~autorl.inference.weights.merged_checkpoint`) and evaluated as a full checkpoint. vllm's own LoRA
+    path was measured and not kept: the same adapter on one engine, first and after another adapter, gave
+    271-274/300 identical items and log-probabilities up to 0.037 apart, in both process modes; it also needs
+    an engine started with LoRA (a full restart after full checkpoints) and halves generation speed.
     """
 
     name = "vllm"
@@ -125,11 +127,12 @@ class VLLMBackend(Backend):
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
         self.llm: Any = None
-        self.lora: Any = None
         self.tokenizer: Any = None
-        #: what a reload into the running engine must match (``_engine_key``)
+        #: what a reload into the running engine must match (``_engine_key``); ``None`` when not kept
         self._engine: tuple[Any, ...] | None = None
-        self._lora_ids = itertools.count(1)
+        #: the adapter (fingerprint) last merged, and where the merged checkpoint is
+        self._merged: tuple[tuple[Any, ...], Path] | None = None
+        self._merge_root: Path | None = None  # a temp folder for merges when there is no scratch folder
 
     @classmethod
     def available(cls) -> bool:
@@ -148,9 +151,15 @@ class VLLMBackend(Backend):
         import vllm
 
         return {"name": self.name, "vllm": vllm.__version__, "dtype": str(self.options.get("dtype", "auto")),
-                "prompt": "token ids"}
+                "prompt": "token ids", "adapters": "merged"}
 
-    def engine_kwargs(self, model: Path, lora: bool, max_lora_rank: int) -> dict[str, Any]:
+    def in_process(self) -> bool:
+        return bool(self.options.get("engine_in_process", True))
+
+    def engine_per_process(self) -> bool:
+        return self.in_process() or super().engine_per_process()
+
+    def engine_kwargs(self, model: Path) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "model": str(model),
             "trust_remote_code": False,
@@ -163,70 +172,68 @@ class VLLMBackend(Backend):
         for key in ("max_model_len", "enforce_eager", "max_num_seqs", "compilation_config", "enable_prefix_caching"):
             if key in self.options:
                 kwargs[key] = self.options[key]
-        if lora:
-            kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=1)
         if self.options.get("sleep_when_idle") and self.keeps_engine():
             kwargs["enable_sleep_mode"] = True
         return kwargs
 
-    def keeps_engine(self) -> bool:
-        return bool(self.options.get("warm_engine", False))
-
-    def _engine_key(self, model_dir: Path, base_model_dir: Path | None) -> tuple[Any, ...] | None:
-        """Everything of a checkpoint that a running engine fixed at start; ``None`` when unreadable."""
-        adapter = is_adapter(model_dir)
-        weights = base_model_dir if adapter else model_dir
-        if weights is None:
-            return None
+    @staticmethod
+    def _engine_key(weights: Path) -> tuple[Any, ...] | None:
+        """Everything of a full checkpoint that a running engine fixed at start; ``None`` when unreadable."""
         config = shape_config(weights, with_dtype=True)
         if config is None:
             return None
-        base = str(weights.resolve()) if adapter else None
-        return (json.dumps(config, sort_keys=True), side_files_digest(weights), adapter, base)
+        return (json.dumps(config, sort_keys=True), side_files_digest(weights))
+
+    def weights(self, model_dir: Path, base_model_dir: Path | None) -> Path:
+        """The full checkpoint the engine runs for ``model_dir``: itself, or a LoRA adapter merged into the base
+        (once per adapter: the merge is kept until the next adapter)."""
+        if not is_adapter(model_dir):
+            return model_dir
+        if base_model_dir is None:
+            raise InvalidCheckpointError(f"{model_dir} is a LoRA adapter but no base model was given")
+        key = fingerprint(model_dir, base_model_dir)
+        if self._merged is not None and self._merged[0] == key and self._merged[1].is_dir():
+            return self._merged[1]
+        if self.scratch_dir is None and self._merge_root is None:
+            self._merge_root = Path(tempfile.mkdtemp(prefix="autorl-merged-"))
+        root = self.scratch_dir if self.scratch_dir is not None else self._merge_root
+        assert root is not None
+        target = merged_checkpoint(model_dir, base_model_dir, root / "merged")
+        self._merged = (key, target)
+        return target
 
     def load(self, model_dir: Path, base_model_dir: Path | None = None) -> None:
         try:
             from vllm import LLM
         except ImportError as exc:
             raise MissingDependencyError("the vllm backend", "vllm") from exc
-        adapter = is_adapter(model_dir)
-        engine_model = base_model_dir if adapter and base_model_dir else model_dir
-        rank = lora_rank_capacity(adapter_rank(model_dir)) if adapter else 0
-        if self.scratch_dir is not None and self.keeps_engine():
+        from autorl.inference.hf import load_tokenizer
+
+        weights = self.weights(model_dir, base_model_dir)
+        engine_model = weights
+        kept = self.scratch_dir is not None and self.keeps_engine()
+        if kept:
+            assert self.scratch_dir is not None
             # a folder of our own whose files a later reload replaces (never the snapshot itself)
-            link_tree(engine_model, self.scratch_dir / "engine-model")
+            link_tree(weights, self.scratch_dir / "engine-model")
             engine_model = self.scratch_dir / "engine-model"
-        self.llm = LLM(**self.engine_kwargs(engine_model, adapter, rank))
-        key = self._engine_key(model_dir, base_model_dir) if self.scratch_dir and self.keeps_engine() else None
-        self._engine = (*key, rank) if key is not None else None
-        self._use(model_dir, base_model_dir)
-
-    def _use(self, model_dir: Path, base_model_dir: Path | None) -> None:
-        from vllm.lora.request import LoRARequest
-
-        from autorl.inference.hf import load_tokenizer, tokenizer_dir
-
-        # the tokenizer the hf backend would use (an adapter's own, when it ships one)
-        self.tokenizer = load_tokenizer(tokenizer_dir(model_dir, base_model_dir))
-        if self.lora is not None:
-            with contextlib.suppress(Exception):  # max_loras is 1: vllm would evict it anyway
-                self.llm.llm_engine.remove_lora(self.lora.lora_int_id)
-        # a new id per adapter: vllm caches adapters by id
-        self.lora = LoRARequest(f"submission-{next(self._lora_ids)}", next(self._lora_ids), str(model_dir)) \
-            if is_adapter(model_dir) else None
+        os.environ.update(engine_environment(self.in_process()))
+        self.llm = LLM(**self.engine_kwargs(engine_model))
+        self._engine = self._engine_key(weights) if kept else None
+        self.tokenizer = load_tokenizer(weights)
 
     def swap(self, model_dir: Path, base_model_dir: Path | None = None) -> bool:
         if self.llm is None or self._engine is None or self.scratch_dir is None:
             return False
-        adapter = is_adapter(model_dir)
-        key = self._engine_key(model_dir, base_model_dir)
-        if key is None or key != self._engine[:-1] or (adapter and adapter_rank(model_dir) > self._engine[-1]):
+        from autorl.inference.hf import load_tokenizer
+
+        weights = self.weights(model_dir, base_model_dir)
+        key = self._engine_key(weights)
+        if key is None or key != self._engine:
             return False
-        if not adapter:
-            link_tree(model_dir, self.scratch_dir / "engine-model")
-            self.llm.collective_rpc("reload_weights")
-        # an adapter's engine holds the base's weights, always (it never reloads a full checkpoint)
-        self._use(model_dir, base_model_dir)
+        link_tree(weights, self.scratch_dir / "engine-model")
+        self.llm.collective_rpc("reload_weights")
+        self.tokenizer = load_tokenizer(weights)
         return True
 
     def reset_caches(self) -> None:
@@ -245,11 +252,14 @@ class VLLMBackend(Backend):
 
     def unload(self) -> None:
         if self.llm is not None:
-            # the engine core runs in a child process: stop it now, so a new engine gets the GPU memory back
+            # stop the engine core now (a child process, or this one's), so a new engine gets the GPU back
             with contextlib.suppress(Exception):
                 self.llm.llm_engine.engine_core.shutdown()
-        self.llm = self.tokenizer = self.lora = None
+        self.llm = self.tokenizer = None
         self._engine = None
+        if self._merge_root is not None:
+            shutil.rmtree(self._merge_root, ignore_errors=True)
+            self._merge_root = self._merged = None
         import gc
 
         gc.collect()
@@ -259,7 +269,7 @@ class VLLMBackend(Backend):
 
         prompts = vllm_prompts(self.tokenizer, requests)
         params = [SamplingParams(**sampling_kwargs(r)) for r in requests]
-        outputs = self.llm.generate(prompts, params, lora_request=self.lora, use_tqdm=False)
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
         result = []
         for req, out in zip(requests, outputs, strict=True):
             texts = [cut_at_stop(o.text, req.stop)[0] for o in out.outputs]
