@@ -6,7 +6,8 @@ baseline plus a few submissions on a 1,319-item GSM8K-shaped set with 8-shot pro
 kind of submission, whose per-item outputs are compared with the warm worker's for the same checkpoint.
 
 The model is a random-initialised Qwen2.5-1.5B shape (``bench/vllm_vs_hf.py prepare``); two "trained"
-checkpoints are the base with every weight moved by a little noise, and two LoRA adapters (rank 16). A random
+checkpoints are the base with every weight moved by a little noise, and two LoRA adapters (rank 16; the vllm
+backend merges an adapter into the base and reloads it as a full checkpoint). A random
 model almost never stops by itself, so the GSM8K-shaped set gives each item a completion length drawn from a
 hash of its id (lognormal, median ~120 tokens, at most 256), as bench/vllm_vs_hf.py does, through a
 benchmark registered by a plugin written to ``OUT/site`` (put it on PYTHONPATH: the worker finds it by its
@@ -235,13 +236,12 @@ def fresh(session: Session, out: Path, name: str, task: str, backend: str, optio
     return record
 
 
-def run(out: Path, backend: str, results: Path, gsm_subs: int, skip: set[str]) -> None:
+def run(out: Path, backend: str, results: Path, gsm_subs: int, skip: set[str], options: dict[str, Any]) -> None:
     base, a, b = out / "model", out / "trained_a", out / "trained_b"
     lora_a, lora_b = out / "adapter", out / "adapter_b"
     session = Session(results, {"backend": backend, "model": "random Qwen2.5-1.5B shape, bf16",
                                 "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-    # the vllm backend keeps its engine only when asked (its docstring says why); hf ignores the option
-    opts: dict[str, Any] = {"warm_engine": True}
+    opts: dict[str, Any] = dict(options)  # the backend's defaults (a warm engine) unless told otherwise
     subs = [("trained_a", a) if k % 2 == 0 else ("trained_b", b) for k in range(10)]
     if "arith" not in skip:
         warm = series(session, out, "arith_warm", "arith", backend, opts,
@@ -253,6 +253,11 @@ def run(out: Path, backend: str, results: Path, gsm_subs: int, skip: set[str]) -
         gsm = [("base", base), *subs[:gsm_subs]]
         warm = series(session, out, "gsm_warm_sleep", "gsm8k-shaped", backend, sleepy, gsm)
         fresh(session, out, "gsm_fresh_full", "gsm8k-shaped", backend, sleepy, "trained_a", a, warm["trained_a"])
+        if backend == "vllm" and "mp" not in skip:
+            # the engine core in a child process (vllm's default): what running it in-process costs or saves
+            child = {**sleepy, "engine_in_process": False}
+            fresh(session, out, "gsm_fresh_full_child_process", "gsm8k-shaped", backend, child, "trained_a", a,
+                  warm["trained_a"])
 
 
 def main() -> None:
@@ -262,7 +267,8 @@ def main() -> None:
     parser.add_argument("--backend", default="vllm")
     parser.add_argument("--results", type=Path, default=Path("results-warm-engine.json"))
     parser.add_argument("--gsm-subs", type=int, default=3)
-    parser.add_argument("--skip", default="", help="comma-separated: arith, gsm")
+    parser.add_argument("--skip", default="", help="comma-separated: arith, gsm, mp")
+    parser.add_argument("--options", default="{}", help="backend options (JSON) for every slot")
     parser.add_argument("--limit", type=int, default=None, help="items per evaluation (a quick check)")
     args = parser.parse_args()
     global LIMIT
@@ -270,7 +276,8 @@ def main() -> None:
     if args.what == "prepare":
         print(json.dumps(prepare(args.out)))
     else:
-        run(args.out, args.backend, args.results, args.gsm_subs, set(filter(None, args.skip.split(","))))
+        run(args.out, args.backend, args.results, args.gsm_subs, set(filter(None, args.skip.split(","))),
+            json.loads(args.options))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
 set -euo pipefail
 dest=${1:?usage: build_bundle.sh DEST}
 mkdir -p "$dest/whl"
+dest=$(cd "$dest" && pwd)  # absolute: the checksums are written from inside it
 tags=(--only-binary=:all: --python-version 3.12 --implementation cp)
 for n in 5 17 24 26 27 28 31; do tags+=(--platform "manylinux_2_${n}_x86_64"); done
 tags+=(--platform manylinux2014_x86_64 --platform manylinux1_x86_64)
