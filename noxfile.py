@@ -31,7 +31,7 @@ def plugins(session: nox.Session, plugin: str) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff (lint + format check) and mypy strict on src/."""
+    """ruff (lint) and mypy strict on src/."""
     session.install(*CONSTRAINTS, "-e", ".[lint]")
     session.run("ruff", "check", "src", "tests", "plugins")
     session.run("mypy")
