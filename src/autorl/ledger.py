@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from autorl.db import write_transaction
+from autorl.db import open_database, write_transaction
 from autorl.errors import ResourceError
 from autorl.results import RunRow, export_csv, read_result, upgrade_row
 
@@ -62,9 +62,7 @@ class Ledger:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         try:
-            self._db = sqlite3.connect(str(path), isolation_level=None, timeout=30)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.executescript(SCHEMA)
+            self._db = open_database(path, SCHEMA)
         except sqlite3.DatabaseError as exc:
             raise ResourceError(f"cannot open the results database {path}: {exc}") from None
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from autorl.db import write_transaction
+from autorl.db import open_database, write_transaction
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -108,11 +108,9 @@ class Store:
             self._db.row_factory = sqlite3.Row
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
+        self._db = open_database(path, SCHEMA, check_same_thread=False)
         self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(SCHEMA)
         with contextlib.suppress(sqlite3.OperationalError):  # a store written before refusals had a kind
             self._db.execute("ALTER TABLE refusals ADD COLUMN kind TEXT NOT NULL DEFAULT 'bad_request'")
 
