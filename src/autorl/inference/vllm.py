@@ -23,11 +23,7 @@ from autorl.inference.base import (
     prompt_token_ids,
     shape_config,
 )
-from autorl.inference.weights import TOKENIZER_FILES, merged_checkpoint
-
-#: files besides the weights that the engine reads once at start (tokenizer, generation settings): a reload
-#: into a running engine needs them byte-identical, since it keeps the ones it started with
-ENGINE_SIDE_FILES = (*TOKENIZER_FILES, "generation_config.json")
+from autorl.inference.weights import merged_checkpoint, side_files
 
 
 def engine_environment(in_process: bool) -> dict[str, str]:
@@ -58,11 +54,13 @@ def vllm_prompts(tokenizer: Any, requests: Sequence[GenerationRequest]) -> list[
 
 
 def side_files_digest(model_dir: Path) -> str:
+    """A digest of every file besides the weights and ``config.json`` that the engine reads once at start
+    (tokenizer, chat templates, generation settings: :func:`~autorl.inference.weights.side_files`): a reload
+    into a running engine needs them byte-identical, since it keeps the ones it started with."""
     h = hashlib.sha256()
-    for name in ENGINE_SIDE_FILES:
-        path = model_dir / name
-        if path.is_file():
-            h.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    for path in side_files(model_dir):
+        name = path.relative_to(model_dir).as_posix()
+        h.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()
 
 

@@ -86,15 +86,67 @@ def reread_generation_config(model: Any, model_dir: Path) -> None:
         model.generation_config = GenerationConfig.from_model_config(model.config)
 
 
-#: the files a checkpoint's tokenizer is read from
-TOKENIZER_FILES = (
-    "tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json",
-    "added_tokens.json", "tokenizer.model", "chat_template.jinja", "chat_template.json",
-)
+#: names at the top of a checkpoint folder that a tokenizer, a chat template or generation settings may be read
+#: from (by prefix or by suffix; ``tokenizer.5.0.0.json``, named by ``fast_tokenizer_files``, included), and the
+#: chat-template folder; ``config.json`` is compared apart (``shape_config``)
+_SIDE_PREFIXES = ("tokenizer", "vocab", "merges", "special_tokens", "added_tokens", "chat_template",
+                  "generation_config", "spiece", "sentencepiece", "bpe", "preprocessor_config", "processor_config")
+_SIDE_SUFFIXES = (".model", ".spm", ".tiktoken", ".jinja")
+SIDE_DIRS = ("additional_chat_templates",)
+GENERATION_CONFIG = "generation_config.json"
 
 
 def _regular_file(path: Path) -> bool:
     return path.is_file() and not path.is_symlink()
+
+
+def side_files(folder: Path) -> list[Path]:
+    """The regular files of ``folder`` (no link followed) a tokenizer, a chat template or generation settings
+    may be read from, in a stable order: what must be byte-identical for an engine to keep the ones it started
+    with, and what goes with an adapter's merge."""
+    found: list[Path] = []
+    if not folder.is_dir():
+        return found
+    for entry in sorted(folder.iterdir()):
+        if _regular_file(entry) and (entry.name.startswith(_SIDE_PREFIXES) or entry.name.endswith(_SIDE_SUFFIXES)):
+            found.append(entry)
+        elif entry.name in SIDE_DIRS and entry.is_dir() and not entry.is_symlink():
+            found.extend(p for p in sorted(entry.iterdir()) if _regular_file(p))
+    return found
+
+
+def _copy_side_files(source: Path, target: Path, *, generation_config: bool) -> None:
+    import shutil
+
+    for f in side_files(source):
+        if f.name == GENERATION_CONFIG and f.parent == source and not generation_config:
+            continue
+        dest = target / f.relative_to(source)
+        dest.parent.mkdir(exist_ok=True)
+        shutil.copy2(f, dest)
+
+
+def _drop_tokenizer_files(folder: Path) -> None:
+    """Remove from ``folder`` every side file but its generation settings."""
+    import shutil
+
+    for f in side_files(folder):
+        if not (f.name == GENERATION_CONFIG and f.parent == folder):
+            f.unlink()
+    for name in SIDE_DIRS:
+        shutil.rmtree(folder / name, ignore_errors=True)
+
+
+def _architecture_keys(model_dir: Path) -> set[str]:
+    """The state-dict names of ``model_dir``'s architecture as transformers builds it (on the meta device: no
+    memory, no weights read)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(str(model_dir), trust_remote_code=False)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, trust_remote_code=False)  # type: ignore[no-untyped-call]
+    return set(model.state_dict())
 
 
 def _base_layout(state: dict[str, Any], files: list[Path]) -> dict[Path, dict[str, Any]] | None:
@@ -143,7 +195,9 @@ def merged_checkpoint(adapter_dir: Path, base_dir: Path, target: Path) -> Path:
 
     from safetensors import safe_open
     from safetensors.torch import save_file
+    from transformers import AutoConfig
 
+    from autorl.errors import InvalidCheckpointError
     from autorl.inference.hf import load_causal_lm, tokenizer_dir
 
     try:
@@ -157,7 +211,10 @@ def merged_checkpoint(adapter_dir: Path, base_dir: Path, target: Path) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     files = weight_files(base_dir)
-    layout = _base_layout(model.state_dict(), files) if files is not None else None
+    state = model.state_dict()
+    layout = _base_layout(state, files) if files is not None else None
+    if layout is not None and set(state) != _architecture_keys(base_dir):
+        layout = None  # the merge changed the architecture (layer_replication adds layers sharing tensors)
     if layout is not None:
         for f, tensors in layout.items():
             with safe_open(str(f), framework="pt") as handle:
@@ -166,17 +223,22 @@ def merged_checkpoint(adapter_dir: Path, base_dir: Path, target: Path) -> Path:
         for entry in sorted(base_dir.iterdir()):
             if _regular_file(entry) and entry not in layout and not (tmp / entry.name).exists():
                 shutil.copy2(entry, tmp / entry.name)
+        _copy_side_files(base_dir, tmp, generation_config=True)  # the chat-template folder too
     else:
-        model.save_pretrained(str(tmp), safe_serialization=True)
-        for name in TOKENIZER_FILES:
-            if _regular_file(base_dir / name):
-                shutil.copy2(base_dir / name, tmp / name)
+        try:  # what the engine will read: a merge that does not save, or whose config does not load, is refused
+            model.save_pretrained(str(tmp), safe_serialization=True)
+            AutoConfig.from_pretrained(str(tmp), trust_remote_code=False)
+        except Exception as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise InvalidCheckpointError(
+                f"{adapter_dir}: merged into the base, this adapter does not make a loadable checkpoint "
+                f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); submit the merged model"
+            ) from None
+        _copy_side_files(base_dir, tmp, generation_config=True)
     source = tokenizer_dir(adapter_dir, base_dir)
-    if source != base_dir:  # the adapter's own tokenizer, whole, as the hf backend reads it
-        for name in TOKENIZER_FILES:
-            (tmp / name).unlink(missing_ok=True)
-            if _regular_file(source / name):
-                shutil.copy2(source / name, tmp / name)
+    if source != base_dir:  # the adapter's own tokenizer, whole, as the hf backend reads it; never its
+        _drop_tokenizer_files(tmp)  # generation settings (an adapter runs with the base's)
+        _copy_side_files(source, tmp, generation_config=False)
     shutil.rmtree(target, ignore_errors=True)
     tmp.replace(target)
     return target
