@@ -82,3 +82,20 @@ def echo_answers(correct: int, split: str = "dev") -> dict[str, str]:
 @pytest.fixture
 def stub_checkpoint() -> Iterator[Any]:
     yield write_stub_checkpoint
+
+
+def write_lora(base: Path, target: Path, perturb: Any = None, **extra: Any) -> Path:
+    """A rank-4 LoRA adapter (q_proj, v_proj unless ``extra`` says otherwise) of ``base``, non-zero from the
+    start; ``perturb(peft_model)`` may move it further before it is saved."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(2)
+    model = AutoModelForCausalLM.from_pretrained(str(base))
+    options: dict[str, Any] = {"target_modules": ["q_proj", "v_proj"], **extra}
+    peft = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, init_lora_weights=False, **options))
+    if perturb is not None:
+        perturb(peft)
+    peft.save_pretrained(str(target))
+    return target

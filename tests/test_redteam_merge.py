@@ -22,6 +22,8 @@ from autorl.grader.validation import validate_checkpoint
 from autorl.inference.vllm import VLLMBackend
 from autorl.inference.weights import merged_checkpoint
 
+from .conftest import write_lora
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
@@ -36,20 +38,6 @@ def _submitted(folder: Path, tmp_path: Path) -> Path:
     finally:
         os.close(fd)
     validate_checkpoint(target)
-    return target
-
-
-def _lora(base: Path, target: Path, perturb: Callable[[Any], None] | None = None, **extra: Any) -> Path:
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(2)
-    model = AutoModelForCausalLM.from_pretrained(str(base))
-    options: dict[str, Any] = {"target_modules": ["q_proj", "v_proj"], **extra}
-    peft = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, init_lora_weights=False, **options))
-    if perturb is not None:
-        perturb(peft)
-    peft.save_pretrained(str(target))
     return target
 
 
@@ -108,7 +96,7 @@ LORA_VARIANTS: dict[str, dict[str, Any]] = {
 @pytest.mark.parametrize("variant", sorted(LORA_VARIANTS))
 def test_lora_variants_merge_to_the_hf_backends_model(variant: str, tiny_model: Path, tmp_path: Path) -> None:
     options = dict(LORA_VARIANTS[variant])
-    adapter = _submitted(_lora(tiny_model, tmp_path / variant, **options), tmp_path)
+    adapter = _submitted(write_lora(tiny_model, tmp_path / variant, **options), tmp_path)
     merged = merged_checkpoint(adapter, tiny_model, tmp_path / "merged")
     expected, _ = _hf(adapter, tiny_model)
     assert _same_model(_fresh(merged), expected)
@@ -117,7 +105,7 @@ def test_lora_variants_merge_to_the_hf_backends_model(variant: str, tiny_model: 
 def test_extra_weight_files_and_odd_fields_in_an_adapter_are_ignored_by_both_backends(
     tiny_model: Path, tmp_path: Path
 ) -> None:
-    adapter = _lora(tiny_model, tmp_path / "extra")
+    adapter = write_lora(tiny_model, tmp_path / "extra")
     # a full model's weights and config next to the adapter, and a base named elsewhere: peft and the merge
     # both read only adapter_config.json and adapter_model.safetensors
     from safetensors.torch import load_file, save_file
@@ -144,7 +132,7 @@ def test_an_adapter_with_layer_replication_is_refused_never_merged_into_the_base
     # have been reloaded into a warm engine while the hf backend scores 3 layers; its saved config does not load
     from autorl.errors import InvalidCheckpointError
 
-    adapter = _submitted(_lora(tiny_model, tmp_path / "replicated", layer_replication=[[0, 2], [1, 2]]), tmp_path)
+    adapter = _submitted(write_lora(tiny_model, tmp_path / "replicated", layer_replication=[[0, 2], [1, 2]]), tmp_path)
     expected, _ = _hf(adapter, tiny_model)
     assert expected.config.num_hidden_layers == 3  # what the hf backend scores
     with pytest.raises(InvalidCheckpointError, match="does not make a loadable checkpoint"):
@@ -153,7 +141,7 @@ def test_an_adapter_with_layer_replication_is_refused_never_merged_into_the_base
 
 
 def _adapter_with_tokenizer(tiny_model: Path, folder: Path) -> Path:
-    adapter = _lora(tiny_model, folder)
+    adapter = write_lora(tiny_model, folder)
     shutil.copy2(tiny_model / "tokenizer.json", adapter / "tokenizer.json")
     shutil.copy2(tiny_model / "tokenizer_config.json", adapter / "tokenizer_config.json")
     return adapter
@@ -199,7 +187,7 @@ def test_an_adapter_shipping_only_a_chat_template_uses_the_bases_tokenizer_in_bo
     # the merge (the adapter's loose chat_template.jinja is ignored by both)
     from autorl.inference.hf import load_tokenizer
 
-    adapter = _lora(tiny_model, tmp_path / "loose")
+    adapter = write_lora(tiny_model, tmp_path / "loose")
     (adapter / "chat_template.jinja").write_text("{{ 'X' }}")
     adapter = _submitted(adapter, tmp_path)
     _, hf_tok = _hf(adapter, tiny_model)
@@ -234,7 +222,7 @@ def test_links_in_an_adapter_never_reach_the_merge(tiny_model: Path, tmp_path: P
     from autorl.errors import PathRefused
 
     secret = tmp_path / "outside.safetensors"
-    adapter = _lora(tiny_model, tmp_path / "linked")
+    adapter = write_lora(tiny_model, tmp_path / "linked")
     os.replace(adapter / "adapter_model.safetensors", secret)
     (adapter / "adapter_model.safetensors").symlink_to(secret)
     with pytest.raises(PathRefused):
@@ -242,7 +230,7 @@ def test_links_in_an_adapter_never_reach_the_merge(tiny_model: Path, tmp_path: P
 
 
 def test_a_broken_adapter_fails_with_an_error_and_writes_nothing(tiny_model: Path, tmp_path: Path) -> None:
-    adapter = _lora(tiny_model, tmp_path / "broken")
+    adapter = write_lora(tiny_model, tmp_path / "broken")
     cfg = json.loads((adapter / "adapter_config.json").read_text())
     cfg["target_modules"] = ["no_such_module"]
     (adapter / "adapter_config.json").write_text(json.dumps(cfg))

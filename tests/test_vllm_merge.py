@@ -14,19 +14,10 @@ from autorl.inference.base import EngineRestart, shape_config
 from autorl.inference.vllm import VLLMBackend, engine_environment, side_files_digest
 from autorl.inference.weights import merged_checkpoint
 
+from .conftest import write_lora
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
-
-
-def _lora(base: Path, target: Path, **extra: object) -> Path:
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(2)
-    model = AutoModelForCausalLM.from_pretrained(str(base))
-    config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False, **extra)
-    get_peft_model(model, config).save_pretrained(str(target))
-    return target
 
 
 def _state(folder: Path) -> dict[str, object]:
@@ -47,7 +38,7 @@ def _equal(a: dict[str, object], b: dict[str, object]) -> bool:
 
 
 def test_a_merged_adapter_is_the_hf_backends_merge_in_the_bases_layout(tiny_model: Path, tmp_path: Path) -> None:
-    adapter = _lora(tiny_model, tmp_path / "adapter")
+    adapter = write_lora(tiny_model, tmp_path / "adapter")
     merged = merged_checkpoint(adapter, tiny_model, tmp_path / "merged")
     assert _equal(_state(merged), _hf_merged(adapter, tiny_model))
     assert not _equal(_state(merged), _state(tiny_model))  # the adapter changed something
@@ -70,7 +61,7 @@ def test_an_adapter_that_replaces_a_tied_module_is_saved_whole_not_in_the_bases_
     tiny_model: Path, tmp_path: Path
 ) -> None:
     # modules_to_save unties lm_head from the embeddings: the base's one-tensor layout cannot hold it
-    adapter = _lora(tiny_model, tmp_path / "adapter", modules_to_save=["lm_head"])
+    adapter = write_lora(tiny_model, tmp_path / "adapter", modules_to_save=["lm_head"])
     with torch.no_grad():
         from safetensors.torch import load_file, save_file
 
@@ -89,7 +80,7 @@ def test_an_adapter_that_replaces_a_tied_module_is_saved_whole_not_in_the_bases_
 def test_an_adapters_own_tokenizer_goes_with_the_merge_and_changes_the_engine_key(
     tiny_model: Path, tmp_path: Path
 ) -> None:
-    adapter = _lora(tiny_model, tmp_path / "adapter")
+    adapter = write_lora(tiny_model, tmp_path / "adapter")
     shutil.copy2(tiny_model / "tokenizer.json", adapter / "tokenizer.json")
     config = json.loads((tiny_model / "tokenizer_config.json").read_text())
     config["model_max_length"] = 77
@@ -101,7 +92,7 @@ def test_an_adapters_own_tokenizer_goes_with_the_merge_and_changes_the_engine_ke
 
 
 def test_a_linked_tokenizer_file_in_an_adapter_is_not_followed(tiny_model: Path, tmp_path: Path) -> None:
-    adapter = _lora(tiny_model, tmp_path / "adapter")
+    adapter = write_lora(tiny_model, tmp_path / "adapter")
     secret = tmp_path / "secret.txt"
     secret.write_text("hidden answers")
     shutil.copy2(tiny_model / "tokenizer.json", adapter / "tokenizer.json")
@@ -114,7 +105,7 @@ def test_the_backend_merges_each_adapter_once_and_keeps_the_base_key(tiny_model:
     be = VLLMBackend({})
     be.scratch_dir = tmp_path / "scratch"
     be.scratch_dir.mkdir()
-    adapter = _lora(tiny_model, tmp_path / "adapter")
+    adapter = write_lora(tiny_model, tmp_path / "adapter")
     assert be.weights(tiny_model, None) == tiny_model
     first = be.weights(adapter, tiny_model)
     assert first.parent == be.scratch_dir
@@ -129,7 +120,7 @@ def test_the_backend_merges_each_adapter_once_and_keeps_the_base_key(tiny_model:
 
 def test_without_a_scratch_folder_merges_go_to_a_temp_folder_removed_on_unload(tiny_model: Path, tmp_path: Path) -> None:
     be = VLLMBackend({})
-    merged = be.weights(_lora(tiny_model, tmp_path / "adapter"), tiny_model)
+    merged = be.weights(write_lora(tiny_model, tmp_path / "adapter"), tiny_model)
     assert merged.is_dir()
     be.unload()
     assert not merged.exists()

@@ -19,7 +19,7 @@ import pytest
 from autorl.grader.config import GraderConfig
 from autorl.grader.jobs import EvalFailed, EvalSlot
 
-from .conftest import echo_answers, write_stub_checkpoint
+from .conftest import echo_answers, write_lora, write_stub_checkpoint
 
 
 def _trained(base: Path, target: Path) -> Path:
@@ -32,19 +32,6 @@ def _trained(base: Path, target: Path) -> Path:
     gen = torch.Generator().manual_seed(1)
     moved = {k: v + 0.05 * torch.randn(v.shape, generator=gen, dtype=v.dtype) for k, v in weights.items()}
     save_file(moved, str(target / "model.safetensors"), metadata={"format": "pt"})
-    return target
-
-
-def _lora(base: Path, target: Path) -> Path:
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(2)
-    model = AutoModelForCausalLM.from_pretrained(str(base))
-    peft = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
-                                            init_lora_weights=False))
-    peft.save_pretrained(str(target))
     return target
 
 
@@ -86,7 +73,7 @@ def test_one_warm_worker_scores_a_sequence_exactly_as_fresh_processes(
     sequence = [
         tiny_model,
         _trained(tiny_model, models / "trained"),
-        _lora(tiny_model, models / "lora"),
+        write_lora(tiny_model, models / "lora"),
         tiny_model,
         _other_shape(tiny_model, models / "wide"),
     ]

@@ -220,10 +220,10 @@ def merged_checkpoint(adapter_dir: Path, base_dir: Path, target: Path) -> Path:
             with safe_open(str(f), framework="pt") as handle:
                 metadata = handle.metadata() or {"format": "pt"}
             save_file(tensors, str(tmp / f.name), metadata=metadata)
+        side = set(side_files(base_dir))  # copied below, in either case
         for entry in sorted(base_dir.iterdir()):
-            if _regular_file(entry) and entry not in layout and not (tmp / entry.name).exists():
+            if _regular_file(entry) and entry not in layout and entry not in side:
                 shutil.copy2(entry, tmp / entry.name)
-        _copy_side_files(base_dir, tmp, generation_config=True)  # the chat-template folder too
     else:
         try:  # what the engine will read: a merge that does not save, or whose config does not load, is refused
             model.save_pretrained(str(tmp), safe_serialization=True)
@@ -234,7 +234,7 @@ def merged_checkpoint(adapter_dir: Path, base_dir: Path, target: Path) -> Path:
                 f"{adapter_dir}: merged into the base, this adapter does not make a loadable checkpoint "
                 f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); submit the merged model"
             ) from None
-        _copy_side_files(base_dir, tmp, generation_config=True)
+    _copy_side_files(base_dir, tmp, generation_config=True)  # byte for byte, the chat-template folder too
     source = tokenizer_dir(adapter_dir, base_dir)
     if source != base_dir:  # the adapter's own tokenizer, whole, as the hf backend reads it; never its
         _drop_tokenizer_files(tmp)  # generation settings (an adapter runs with the base's)
