@@ -63,7 +63,7 @@ def test_autorl_recover_has_nothing_to_do_for_the_run_the_agent_tried_to_make_un
 def test_record_run_records_the_run_whatever_the_agent_left_at_result_json(tmp_path: Path) -> None:
     """What autorl run, autorl recover and a study all record through: the ledger row first-class, the
     workspace copy best effort (the note says why it is missing), twice the same."""
-    from autorl.results import record_run
+    from autorl.ledger import record_run
 
     ws = tmp_path / "ws"
     (ws / "result.json" / "keep").mkdir(parents=True)
@@ -154,9 +154,35 @@ def test_a_recovered_run_records_the_numbers_the_normal_end_records(tmp_path: Pa
     finally:
         proc.kill()  # the orchestrator, as the OOM killer or a lost node would
         proc.communicate()
+    _wait_for_file(home / "gateway", "*/summary.json")  # the gateway's totals, left as its lease broke
     recovered = cli("recover", "--all", "--json", env={"AUTORL_HOME": str(home)}, timeout=300)
     assert recovered.returncode == 0, recovered.stderr[-2000:]
     (done_row,) = [d["row"] for d in json.loads(recovered.stdout)]
     assert done_row["end_reason"].startswith("orchestrator lost")
     for column in ("baseline", "dev_baseline", "best_score", "dev_best", "improvement", "submissions"):
         assert done_row[column] == normal[column], column
+
+    # the two records have the same fields, nested ones too: one builder makes both
+    (live_file,) = (tmp_path / "normal-runs").glob("echo/*/result.json")
+    (lost_file,) = runs.glob("echo/*/result.json")
+    live, lost = json.loads(live_file.read_text()), json.loads(lost_file.read_text())
+    assert _key_paths(lost) == _key_paths(live)
+    assert live["meta"]["orchestrator"]["lost_at"] is None and lost["meta"]["orchestrator"]["lost_at"] is not None
+    assert lost["meta"]["llm_gateway"]["closed"] is True and lost["meta"]["variants"] == []
+
+
+def _wait_for_file(root: Path, pattern: str, timeout: float = 60) -> None:
+    end = time.monotonic() + timeout
+    while not list(root.glob(pattern)) and time.monotonic() < end:
+        time.sleep(0.2)
+
+
+def _key_paths(value: Any, prefix: str = "") -> set[str]:
+    """Every key of a record and of the objects inside it, as dotted paths (lists are values, not fields)."""
+    if not isinstance(value, dict):
+        return set()
+    out = set()
+    for key, inner in value.items():
+        out.add(prefix + key)
+        out |= _key_paths(inner, f"{prefix}{key}.")
+    return out

@@ -14,17 +14,8 @@ from typing import Any
 import pytest
 
 from autorl.errors import ResourceError
-from autorl.ledger import Ledger
-from autorl.results import (
-    CSV_COLUMNS,
-    DEV_COLUMNS,
-    RECORDED_COLUMNS,
-    RunResult,
-    RunRow,
-    ingest_files,
-    record_run,
-    run_row,
-)
+from autorl.ledger import Ledger, ingest_files, record_run
+from autorl.results import CSV_COLUMNS, DEV_COLUMNS, RECORDED_COLUMNS, RunResult, RunRow, run_row
 
 #: the results.csv header before the study columns were added (the reference harness's columns first)
 PREVIOUS_COLUMNS = (

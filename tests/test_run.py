@@ -286,10 +286,10 @@ def test_runs_started_in_the_same_second_get_their_own_run_ids(tmp_path: Path) -
     key, the grader store's name) is claimed in the home, so none is shared."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from autorl.runner import _new_run_id
+    from autorl.runs.place import new_run_id
 
     home = tmp_path / "home"
     with ThreadPoolExecutor(8) as pool:
-        got = list(pool.map(lambda i: _new_run_id(tmp_path / f"runs{i % 2}" / "arith", "copier", home), range(16)))
+        got = list(pool.map(lambda i: new_run_id(tmp_path / f"runs{i % 2}" / "arith", "copier", home), range(16)))
     ids = [run_id for run_id, _ in got]
     assert len(set(ids)) == 16 and all(root.is_dir() for _, root in got)

@@ -251,9 +251,8 @@ def results(
     ingest: list[Path] = typer.Option([], "--ingest", help="Add result.json files from other machines (repeatable)."),
 ) -> None:
     """List recorded runs."""
-    from autorl.ledger import Ledger
+    from autorl.ledger import Ledger, ingest_files, write_csv
     from autorl.resources import autorl_home
-    from autorl.results import ingest_files, write_csv
 
     fmt = "json" if as_json else fmt
     if fmt not in ("table", "csv", "json", "markdown"):

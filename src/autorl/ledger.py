@@ -1,21 +1,29 @@
-"""The results database (SQLite, WAL) and its ``results.csv`` export (the columns: :mod:`autorl.results`).
+"""The results database (SQLite, WAL) and its ``results.csv`` export: the one writer of a run's record (the
+columns and the row: :mod:`autorl.results`).
 
-Each finished run writes ``result.json`` into its run directory; that file is the source of truth and
-the ledger ingests it idempotently (keyed by run id), so runs from many machines can be merged.
+Each finished run writes ``result.json`` into its run directory (:func:`record_run`); that file is the source of
+truth and the ledger ingests it idempotently (keyed by run id), so runs from many machines can be merged
+(:func:`ingest_files`).
 """
 
 from __future__ import annotations
 
+import csv
+import datetime as dt
+import io
 import json
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from autorl.db import open_database, write_transaction
 from autorl.errors import ResourceError
-from autorl.results import RunRow, export_csv, read_result, upgrade_row
+from autorl.jsonio import write_json_atomic
+from autorl.results import CSV_COLUMNS, RunResult, RunRow, upgrade_row
+
+__all__ = ["Ledger", "csv_value", "ingest_files", "read_result", "record_run", "write_csv"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -58,6 +66,9 @@ CREATE TABLE IF NOT EXISTS audit_overrides (
 
 
 class Ledger:
+    """The results database at ``path``: finished runs (their whole records), their audit flags and the human
+    decisions on them, and the runs in flight (started, not recorded yet)."""
+
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
@@ -113,12 +124,6 @@ class Ledger:
                                (row["run_id"], flag["name"], flag["severity"], flag["detail"],
                                 json.dumps(flag["evidence"])))
 
-    def ingest_file(self, path: Path) -> dict[str, Any]:
-        """Ingest one ``result.json`` file (a one-line :class:`ResourceError` when it is not a run's record)."""
-        result = read_result(path)
-        self.ingest(result)
-        return result
-
     def runs(self) -> list[dict[str, Any]]:
         """Every run's full result, oldest first."""
         rows = self._db.execute("SELECT data FROM runs ORDER BY timestamp, run_id").fetchall()
@@ -144,8 +149,6 @@ class Ledger:
         return flags
 
     def override(self, run_id: str, flag: str, reason: str, decided_by: str) -> None:
-        import datetime as dt
-
         if not reason.strip():
             raise ResourceError("an override needs a reason (--reason)")
         if flag not in {f["name"] for f in self.audit(run_id)}:
@@ -173,10 +176,94 @@ class Ledger:
 
     def export_csv(self, path: Path) -> Path:
         """Every run into ``path`` as ``results.csv`` (whole or not at all)."""
-        return export_csv(self, path)
+        buf = io.StringIO()
+        write_csv(self.rows(), buf)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(buf.getvalue())
+        tmp.replace(path)
+        return path
 
 
 def _loaded(data: str) -> dict[str, Any]:
     result: dict[str, Any] = json.loads(data)
     result["row"] = upgrade_row(result["row"], result.get("submissions"))
     return result
+
+
+def csv_value(value: Any) -> Any:
+    """A cell of ``results.csv``: floats to 4 decimals, lists as JSON, None as empty."""
+    if isinstance(value, float):
+        return round(value, 4)
+    if isinstance(value, list | tuple):
+        return json.dumps([round(v, 4) if isinstance(v, float) else v for v in value])
+    return "" if value is None else value
+
+
+def write_csv(rows: Iterable[Mapping[str, Any]], out: IO[str], *, lineterminator: str = "\r\n") -> None:
+    """``rows`` as ``results.csv``: the header, then one line per row in :data:`~autorl.results.CSV_COLUMNS` order."""
+    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator=lineterminator)
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: csv_value(row.get(k)) for k in CSV_COLUMNS})
+
+
+def record_run(result: RunResult | Mapping[str, Any], home: Path, *, ledger: Ledger | None = None) -> None:
+    """Record a run: ``result.json`` in its run directory, its ledger row (replacing an earlier one with the
+    same run id) and ``results.csv`` re-exported; each write whole or not at all. Recording the same result
+    twice leaves the same files.
+
+    Args:
+        result: the run (a :class:`~autorl.results.RunResult`, or a result record as ``result.json`` holds it).
+        home: ``AUTORL_HOME``: the ledger is ``home/autorl.db``, the export ``home/results.csv``.
+        ledger: an open ledger to use instead of opening ``home/autorl.db``.
+    """
+    data = result.to_dict() if isinstance(result, RunResult) else dict(result)
+    run_dir = data.get("run_dir") or data["row"]["workspace"]
+    try:
+        write_json_atomic(Path(run_dir) / "result.json", data)
+    except OSError as exc:
+        # the run directory is the agent's workspace: whatever it left at result.json (a directory, a full
+        # disk) costs that copy only, never the ledger's record of the run
+        meta = dict(data.get("meta") or {})
+        note = f"result.json not written: {type(exc).__name__}: {exc}"[:300]
+        meta["post_run_errors"] = [*[e for e in meta.get("post_run_errors") or [] if e != note], note]
+        data["meta"] = meta
+    _ingest([data], home, ledger)
+
+
+def ingest_files(paths: Iterable[Path], home: Path, *, ledger: Ledger | None = None) -> list[dict[str, Any]]:
+    """Add ``result.json`` files (from this or other machines) to the ledger and re-export ``results.csv``."""
+    results = [read_result(p) for p in paths]
+    if results:
+        _ingest(results, home, ledger)
+    return results
+
+
+def read_result(path: Path) -> dict[str, Any]:
+    """A ``result.json`` file, checked to be a run's record (a one-line :class:`ResourceError` when not)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ResourceError(f"{path} is not a run result: {exc}") from None
+    row = data.get("row") if isinstance(data, dict) else None
+    if not isinstance(row, dict) or not isinstance(data.get("submissions", []), list):
+        raise ResourceError(f"{path} is not a run result: no row and submissions")
+    missing = [k for k in _REQUIRED if k not in row]
+    if missing:
+        raise ResourceError(f"{path} is not a run result: its row has no {', '.join(missing)}")
+    return dict(data)
+
+
+#: the columns a recorded row cannot lack (the ledger's keys)
+_REQUIRED = ("run_id", "timestamp", "task", "agent", "base_model", "success")
+
+
+def _ingest(results: Sequence[Mapping[str, Any]], home: Path, ledger: Ledger | None) -> None:
+    db = Ledger(home / "autorl.db") if ledger is None else ledger
+    try:
+        for data in results:
+            db.ingest(data)
+        db.export_csv(home / "results.csv")
+    finally:
+        if ledger is None:
+            db.close()

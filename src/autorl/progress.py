@@ -1,7 +1,8 @@
-"""Progress people can watch during a run's agent phase: each submission's dev score with its interval, as it
-lands, and the time left. Read from the grader's admin state (never from files the agent writes).
+"""Progress people can watch during a run: its lines (:data:`Say`, to stderr by default), and in the agent's
+phase each submission's dev score with its interval, as it lands, and the time left. Read from the grader's
+admin state (never from files the agent writes).
 
-The runner starts it beside the agent and stops it after::
+The runner starts the printer beside the agent and stops it after::
 
     printer = SubmissionPrinter(grader.admin.state, deadline, say).start()
     try: outcome = run_agent(...)
@@ -11,13 +12,22 @@ The runner starts it beside the agent and stops it after::
 from __future__ import annotations
 
 import contextlib
-import threading
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
+from autorl.ticker import Ticker
+
+#: where a run, a recovery or a study says what it is doing: one line at a time
+Say = Callable[[str], None]
 #: seconds between two reads of the grader's state
 INTERVAL_S = 2.0
+
+
+def to_stderr(message: str) -> None:
+    """The default :data:`Say`: the line on stderr, at once."""
+    print(message, file=sys.stderr, flush=True)
 
 
 def _num(v: Any, fmt: str = "{:.2f}") -> str:
@@ -41,26 +51,22 @@ def describe(sub: dict[str, Any], deadline: float, now: float | None = None) -> 
     return f"submission {sid}: dev {_num(sub.get('score'))}{ci_text}{imp_text}; {left:.0f} s left"
 
 
-class SubmissionPrinter:
+class SubmissionPrinter(Ticker):
     """Polls ``state()`` (the grader's admin state) and says one line per submission once it is scored or failed."""
 
-    def __init__(self, state: Callable[[], dict[str, Any]], deadline: float, say: Callable[[str], None],
+    def __init__(self, state: Callable[[], dict[str, Any]], deadline: float, say: Say,
                  interval: float = INTERVAL_S) -> None:
-        self.state, self.deadline, self.say, self.interval = state, deadline, say, interval
+        super().__init__("autorl-progress", interval)
+        self.state, self.deadline, self.say = state, deadline, say
         self.reported: set[Any] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="autorl-progress", daemon=True)
 
-    def start(self) -> SubmissionPrinter:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=10)
+    def stop(self, timeout: float = 10.0) -> None:
+        super().stop(timeout)
         with contextlib.suppress(Exception):  # a grader already gone leaves nothing to add
             self.poll_once()
+
+    def tick(self) -> list[str]:
+        return self.poll_once()
 
     def poll_once(self) -> list[str]:
         lines = []
@@ -73,8 +79,3 @@ class SubmissionPrinter:
             self.say(line)
             lines.append(line)
         return lines
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            with contextlib.suppress(Exception):  # a slow or restarting grader: try again at the next tick
-                self.poll_once()

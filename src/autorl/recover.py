@@ -1,6 +1,6 @@
-"""``autorl recover``: a run whose orchestrator died (killed, preempted, its node lost) recorded from its grader's
-store, the way the end of a run records it; and the detection of such runs, for ``autorl results``, the
-dashboard, ``autorl doctor`` and a sweep.
+"""``autorl recover``: a run whose orchestrator died (killed, preempted, its node lost) finished from its facts and
+its grader's store by the finish a live run ends with (:mod:`autorl.runs.finish`); and the detection of such
+runs, for ``autorl results``, the dashboard, ``autorl doctor`` and a sweep.
 
 A lost run is one the ledger still lists as live (:meth:`autorl.ledger.Ledger.live`) whose orchestrator is gone
 (:func:`autorl.lease.orchestrator_status`). Recovering it starts a grader on the run's own store (the store queues
@@ -14,21 +14,27 @@ is recorded as lost with what is known.
 from __future__ import annotations
 
 import datetime as dt
-import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from autorl.errors import AutorlError, UsageError
+from autorl.grader import records
+from autorl.grader.config import GraderConfig
+from autorl.grader.process import GraderProcess, grader_log_path
+from autorl.grader.server import free_port
 from autorl.lease import OrchestratorStatus, orchestrator_status
 from autorl.ledger import Ledger
-from autorl.results import RunResult, run_row
+from autorl.progress import Say, to_stderr
+from autorl.registry import get_benchmark
+from autorl.runs.facts import RunFacts
+from autorl.runs.finish import Collected, Ending, collect_from, finish, gateway_totals, orchestrator
 
-__all__ = ["LIVE_GRACE_S", "LOST_REASON", "Recovered", "in_flight", "lost_runs", "recover", "recover_all", "run_status", "state_from_store"]
+__all__ = ["LIVE_GRACE_S", "LOST_REASON", "Recovered", "in_flight", "lost_runs", "recover", "recover_all",
+           "run_status"]
 
-Log = Callable[[str], None]
 #: how every recovered or lost run's ``end_reason`` begins (a sweep tells an infrastructure failure by it)
 LOST_REASON = "orchestrator lost"
 #: how long after its deadline a run without a heartbeat is still taken for live
@@ -85,13 +91,13 @@ def lost_runs(ledger: Ledger, now: float | None = None) -> list[dict[str, Any]]:
 
 
 def recover(run_id: str, *, home: Path, eval_timeout: float = 3600.0, final_test: bool = True, audit: bool = True,
-            audit_budget_s: float = 900.0, log: Log | None = None) -> Recovered:
+            audit_budget_s: float = 900.0, log: Say | None = None) -> Recovered:
     """Record the lost run ``run_id`` from its grader's store (see the module's docstring).
 
     Raises:
         UsageError: no such run, or its orchestrator is still alive.
     """
-    say: Log = log or (lambda m: print(m, file=sys.stderr, flush=True))
+    say = log or to_stderr
     ledger = Ledger(home / "autorl.db")
     try:
         recorded = ledger.run(run_id)
@@ -106,21 +112,29 @@ def recover(run_id: str, *, home: Path, eval_timeout: float = 3600.0, final_test
     if status.alive:
         raise UsageError(f"run {run_id} is still live ({status.detail}): only a run whose orchestrator is gone "
                          "can be recovered")
-    from autorl.registry import get_benchmark
-    from autorl.runner import record
-
-    result = _recovered_result(live, status, home, eval_timeout=eval_timeout, final_test=final_test, say=say)
-    result.run_dir.mkdir(parents=True, exist_ok=True)  # a workspace that is gone still gets its result.json
-    benchmark = get_benchmark(result.row["task"])(dict(result.meta.get("benchmark_options") or {}))
-    # the audit needs the hidden data and the store; a run lost with its store is recorded as it is
-    can_audit = audit and bool(result.meta.get("hidden_dir")) and Path(result.run_dir).is_dir()
-    record(result, benchmark, home, audit=can_audit, audit_budget_s=audit_budget_s, say=say)
+    config = _config(Path(str(live.get("store_dir") or "")))
+    facts = RunFacts.from_live({**_older_facts(live, config), **live})
+    lost_at = status.lost_at or facts.started
+    when = dt.datetime.fromtimestamp(lost_at, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    collected, how = _collect(facts, config, eval_timeout, final_test, say)
+    say(f"run {run_id}: {LOST_REASON} at {when} ({status.detail}); {how}")
+    agent_started = facts.agent_started or facts.started
+    outcome = {"exit_code": None, "timed_out": False, "duration_s": max(0.0, lost_at - agent_started),
+               "reason": LOST_REASON}
+    totals = gateway_totals(facts.gateway_dir)
+    ending = Ending(outcome=outcome, finished=lost_at, gateway=totals,
+                    gateway_error=None if totals else "the gateway gave no totals before its orchestrator was lost",
+                    end_reason=f"{LOST_REASON} at {when}; {how}",
+                    orchestrator=orchestrator(lost_at=status.lost_at, detail=status.detail, recovered_at=time.time(),
+                                              how=how))
+    benchmark = get_benchmark(facts.task)(dict(facts.benchmark_options))
+    result = finish(facts, collected, ending, benchmark, home, audit=audit, audit_budget_s=audit_budget_s, say=say)
     return Recovered(run_id, "recorded", dict(result.row))
 
 
-def recover_all(*, home: Path, log: Log | None = None, **options: Any) -> list[Recovered]:
+def recover_all(*, home: Path, log: Say | None = None, **options: Any) -> list[Recovered]:
     """:func:`recover` every lost run (a run whose recovery fails is reported and the others still go)."""
-    say: Log = log or (lambda m: print(m, file=sys.stderr, flush=True))
+    say = log or to_stderr
     ledger = Ledger(home / "autorl.db")
     try:
         lost = lost_runs(ledger)
@@ -138,98 +152,46 @@ def recover_all(*, home: Path, log: Log | None = None, **options: Any) -> list[R
 
 
 # -- collecting -------------------------------------------------------------------------------------------
-def _recovered_result(live: Mapping[str, Any], status: OrchestratorStatus, home: Path, *, eval_timeout: float,
-                      final_test: bool, say: Log) -> RunResult:
-    run_id = str(live["run_id"])
-    store_dir = Path(str(live.get("store_dir") or ""))
-    lost_at = status.lost_at or float(live.get("started") or time.time())
-    when = dt.datetime.fromtimestamp(lost_at, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    config = _config(store_dir)
-    state: dict[str, Any] = _empty_state(str(live["task"]))
-    test: dict[str, Any] | None = None
-    how = "the grader store is gone"
-    if config is not None and (store_dir / "grader.db").is_file():
-        state = state_from_store(store_dir / "grader.db", str(live["task"]))
-        if state["baseline_score"] is None:
-            how = "killed before its baseline was scored"
-        else:
-            try:
-                state, test = _collect_with_grader(config, store_dir, eval_timeout, final_test, say)
-                how = "recovered from its grader's store"
-            except AutorlError as exc:
-                state = state_from_store(store_dir / "grader.db", str(live["task"]))
-                how = f"recovered from its grader's store without a grader ({exc})"
-    say(f"run {run_id}: {LOST_REASON} at {when} ({status.detail}); {how}")
-    agent_started = float(live.get("agent_started") or live.get("started") or lost_at)
-    outcome = {"exit_code": None, "timed_out": False, "duration_s": max(0.0, lost_at - agent_started),
-               "reason": LOST_REASON}
-    row = run_row(run_id=run_id, started=float(live.get("started") or lost_at), finished=lost_at,
-                  task=str(live["task"]), agent=str(live["agent"]), base_model=str(live["base_model"]),
-                  workspace=str(live.get("workspace") or ""), seed=int(live.get("seed") or 0),
-                  sandbox=live.get("sandbox"), state=state, test=test, outcome=outcome)
-    row.end_reason = f"{LOST_REASON} at {when}; {how}"
-    name = store_dir.name
-    agent_dir = store_dir.with_name(f"{name}.agent")
-    meta: dict[str, Any] = {
-        "backend": config.backend if config else None,
-        "model_path": config.base_model if config else None,
-        "limit": config.limit if config else live.get("limit"),
-        "eval_config": (state.get("baseline") or {}).get("config"),
-        "agent_started": live.get("agent_started"),
-        "deadline": live.get("deadline"),
-        "timeout_s": live.get("timeout_s"),
-        "store_dir": str(store_dir),
-        "hidden_dir": config.hidden_dir if config else "",
-        "benchmark_options": config.benchmark_options if config else {},
-        "refusals": state.get("refusals", []),
-        "harness_hashes": live.get("harness_hashes") or {},
-        "tmp_dir": str(agent_dir / "tmp") if live.get("sandbox") == "bwrap" and (agent_dir / "tmp").is_dir() else None,
-        "watch_dir": str(agent_dir / "watch"),
-        "orchestrator": {"lost_at": status.lost_at, "detail": status.detail, "recovered_at": time.time(),
-                         "how": how},
-    }
-    run_dir = Path(str(live.get("workspace") or home / "runs" / str(live["task"]) / run_id))
-    return RunResult(run_id, row.record(), state["submissions"], state.get("baseline"), test, outcome, run_dir, meta)
+def _collect(facts: RunFacts, config: GraderConfig | None, eval_timeout: float, final_test: bool,
+             say: Say) -> tuple[Collected, str]:
+    """What the grader's store holds, collected by a grader started on it as the end of a run collects, and
+    how (in words)."""
+    store_dir = Path(facts.store_dir)
+    if config is None or not (store_dir / "grader.db").is_file():
+        nothing = records.state(task=facts.task, baseline=None, baseline_error=None, submissions=[], tests=[],
+                                counts={}, refusals=[], closed=True)
+        return Collected(nothing, None), "the grader store is gone"
+    state = records.state_from_store(store_dir / "grader.db", facts.task)
+    if state["baseline_score"] is None:
+        return Collected(state, None), "killed before its baseline was scored"
+    grader = GraderProcess(config, store_dir / "config.json", free_port(), grader_log_path(store_dir))
+    try:
+        grader.wait_ready()
+        return collect_from(grader, store_dir, facts.task, eval_timeout, final_test, say), \
+            "recovered from its grader's store"
+    except AutorlError as exc:
+        return (Collected(records.state_from_store(store_dir / "grader.db", facts.task), None),
+                f"recovered from its grader's store without a grader ({exc})")
+    finally:
+        grader.stop()
 
 
-def _config(store_dir: Path) -> Any:
-    from autorl.grader.config import GraderConfig
-
+def _config(store_dir: Path) -> GraderConfig | None:
     try:
         return GraderConfig.load(store_dir / "config.json")
     except (OSError, ValueError, TypeError, AutorlError):
         return None
 
 
-def _empty_state(task: str) -> dict[str, Any]:
-    return {"task": task, "baseline": None, "baseline_score": None, "submissions": [], "best": None, "test": [],
-            "counts": {}, "refusals": [], "closed": True}
-
-
-def state_from_store(db: Path, task: str) -> dict[str, Any]:
-    """The grader's ``state()`` read from its store file alone (read-only: nothing is evaluated or written)."""
-    from autorl.grader import records
-    from autorl.grader.store import Store
-
-    store = Store.read_only(db)
-    try:
-        return records.state(task=task, baseline=store.baseline("dev"), baseline_error=None,
-                             submissions=store.all(), tests=store.test_scores(), counts=store.counts(),
-                             refusals=store.refusals(), closed=bool(store.get_meta("closed", False)))
-    finally:
-        store.close()
-
-
-def _collect_with_grader(config: Any, store_dir: Path, eval_timeout: float, final_test: bool,
-                         say: Log) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """A grader on the run's store, collected as the end of a run collects (:func:`autorl.runner.collect`)."""
-    from autorl.grader.process import GraderProcess, grader_log_path
-    from autorl.grader.server import free_port
-    from autorl.runner import collect
-
-    grader = GraderProcess(config, store_dir / "config.json", free_port(), grader_log_path(store_dir))
-    try:
-        grader.wait_ready()
-        return collect(grader.admin, eval_timeout, final_test, say)
-    finally:
-        grader.stop()
+def _older_facts(live: Mapping[str, Any], config: GraderConfig | None) -> dict[str, Any]:
+    """The facts a ledger row written by an older version lacks, from the grader's configuration and the
+    folders beside its store (a row of today's holds them all, and wins)."""
+    store_dir = Path(str(live.get("store_dir") or ""))
+    agent_dir = store_dir.with_name(f"{store_dir.name}.agent")
+    tmp = agent_dir / "tmp"
+    found: dict[str, Any] = {"watch_dir": str(agent_dir / "watch"),
+                             "tmp_dir": str(tmp) if live.get("sandbox") == "bwrap" and tmp.is_dir() else None}
+    if config is not None:
+        found.update(backend=config.backend, model_path=config.base_model, hidden_dir=config.hidden_dir,
+                     benchmark_options=config.benchmark_options, limit=config.limit)
+    return found

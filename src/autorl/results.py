@@ -1,29 +1,18 @@
 """The result of a run, defined once: its row (every ledger / ``results.csv`` column), how the row is made from
-the grader's state, and :func:`record_run`, which writes ``result.json``, ingests it and exports ``results.csv``.
+the grader's state, and the run's whole record (:class:`RunResult`, what ``result.json`` holds). Pure data and its
+derivations: writing a record is the ledger's (:func:`autorl.ledger.record_run`).
 
 The row's figures come from the grader's own records (its ``best``, each submission's ``improvement`` and
 interval, the test evaluation's comparison); nothing here recomputes a score.
-
-About 360 lines, over the usual size on purpose: the row's 34 columns, the run's record, its upgrade from older
-formats and its one writer are one idea, and splitting them would spread the columns over modules again.
 """
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import io
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
-
-from autorl.errors import ResourceError
-from autorl.jsonio import write_json_atomic
-
-if TYPE_CHECKING:
-    from autorl.ledger import Ledger
+from typing import Any
 
 __all__ = [
     "CSV_COLUMNS",
@@ -31,16 +20,10 @@ __all__ = [
     "RECORDED_COLUMNS",
     "RunResult",
     "RunRow",
-    "csv_value",
     "dev_figures",
     "end_reason",
-    "export_csv",
-    "ingest_files",
-    "read_result",
-    "record_run",
     "run_row",
     "upgrade_row",
-    "write_csv",
 ]
 
 
@@ -128,36 +111,11 @@ class RunResult:
     meta: dict[str, Any] = field(default_factory=dict)
     audit: list[dict[str, Any]] = field(default_factory=list)
 
-    @property
-    def success(self) -> bool:
-        return bool(self.row["success"])
-
-    @property
-    def baseline_score(self) -> float | None:
-        return _float(self.row["baseline"])
-
-    @property
-    def best_score(self) -> float | None:
-        return _float(self.row["best_score"])
-
-    @property
-    def improvement(self) -> float | None:
-        return _float(self.row["improvement"])
-
-    @property
-    def improvement_ci95(self) -> list[float] | None:
-        ci = self.row["improvement_ci95"]
-        return None if ci is None else [float(x) for x in ci]
-
     def to_dict(self) -> dict[str, Any]:
         """The run as ``result.json`` holds it."""
         d = asdict(self)
         d["run_dir"] = str(self.run_dir)
         return d
-
-
-def _float(value: Any) -> float | None:
-    return None if value is None else float(value)
 
 
 def _scored(submissions: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -276,95 +234,3 @@ def upgrade_row(row: dict[str, Any], submissions: Sequence[Mapping[str, Any]] | 
     out.setdefault("sandbox", None)
     out.setdefault("llm_usage_source", "agent-reported" if row.get("llm_tokens") is not None else None)
     return out
-
-
-def csv_value(value: Any) -> Any:
-    """A cell of ``results.csv``: floats to 4 decimals, lists as JSON, None as empty."""
-    if isinstance(value, float):
-        return round(value, 4)
-    if isinstance(value, list | tuple):
-        return json.dumps([round(v, 4) if isinstance(v, float) else v for v in value])
-    return "" if value is None else value
-
-
-def write_csv(rows: Iterable[Mapping[str, Any]], out: IO[str], *, lineterminator: str = "\r\n") -> None:
-    """``rows`` as ``results.csv``: the header, then one line per row in :data:`CSV_COLUMNS` order."""
-    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator=lineterminator)
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: csv_value(row.get(k)) for k in CSV_COLUMNS})
-
-
-def export_csv(ledger: Ledger, path: Path) -> Path:
-    """Every run of ``ledger`` into ``path`` (whole or not at all)."""
-    buf = io.StringIO()
-    write_csv(ledger.rows(), buf)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(buf.getvalue())
-    tmp.replace(path)
-    return path
-
-
-def record_run(result: RunResult | Mapping[str, Any], home: Path, *, ledger: Ledger | None = None) -> None:
-    """Record a run: ``result.json`` in its run directory, its ledger row (replacing an earlier one with the
-    same run id) and ``results.csv`` re-exported; each write whole or not at all. Recording the same result
-    twice leaves the same files.
-
-    Args:
-        result: the run (a :class:`RunResult`, or a result record as ``result.json`` holds it).
-        home: ``AUTORL_HOME``: the ledger is ``home/autorl.db``, the export ``home/results.csv``.
-        ledger: an open ledger to use instead of opening ``home/autorl.db``.
-    """
-    data = result.to_dict() if isinstance(result, RunResult) else dict(result)
-    run_dir = data.get("run_dir") or data["row"]["workspace"]
-    try:
-        write_json_atomic(Path(run_dir) / "result.json", data)
-    except OSError as exc:
-        # the run directory is the agent's workspace: whatever it left at result.json (a directory, a full
-        # disk) costs that copy only, never the ledger's record of the run
-        meta = dict(data.get("meta") or {})
-        note = f"result.json not written: {type(exc).__name__}: {exc}"[:300]
-        meta["post_run_errors"] = [*[e for e in meta.get("post_run_errors") or [] if e != note], note]
-        data["meta"] = meta
-    _ingest([data], home, ledger)
-
-
-def ingest_files(paths: Iterable[Path], home: Path, *, ledger: Ledger | None = None) -> list[dict[str, Any]]:
-    """Add ``result.json`` files (from this or other machines) to the ledger and re-export ``results.csv``."""
-    results = [read_result(p) for p in paths]
-    if results:
-        _ingest(results, home, ledger)
-    return results
-
-
-def read_result(path: Path) -> dict[str, Any]:
-    """A ``result.json`` file, checked to be a run's record (a one-line :class:`ResourceError` when not)."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise ResourceError(f"{path} is not a run result: {exc}") from None
-    row = data.get("row") if isinstance(data, dict) else None
-    if not isinstance(row, dict) or not isinstance(data.get("submissions", []), list):
-        raise ResourceError(f"{path} is not a run result: no row and submissions")
-    missing = [k for k in _REQUIRED if k not in row]
-    if missing:
-        raise ResourceError(f"{path} is not a run result: its row has no {', '.join(missing)}")
-    return dict(data)
-
-
-#: the columns a recorded row cannot lack (the ledger's keys)
-_REQUIRED = ("run_id", "timestamp", "task", "agent", "base_model", "success")
-
-
-def _ingest(results: Sequence[Mapping[str, Any]], home: Path, ledger: Ledger | None) -> None:
-    from autorl.ledger import Ledger
-
-    own = ledger is None
-    db = Ledger(home / "autorl.db") if ledger is None else ledger
-    try:
-        for data in results:
-            db.ingest(data)
-        export_csv(db, home / "results.csv")
-    finally:
-        if own:
-            db.close()

@@ -9,17 +9,16 @@ copied file, the bytes copied in all and the entries in the listing.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from autorl import untrusted
+from autorl.ticker import Ticker
 
 #: seconds between two listings (``AUTORL_WATCH_INTERVAL_S`` overrides it)
 INTERVAL_S = 10.0
@@ -39,36 +38,26 @@ def interval_from_env() -> float:
     return value if value > 0 else INTERVAL_S
 
 
-class Watcher:
+class Watcher(Ticker):
     """Lists ``sources`` ((label, root) pairs) every ``interval`` seconds into ``out_dir`` until stopped."""
 
     def __init__(self, sources: Sequence[tuple[str, Path]], out_dir: Path, interval: float = INTERVAL_S) -> None:
+        super().__init__("autorl-watch", interval)
         self.sources = list(sources)
         self.out_dir = out_dir
-        self.interval = interval
         self.passes = 0
         self.entries = 0
         self.copied_bytes = 0
         self._seen: dict[str, tuple[int, int]] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="autorl-watch", daemon=True)
         (out_dir / "blobs").mkdir(parents=True, exist_ok=True, mode=0o700)
         self._listing = (out_dir / LISTING).open("a", encoding="utf-8")
 
-    def start(self) -> Watcher:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=60)
+    def stop(self, timeout: float = 60.0) -> None:
+        super().stop(timeout)
         self._listing.close()
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            with contextlib.suppress(Exception):  # a listing that fails is retried at the next pass
-                self.scan_once()
+    def tick(self) -> None:
+        self.scan_once()
 
     def scan_once(self) -> None:
         self.passes += 1
@@ -77,7 +66,7 @@ class Watcher:
             if not root.is_dir():
                 continue
             for rel, st in untrusted.walk_files(root, max_files=MAX_FILES_PER_PASS):
-                if self._stop.is_set() or self.entries >= MAX_ENTRIES:
+                if self.stopping or self.entries >= MAX_ENTRIES:
                     return
                 where = label + rel
                 state = (st.st_size, st.st_mtime_ns)

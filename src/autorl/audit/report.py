@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 def reaudit(result: dict[str, Any], *, benchmark: Benchmark, home: Path, ledger: Ledger | None = None,
             variants: Sequence[Path] = ()) -> None:
     """Audit a recorded run again (``autorl audit RUN_ID``) and record it with its new flags: ``result.json``,
-    the ledger and ``results.csv``, through :func:`autorl.results.record_run`."""
-    from autorl.results import record_run
+    the ledger and ``results.csv``, through :func:`autorl.ledger.record_run`."""
+    from autorl.ledger import record_run
 
     result["audit"] = [f.to_dict() for f in audit_run(result, benchmark=benchmark, variants=variants)]
     record_run(result, home, ledger=ledger)

@@ -342,6 +342,9 @@ def create_app(config: GatewayConfig, upstreams: dict[str, Upstream] | None = No
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
+        if not gateway.closed:  # stopped before its run closed it (its orchestrator lost): the totals stay
+            with contextlib.suppress(OSError):
+                gateway.close()
         await gateway.client.aclose()
         gateway.log.close()
 

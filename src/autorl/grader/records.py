@@ -1,4 +1,5 @@
-"""The records the grader shows, as pure functions of what its store holds: nothing here reads or writes a store.
+"""The records the grader shows, as pure functions of what its store holds (nothing here writes a store; only
+:func:`state_from_store` reads one).
 
 The agent sees :func:`public` records (dev split only, never item-level results) with the run's :func:`best`;
 the orchestrator collects :func:`state`, whose test-split figures are :func:`public_test` records. The paired
@@ -9,10 +10,11 @@ record is read.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from autorl.evaluation.stats import paired_compare
-from autorl.grader.store import DONE
+from autorl.grader.store import DONE, Store
 
 #: evaluator bookkeeping kept out of the ``extra`` figures a record shows
 _PRIVATE_EXTRA = ("ci_method", "single_split")
@@ -145,3 +147,15 @@ def state(*, task: str, baseline: Mapping[str, Any] | None, baseline_error: str 
         "refusals": [dict(r) for r in refusals],
         "closed": closed,
     }
+
+
+def state_from_store(db: Path, task: str) -> dict[str, Any]:
+    """The grader's :func:`state` read from its store file alone (opened read-only: nothing is evaluated or
+    written), for a run whose grader is gone."""
+    store = Store.read_only(db)
+    try:
+        return state(task=task, baseline=store.baseline("dev"), baseline_error=None, submissions=store.all(),
+                     tests=store.test_scores(), counts=store.counts(), refusals=store.refusals(),
+                     closed=bool(store.get_meta("closed", False)))
+    finally:
+        store.close()

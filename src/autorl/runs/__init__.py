@@ -1,0 +1,13 @@
+"""The run wing: the steps of a run, each in its own module, and the one *finish* that a live run and a
+recovered one share, so that both leave the same record.
+
+    plan      resolve names (benchmark, agent, backend, GPUs, sandbox) and acquire the model and the data
+    place     the run's id, its workspace and its private folders
+    services  the grader and the LLM gateway, each in its own process; the baseline
+    agent     the agent's process (sandboxed where chosen) until it exits or its deadline
+    facts     what a run is, fixed before its agent starts (kept in the ledger's live row)
+    finish    collect from the grader, test the best, build the record, record it, audit it
+
+:func:`autorl.runner.run` runs the steps in order; :func:`autorl.recover.recover` finishes a run whose orchestrator
+died from its facts and its grader's store. Nothing here imports the runner or the recovery.
+"""

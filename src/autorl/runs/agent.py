@@ -1,0 +1,130 @@
+"""Step 6 of a run: the agent in its own process group (under bubblewrap where chosen) until it exits or its
+deadline passes, its files watched and each submission's dev score printed as it lands."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from autorl.agents.base import AgentContext
+from autorl.agents.process import agent_environment, run_agent
+from autorl.errors import AutorlError
+from autorl.lease import guarded
+from autorl.progress import SubmissionPrinter
+from autorl.watch import Watcher, interval_from_env
+
+if TYPE_CHECKING:
+    from autorl.progress import Say
+    from autorl.runs.place import Place
+    from autorl.runs.plan import Assets, Plan
+    from autorl.runs.services import Services
+    from autorl.sandbox import SandboxChoice
+
+__all__ = ["AgentRun", "run_the_agent"]
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    """How the agent's process ended (:class:`~autorl.agents.process.AgentOutcome` as a dict), and what the
+    watcher of its files saw."""
+
+    outcome: dict[str, Any]
+    watch: dict[str, int]
+
+
+def _context(plan: Plan, assets: Assets, place: Place, services: Services, deadline: float, seed: int) -> AgentContext:
+    """The agent's run context; :class:`AgentContext` builds the environment contract from it."""
+    model = assets.model
+    ws = place.workspace
+    return AgentContext(
+        task=plan.task, base_model=model.name, workspace=place.root, model_path=ws.model(model.name),
+        data_path=ws.data, output_dir=ws.output, grader_url=place.url, token=services.config.agent_token,
+        deadline=deadline, run_dir=place.root,
+        env={"AUTORL_SEED": str(seed), "AUTORL_PYTHON": sys.executable, **plan.gpus.agent_env()},
+    )
+
+
+def run_the_agent(plan: Plan, assets: Assets, place: Place, services: Services, stack: contextlib.ExitStack,
+                  home: Path, deadline: float, seed: int, grace_s: float, say: Say) -> AgentRun:
+    """The agent in its process group (sandboxed where chosen) until it exits or the deadline passes."""
+    from autorl.gateway.upstreams import scrub
+
+    ctx = _context(plan, assets, place, services, deadline, seed)
+    gateway = services.gateway
+    # the agent reaches models only through the gateway: no upstream key, the run's token instead
+    env = scrub(agent_environment(ctx.env, plan.agent.environment(ctx)), gateway.url, gateway.config.token)
+    argv = plan.agent.command(ctx)
+    bwrap = plan.sandbox.mode == "bwrap"
+    if bwrap:
+        argv = _sandboxed(argv, plan, assets, place, stack, home=home, env=env,
+                          relay_ports=[int(gateway.url.rsplit(":", 1)[1])])
+    argv = guarded(argv)  # the agent (and its sandbox) ends with this process, however this process ends
+    log_path = place.workspace.agent_log
+    say(f"agent {plan.agent_name} started ({_describe(plan.sandbox)}); log {log_path}")
+    sources = [("", place.root)] + ([("/tmp/", place.tmp_dir)] if bwrap else [])
+    watcher = Watcher(sources, place.watch_dir, interval_from_env()).start()
+    # each submission's dev score as it lands, read from the grader (whichever process serves it now)
+    printer = SubmissionPrinter(lambda: services.grader.admin.state(), deadline, say).start()
+    try:
+        outcome = run_agent(argv, cwd=place.root, env=env, log_path=log_path, deadline=deadline, grace_s=grace_s)
+    finally:
+        printer.stop()
+        watcher.stop()
+    say(f"agent {outcome.reason} after {outcome.duration_s:.0f} s; finishing evaluations in flight")
+    gateway.close()  # the agent is done: no more model calls
+    return AgentRun(asdict(outcome), {"passes": watcher.passes, "entries": watcher.entries,
+                                      "copied_bytes": watcher.copied_bytes})
+
+
+def _describe(choice: SandboxChoice) -> str:
+    if choice.mode == "none":
+        return "no sandbox"
+    return f"bwrap sandbox, network {choice.network}"
+
+
+def _sandboxed(argv: list[str], plan: Plan, assets: Assets, place: Place, stack: contextlib.ExitStack, *,
+               home: Path, env: Mapping[str, str], relay_ports: list[int]) -> list[str]:
+    """The agent's command under bubblewrap: evaluation data, storage, caches and secrets absent."""
+    from autorl.sandbox import (
+        SOCKET_NAME,
+        SandboxSpec,
+        bwrap_argv,
+        extra_hidden,
+        extra_read_only,
+        hf_cache_dirs,
+        model_bind_paths,
+    )
+    from autorl.sandbox.relay import UnixToTcp, socket_name_for
+
+    model, data, choice = assets.model.path, assets.data, plan.sandbox
+    if choice.executable is None:  # autorl.sandbox.choose names bwrap's path whenever it picks bwrap
+        raise AutorlError("the bwrap sandbox was chosen without its executable")
+    spec = SandboxSpec(
+        workspace=place.root,
+        read_only=[model, *model_bind_paths(model), Path(data.train_dir), *plan.agent.sandbox_paths(),
+                   *extra_read_only()],
+        hidden=[home, place.runs_root, *hf_cache_dirs(), Path.home(), *extra_hidden()],
+        always_hidden=[place.store_dir, Path(data.hidden_dir), home / "baselines", home / "autorl.db",
+                       *plan.benchmark.hidden_paths()],
+        network=choice.network == "on",
+        grader_port=place.port,
+        gpus=plan.gpus.agent_has_gpus,
+        tmp_dir=place.tmp_dir,
+        slirp=choice.slirp,
+        relay_ports=list(relay_ports),
+    )
+    if not spec.network:
+        sock_dir = Path(tempfile.mkdtemp(prefix="autorl-grader-"))
+        stack.callback(shutil.rmtree, sock_dir, True)
+        for port, name in [(place.port, SOCKET_NAME), *((p, socket_name_for(p)) for p in spec.relay_ports)]:
+            relay = UnixToTcp(sock_dir / name, port)
+            relay.start()
+            stack.callback(relay.stop)
+        spec.socket_dir = sock_dir
+    return bwrap_argv(spec, argv, executable=choice.executable, environ_path=env.get("PATH", ""))

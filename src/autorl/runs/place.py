@@ -1,0 +1,84 @@
+"""Step 3 of a run: its id and the places it lives in: ``<runs>/<task>/<run_id>_<agent>/`` (the workspace, built
+by :func:`autorl.workspace.build_workspace`), the grader's store and the agent's private folders beside it, out
+of the agent's reach, and the grader's port."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from autorl.audit import harness_hashes
+from autorl.errors import AutorlError
+from autorl.grader.server import free_port
+from autorl.resources import private_dir
+from autorl.workspace import Workspace, build_workspace
+
+if TYPE_CHECKING:
+    from autorl.progress import Say
+    from autorl.runs.plan import Assets, Plan
+
+__all__ = ["Place", "make_place", "new_run_id"]
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where the run lives: its workspace, the grader's store and the agent's private folders, the port."""
+
+    run_id: str
+    root: Path
+    workspace: Workspace
+    runs_root: Path
+    store_dir: Path
+    tmp_dir: Path
+    watch_dir: Path
+    gateway_dir: Path
+    port: int
+    harness: dict[str, str]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def make_place(plan: Plan, assets: Assets, home: Path, runs_dir: Path | str | None, port: int | None,
+               timeout: float, say: Say) -> Place:
+    """``<runs>/<task>/<run_id>_<agent>/`` built, the grader's store and the agent's folders made private."""
+    model, data = assets.model, assets.data
+    runs_root = Path(runs_dir).expanduser() if runs_dir else home / "runs"
+    run_id, root = new_run_id(runs_root / plan.task, plan.agent_name, home)
+    name = f"{plan.task}_{run_id}_{plan.agent_name}"
+    store_dir = private_dir(home / "grader" / name)
+    # the agent's /tmp and the record of the files it had, beside the grader's store: outside the workspace,
+    # out of the agent's reach, and readable by the audit after the run
+    agent_dir = private_dir(home / "grader" / f"{name}.agent")
+    port = port or free_port()
+    ws = build_workspace(root, benchmark=plan.benchmark, model=model, train_dir=data.train_dir, timeout_s=timeout,
+                         grader_url=f"http://127.0.0.1:{port}")
+    say(f"run {run_id}: {plan.agent_name} on {plan.task} from {model.spec} ({timeout:.0f} s); workspace {root}")
+    return Place(run_id=run_id, root=root, workspace=ws, runs_root=runs_root, store_dir=store_dir,
+                 tmp_dir=private_dir(agent_dir / "tmp"), watch_dir=private_dir(agent_dir / "watch"),
+                 gateway_dir=home / "gateway" / name, port=port, harness=harness_hashes(root, plan.benchmark))
+
+
+def new_run_id(parent: Path, agent: str, home: Path) -> tuple[str, Path]:
+    """A run id unique in this home (the ledger's key, the grader store's name) and a workspace directory,
+    both claimed atomically: runs started in the same second (a study's slots) each get their own."""
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    claims = private_dir(home / "grader" / ".run-ids")
+    for k in range(1000):
+        run_id = stamp if k == 0 else f"{stamp}-{k}"
+        root = parent / f"{run_id}_{agent}"
+        if root.exists():
+            continue
+        try:
+            (claims / run_id).mkdir()
+        except FileExistsError:
+            continue
+        try:
+            root.mkdir(parents=True)
+        except FileExistsError:
+            continue
+        return run_id, root
+    raise AutorlError(f"cannot find a free run directory under {parent}")

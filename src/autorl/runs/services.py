@@ -1,0 +1,86 @@
+"""Steps 4 and 5 of a run: the grader on the run's port with its own tokens and the LLM gateway on a free one,
+each in its own process; then the baseline, scored by the grader exactly as submissions will be."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from autorl.errors import UsageError
+from autorl.grader.config import GraderConfig
+from autorl.grader.process import GraderProcess, grader_log_path
+from autorl.grader.server import free_port
+from autorl.resources import private_dir
+
+if TYPE_CHECKING:
+    from autorl.progress import Say
+    from autorl.runs.place import Place
+    from autorl.runs.plan import Assets, Plan
+
+__all__ = ["Services", "baseline", "start_services"]
+
+
+@dataclass(frozen=True)
+class Services:
+    """The run's grader and LLM gateway, each in its own process."""
+
+    config: GraderConfig
+    grader: GraderProcess
+    gateway: Any  # autorl.gateway.GatewayProcess (imported lazily)
+
+    def stop(self) -> None:
+        self.gateway.stop()
+        self.grader.stop()
+
+
+def start_services(plan: Plan, assets: Assets, place: Place, home: Path, eval_timeout: float, limit: int | None,
+                   llm_budget_usd: float | None, llm_budget_tokens: int | None,
+                   llm_prices: Path | str | None) -> Services:
+    """The grader on the run's port with its own tokens, and the LLM gateway on a free one."""
+    config = GraderConfig.for_run(task=plan.task, workspace=place.root, output_dir=place.workspace.output,
+                                  store_dir=place.store_dir, data=assets.data, base=assets.model, backend=plan.backend,
+                                  home=home, backend_options=plan.backend_options,
+                                  benchmark_options=plan.benchmark_options, eval_timeout=eval_timeout,
+                                  workers=plan.gpus.grader_workers(), limit=limit)
+    grader = GraderProcess(config, place.store_dir / "config.json", place.port, grader_log_path(place.store_dir))
+    try:
+        gateway = _start_gateway(place.gateway_dir, llm_budget_usd, llm_budget_tokens, llm_prices)
+    except BaseException:
+        grader.stop()
+        raise
+    return Services(config, grader, gateway)
+
+
+def _start_gateway(folder: Path, budget_usd: float | None, budget_tokens: int | None,
+                   prices: Path | str | None) -> Any:
+    """The run's LLM gateway, in its own process, on a free port of 127.0.0.1 (see :mod:`autorl.gateway`)."""
+    from autorl.gateway import GatewayProcess, load_prices, new_config, upstreams_from_env
+
+    if budget_usd is not None and not 0 < budget_usd < float("inf"):
+        raise UsageError("--llm-budget-usd must be a positive number of US dollars")
+    if budget_tokens is not None and budget_tokens <= 0:
+        raise UsageError("--llm-budget-tokens must be a positive number of tokens")
+    prices = prices or os.environ.get("AUTORL_LLM_PRICES") or None
+    load_prices(prices)  # a bad table stops the run here, in one line
+    upstreams_from_env()  # and so does a bad upstreams file
+    folder = private_dir(folder)
+    config = new_config(folder, budget_usd=budget_usd, budget_tokens=budget_tokens,
+                        prices_path=str(Path(prices).expanduser().resolve()) if prices else None,
+                        timeout_s=float(os.environ.get("AUTORL_LLM_TIMEOUT_S", "600")))
+    return GatewayProcess(config, folder / "config.json", free_port(), folder / "gateway.log")
+
+
+def baseline(services: Services, eval_timeout: float, timeout: float, say: Say) -> float:
+    """The base model scored by the grader exactly as submissions will be; returns the agent's deadline."""
+    services.grader.wait_ready()
+    services.gateway.wait_ready()
+    grader = services.grader
+    say(f"grader at {grader.url}; evaluating the baseline")
+    base = grader.surviving(lambda: grader.admin.baseline(timeout=eval_timeout))
+    say(f"baseline: {base['score']:.2f} (n={base['n']}, 95% CI {base['ci95'][0]:.2f}-{base['ci95'][1]:.2f})")
+    deadline = time.time() + timeout
+    grader.surviving(lambda: grader.admin.set_deadline(deadline))
+    return deadline
