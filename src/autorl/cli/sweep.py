@@ -2,40 +2,22 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import typer
 
+from autorl.cli.options import parse_pairs
+from autorl.cli.output import console, fmt, markdown, print_json, table
 from autorl.errors import UsageError
 
 sweep_app = typer.Typer(help="Studies: agents x tasks x models x seeds, resumable, reported with uncertainty.",
                         no_args_is_help=True)
 
 
-def _console() -> Any:
-    """A console as wide as the terminal, or wide enough for a pipe (rich would cut a table to 80 columns)."""
-    from rich.console import Console
-
-    return Console() if sys.stdout.isatty() else Console(width=200)
-
-
-def _print_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, default=str))
-
-
 def _executor_options(pairs: list[str], slots: int | None, gpus: str | None) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise UsageError(f"--option takes KEY=VALUE, got {pair!r}")
-        try:
-            options[name] = json.loads(value)
-        except ValueError:
-            options[name] = value
+    options = parse_pairs(pairs, "--option")
     if slots is not None:
         options["slots"] = slots
     if gpus is not None:
@@ -64,9 +46,9 @@ def run_cmd(
         from autorl.sweep.table import cell_rows, render
 
         if as_json:
-            _print_json([{**r, "options": c.options} for r, c in zip(cell_rows(study), study.cells, strict=True)])
+            print_json([{**r, "options": c.options} for r, c in zip(cell_rows(study), study.cells, strict=True)])
         else:
-            _console().print(render(study, f"sweep {study.name} (dry run: {len(study.cells)} cells, {study.dir.root})"))
+            console().print(render(study, f"sweep {study.name} (dry run: {len(study.cells)} cells, {study.dir.root})"))
         return
     live, on_update = _live_display(as_json)
     try:
@@ -76,7 +58,7 @@ def run_cmd(
         if live is not None:
             live.stop()
     if as_json:
-        _print_json(report)
+        print_json(report)
     else:
         _print_report(report, "table")
 
@@ -128,10 +110,10 @@ def status_cmd(
     study = open_study(sweep_dir)
     _reattach(study)
     if as_json:
-        _print_json(cell_rows(study))
+        print_json(cell_rows(study))
         return
     if not watch:
-        _console().print(render(study))
+        console().print(render(study))
         return
     from rich.live import Live
 
@@ -162,16 +144,6 @@ def _reattach(study: Any) -> None:
             attempt.outcome = {"kind": "infra", "reason": f"{gone} (not recorded yet: run `sweep run` again)"}
 
 
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.2f}"
-    if isinstance(v, list | tuple):
-        return "[" + ", ".join(_fmt(x) for x in v) + "]"
-    return str(v)
-
-
 REPORT_COLUMNS = ("task", "model", "agent", "config", "runs", "failed", "success rate", "mean improvement",
                   "95% CI (over runs)", "per-run improvements [95% CI]")
 
@@ -179,21 +151,18 @@ REPORT_COLUMNS = ("task", "model", "agent", "config", "runs", "failed", "success
 def _report_cells(report: dict[str, Any]) -> list[list[str]]:
     out = []
     for c in report["cells"]:
-        per_run = "; ".join(f"s{r['seed']}: {_fmt(r['improvement'])} {_fmt(r['improvement_ci95'])}"
+        per_run = "; ".join(f"s{r['seed']}: {fmt(r['improvement'])} {fmt(r['improvement_ci95'])}"
                             + (f" ({r['end_reason']})" if not r["success"] else "") for r in c["per_run"])
         out.append([c["task"], c["base_model"], c["agent"], c["config_hash"], str(c["runs"]), str(c["failures"]),
-                    f"{c['success_rate']:.0%}", _fmt(c["mean"]), _fmt(c["ci95"]), per_run])
+                    f"{c['success_rate']:.0%}", fmt(c["mean"]), fmt(c["ci95"]), per_run])
     return out
 
 
-def _print_report(report: dict[str, Any], fmt: str) -> None:
+def _print_report(report: dict[str, Any], form: str) -> None:
     rows = _report_cells(report)
-    if fmt == "markdown":
-        typer.echo("| " + " | ".join(REPORT_COLUMNS) + " |")
-        typer.echo("|" + "|".join(" --- " for _ in REPORT_COLUMNS) + "|")
-        for r in rows:
-            typer.echo("| " + " | ".join(x.replace("|", "\\|") for x in r) + " |")
-    elif fmt == "csv":
+    if form == "markdown":
+        markdown(REPORT_COLUMNS, rows)
+    elif form == "csv":
         import csv
 
         writer = csv.writer(sys.stdout, lineterminator="\n")
@@ -201,18 +170,11 @@ def _print_report(report: dict[str, Any], fmt: str) -> None:
         writer.writerows(rows)
         return
     else:
-        from rich.table import Table
-
-        table = Table(title=f"sweep {report.get('sweep', '')}: held-out test improvement (points) over seeds",
-                      caption=report["failure_rule"])
-        for c in REPORT_COLUMNS:
-            table.add_column(c)
-        for r in rows:
-            table.add_row(*r)
-        _console().print(table)
+        table(f"sweep {report.get('sweep', '')}: held-out test improvement (points) over seeds", REPORT_COLUMNS,
+              rows, caption=report["failure_rule"], out=console())
     for d in report["comparisons"]:
         typer.echo(f"{d['agent_a']} - {d['agent_b']} on {d['task']} / {d['base_model']}: "
-                   f"{_fmt(d['mean_difference'])} {_fmt(d['ci95'])} (paired over {d['pairs']} seeds)")
+                   f"{fmt(d['mean_difference'])} {fmt(d['ci95'])} (paired over {d['pairs']} seeds)")
     for m in report["missing"]:
         why = f": {'; '.join(m['reasons'])}" if m["reasons"] else ""
         typer.echo(f"no result: {m['agent']} / {m['task']} / {m['model']} / seed {m['seed']} ({m['status']}){why}")
@@ -221,19 +183,19 @@ def _print_report(report: dict[str, Any], fmt: str) -> None:
 @sweep_app.command("report")
 def report_cmd(
     sweep_dir: str = typer.Argument(..., help="The study's directory or name."),
-    fmt: str = typer.Option("table", "--format", help="table, csv, json or markdown."),
+    form: str = typer.Option("table", "--format", help="table, csv, json or markdown."),
 ) -> None:
     """Mean test improvement per (agent, task, model) with its interval over seeds, and paired comparisons."""
     from autorl.sweep.coordinator import open_study
     from autorl.sweep.report import study_report
 
-    if fmt not in ("table", "csv", "json", "markdown"):
-        raise UsageError(f"--format must be table, csv, json or markdown, not {fmt!r}")
+    if form not in ("table", "csv", "json", "markdown"):
+        raise UsageError(f"--format must be table, csv, json or markdown, not {form!r}")
     report = study_report(open_study(sweep_dir))
-    if fmt == "json":
-        _print_json(report)
+    if form == "json":
+        print_json(report)
     else:
-        _print_report(report, fmt)
+        _print_report(report, form)
 
 
 @sweep_app.command("ingest")

@@ -1,0 +1,83 @@
+"""``autorl plugins``, ``list``, ``doctor`` and ``new``: what is installed, whether it is ready, and a new
+plugin package."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from autorl.cli.output import print_json, table
+
+list_app = typer.Typer(help="List what is installed.", no_args_is_help=True)
+
+
+def plugins() -> None:
+    """Show installed plugins and what each registers (JSON)."""
+    from autorl.registry import plugin_summary
+
+    print_json(plugin_summary())
+
+
+@list_app.command("benchmarks")
+def list_benchmarks(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """Benchmarks (tasks) that `autorl run --task` accepts."""
+    from autorl.registry import benchmark_summary
+
+    rows = benchmark_summary()
+    if as_json:
+        print_json(rows)
+        return
+    table("benchmarks", ["name", "version", "distribution", "splits"],
+          [[r["name"], str(r["version"]), r["distribution"], ",".join(r["splits"])] for r in rows])
+
+
+@list_app.command("agents")
+def list_agents(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """Agents that `autorl run --agent` accepts (a folder with config.yaml works too)."""
+    from autorl.registry import agent_summary
+
+    rows = agent_summary()
+    if as_json:
+        print_json(rows)
+        return
+    table("agents", ["name", "distribution", "ready", "description"],
+          [[r["name"], r["distribution"], "yes" if r["ready"] else f"no: {r['status']}", r["description"]] for r in rows])
+
+
+@list_app.command("backends")
+def list_backends(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """Inference backends that `--backend` accepts, and whether each can run here."""
+    from autorl.registry import backend_summary
+
+    rows = backend_summary()
+    if as_json:
+        print_json(rows)
+        return
+    table("backends", ["name", "distribution", "available"],
+          [[r["name"], r["distribution"], "yes" if r["available"] else "no"] for r in rows])
+
+
+def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """Report what is installed and ready, and what to do for each missing piece."""
+    from autorl.doctor import checks
+
+    rows = checks()
+    if as_json:
+        print_json([c.to_dict() for c in rows])
+        return
+    table("autorl doctor", ["", "check", "status", "to do"],
+          [["ok" if c.ok else "--", c.name, c.detail, c.fix] for c in rows])
+
+
+def new(
+    kind: str = typer.Argument(..., help="benchmark or agent"),
+    name: str = typer.Argument(..., help="Plugin name, e.g. my-bench (package autorl-my-bench)."),
+    directory: Path = typer.Option(Path("."), "--dir", help="Where to create the package folder."),
+) -> None:
+    """Scaffold a plugin package (`autorl new benchmark NAME`, `autorl new agent NAME`) that installs,
+    is discovered and passes its own tests unchanged."""
+    from autorl.scaffold import scaffold
+
+    root = scaffold(kind, name, directory)
+    typer.echo(f"created {root}\nnext: pip install -e {root} && pytest {root}/tests")

@@ -1,0 +1,63 @@
+"""How the command line prints: JSON, rich tables, markdown tables and the numbers in their cells."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import typer
+
+__all__ = ["console", "fmt", "fmt_p", "markdown", "print_json", "table"]
+
+
+def print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, default=str))
+
+
+def console() -> Any:
+    """A console as wide as the terminal, or wide enough for a pipe (rich would cut a table to 80 columns)."""
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=200)
+
+
+def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], caption: str | None = None,
+          out: Any = None) -> None:
+    """A rich table on ``out`` (default: a console as wide as ``COLUMNS`` or the terminal)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    shown = Table(title=title, caption=caption)
+    for c in columns:
+        shown.add_column(c)
+    for r in rows:
+        shown.add_row(*r)
+    (out or Console()).print(shown)
+
+
+def markdown(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """A markdown table (a ``|`` inside a cell escaped)."""
+    typer.echo("| " + " | ".join(columns) + " |")
+    typer.echo("|" + "|".join(" --- " for _ in columns) + "|")
+    for r in rows:
+        typer.echo("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |")
+
+
+def fmt(v: Any, digits: int = 2) -> str:
+    """A cell: ``-`` for nothing, floats to ``digits`` decimals, lists as ``[a, b]``."""
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(fmt(x, digits) for x in v) + "]"
+    return str(v)
+
+
+def fmt_p(p: Any) -> str:
+    """A p-value cell (``<0.001`` below a thousandth)."""
+    if isinstance(p, int | float) and 0 <= p < 0.001:
+        return "<0.001"
+    return fmt(p, 3)

@@ -1,0 +1,210 @@
+"""``autorl run``, ``results``, ``recover``, ``audit`` and ``ui``: a run, and what is recorded of runs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from autorl.cli.options import parse_pairs
+from autorl.cli.output import fmt, fmt_p, markdown, print_json, table
+from autorl.errors import UsageError
+
+
+def run_cmd(
+    agent: str = typer.Option(..., "--agent", help="Agent name, or a folder with config.yaml + start.sh."),
+    task: str = typer.Option(..., "--task", help="Benchmark name."),
+    model: str = typer.Option(..., "--model", help="Local dir, hub id (org/name[@rev]) or autorl:tiny."),
+    timeout: float = typer.Option(..., "--timeout", help="The agent's time budget in seconds."),
+    port: int | None = typer.Option(None, "--port", help="Grader port (default: a free one)."),
+    backend: str | None = typer.Option(None, "--backend", help="Inference backend (default: vllm if usable, else hf)."),
+    gpus: str | None = typer.Option(None, "--gpus", help="e.g. agent=0-2,grader=3"),
+    runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Where workspaces go (default AUTORL_HOME/runs)."),
+    seed: int = typer.Option(0, "--seed", help="Recorded; passed to the agent as AUTORL_SEED."),
+    agent_env: list[str] = typer.Option([], "--agent-env", help="NAME=VALUE for the agent (repeatable)."),
+    limit: int | None = typer.Option(None, "--limit", help="Evaluate only the first N items per split."),
+    benchmark_option: list[str] = typer.Option([], "--benchmark-option",
+                                               help="KEY=VALUE for the benchmark (repeatable; JSON values)."),
+    sandbox: str = typer.Option("auto", "--sandbox",
+                                help="auto (bwrap where it works, else none with a warning), bwrap or none."),
+    network: str = typer.Option("on", "--network", help="on, or off: the agent reaches only the grader (bwrap)."),
+    no_audit: bool = typer.Option(False, "--no-audit", help="Skip the cheat audit at the end (autorl audit runs it)."),
+    audit_budget: float = typer.Option(900.0, "--audit-budget", help="The audit's time budget in seconds."),
+    llm_budget_usd: float | None = typer.Option(None, "--llm-budget-usd",
+                                                help="The LLM gateway refuses the agent's model calls past this cost."),
+    llm_budget_tokens: int | None = typer.Option(None, "--llm-budget-tokens",
+                                                 help="The same, in prompt + completion tokens."),
+    llm_prices: Path | None = typer.Option(None, "--llm-prices",
+                                           help="YAML/JSON price table (model: {input, output, cached_input} USD/M)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Run an agent on a task and record baseline, scores and improvement."""
+    from autorl.runner import run
+
+    result = run(agent, task, model, timeout, port=port, backend=backend, gpus=gpus, runs_dir=runs_dir, seed=seed,
+                 agent_env=parse_pairs(agent_env, "--agent-env", json_values=False, key="NAME"), limit=limit,
+                 sandbox=sandbox, network=network,
+                 benchmark_options=parse_pairs(benchmark_option, "--benchmark-option"), audit=not no_audit,
+                 audit_budget_s=audit_budget, llm_budget_usd=llm_budget_usd, llm_budget_tokens=llm_budget_tokens,
+                 llm_prices=llm_prices)
+    if as_json:
+        print_json(result.row)
+        return
+    r = result.row
+    table(f"run {r['run_id']}", ["", "test (the result)", f"dev (best of {r['dev_k']}, optimistic)"], [
+        ["baseline", fmt(r["baseline"]), fmt(r["dev_baseline"])],
+        ["score", fmt(r["best_score"]), fmt(r["dev_best"])],
+        ["improvement", fmt(r["improvement"]), fmt(r["dev_improvement"])],
+        ["improvement 95% CI", fmt(r["improvement_ci95"]), fmt(r["dev_improvement_ci95"])],
+        ["p-value", fmt_p(r["p_value"]), "-"],
+    ])
+    typer.echo(f"submissions: {r['submissions']}  success: {r['success']}  ({r['end_reason']})  "
+               f"duration: {r['duration_s']:.0f} s  sandbox: {r['sandbox']}\nworkspace: {r['workspace']}")
+    if r["best_score"] is None:
+        typer.echo("no test score: this run has no result (the dev figures are the agent's feedback, not a result)")
+    for flag in result.audit:
+        typer.echo(f"audit flag: {flag['name']} ({flag['severity']}): {flag['detail']}")
+
+
+#: the columns of `autorl results` (table and markdown): the headline is the test split
+RESULT_COLUMNS = ("run_id", "task", "agent", "base_model", "baseline", "score", "improvement", "95% CI", "p",
+                  "dev best (k)", "dev improvement", "submissions", "success", "sandbox", "audit")
+
+
+def _result_cells(r: dict[str, Any]) -> list[str]:
+    dev_best = "-" if r.get("dev_best") is None else f"{fmt(r['dev_best'])} ({r.get('dev_k')})"
+    return [str(r["run_id"]), str(r["task"]), str(r["agent"]), str(r["base_model"]), fmt(r.get("baseline")),
+            fmt(r.get("best_score")), fmt(r.get("improvement")), fmt(r.get("improvement_ci95")),
+            fmt_p(r.get("p_value")), dev_best, fmt(r.get("dev_improvement")), str(r.get("submissions")),
+            str(r.get("success")), str(r.get("sandbox") or "-"), ", ".join(r.get("audit_flags") or []) or "clean"]
+
+
+def results(
+    as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
+    fmt_name: str = typer.Option("table", "--format", help="table, csv, json or markdown."),
+    task: str | None = typer.Option(None, "--task", help="Only this task."),
+    ingest: list[Path] = typer.Option([], "--ingest", help="Add result.json files from other machines (repeatable)."),
+) -> None:
+    """List recorded runs."""
+    from autorl.ledger import Ledger, ingest_files, write_csv
+    from autorl.recover import in_flight
+    from autorl.resources import autorl_home
+
+    form = "json" if as_json else fmt_name
+    if form not in ("table", "csv", "json", "markdown"):
+        raise UsageError(f"--format must be table, csv, json or markdown, not {form!r}")
+    home = autorl_home()
+    ledger = Ledger(home / "autorl.db")
+    try:
+        ingest_files(ingest, home, ledger=ledger)
+        rows = ledger.rows(task=task)
+        flying = [r for r in in_flight(ledger) if task is None or r["task"] == task]
+    finally:
+        ledger.close()
+    if form in ("table", "markdown"):  # runs not recorded yet: live, or lost with the command that records them
+        for r in flying:
+            typer.echo(f"{r['status']}: run {r['run_id']} ({r['task']}, {r['agent']}; {r['detail']})"
+                       + (f"; record it with: {r['recover']}" if r.get("recover") else ""), err=True)
+    if form == "json":
+        print_json(rows)
+    elif form == "csv":
+        write_csv(rows, sys.stdout, lineterminator="\n")
+    elif form == "markdown":
+        markdown(RESULT_COLUMNS, [_result_cells(r) for r in rows])
+    else:
+        table("runs (score, improvement, CI: held-out test; dev: best of k on dev, optimistic)",
+              RESULT_COLUMNS, [_result_cells(r) for r in rows])
+
+
+def recover(
+    run_id: str | None = typer.Argument(None, help="The lost run's id (see `autorl doctor`)."),
+    every: bool = typer.Option(False, "--all", help="Every run whose orchestrator is gone."),
+    eval_timeout: float = typer.Option(3600.0, "--eval-timeout", help="Seconds to wait for evaluations in flight."),
+    no_test: bool = typer.Option(False, "--no-test", help="Do not score the best submission on the test split."),
+    no_audit: bool = typer.Option(False, "--no-audit", help="Do not run the audit."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Record runs whose orchestrator died (killed, preempted, node lost) from their grader's store."""
+    from autorl.recover import recover as recover_run
+    from autorl.recover import recover_all
+    from autorl.resources import autorl_home
+
+    if (run_id is None) == (not every):
+        raise UsageError("give a run id or --all (not both)")
+    options: dict[str, Any] = {"eval_timeout": eval_timeout, "final_test": not no_test, "audit": not no_audit}
+    home = autorl_home()
+    done = recover_all(home=home, **options) if every else [recover_run(str(run_id), home=home, **options)]
+    if as_json:
+        print_json([d.to_dict() for d in done])
+        return
+    if not done:
+        typer.echo("no lost run to recover")
+    for d in done:
+        typer.echo(f"run {d.run_id}: {d.action}: {d.row.get('submissions')} submissions, test score "
+                   f"{fmt(d.row.get('test_score'))}; {d.row.get('end_reason')}")
+
+
+def audit(
+    run_id: str = typer.Argument(..., help="The run to audit."),
+    flag: str | None = typer.Argument(None, help="With --override: the flag decided on."),
+    override: bool = typer.Option(False, "--override", help="Record a human decision on a flag instead."),
+    reason: str = typer.Option("", "--reason", help="Why (required with --override)."),
+    variants: list[Path] = typer.Option([], "--variant", help="A local post-trained variant of the base model (repeatable)."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Check a run for contamination and rule-breaking (or record --override RUN_ID FLAG --reason ...)."""
+    import getpass
+
+    from autorl.audit import reaudit
+    from autorl.ledger import Ledger
+    from autorl.registry import get_benchmark
+    from autorl.resources import autorl_home
+
+    home = autorl_home()
+    ledger = Ledger(home / "autorl.db")
+    try:
+        result = ledger.run(run_id)
+        if result is None:
+            raise UsageError(f"no run {run_id!r} in {home / 'autorl.db'} (see `autorl results`)")
+        if override:
+            if not flag:
+                raise UsageError("--override needs the flag: autorl audit --override RUN_ID FLAG --reason ...")
+            ledger.override(run_id, flag, reason, getpass.getuser())
+        else:
+            bench = get_benchmark(result["row"]["task"])(result.get("meta", {}).get("benchmark_options") or {})
+            reaudit(result, benchmark=bench, home=home, ledger=ledger, variants=variants)
+        flags = ledger.audit(run_id)
+    finally:
+        ledger.close()
+    if as_json:
+        print_json(flags)
+        return
+    if not flags:
+        typer.echo(f"run {run_id}: no audit flags")
+        return
+    table(f"audit of run {run_id}", ["flag", "severity", "detail", "evidence", "decision"],
+          [[f["name"], f["severity"], f["detail"], "\n".join(f["evidence"][:5]) + (" ..." if len(f["evidence"]) > 5 else ""),
+            "; ".join(o["reason"] for o in f["overrides"])] for f in flags])
+
+
+def ui(
+    port: int = typer.Option(8501, "--port", help="Port to listen on."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0 to share it)."),
+) -> None:
+    """The results dashboard: runs, run timelines, agent comparisons (works offline)."""
+    import uvicorn
+
+    from autorl.resources import autorl_home
+    from autorl.ui import create_app
+
+    if not 0 < port < 65536:
+        raise UsageError(f"--port must be between 1 and 65535, not {port}")
+    db = autorl_home() / "autorl.db"
+    typer.echo(f"autorl ui: http://{host}:{port}/ over {db}", err=True)
+    try:
+        # requests must name this address (or a loopback name) in Host: DNS rebinding gets a 421
+        uvicorn.run(create_app(db, hosts=[host]), host=host, port=port, log_level="warning")
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
