@@ -3,7 +3,9 @@ plugin package."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -19,17 +21,22 @@ def plugins() -> None:
     print_json(plugin_summary())
 
 
+def _listing(rows: list[dict[str, Any]], as_json: bool, title: str, columns: list[str],
+             cells: Callable[[dict[str, Any]], list[str]]) -> None:
+    """What a ``list`` command shows: the rows as JSON, or a table of their cells."""
+    if as_json:
+        print_json(rows)
+    else:
+        table(title, columns, [cells(r) for r in rows])
+
+
 @list_app.command("benchmarks")
 def list_benchmarks(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """Benchmarks (tasks) that `autorl run --task` accepts."""
     from autorl.registry import benchmark_summary
 
-    rows = benchmark_summary()
-    if as_json:
-        print_json(rows)
-        return
-    table("benchmarks", ["name", "version", "distribution", "splits"],
-          [[r["name"], str(r["version"]), r["distribution"], ",".join(r["splits"])] for r in rows])
+    _listing(benchmark_summary(), as_json, "benchmarks", ["name", "version", "distribution", "splits"],
+             lambda r: [r["name"], str(r["version"]), r["distribution"], ",".join(r["splits"])])
 
 
 @list_app.command("agents")
@@ -37,12 +44,8 @@ def list_agents(as_json: bool = typer.Option(False, "--json", help="Machine-read
     """Agents that `autorl run --agent` accepts (a folder with config.yaml works too)."""
     from autorl.registry import agent_summary
 
-    rows = agent_summary()
-    if as_json:
-        print_json(rows)
-        return
-    table("agents", ["name", "distribution", "ready", "description"],
-          [[r["name"], r["distribution"], "yes" if r["ready"] else f"no: {r['status']}", r["description"]] for r in rows])
+    _listing(agent_summary(), as_json, "agents", ["name", "distribution", "ready", "description"],
+             lambda r: [r["name"], r["distribution"], "yes" if r["ready"] else f"no: {r['status']}", r["description"]])
 
 
 @list_app.command("backends")
@@ -50,12 +53,8 @@ def list_backends(as_json: bool = typer.Option(False, "--json", help="Machine-re
     """Inference backends that `--backend` accepts, and whether each can run here."""
     from autorl.registry import backend_summary
 
-    rows = backend_summary()
-    if as_json:
-        print_json(rows)
-        return
-    table("backends", ["name", "distribution", "available"],
-          [[r["name"], r["distribution"], "yes" if r["available"] else "no"] for r in rows])
+    _listing(backend_summary(), as_json, "backends", ["name", "distribution", "available"],
+             lambda r: [r["name"], r["distribution"], "yes" if r["available"] else "no"])
 
 
 def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
