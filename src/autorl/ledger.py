@@ -23,7 +23,7 @@ from autorl.errors import ResourceError
 from autorl.jsonio import write_json_atomic
 from autorl.results import CSV_COLUMNS, RunResult, RunRow, upgrade_row
 
-__all__ = ["Ledger", "csv_value", "ingest_files", "read_result", "record_run", "write_csv"]
+__all__ = ["Ledger", "csv_value", "ingest_files", "ingest_results", "read_result", "record_run", "write_csv"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -228,14 +228,14 @@ def record_run(result: RunResult | Mapping[str, Any], home: Path, *, ledger: Led
         note = f"result.json not written: {type(exc).__name__}: {exc}"[:300]
         meta["post_run_errors"] = [*[e for e in meta.get("post_run_errors") or [] if e != note], note]
         data["meta"] = meta
-    _ingest([data], home, ledger)
+    ingest_results([data], home, ledger)
 
 
 def ingest_files(paths: Iterable[Path], home: Path, *, ledger: Ledger | None = None) -> list[dict[str, Any]]:
     """Add ``result.json`` files (from this or other machines) to the ledger and re-export ``results.csv``."""
     results = [read_result(p) for p in paths]
     if results:
-        _ingest(results, home, ledger)
+        ingest_results(results, home, ledger)
     return results
 
 
@@ -258,7 +258,8 @@ def read_result(path: Path) -> dict[str, Any]:
 _REQUIRED = ("run_id", "timestamp", "task", "agent", "base_model", "success")
 
 
-def _ingest(results: Sequence[Mapping[str, Any]], home: Path, ledger: Ledger | None) -> None:
+def ingest_results(results: Sequence[Mapping[str, Any]], home: Path, ledger: Ledger | None = None) -> None:
+    """Upsert run records into the ledger (``home/autorl.db``, or ``ledger``) and re-export ``results.csv``."""
     db = Ledger(home / "autorl.db") if ledger is None else ledger
     try:
         for data in results:

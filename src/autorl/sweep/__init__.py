@@ -69,23 +69,14 @@ def plan(spec: str | Path | Mapping[str, Any], sweep_dir: str | Path | None = No
 
 def ingest(sweep_dir: str | Path) -> int:
     """Upsert every counted result of a study into the ledger (idempotent); returns how many."""
-    from autorl.ledger import Ledger
+    from autorl.ledger import ingest_results
     from autorl.sweep.coordinator import home, open_study
 
     study = open_study(sweep_dir)
-    ledger = Ledger(home() / "autorl.db")
-    n = 0
-    try:
-        for state in study.states.values():
-            counted = state.counted
-            result = counted.result() if counted else None
-            if result is not None:
-                ledger.ingest(result)
-                n += 1
-        ledger.export_csv(home() / "results.csv")
-    finally:
-        ledger.close()
-    return n
+    counted = [s.counted.result() for s in study.states.values() if s.counted is not None]
+    results = [r for r in counted if r is not None]
+    ingest_results(results, home())
+    return len(results)
 
 
 class _CallablePackage(types.ModuleType):

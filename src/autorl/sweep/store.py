@@ -181,7 +181,3 @@ class SweepDir:
     def claim_coordinator(self) -> None:
         write_json(self.root / "coordinator.json",
                    {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()})
-
-    def coordinator(self) -> dict[str, Any] | None:
-        data = read_json(self.root / "coordinator.json")
-        return data if isinstance(data, dict) else None
