@@ -7,6 +7,7 @@ recovered one share, so that both leave the same record.
     agent     the agent's process (sandboxed where chosen) until it exits or its deadline
     facts     what a run is, fixed before its agent starts (kept in the ledger's live row)
     finish    collect from the grader, test the best, build the record, record it, audit it
+    lost      the finish of a run whose orchestrator died (``autorl recover``)
 
 :func:`autorl.runner.run` runs the steps in order; :func:`autorl.recover.recover` finishes a run whose orchestrator
 died from its facts and its grader's store. Nothing here imports the runner or the recovery.
