@@ -112,6 +112,31 @@ def test_a_lost_run_whose_store_is_gone_is_recorded_with_what_is_known(tmp_path:
         ledger.close()
 
 
+def test_a_lost_run_keeps_the_llm_usage_its_gateway_left_and_no_link_stands_for_it(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    totals = {"calls": 3, "failed": 0, "refused": 1, "prompt_tokens": 100, "completion_tokens": 20,
+              "cached_tokens": 0, "tokens": 120, "cost_usd": 0.5, "closed": True}
+    (tmp_path / "gw-r1").mkdir()
+    (tmp_path / "gw-r1" / "summary.json").write_text(json.dumps(totals))
+    (tmp_path / "gw-r2").mkdir()
+    (tmp_path / "gw-r2" / "summary.json").symlink_to(tmp_path / "gw-r1" / "summary.json")
+    ledger = Ledger(home / "autorl.db")
+    for run_id in ("r1", "r2"):
+        ledger.start_run({"run_id": run_id, "task": "echo", "agent": "a", "base_model": "m",
+                          "workspace": str(tmp_path / "runs" / run_id), "store_dir": str(tmp_path / "gone"),
+                          "started": time.time() - 5 * 3600, "timeout_s": 60, "deadline": time.time() - 4 * 3600,
+                          "gateway_dir": str(tmp_path / f"gw-{run_id}")})
+    ledger.close()
+    kept = recover("r1", home=home, log=lambda _: None).row
+    assert kept["llm_tokens"] == 120 and kept["llm_cost_usd"] == 0.5 and kept["llm_usage_source"] == "gateway"
+    meta = json.loads((tmp_path / "runs" / "r1" / "result.json").read_text())["meta"]
+    assert meta["llm_usage"]["calls"] == 3 and meta["orchestrator"]["how"] == "the grader store is gone"
+    linked = recover("r2", home=home, log=lambda _: None).row
+    assert linked["llm_tokens"] is None and linked["llm_usage_source"] is None
+    meta = json.loads((tmp_path / "runs" / "r2" / "result.json").read_text())["meta"]
+    assert "llm_usage" not in meta and "no totals" in meta["llm_gateway"]["error"]
+
+
 def test_a_live_run_is_not_recovered(tmp_path: Path) -> None:
     home = tmp_path / "home"
     Heartbeat(tmp_path / "store", interval=60).stop()

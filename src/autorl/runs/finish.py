@@ -136,7 +136,7 @@ def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Pa
     state, test, summary = collected.state, collected.test, ending.gateway
     usage = None
     if summary and (summary.get("calls") or summary.get("refused")):
-        usage = {"tokens": int(summary["tokens"]), "cost_usd": float(summary["cost_usd"]),
+        usage = {"tokens": int(summary.get("tokens") or 0), "cost_usd": float(summary.get("cost_usd") or 0.0),
                  "source": GATEWAY_USAGE_SOURCE}
     row = run_row(run_id=facts.run_id, started=facts.started, finished=ending.finished, task=facts.task,
                   agent=facts.agent, base_model=facts.base_model, workspace=facts.workspace, seed=facts.seed,
@@ -160,7 +160,7 @@ def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Pa
         "llm_gateway": {"record_dir": facts.gateway_dir,
                         **(summary or {"error": ending.gateway_error or "no totals"})},
     }
-    if usage is not None and summary is not None:
+    if usage is not None and summary:
         meta["llm_usage"] = {k: summary.get(k) for k in ("prompt_tokens", "completion_tokens", "cached_tokens",
                                                          "cost_usd", "calls", "failed", "refused")}
     meta["grader"] = {"restarts": ending.grader_restarts, "lost": collected.grader_lost}
