@@ -14,7 +14,6 @@ import math
 import os
 import re
 import stat
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,30 +32,11 @@ MAX_STUDIES, MAX_ATTEMPTS = 1000, 100
 #: a test improvement is a difference of scores in percent; a larger one is a malformed result
 MAX_IMPROVEMENT = 1e6
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
-_DIR_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 def _is_name(text: object) -> bool:
     """A single, plain path component (study names, run keys)."""
     return isinstance(text, str) and _NAME.fullmatch(text) is not None
-
-
-@contextlib.contextmanager
-def _dir_beneath(base: Path, parts: list[str]) -> Iterator[int | None]:
-    """A descriptor of the directory ``base/parts...``, no link followed; None when there is none."""
-    fds: list[int] = []
-    try:
-        try:
-            fds.append(os.open(base, _DIR_FLAGS))
-            for part in parts:
-                fds.append(os.open(part, _DIR_FLAGS, dir_fd=fds[-1]))
-        except OSError:
-            yield None
-            return
-        yield fds[-1]
-    finally:
-        for fd in reversed(fds):
-            os.close(fd)
 
 
 @dataclass
@@ -139,15 +119,16 @@ class _SafeSweepDir(SweepDir):
         state = KeyState(key)
         if not _is_name(key):
             return state
-        with _dir_beneath(self.base, [self.name, "keys", key]) as fd:
-            if fd is None:
-                return state
-            numbers = []
-            for name in os.listdir(fd):
-                if name.startswith("a") and name[1:].isdigit() and len(name) < 10:
-                    with contextlib.suppress(OSError):
-                        if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
-                            numbers.append(int(name[1:]))
+        numbers = []
+        try:
+            with untrusted.open_dir_beneath(self.base, f"{self.name}/keys/{key}") as fd:
+                for name in os.listdir(fd):
+                    if name.startswith("a") and name[1:].isdigit() and len(name) < 10:
+                        with contextlib.suppress(OSError):
+                            if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                                numbers.append(int(name[1:]))
+        except untrusted.UntrustedFileError:
+            return state
         for n in sorted(numbers)[:MAX_ATTEMPTS]:
             job, outcome = (self.read(f"keys/{key}/a{n}/{f}", RECORD_LIMIT) for f in ("job.json", "outcome.json"))
             state.attempts.append(_SafeAttempt(key, n, self.attempt_dir(key, n),
