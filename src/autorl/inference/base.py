@@ -22,6 +22,9 @@ from typing import Any, ClassVar
 class GenerationRequest:
     """One prompt (text, or chat messages to render with the tokenizer's chat template)."""
 
+    # the decoding fields mirror a benchmark's EvalConfig (autorl.benchmark) on purpose: the evaluator copies
+    # the benchmark's settings into each request, and the backend contract stays free of the benchmark's types
+
     prompt: str | list[dict[str, str]]
     max_new_tokens: int = 256
     temperature: float = 0.0
