@@ -84,6 +84,16 @@ def stub_checkpoint() -> Iterator[Any]:
     yield write_stub_checkpoint
 
 
+def as_snapshot(folder: Path) -> Any:
+    """``folder`` as the handle a grader slot evaluates (:class:`autorl.grader.snapshot.Snapshot`): its kind as
+    validation finds it, its content digest; for tests of the slot and its worker without the intake."""
+    from autorl.evaluation.identity import model_hash
+    from autorl.grader.snapshot import Snapshot
+    from autorl.grader.validation import validate_checkpoint
+
+    return Snapshot(folder, validate_checkpoint(folder).kind, model_hash(folder))
+
+
 def write_lora(base: Path, target: Path, perturb: Any = None, **extra: Any) -> Path:
     """A rank-4 LoRA adapter (q_proj, v_proj unless ``extra`` says otherwise) of ``base``, non-zero from the
     start; ``perturb(peft_model)`` may move it further before it is saved."""

@@ -4,11 +4,14 @@ nothing the grader writes in the workspace goes through a path the agent can rep
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
 import stat
+import struct
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,9 +20,13 @@ import pytest
 
 from autorl.audit import check_refusals
 from autorl.errors import AutorlError, CheckpointTooLarge, InvalidCheckpointError, PathRefused, UsageError
+from autorl.evaluation.identity import model_hash
 from autorl.grader.core import Grader
-from autorl.grader.snapshot import MANIFEST
-from autorl.grader.validation import OUTSIDE_OUTPUT, validate_checkpoint
+from autorl.grader.jobs import build_job
+from autorl.grader.snapshot import MANIFEST, Snapshot
+from autorl.grader.store import FAILED, QUEUED
+from autorl.grader.validation import FULL, LORA, OUTSIDE_OUTPUT, validate_checkpoint
+from autorl.grader.worker import model_dirs
 from autorl.jsonio import write_json_atomic
 
 from .conftest import echo_answers, write_stub_checkpoint
@@ -378,3 +385,43 @@ def test_a_store_written_before_refusals_had_a_kind_opens_and_records_kinds(tmp_
     old, new = store.refusals()
     store.close()
     assert old["kind"] == "bad_request" and new["kind"] == OUTSIDE_OUTPUT and len(new["model_path"]) == 1000
+
+
+def _adapter(folder: Path) -> Path:
+    """The smallest LoRA adapter validation accepts: its config and an (empty) safetensors file."""
+    folder.mkdir(parents=True)
+    (folder / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 4}))
+    (folder / "adapter_model.safetensors").write_bytes(struct.pack("<Q", 2) + b"{}")
+    return folder
+
+
+def test_a_submission_is_one_snapshot_handle_from_intake_to_its_worker_job(grader: Grader, tmp_path: Path) -> None:
+    full = write_stub_checkpoint(out(grader) / "full", echo_answers(3))
+    lora = _adapter(out(grader) / "lora")
+    snaps = [Snapshot.from_row(grader.store.get(grader.submit(p))) for p in ("output/full", f"{out(grader)}/lora")]
+    store = Path(grader.config.store_dir) / "snapshots"
+    assert [(s.path, s.kind) for s in snaps] == [(store / "1", FULL), (store / "2", LORA)]
+    # the digest is of the bytes the agent wrote, as copied (wherever they lie, the same bytes hash the same)
+    assert [s.digest for s in snaps] == [model_hash(full), model_hash(lora)]
+    # the job a slot sends names that same snapshot; the worker applies the base model under an adapter only
+    config = dataclasses.replace(grader.config, base_model=str(tmp_path / "base"),
+                                 baseline_cache_dir=str(tmp_path / "cache"))
+    jobs = [json.loads(json.dumps(build_job(config, store.parent, s, "dev", f"sub{k}", tmp_path)))
+            for k, s in enumerate([*snaps, None])]
+    assert [Snapshot.from_row(j["snapshot"]) for j in jobs[:2]] == snaps
+    assert [model_dirs(j) for j in jobs] == [(store / "1", None), (store / "2", tmp_path / "base"),
+                                             (tmp_path / "base", None)]
+    assert [j["cache_dir"] for j in jobs] == [None, None, str(tmp_path / "cache")]  # only the base's is cached
+
+
+def test_a_queued_row_without_its_snapshot_fails_that_submission_alone(grader: Grader) -> None:
+    sid = grader.store.add_submission("output/v1")  # a store damaged between the intake and the evaluation
+    grader.store.update(sid, status=QUEUED)
+    grader.start()
+    for _ in range(600):
+        row = grader.store.get(sid)
+        if row is not None and row["status"] == FAILED:
+            break
+        time.sleep(0.05)
+    # failed with the reason, in the slot's loop (an error that escaped it would leave the row running)
+    assert row is not None and row["status"] == FAILED and row["error"] == "no snapshot recorded"

@@ -116,7 +116,7 @@ def test_a_cached_baseline_is_not_reused_under_another_secret(tmp_path: Path, ti
     from autorl.grader.worker import run_job
 
     cache = tmp_path / "baselines"
-    job = {"task": "arith", "backend": "hf", "split": "dev", "model_dir": str(tiny_model), "limit": 4,
+    job = {"task": "arith", "backend": "hf", "split": "dev", "base_model_dir": str(tiny_model), "limit": 4,
            "cache_dir": str(cache)}
     first = run_job({**job, "hidden_dir": str(tmp_path / "a")})
     again = run_job({**job, "hidden_dir": str(tmp_path / "a")})

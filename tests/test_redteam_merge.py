@@ -22,7 +22,7 @@ from autorl.grader.validation import validate_checkpoint
 from autorl.inference.vllm import VLLMBackend
 from autorl.inference.weights import merged_checkpoint
 
-from .conftest import write_lora
+from .conftest import as_snapshot, write_lora
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
@@ -345,12 +345,12 @@ def test_a_checkpoint_that_fails_after_a_restart_fails_once_and_is_no_restart(tm
     crash = write_stub_checkpoint(tmp_path / "crash", echo_answers(1), {"crash": True})
     slot = _slot(tmp_path)
     try:
-        assert slot.run(fine, "dev", "s0")["engine"] == "fresh"
+        assert slot.run(as_snapshot(fine), "dev", "s0")["engine"] == "fresh"
         # the warm worker asks for a fresh process (not a failure); there the load fails: a real failure
         with pytest.raises(EvalFailed, match="refuses to load"):
-            slot.run(crash, "dev", "s1")
+            slot.run(as_snapshot(crash), "dev", "s1")
         assert slot._workers_started == 2 and slot.worker_pid is None
-        after = slot.run(fine, "dev", "s2")
+        after = slot.run(as_snapshot(fine), "dev", "s2")
     finally:
         slot.close()
     assert after["engine"] == "fresh" and after["score"] == pytest.approx(20.0)
@@ -367,11 +367,11 @@ def test_a_checkpoint_that_kills_its_worker_after_a_restart_ends_in_a_bounded_fa
     kill = write_stub_checkpoint(tmp_path / "kill", echo_answers(1), {"kill": True})
     slot = _slot(tmp_path)
     try:
-        slot.run(fine, "dev", "s0")
+        slot.run(as_snapshot(fine), "dev", "s0")
         with pytest.raises(EvalFailed, match="also on a fresh worker"):
-            slot.run(kill, "dev", "s1")
+            slot.run(as_snapshot(kill), "dev", "s1")
         # one restart (asked by the warm worker), one retry after the lost worker: no loop
         assert slot._workers_started == 3
-        assert slot.run(fine, "dev", "s2")["score"] == pytest.approx(20.0)
+        assert slot.run(as_snapshot(fine), "dev", "s2")["score"] == pytest.approx(20.0)
     finally:
         slot.close()

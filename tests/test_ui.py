@@ -326,7 +326,9 @@ ckpt v1 8; submit v1; sleep 6; ckpt v2 14; submit v2; sleep 4
                         seen.append(len(scored))
                     page = ui.get(f"/runs/{run_id}").text
                     assert 'data-live="1"' in page and "updates every 2 s" in page
-                    assert 'class="status status-running"' in ui.get("/").text
+                    listing = ui.get("/").text
+                    if ui.get(f"/api/runs/{run_id}").json()["live"]:  # still live after the list was read
+                        assert 'class="status status-running"' in listing
                 time.sleep(0.5)
             _, err = proc.communicate(timeout=120)
             assert proc.returncode == 0, err

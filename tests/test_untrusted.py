@@ -42,6 +42,16 @@ def test_links_are_never_followed_at_the_end_or_on_the_way(ws: Path) -> None:
     assert untrusted.read_text(ws, "hard.log", limit=100).startswith("hello")
 
 
+def test_a_directory_is_opened_beneath_its_root_without_following_links(ws: Path) -> None:
+    (ws / "up").symlink_to(ws.parent)
+    (ws / "logs" / "out").symlink_to(ws.parent)
+    with untrusted.open_dir_beneath(ws, "logs") as fd:
+        assert sorted(os.listdir(fd)) == ["agent.log", "out"]
+    for rel in ("up", "logs/out", "up/ws/logs", "../ws", "logs/agent.log", "missing"):
+        with pytest.raises(UntrustedFileError), untrusted.open_dir_beneath(ws, rel):
+            pass
+
+
 def test_fifo_and_devices_do_not_hang(ws: Path) -> None:
     os.mkfifo(ws / "fifo")
     (ws / "zero").symlink_to("/dev/zero")

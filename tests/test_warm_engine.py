@@ -19,7 +19,7 @@ import pytest
 from autorl.grader.config import GraderConfig
 from autorl.grader.jobs import EvalFailed, EvalSlot
 
-from .conftest import echo_answers, write_lora, write_stub_checkpoint
+from .conftest import as_snapshot, echo_answers, write_lora, write_stub_checkpoint
 
 
 def _trained(base: Path, target: Path) -> Path:
@@ -81,7 +81,7 @@ def test_one_warm_worker_scores_a_sequence_exactly_as_fresh_processes(
     config = _config(tmp_path / "warm", base_model=str(tiny_model), hidden_dir=hidden)
     slot = EvalSlot(config, Path(config.store_dir))
     try:
-        warm = [slot.run(m, "dev", f"w{k}") for k, m in enumerate(sequence)]
+        warm = [slot.run(as_snapshot(m), "dev", f"w{k}") for k, m in enumerate(sequence)]
     finally:
         slot.close()
     assert [r["engine"] for r in warm] == ["fresh", "reloaded", "reloaded", "reloaded", "fresh"]
@@ -91,7 +91,7 @@ def test_one_warm_worker_scores_a_sequence_exactly_as_fresh_processes(
         cfg = _config(tmp_path / f"fresh{k}", base_model=str(tiny_model), hidden_dir=hidden)
         one = EvalSlot(cfg, Path(cfg.store_dir))
         try:
-            fresh.append(one.run(m, "dev", f"f{k}"))
+            fresh.append(one.run(as_snapshot(m), "dev", f"f{k}"))
         finally:
             one.close()
     for w, f in zip(warm, fresh, strict=True):
@@ -155,7 +155,7 @@ def test_a_worker_killed_mid_evaluation_is_replaced_and_the_submission_still_sco
     config = _config(tmp_path, task="echo", backend="scripted", backend_options={}, limit=None)
     slot = EvalSlot(config, Path(config.store_dir))
     out: dict[str, Any] = {}
-    t = threading.Thread(target=lambda: out.update(slot.run(ckpt, "dev", "sub1")))
+    t = threading.Thread(target=lambda: out.update(slot.run(as_snapshot(ckpt), "dev", "sub1")))
     t.start()
     try:
         end = time.monotonic() + 60
@@ -192,7 +192,7 @@ def test_a_hung_worker_is_killed_at_the_timeout_and_retried_once(tmp_path: Path)
     started = time.monotonic()
     try:
         with pytest.raises(EvalFailed, match=r"timed out after 3 s.*also on a fresh worker"):
-            slot.run(ckpt, "dev", "sub1")
+            slot.run(as_snapshot(ckpt), "dev", "sub1")
         took = time.monotonic() - started
     finally:
         stop.set()
@@ -212,9 +212,9 @@ def test_a_failed_job_fails_at_once_and_the_next_one_gets_a_fresh_worker(tmp_pat
     slot = EvalSlot(config, Path(config.store_dir))
     try:
         with pytest.raises(EvalFailed, match="refuses to load"):
-            slot.run(crash, "dev", "sub1")
-        record = slot.run(fine, "dev", "sub2")
-        again = slot.run(fine, "dev", "sub3")
+            slot.run(as_snapshot(crash), "dev", "sub1")
+        record = slot.run(as_snapshot(fine), "dev", "sub2")
+        again = slot.run(as_snapshot(fine), "dev", "sub3")
     finally:
         slot.close()
     assert record["score"] == pytest.approx(20.0) and record["engine"] == "fresh"
@@ -245,7 +245,7 @@ def test_an_answer_for_another_job_is_refused(tmp_path: Path) -> None:
     slot = EvalSlot(config, Path(config.store_dir))
     try:
         with pytest.raises(EvalFailed, match="answered another job"):
-            slot.run(ckpt, "dev", "sub1")
+            slot.run(as_snapshot(ckpt), "dev", "sub1")
     finally:
         slot.close()
 
@@ -260,7 +260,7 @@ def test_one_engine_per_process_a_new_engine_runs_in_a_fresh_worker_not_counted_
                      limit=None)
     slot = EvalSlot(config, Path(config.store_dir))
     try:
-        records = [slot.run(m, "dev", f"s{k}") for k, m in enumerate([first, first, second, second, first])]
+        records = [slot.run(as_snapshot(m), "dev", f"s{k}") for k, m in enumerate([first, first, second, second, first])]
     finally:
         slot.close()
     assert [r["engine"] for r in records] == ["fresh", "reused", "fresh", "reused", "fresh"]
@@ -277,7 +277,7 @@ def test_one_engine_per_process_without_a_warm_engine_each_job_gets_its_own_work
     config = _config(tmp_path, task="echo", backend="scripted", backend_options=options, limit=None)
     slot = EvalSlot(config, Path(config.store_dir))
     try:
-        records = [slot.run(model, "dev", f"s{k}") for k in range(3)]
+        records = [slot.run(as_snapshot(model), "dev", f"s{k}") for k in range(3)]
     finally:
         slot.close()
     assert [r["engine"] for r in records] == ["fresh"] * 3 and {r["score"] for r in records} == {35.0}
@@ -300,7 +300,7 @@ def test_one_engine_per_process_scores_a_sequence_as_one_warm_worker_does(
         config = _config(tmp_path / name, base_model=str(tiny_model), hidden_dir=hidden, backend_options=options)
         slot = EvalSlot(config, Path(config.store_dir))
         try:
-            runs[name] = [slot.run(m, "dev", f"{name}{k}") for k, m in enumerate(sequence)]
+            runs[name] = [slot.run(as_snapshot(m), "dev", f"{name}{k}") for k, m in enumerate(sequence)]
         finally:
             slot.close()
     assert [r["engine"] for r in runs["per_process"]] == ["fresh", "reloaded", "fresh", "fresh"]

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from autorl import wrapper
 from autorl.jsonio import write_json_atomic
 
 __all__ = [
@@ -158,10 +159,8 @@ def _guard(parent: int, command: list[str]) -> int:
 
     signal.signal(signal.SIGUSR2, kill_group)
     die_with_parent(signal.SIGUSR2, parent)
-    try:
-        proc = subprocess.Popen(command)
-    except OSError as exc:
-        print(f"autorl: cannot start {command[0]}: {exc}", file=sys.stderr)
+    proc = wrapper.start(command)
+    if proc is None:
         return 127
     # a SIGTERM to the group is the run's stop: the command gets it and may take its grace period; the
     # guard stays to report how it ended
@@ -173,10 +172,7 @@ def _guard(parent: int, command: list[str]) -> int:
         except subprocess.TimeoutExpired:
             if os.getppid() != parent:  # the backstop, should the signal not come
                 kill_group()
-    if code < 0:
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-    return code
+    return wrapper.end_as(code)
 
 
 # -- heartbeat and detection ------------------------------------------------------------------------------
@@ -287,10 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parent", type=int, required=True)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        parser.error("a command to run is required after --")
-    return _guard(args.parent, command)
+    return _guard(args.parent, wrapper.command_after(parser, args.command))
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ __all__ = [
     "UntrustedFileError",
     "iter_jsonl",
     "open_beneath",
+    "open_dir_beneath",
     "parse_json",
     "read_bytes",
     "read_json",
@@ -65,6 +66,38 @@ def _parts(relpath: str | os.PathLike[str]) -> list[str]:
     return parts
 
 
+def _open(name: str | Path, flags: int, dir_fd: int | None, shown: str) -> int:
+    try:
+        return os.open(name, flags, dir_fd=dir_fd)
+    except FileNotFoundError:
+        raise UntrustedFileError(f"{shown!r} does not exist") from None
+    except OSError as exc:  # ELOOP / ENOTDIR: a link on the way; EACCES; ENXIO: a socket
+        raise UntrustedFileError(f"{shown!r} cannot be opened safely ({exc.strerror})") from None
+
+
+@contextlib.contextmanager
+def _dir_beneath(root: Path, names: list[str], shown: str) -> Iterator[int]:
+    """A descriptor of the directory ``root/names...``, reached one component at a time, no link followed."""
+    fds = [_open(root, _DIR_FLAGS, None, shown)]
+    try:
+        for name in names:
+            fds.append(_open(name, _DIR_FLAGS, fds[-1], shown))
+        yield fds[-1]
+    finally:
+        for fd in reversed(fds):
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def open_dir_beneath(root: Path, relpath: str | os.PathLike[str]) -> Iterator[int]:
+    """A read-only descriptor of the directory ``root/relpath``, no link followed on the way or at the end.
+
+    ``root`` itself is trusted (the harness made it); every component under it is not.
+    """
+    with _dir_beneath(root, _parts(relpath), os.fspath(relpath)) as fd:
+        yield fd
+
+
 @contextlib.contextmanager
 def open_beneath(root: Path, relpath: str | os.PathLike[str]) -> Iterator[int]:
     """A read-only descriptor of the regular file ``root/relpath``, no link followed on the way.
@@ -72,50 +105,39 @@ def open_beneath(root: Path, relpath: str | os.PathLike[str]) -> Iterator[int]:
     ``root`` itself is trusted (the harness made it); every component under it is not.
     """
     parts = _parts(relpath)
-    fds: list[int] = []
-    try:
+    shown = os.fspath(relpath)
+    with _dir_beneath(root, parts[:-1], shown) as dir_fd:
+        fd = _open(parts[-1], _FILE_FLAGS, dir_fd, shown)
         try:
-            fds.append(os.open(root, _DIR_FLAGS))
-            for name in parts[:-1]:
-                fds.append(os.open(name, _DIR_FLAGS, dir_fd=fds[-1]))
-            fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=fds[-1])
-        except FileNotFoundError:
-            raise UntrustedFileError(f"{os.fspath(relpath)!r} does not exist") from None
-        except OSError as exc:  # ELOOP / ENOTDIR: a link on the way; EACCES; ENXIO: a socket
-            raise UntrustedFileError(f"{os.fspath(relpath)!r} cannot be opened safely ({exc.strerror})") from None
-        fds.append(fd)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UntrustedFileError(f"{os.fspath(relpath)!r} is not a regular file")
-        os.set_blocking(fd, True)
-        yield fd
-    finally:
-        for fd in reversed(fds):
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise UntrustedFileError(f"{shown!r} is not a regular file")
+            os.set_blocking(fd, True)
+            yield fd
+        finally:
             os.close(fd)
 
 
-def _read_fd(fd: int, limit: int) -> bytes:
-    chunks: list[bytes] = []
+def _chunks(fd: int, limit: int) -> Iterator[bytes]:
+    """The next ``limit`` bytes of ``fd`` (fewer at its end), a MiB at most at a time."""
     left = limit
     while left > 0:
         chunk = os.read(fd, min(left, 1 << 20))
         if not chunk:
-            break
-        chunks.append(chunk)
+            return
+        yield chunk
         left -= len(chunk)
-    return b"".join(chunks)
+
+
+def _read_fd(fd: int, limit: int) -> bytes:
+    return b"".join(_chunks(fd, limit))
 
 
 def sha256(root: Path, relpath: str | os.PathLike[str], *, limit: int) -> str:
     """The hex sha256 of the file's first ``limit`` bytes, read in chunks (a large file is never held whole)."""
     digest = hashlib.sha256()
     with open_beneath(root, relpath) as fd:
-        left = limit
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
+        for chunk in _chunks(fd, limit):
             digest.update(chunk)
-            left -= len(chunk)
     return digest.hexdigest()
 
 

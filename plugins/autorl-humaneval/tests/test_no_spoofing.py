@@ -237,7 +237,7 @@ def test_a_cached_baseline_is_not_reused_across_k_or_timeout(prepared: tuple[Hum
 
     _, hidden = prepared
     model = resolve_model("autorl:tiny").path
-    base = {"task": "humaneval", "backend": "hf", "split": "dev", "model_dir": str(model), "hidden_dir": str(hidden),
+    base = {"task": "humaneval", "backend": "hf", "split": "dev", "base_model_dir": str(model), "hidden_dir": str(hidden),
             "cache_dir": str(tmp_path / "cache"), "limit": 1}
     first = run_job({**base, "benchmark_options": {}})
     assert not first.get("extra", {}).get("cached")

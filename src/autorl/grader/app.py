@@ -86,6 +86,16 @@ def _only(data: dict[str, Any], required: set[str], optional: frozenset[str] = f
         raise UsageError(f"unknown field(s): {', '.join(sorted(extra))}")
 
 
+async def _number_body(request: Request, field: str, unit: str = "") -> float:
+    """The number of a body that is ``{field: number}`` and nothing else."""
+    data = await _json_body(request)
+    _only(data, {field})
+    value = data[field]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UsageError(f"{field} must be a number{unit}")
+    return float(value)
+
+
 async def health(request: Request) -> Response:
     """``GET /health``: liveness, task, time left (no token needed)."""
     grader = _grader(request)
@@ -133,13 +143,9 @@ async def submission(request: Request) -> Response:
 async def set_baseline(request: Request) -> Response:
     """``POST /set_baseline {"score"}`` (admin): the dev baseline's score, set by hand."""
     _auth(request, admin=True)
-    data = await _json_body(request)
-    _only(data, {"score"})
-    score = data["score"]
-    if isinstance(score, bool) or not isinstance(score, (int, float)):
-        raise UsageError("score must be a number")
-    _grader(request).set_baseline(float(score))
-    return JSONResponse({"baseline_score": float(score)})
+    score = await _number_body(request, "score")
+    _grader(request).set_baseline(score)
+    return JSONResponse({"baseline_score": score})
 
 
 async def plugins(request: Request) -> Response:
@@ -172,13 +178,9 @@ async def admin_close(request: Request) -> Response:
 async def admin_deadline(request: Request) -> Response:
     """``POST /admin/deadline {"deadline"}`` (admin): set the deadline (Unix seconds)."""
     _auth(request, admin=True)
-    data = await _json_body(request)
-    _only(data, {"deadline"})
-    value = data["deadline"]
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UsageError("deadline must be a number (Unix seconds)")
+    deadline = await _number_body(request, "deadline", " (Unix seconds)")
     grader = _grader(request)
-    grader.set_deadline(float(value))
+    grader.set_deadline(deadline)
     return JSONResponse(grader.time_info())
 
 

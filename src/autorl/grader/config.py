@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 class GraderConfig:
     """Everything a grader process needs; written by the orchestrator, readable only by its owner."""
 
+    # (alike in shape only to a run's row, autorl.results.RunRow: a list of named fields with defaults)
+
     task: str
     workspace: str
     output_dir: str

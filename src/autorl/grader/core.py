@@ -23,7 +23,7 @@ from autorl.grader import records
 from autorl.grader.config import GraderConfig
 from autorl.grader.intake import take_in, write_mirror
 from autorl.grader.jobs import EvalFailed, EvalSlot
-from autorl.grader.snapshot import PinnedDir
+from autorl.grader.snapshot import PinnedDir, Snapshot
 from autorl.grader.store import DONE, FAILED, QUEUED, RUNNING, WAITING, Store
 from autorl.grader.validation import Limits, refusal_kind
 
@@ -121,8 +121,8 @@ class Grader:
         self._check_capacity()
         incoming = self._snapshots / f".incoming-{secrets.token_hex(8)}"
         try:
-            snap, checkpoint = take_in(raw_path, output=self._output, workspace=self.workspace, incoming=incoming,
-                                       limits=self.limits, before_copy=before_copy)
+            digest, found = take_in(raw_path, output=self._output, workspace=self.workspace, incoming=incoming,
+                                    limits=self.limits, before_copy=before_copy)
         except AutorlError as exc:
             self.store.add_refusal(str(raw_path), str(exc), refusal_kind(exc))
             raise
@@ -134,25 +134,23 @@ class Grader:
             if exc.args[0] == "total":
                 raise LimitReached(f"the run's limit of {self.config.max_submissions} submissions is reached") from None
             raise QueueFull(f"{self.config.max_queue} submissions are already waiting; try again later") from None
-        snap_path = self._snapshots / str(sid)
+        snapshot = Snapshot(self._snapshots / str(sid), found.kind, digest)  # from here on, the submission
         try:
-            if snap_path.exists():  # left by a store that lost its database rows; ids are never reused
-                shutil.rmtree(snap_path)
-            incoming.rename(snap_path)
+            if snapshot.path.exists():  # left by a store that lost its database rows; ids are never reused
+                shutil.rmtree(snapshot.path)
+            incoming.rename(snapshot.path)
         except OSError as exc:
             shutil.rmtree(incoming, ignore_errors=True)
             self.store.update(sid, status=FAILED, error=f"could not store the snapshot: {exc}", finished_at=time.time())
             raise GraderError(f"could not store the snapshot: {exc}") from None
-        digest = snap.content_hash
         earlier = self.store.evaluation(digest, "dev")
         if earlier is not None:
             first = next((s["id"] for s in self.store.all() if s["content_hash"] == digest and s["status"] == DONE),
                          None)
             now = time.time()
-            self.store.update(sid, snapshot=str(snap_path), content_hash=digest, kind=checkpoint.kind,
-                              duplicate_of=first, started_at=now, **self._scored(earlier, now))
+            self.store.update(sid, **snapshot.to_row(), duplicate_of=first, started_at=now, **self._scored(earlier, now))
         else:
-            self.store.update(sid, snapshot=str(snap_path), content_hash=digest, kind=checkpoint.kind, status=QUEUED)
+            self.store.update(sid, **snapshot.to_row(), status=QUEUED)
             with self._wake:
                 self._wake.notify_all()
         self.write_mirror()
@@ -198,13 +196,14 @@ class Grader:
     def _evaluate_submission(self, sub: dict[str, Any], slot: int) -> None:
         sid = int(sub["id"])
         try:
-            record = self._slots[slot].run(Path(str(sub["snapshot"])), "dev", f"sub{sid}")
-        except EvalFailed as exc:
+            snapshot = Snapshot.from_row(sub)
+            record = self._slots[slot].run(snapshot, "dev", f"sub{sid}")
+        except (EvalFailed, ValueError) as exc:
             if self._stop.is_set():  # abandoned, not failed: the next grader on this store queues it again
                 return
             self.store.update(sid, status=FAILED, error=str(exc), finished_at=time.time())
         else:
-            self.store.put_evaluation(sub["content_hash"], "dev", record)
+            self.store.put_evaluation(snapshot.digest, "dev", record)
             self.store.update(sid, **self._scored(record, time.time()))
         self.write_mirror()
 
@@ -226,7 +225,7 @@ class Grader:
     def baseline_record(self, split: str, slot: int = 0) -> dict[str, Any]:
         """The base model's evaluation on ``split``, from the cross-run cache when its key matches."""
         assert self.config.base_model is not None
-        return self._slots[slot].run(Path(self.config.base_model), split, "baseline", cache=True)
+        return self._slots[slot].run(None, split, "baseline")
 
     def set_baseline(self, score: float) -> None:
         """Set the dev baseline's score by hand (no record: submissions get no paired comparison from it)."""
@@ -295,7 +294,7 @@ class Grader:
                 self._testing.add(sid)
         if claimed:
             try:
-                self._score_test(sid, Path(str(sub["snapshot"])))
+                self._score_test(sid, Snapshot.from_row(sub))
             finally:
                 with self._test_lock:
                     self._testing.discard(sid)
@@ -309,7 +308,7 @@ class Grader:
         row = self.store.test_score(sid)
         return row is not None and row["status"] == RUNNING and sid not in self._testing
 
-    def _score_test(self, sid: int, snapshot: Path) -> None:
+    def _score_test(self, sid: int, snapshot: Snapshot) -> None:
         """Score the claimed test evaluation of ``sid``, and the base model's once, beside it."""
         base: dict[str, Any] | None = None
         try:

@@ -13,14 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from autorl.errors import GraderError, PathRefused, UsageError
-from autorl.grader.snapshot import PinnedDir, Snapshot, open_submission, take_snapshot
+from autorl.grader.snapshot import PinnedDir, open_submission, take_snapshot
 from autorl.grader.validation import Checkpoint, Limits, submission_parts, validate_checkpoint
 
 
 def take_in(raw_path: Any, *, output: PinnedDir, workspace: Path, incoming: Path, limits: Limits,
-            before_copy: Callable[[str], None] | None = None) -> tuple[Snapshot, Checkpoint]:
+            before_copy: Callable[[str], None] | None = None) -> tuple[str, Checkpoint]:
     """The submission ``raw_path`` copied by descriptor from the pinned output directory into ``incoming``, then
-    validated as copied. On any refusal ``incoming`` is removed and the error raised."""
+    validated as copied: the copy's content digest and what validation found. On any refusal ``incoming`` is
+    removed and the error raised."""
     replaced = output.replaced_by()
     if replaced == "a link":
         raise PathRefused(f"the output directory {output.path} was replaced by a link after the run started; "
@@ -35,18 +36,18 @@ def take_in(raw_path: Any, *, output: PinnedDir, workspace: Path, incoming: Path
             raise UsageError(f"{exc} (the output directory was replaced by {replaced} after the run started; "
                              "the grader reads only the original one: write checkpoints inside it)") from None
         try:
-            snap = take_snapshot(fd, incoming, limits, before_copy=before_copy)
+            copied = take_snapshot(fd, incoming, limits, before_copy=before_copy)
         finally:
             os.close(fd)
     except OSError as exc:
         shutil.rmtree(incoming, ignore_errors=True)
         raise GraderError(f"could not copy the checkpoint: {exc.strerror or exc}") from None
     try:
-        checkpoint = validate_checkpoint(snap.path, snap.files)
+        checkpoint = validate_checkpoint(incoming, copied.files)
     except BaseException:
         shutil.rmtree(incoming, ignore_errors=True)
         raise
-    return snap, checkpoint
+    return copied.digest, checkpoint
 
 
 def write_mirror(workspace: PinnedDir, data: bytes, name: str = "scores.json") -> None:

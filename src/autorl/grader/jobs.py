@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autorl.grader.snapshot import Snapshot
 from autorl.grader.worker import MAX_FRAME, encode_frame, write_all
 from autorl.lease import PARENT_ENV
 
@@ -46,24 +47,24 @@ class _WorkerLost(Exception):
     """The worker died, hung or broke the protocol: replace it, and the job may be tried again."""
 
 
-def build_job(config: GraderConfig, store_dir: Path, model_dir: Path, split: str, tag: str, *,
-              cache: bool = False) -> dict[str, Any]:
-    """The job a worker runs: everything it needs to evaluate ``model_dir`` on ``split``."""
-    jobs = store_dir / "jobs"
+def build_job(config: GraderConfig, store_dir: Path, snapshot: Snapshot | None, split: str, tag: str,
+              scratch_dir: Path) -> dict[str, Any]:
+    """The job a worker runs: everything it needs to evaluate ``snapshot`` (None: the run's base model, whose
+    record is cached across runs) on ``split``, with ``scratch_dir`` for its backend's files."""
     return {
         "task": config.task,
         "benchmark_options": config.benchmark_options,
         "backend": config.backend,
         "backend_options": config.backend_options,
-        "model_dir": str(model_dir),
+        "snapshot": snapshot.to_row() if snapshot is not None else None,
         "base_model_dir": config.base_model,
         "split": split,
         "hidden_dir": config.hidden_dir,
         "limit": config.limit,
         "per_item_path": str(store_dir / "items" / f"{tag}-{split}.jsonl"),
-        "result_path": str(jobs / f"{tag}-{split}.result.json"),
         "log_path": str(store_dir / "logs" / f"{tag}-{split}.log"),
-        "cache_dir": config.baseline_cache_dir if cache else None,
+        "cache_dir": config.baseline_cache_dir if snapshot is None else None,
+        "scratch_dir": str(scratch_dir),
     }
 
 
@@ -177,13 +178,14 @@ class EvalSlot:
         worker = self._worker
         return worker.proc.pid if worker is not None else None
 
-    def run(self, model_dir: Path, split: str, tag: str, *, cache: bool = False) -> dict[str, Any]:
-        """Evaluate ``model_dir`` on ``split``; the evaluation record, or :class:`EvalFailed`."""
+    def run(self, snapshot: Snapshot | None, split: str, tag: str) -> dict[str, Any]:
+        """Evaluate a submission's ``snapshot`` (``None``: the run's base model, from the cross-run cache when its
+        key matches) on ``split``, its files named ``tag``; the evaluation record, or :class:`EvalFailed`."""
         with self._lock:
             if self._closed:
                 raise EvalFailed("the grader is stopping")
-            job = build_job(self.config, self.store_dir, model_dir, split, tag, cache=cache)
-            job["scratch_dir"] = str(self.store_dir / "engines" / f"slot{self.index}")
+            job = build_job(self.config, self.store_dir, snapshot, split, tag,
+                            self.store_dir / "engines" / f"slot{self.index}")
             lost: str | None = None
             restarted = False
             while True:

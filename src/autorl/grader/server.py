@@ -10,19 +10,16 @@ grader that recovers the run) and exits.
 
 from __future__ import annotations
 
-import argparse
 import logging
-import os
-import signal
 import socket
 import sys
-import threading
 import time
-from pathlib import Path
 from typing import Any
 
+from autorl import service
 from autorl.grader.config import GraderConfig
 from autorl.grader.core import Grader
+from autorl.lease import LOST_AT_KEY
 
 
 def free_port() -> int:
@@ -47,23 +44,16 @@ def benchmark_listing() -> list[dict[str, Any]]:
             for r in get_benchmarks().values()]
 
 
-def serve(config: GraderConfig, port: int, host: str = "127.0.0.1", *, lease_fd: int | None = None) -> None:
+def serve(config: GraderConfig, port: int, *, lease_fd: int | None = None) -> None:
     """Serve until interrupted (or, given ``lease_fd``, until the lease breaks). Binds to loopback only: the agent
     reaches it through its URL."""
-    import uvicorn
-
     from autorl.grader.app import create_app
 
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        raise SystemExit("the grader serves on loopback only")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     grader = Grader(config)
     app = create_app(grader, plugins=plugin_listing, benchmarks=benchmark_listing)
-    if lease_fd is not None:
-        from autorl.lease import watch_lease
-
-        watch_lease(lease_fd, lambda: orchestrator_lost(grader))
-    uvicorn.run(app, host=host, port=port, log_level="info", access_log=True, timeout_graceful_shutdown=5)
+    service.serve(app, port, lease_fd=lease_fd, exit_after_s=_LOST_EXIT_S, on_lost=lambda: orchestrator_lost(grader),
+                  log_level="info", access_log=True, timeout_graceful_shutdown=5)
 
 
 #: how long a grader that lost its orchestrator may take to shut down before it exits regardless
@@ -71,29 +61,17 @@ _LOST_EXIT_S = 30.0
 
 
 def orchestrator_lost(grader: Grader) -> None:
-    """The lease broke: no new submissions, the loss recorded in the store, then a shutdown (the app's lifespan
-    stops the grader, which kills the evaluation in flight); past :data:`_LOST_EXIT_S` the process just exits."""
-    from autorl.lease import LOST_AT_KEY
-
+    """The lease broke: no new submissions and the loss recorded in the store; then (:func:`autorl.service.serve`)
+    a shutdown, in which the app's lifespan stops the grader and kills the evaluation in flight, and past
+    :data:`_LOST_EXIT_S` an exit regardless."""
     logging.getLogger("autorl.grader").warning("the orchestrator is gone: closing the run and exiting")
-    try:
-        if grader.store.get_meta(LOST_AT_KEY) is None:
-            grader.store.set_meta(LOST_AT_KEY, time.time())
-        grader.close()
-    finally:
-        timer = threading.Timer(_LOST_EXIT_S, os._exit, (3,))
-        timer.daemon = True
-        timer.start()
-        os.kill(os.getpid(), signal.SIGTERM)  # uvicorn's graceful shutdown
+    if grader.store.get_meta(LOST_AT_KEY) is None:
+        grader.store.set_meta(LOST_AT_KEY, time.time())
+    grader.close()
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autorl.grader.server")
-    parser.add_argument("config", type=Path)
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--lease-fd", type=int, default=None,
-                        help="the read end of the orchestrator's lease: the grader ends when it breaks")
-    args = parser.parse_args(argv)
+    args = service.service_args("python -m autorl.grader.server", "the grader", argv)
     serve(GraderConfig.load(args.config), args.port, lease_fd=args.lease_fd)
     return 0
 

@@ -22,13 +22,16 @@ import json
 import os
 import shutil
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from autorl.errors import CheckpointTooLarge, InvalidCheckpointError, PathRefused, UsageError
 from autorl.evaluation.identity import manifest_hash
 from autorl.grader.validation import (
+    FULL,
+    LORA,
     Limits,
     check_name,
     refuse_by_magic,
@@ -74,11 +77,38 @@ class PinnedDir:
 
 @dataclass(frozen=True)
 class Snapshot:
+    """A submission as the grader holds it: the one form it keeps from intake to the evaluation worker.
+
+    ``path`` is the grader's own copy (regular files only, read-only, ``snapshots/<id>`` in the store), ``kind``
+    what validation found it to be (:data:`~autorl.grader.validation.FULL` or
+    :data:`~autorl.grader.validation.LORA`), ``digest`` the hash of its content (equal bytes anywhere give an
+    equal digest). Made once, when a validated copy takes its place in the store (:meth:`Grader.submit
+    <autorl.grader.core.Grader.submit>`); kept as its submission's columns (:meth:`to_row`) and sent to the
+    worker in its job the same way (:meth:`from_row` reads both).
+    """
+
     path: Path
-    content_hash: str
-    #: relative posix name -> size in bytes
+    kind: str
+    digest: str
+
+    def to_row(self) -> dict[str, str]:
+        """The submission row's columns that hold the snapshot."""
+        return {"snapshot": str(self.path), "kind": self.kind, "content_hash": self.digest}
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Snapshot:
+        """The snapshot of a submission row (or a job) that has one; ``ValueError`` when it has none."""
+        path, kind, digest = row.get("snapshot"), row.get("kind"), row.get("content_hash")
+        if not (isinstance(path, str) and path and kind in (FULL, LORA) and isinstance(digest, str) and digest):
+            raise ValueError("no snapshot recorded")
+        return cls(Path(path), str(kind), digest)
+
+
+class Copied(NamedTuple):
+    """What :func:`take_snapshot` copied: the content digest, and each file's relative name and size."""
+
+    digest: str
     files: dict[str, int]
-    total_bytes: int
 
 
 def open_submission(root: PinnedDir, parts: tuple[str, ...]) -> int:
@@ -117,7 +147,7 @@ def take_snapshot(
     limits: Limits = Limits(),
     *,
     before_copy: Callable[[str], None] | None = None,
-) -> Snapshot:
+) -> Copied:
     """Copy the directory open at ``source_fd`` into ``target`` (which must not exist) and hash it.
 
     ``before_copy(relative_name)`` is called after each file is opened and checked, before its bytes are
@@ -125,7 +155,7 @@ def take_snapshot(
     """
     target.mkdir(mode=0o700)
     try:
-        manifest, sizes, total = _copy_tree(source_fd, target, limits, before_copy)
+        manifest, sizes = _copy_tree(source_fd, target, limits, before_copy)
         if not sizes:
             raise InvalidCheckpointError("the checkpoint directory is empty")
         digest = manifest_hash(manifest)
@@ -134,12 +164,12 @@ def take_snapshot(
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
         raise
-    return Snapshot(target, digest, sizes, total)
+    return Copied(digest, sizes)
 
 
 def _copy_tree(
     source_fd: int, target: Path, limits: Limits, before_copy: Callable[[str], None] | None
-) -> tuple[dict[str, str], dict[str, int], int]:
+) -> tuple[dict[str, str], dict[str, int]]:
     manifest: dict[str, str] = {}
     sizes: dict[str, int] = {}
     total = 0
@@ -195,7 +225,7 @@ def _copy_tree(
     finally:
         for dfd, _, _ in stack:
             os.close(dfd)
-    return manifest, sizes, total
+    return manifest, sizes
 
 
 def _open_checked(name: str, dir_fd: int, rel: str, st: os.stat_result, flags: int) -> int:

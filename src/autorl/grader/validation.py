@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from autorl.errors import CheckpointTooLarge, InvalidCheckpointError, PathRefused, UsageError
+from autorl.inference.base import ADAPTER_CONFIG
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
@@ -32,10 +33,15 @@ class Limits:
     max_json_bytes: int = 64 * 2**20
 
 
+#: what a checkpoint may be: a full model, or a LoRA adapter on the run's base model
+FULL, LORA = "full", "lora"
+
+
 @dataclass(frozen=True)
 class Checkpoint:
-    path: Path
-    kind: str  # "full" or "lora"
+    """What validation found a snapshot to be: its kind (:data:`FULL` or :data:`LORA`), its files, their size."""
+
+    kind: str
     files: tuple[str, ...]
     total_bytes: int
 
@@ -221,13 +227,13 @@ def validate_checkpoint(root: Path, files: Mapping[str, int] | None = None) -> C
         if name.endswith(".json") and name not in ("tokenizer.json", "vocab.json"):
             _check_references(read_json_object(root / name, name), name, names)
     weights = sorted(n for n in names if n.endswith(".safetensors"))
-    if "adapter_config.json" in names:
-        cfg = read_json_object(root / "adapter_config.json", "adapter_config.json")
+    if ADAPTER_CONFIG in names:
+        cfg = read_json_object(root / ADAPTER_CONFIG, ADAPTER_CONFIG)
         if cfg.get("peft_type", "LORA") != "LORA":
             raise InvalidCheckpointError(f"adapter type {str(cfg.get('peft_type'))[:50]!r} is not supported; use LoRA")
         if "adapter_model.safetensors" not in names:
             raise InvalidCheckpointError("a LoRA adapter needs adapter_model.safetensors")
-        kind = "lora"
+        kind = LORA
     else:
         if "config.json" not in names:
             raise InvalidCheckpointError("no config.json: not a model checkpoint or LoRA adapter")
@@ -244,7 +250,7 @@ def validate_checkpoint(root: Path, files: Mapping[str, int] | None = None) -> C
             missing = sorted(shards - names)
             if missing:
                 raise InvalidCheckpointError(f"shards listed in the index are missing: {', '.join(missing)[:300]}")
-        kind = "full"
+        kind = FULL
     for w in weights:
         check_safetensors(root / w)
-    return Checkpoint(root, kind, tuple(sorted(names)), sum(files.values()))
+    return Checkpoint(kind, tuple(sorted(names)), sum(files.values()))

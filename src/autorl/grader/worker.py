@@ -1,13 +1,11 @@
-"""The worker's end of an evaluation job: a long-lived loop per grader slot, or one job in a fresh process.
+"""The worker's end of an evaluation job: a long-lived loop per grader slot.
 
 ``python -m autorl.grader.worker --serve IN_FD OUT_FD`` (what :class:`autorl.grader.jobs.EvalSlot` starts):
 jobs arrive as length-prefixed JSON frames on ``IN_FD``; each answer goes back on ``OUT_FD`` carrying the
-job's nonce. The backend stays loaded between jobs (``Backend.acquire``: reused, reloaded in place, or loaded
+job's nonce. A job names a submission's :class:`~autorl.grader.snapshot.Snapshot` (or none: the run's base
+model). The backend stays loaded between jobs (``Backend.acquire``: reused, reloaded in place, or loaded
 afresh) and sleeps between them when its options say so. Each job's output goes to its own log file. After a
 failed job the worker exits (its engine is not trusted again); a crash or a hang is the slot's to handle.
-
-``python -m autorl.grader.worker JOB.json`` evaluates one job and writes the result atomically to the job's
-``result_path`` (exit code 0 on success).
 """
 
 from __future__ import annotations
@@ -23,6 +21,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from autorl.evaluation.identity import config_hash, model_hash, stable_hash
 from autorl.evaluation.run import EvalRecord, evaluate_model
+from autorl.grader.snapshot import Snapshot
+from autorl.grader.validation import LORA
 from autorl.inference.base import EngineRestart
 from autorl.jsonio import write_json_atomic
 
@@ -73,6 +73,18 @@ def _backend_key(job: dict[str, Any]) -> str:
     return json.dumps([job["backend"], job.get("backend_options") or {}], sort_keys=True, default=str)
 
 
+def model_dirs(job: dict[str, Any]) -> tuple[Path, Path | None]:
+    """The folder to evaluate and the base model to apply it to: a submission's snapshot (the base only under a
+    LoRA adapter), or the base model itself."""
+    base = Path(job["base_model_dir"]) if job.get("base_model_dir") else None
+    if job.get("snapshot") is None:
+        if base is None:
+            raise ValueError("a job without a snapshot evaluates the base model, and names none")
+        return base, None
+    snapshot = Snapshot.from_row(job["snapshot"])
+    return snapshot.path, base if snapshot.kind == LORA else None
+
+
 def run_job(job: dict[str, Any], backend: Backend | None = None) -> dict[str, Any]:
     """Evaluate one job; its record as a dict. With ``backend`` (a warm worker's) the engine is kept loaded."""
     from autorl.registry import get_backend, get_benchmark
@@ -81,12 +93,14 @@ def run_job(job: dict[str, Any], backend: Backend | None = None) -> dict[str, An
     keep = backend is not None
     if backend is None:
         backend = get_backend(job["backend"])(job.get("backend_options") or {})
+    model_dir, base_dir = model_dirs(job)
     cache_file = None
     if job.get("cache_dir"):
         # baselines are reused across runs when benchmark, eval config, backend and model bytes all match
         # (the config hash covers the hidden items themselves: another secret or data version is another key)
         benchmark.prepare_eval_data(Path(job["hidden_dir"]))
-        key = stable_hash([config_hash(benchmark, job["split"], backend, Path(job["hidden_dir"])), model_hash(Path(job["model_dir"])), job.get("limit")])
+        key = stable_hash([config_hash(benchmark, job["split"], backend, Path(job["hidden_dir"])),
+                           model_hash(model_dir), job.get("limit")])
         cache_file = Path(job["cache_dir"]) / benchmark.name / f"{key}.json"
         if cache_file.is_file():
             cached: dict[str, Any] = json.loads(cache_file.read_text())
@@ -95,10 +109,10 @@ def run_job(job: dict[str, Any], backend: Backend | None = None) -> dict[str, An
     record: EvalRecord = evaluate_model(
         benchmark,
         backend,
-        Path(job["model_dir"]),
+        model_dir,
         split=job["split"],
         hidden_dir=Path(job["hidden_dir"]),
-        base_model_dir=Path(job["base_model_dir"]) if job.get("base_model_dir") else None,
+        base_model_dir=base_dir,
         limit=job.get("limit"),
         per_item_path=Path(job["per_item_path"]) if job.get("per_item_path") else None,
         keep_loaded=keep,
@@ -189,19 +203,11 @@ def main(argv: list[str] | None = None) -> int:
     from autorl.lease import end_with_parent
 
     argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 3 or argv[0] != "--serve" or not all(a.isdigit() for a in argv[1:]):
+        print("usage: python -m autorl.grader.worker --serve IN_FD OUT_FD", file=sys.stderr)
+        return 2
     end_with_parent()  # a grader killed mid-job takes its worker (and the engine's processes) with it
-    if argv and argv[0] == "--serve":
-        return serve(int(argv[1]), int(argv[2]))
-    job = json.loads(Path(argv[0]).read_text())
-    result_path = Path(job["result_path"])
-    try:
-        record = run_job(job)
-    except Exception as exc:
-        traceback.print_exc()
-        write_json_atomic(result_path, {"ok": False, "error": f"{type(exc).__name__}: {exc}"})
-        return 1
-    write_json_atomic(result_path, {"ok": True, "record": record})
-    return 0
+    return serve(int(argv[1]), int(argv[2]))
 
 
 if __name__ == "__main__":

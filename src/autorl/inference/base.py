@@ -22,6 +22,9 @@ from typing import Any, ClassVar
 class GenerationRequest:
     """One prompt (text, or chat messages to render with the tokenizer's chat template)."""
 
+    # the decoding fields mirror a benchmark's EvalConfig (autorl.benchmark) on purpose: the evaluator copies
+    # the benchmark's settings into each request, and the backend contract stays free of the benchmark's types
+
     prompt: str | list[dict[str, str]]
     max_new_tokens: int = 256
     temperature: float = 0.0
@@ -69,8 +72,13 @@ def prompt_token_ids(tokenizer: Any, prompt: str | list[dict[str, str]]) -> list
     return [int(i) for i in ids]
 
 
+#: the file that makes a checkpoint folder a (peft) adapter on a base model
+ADAPTER_CONFIG = "adapter_config.json"
+
+
 def is_adapter(model_dir: Path) -> bool:
-    return (model_dir / "adapter_config.json").is_file()
+    """Whether ``model_dir`` holds an adapter (to apply to a base model) rather than a full model."""
+    return (model_dir / ADAPTER_CONFIG).is_file()
 
 
 #: How an evaluation got its model: a new engine, the engine that already held these weights, or new weights

@@ -1,7 +1,7 @@
 """The ``hf`` backend: transformers generation on CPU or CUDA, sorted by length, OOM-safe, early-stopping.
 
-Over 300 lines for a reason: one backend class with its two decoding loops (``generate`` and the compacting
-one), its loading, and the in-place weight swap of a warm worker (helpers in :mod:`autorl.inference.weights`).
+Loading is :mod:`autorl.inference.loading`, the compacting decoder :mod:`autorl.inference.compact`, the
+in-place weight swap of a warm worker :mod:`autorl.inference.weights`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from autorl.errors import InvalidCheckpointError, MissingDependencyError
+from autorl.errors import MissingDependencyError
 from autorl.inference.base import (
     Backend,
     Completion,
@@ -23,74 +23,12 @@ from autorl.inference.base import (
     render_prompt,
     shape_config,
 )
+from autorl.inference.compact import decode_compacting, supports_compaction
+from autorl.inference.loading import import_torch, load_causal_lm, load_tokenizer, tokenizer_dir
+from autorl.inference.weights import load_weights_into, merge_adapter, reread_generation_config
 
-
-def _import_torch() -> Any:
-    try:
-        import torch
-        import transformers  # noqa: F401
-    except ImportError as exc:
-        raise MissingDependencyError("the hf backend", "'autorl[hf]'") from exc
-    return torch
-
-
-def load_tokenizer(path: Path) -> Any:
-    """Load a tokenizer exactly the way the grader does (agents are told to do the same).
-
-    ``AutoTokenizer`` without remote code, left padding for batched generation, and a pad token
-    (the EOS token) when the checkpoint has none.
-    """
-    _import_torch()
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(str(path), trust_remote_code=False)
-    tok.padding_side = "left"
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    return tok
-
-
-def _has_tokenizer(path: Path) -> bool:
-    return any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json"))
-
-
-def tokenizer_dir(model_dir: Path, base_model_dir: Path | None = None) -> Path:
-    """Where a checkpoint's tokenizer is read from: its own folder, or the base model's for an adapter without one."""
-    if is_adapter(model_dir) and not _has_tokenizer(model_dir) and base_model_dir is not None:
-        return base_model_dir
-    return model_dir
-
-
-def load_causal_lm(
-    model_dir: Path, base_model_dir: Path | None = None, *, device: str = "cpu", dtype: str = "auto"
-) -> tuple[Any, Any]:
-    """(model, tokenizer) for a full checkpoint, or for a LoRA adapter merged into ``base_model_dir``."""
-    torch = _import_torch()
-    from transformers import AutoModelForCausalLM
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-
-    torch_dtype: Any
-    if dtype == "auto":
-        torch_dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-    else:
-        torch_dtype = getattr(torch, dtype)
-    kwargs: dict[str, Any] = {"dtype": torch_dtype, "trust_remote_code": False}
-    if is_adapter(model_dir):
-        if base_model_dir is None:
-            raise InvalidCheckpointError(f"{model_dir} is a LoRA adapter but no base model was given")
-        try:
-            from peft import PeftModel
-        except ImportError as exc:
-            raise MissingDependencyError("LoRA adapters", "peft") from exc
-        base = AutoModelForCausalLM.from_pretrained(str(base_model_dir), **kwargs)
-        model = PeftModel.from_pretrained(base, str(model_dir)).merge_and_unload()
-    else:
-        model = AutoModelForCausalLM.from_pretrained(str(model_dir), **kwargs)
-    model.to(device)
-    model.eval()
-    return model, load_tokenizer(tokenizer_dir(model_dir, base_model_dir))
+__all__ = ["HFBackend", "PromptLogitsProcessor", "callable_identity", "load_causal_lm", "load_tokenizer",
+           "tokenizer_dir"]
 
 
 def callable_identity(fn: Any) -> dict[str, str]:
@@ -126,7 +64,7 @@ def _cell_filled(cell: Any) -> bool:
 
 
 def _default_device() -> str:
-    torch = _import_torch()
+    torch = import_torch()
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
@@ -160,7 +98,7 @@ class HFBackend(Backend):
     @classmethod
     def available(cls) -> bool:
         try:
-            _import_torch()
+            import_torch()
         except MissingDependencyError:
             return False
         return True
@@ -195,15 +133,13 @@ class HFBackend(Backend):
     def unload(self) -> None:
         self.model = self.tokenizer = None
         self.__dict__.pop("_stop_cache", None)
-        torch = _import_torch()
+        torch = import_torch()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
 
     def swap(self, model_dir: Path, base_model_dir: Path | None = None) -> bool:
         """New weights into the loaded model (``load_state_dict``-style copies; a LoRA adapter is merged into
         the base's weights, loaded the same way), when the architecture and shapes are the model's."""
-        from autorl.inference.weights import load_weights_into, merge_adapter, reread_generation_config
-
         adapter = is_adapter(model_dir)
         if adapter and base_model_dir is None:
             return False
@@ -226,7 +162,7 @@ class HFBackend(Backend):
     def sleep(self) -> None:
         if self.model is not None and self.device.startswith("cuda"):
             self.model.to("cpu")
-            _import_torch().cuda.empty_cache()
+            import_torch().cuda.empty_cache()
 
     def wake(self) -> None:
         if self.model is not None and self.device.startswith("cuda"):
@@ -243,7 +179,7 @@ class HFBackend(Backend):
         if "batch_size" in self.options:
             return int(self.options["batch_size"])
         cap = int(self.options.get("max_batch_size", 512))
-        torch = _import_torch()
+        torch = import_torch()
         if not self.device.startswith("cuda"):
             return min(64, cap)
         free, _total = torch.cuda.mem_get_info()
@@ -258,7 +194,7 @@ class HFBackend(Backend):
         return max(1, min(cap, int(free * 0.7 // per_seq)))
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
-        torch = _import_torch()
+        torch = import_torch()
         if self.model is None:
             raise RuntimeError("load() a model before generate()")
         prompts = self.prompt_ids(requests)
@@ -290,12 +226,14 @@ class HFBackend(Backend):
 
     def _generate_batch(self, prompts: list[list[int]], req: GenerationRequest) -> list[Completion]:
         tok = self.tokenizer
-        enc = _left_padded(_import_torch(), prompts, tok.pad_token_id, self.device)
+        enc = _left_padded(import_torch(), prompts, tok.pad_token_id, self.device)
         mode = self.options.get("decode", "generate")
-        if mode == "generate" or not _supports_compaction(self.model):
+        if mode == "generate" or not supports_compaction(self.model):
             rows = self._decode_with_generate(enc, req)
         else:
-            rows = self._decode_compacting(enc["input_ids"], enc["attention_mask"], req)
+            rows = decode_compacting(self.model, tok, enc["input_ids"], enc["attention_mask"], req,
+                                     eos_ids=self._eos_ids(), stop_mask=self._stop_candidates(req.stop) if req.stop
+                                     else None, hook=self.options.get("logits_processor"))
         completions = []
         for i in range(len(prompts)):
             outs, reasons, count = [], [], 0
@@ -315,7 +253,7 @@ class HFBackend(Backend):
 
     def _decode_with_generate(self, enc: Any, req: GenerationRequest) -> list[tuple[list[int], str]]:
         """transformers ``generate``: every row stays in the batch until the longest is done."""
-        torch = _import_torch()
+        torch = import_torch()
         tok = self.tokenizer
         kwargs: dict[str, Any] = {
             "max_new_tokens": req.max_new_tokens,
@@ -348,7 +286,7 @@ class HFBackend(Backend):
 
     def _stop_candidates(self, stops: tuple[str, ...]) -> Any:
         """A mask over the vocabulary: tokens whose text could complete a stop string."""
-        torch = _import_torch()
+        torch = import_torch()
         key = ("stop_mask", stops)
         cached = self.__dict__.get("_stop_cache")
         if cached is not None and cached[0] == key:
@@ -360,83 +298,6 @@ class HFBackend(Backend):
         mask = torch.tensor([any(c in d for c in ends) for d in decoded], dtype=torch.bool)
         self.__dict__["_stop_cache"] = (key, mask)
         return mask
-
-    def _decode_compacting(self, input_ids: Any, attention_mask: Any, req: GenerationRequest) -> list[tuple[list[int], str]]:
-        """Greedy or sampled decoding that drops finished rows from the batch and its KV cache.
-
-        With GSM8K-like outputs most rows finish long before the longest one; ``generate`` keeps
-        computing them all. Here finished rows leave the batch once they are a quarter of it.
-        """
-        torch = _import_torch()
-        from transformers import DynamicCache
-
-        model, tok = self.model, self.tokenizer
-        if req.n > 1:
-            input_ids = input_ids.repeat_interleave(req.n, dim=0)
-            attention_mask = attention_mask.repeat_interleave(req.n, dim=0)
-        total = input_ids.shape[0]
-        eos = torch.tensor(sorted(self._eos_ids()), device=input_ids.device)
-        stop_mask = self._stop_candidates(req.stop).to(input_ids.device) if req.stop else None
-        generator = None
-        if req.temperature > 0:
-            generator = torch.Generator(device=input_ids.device).manual_seed(req.seed)
-        rows: list[list[int]] = [[] for _ in range(total)]
-        reasons = ["length"] * total
-        present = list(range(total))  # original row index of each batch row
-        finished = [False] * total
-        hook = self.options.get("logits_processor")
-        prompts = [[t for t, m in zip(r, mk, strict=True) if m] for r, mk in
-                   zip(input_ids.tolist(), attention_mask.tolist(), strict=True)] if hook else []
-        cache = DynamicCache(config=model.config)
-        cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-        positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-        with torch.inference_mode():
-            out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
-                        use_cache=True, logits_to_keep=1, **{cache_arg: cache})
-            next_pos = positions[:, -1:] + 1
-            for step in range(req.max_new_tokens):
-                logits = out.logits[:, -1, :].float()
-                if hook:
-                    logits = hook([prompts[row] for row in present], step, logits)
-                if generator is None:
-                    tokens = logits.argmax(dim=-1)
-                else:
-                    tokens = _sample(torch, logits, req.temperature, req.top_p, generator)
-                is_eos = torch.isin(tokens, eos)
-                maybe_stop = stop_mask[tokens] if stop_mask is not None else None
-                token_list = tokens.tolist()
-                eos_list = is_eos.tolist()
-                stop_list = maybe_stop.tolist() if maybe_stop is not None else None
-                for j, row in enumerate(present):
-                    if finished[row]:
-                        continue
-                    if eos_list[j]:
-                        finished[row], reasons[row] = True, "eos"
-                        continue
-                    rows[row].append(token_list[j])
-                    if stop_list is not None and stop_list[j]:
-                        tail = tok.decode(rows[row][-16:], skip_special_tokens=True)
-                        if any(s in tail for s in req.stop):
-                            finished[row], reasons[row] = True, "stop"
-                alive = [j for j, row in enumerate(present) if not finished[row]]
-                if not alive:
-                    break
-                if len(present) - len(alive) >= max(1, len(present) // 4):
-                    keep = torch.tensor(alive, device=input_ids.device)
-                    cache.batch_select_indices(keep)
-                    attention_mask = attention_mask[keep]
-                    next_pos = next_pos[keep]
-                    tokens = tokens[keep]
-                    present = [present[j] for j in alive]
-                # finished rows still in the batch are fed padding and ignored
-                feed = tokens.clone()
-                done_rows = torch.tensor([finished[row] for row in present], device=input_ids.device)
-                feed[done_rows] = tok.pad_token_id
-                attention_mask = torch.cat([attention_mask, torch.ones_like(attention_mask[:, :1])], dim=1)
-                out = model(input_ids=feed[:, None], attention_mask=attention_mask, position_ids=next_pos,
-                            use_cache=True, **{cache_arg: cache})
-                next_pos = next_pos + 1
-        return list(zip(rows, reasons, strict=True))
 
 
 class PromptLogitsProcessor:
@@ -460,20 +321,3 @@ def _left_padded(torch: Any, prompts: list[list[int]], pad_id: int, device: str)
     ids = [[pad_id] * (width - len(p)) + p for p in prompts]
     mask = [[0] * (width - len(p)) + [1] * len(p) for p in prompts]
     return {"input_ids": torch.tensor(ids, device=device), "attention_mask": torch.tensor(mask, device=device)}
-
-
-def _sample(torch: Any, logits: Any, temperature: float, top_p: float, generator: Any) -> Any:
-    probs = torch.softmax(logits / temperature, dim=-1)
-    if top_p < 1.0:
-        sorted_probs, order = probs.sort(dim=-1, descending=True)
-        cumulative = sorted_probs.cumsum(dim=-1)
-        sorted_probs[cumulative - sorted_probs > top_p] = 0.0
-        probs = torch.zeros_like(probs).scatter_(-1, order, sorted_probs)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-
-
-def _supports_compaction(model: Any) -> bool:
-    """Whether the model's KV cache can drop rows (decoder-only models with transformers' DynamicCache)."""
-    from transformers import DynamicCache
-
-    return hasattr(DynamicCache, "batch_select_indices") and not model.config.is_encoder_decoder

@@ -18,6 +18,7 @@ import httpx
 
 from autorl.errors import EvaluationError, UsageError
 from autorl.inference.base import Backend, Completion, GenerationRequest, cut_at_stop, prompt_token_ids
+from autorl.inference.loading import load_tokenizer, tokenizer_dir
 
 
 class OpenAIBackend(Backend):
@@ -49,8 +50,6 @@ class OpenAIBackend(Backend):
     def load(self, model_dir: Path, base_model_dir: Path | None = None) -> None:
         if not self.base_url:
             raise EvaluationError("the openai backend needs a server: set AUTORL_OPENAI_BASE_URL or base_url")
-        from autorl.inference.hf import load_tokenizer, tokenizer_dir
-
         self.model = self.served_model(model_dir)
         self.tokenizer = load_tokenizer(tokenizer_dir(model_dir, base_model_dir))
 

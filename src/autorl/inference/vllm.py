@@ -23,6 +23,7 @@ from autorl.inference.base import (
     prompt_token_ids,
     shape_config,
 )
+from autorl.inference.loading import load_tokenizer
 from autorl.inference.weights import merged_checkpoint, side_files
 
 
@@ -205,8 +206,6 @@ class VLLMBackend(Backend):
             from vllm import LLM
         except ImportError as exc:
             raise MissingDependencyError("the vllm backend", "vllm") from exc
-        from autorl.inference.hf import load_tokenizer
-
         weights = self.weights(model_dir, base_model_dir)
         engine_model = weights
         kept = self.scratch_dir is not None and self.keeps_engine()
@@ -223,8 +222,6 @@ class VLLMBackend(Backend):
     def swap(self, model_dir: Path, base_model_dir: Path | None = None) -> bool:
         if self.llm is None or self._engine is None or self.scratch_dir is None:
             return False
-        from autorl.inference.hf import load_tokenizer
-
         weights = self.weights(model_dir, base_model_dir)
         key = self._engine_key(weights)
         if key is None or key != self._engine:

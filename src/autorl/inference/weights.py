@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from autorl.inference.loading import load_causal_lm, tokenizer_dir
+
 
 def weight_files(model_dir: Path) -> list[Path] | None:
     """The safetensors files a fresh load reads, in transformers' order: ``model.safetensors`` alone when it
@@ -183,7 +185,7 @@ def _base_layout(state: dict[str, Any], files: list[Path]) -> dict[Path, dict[st
 
 def merged_checkpoint(adapter_dir: Path, base_dir: Path, target: Path) -> Path:
     """Write to ``target`` a full checkpoint: the LoRA adapter in ``adapter_dir`` merged into ``base_dir``'s
-    weights by peft's ``merge_and_unload`` (as :func:`autorl.inference.hf.load_causal_lm` does), on the CPU, in
+    weights by peft's ``merge_and_unload`` (as :func:`autorl.inference.loading.load_causal_lm` does), on the CPU, in
     the base's own dtype, with the tokenizer the hf backend would use (the adapter's, when it ships one).
 
     Where the merged tensors fit the base's layout (the usual case: LoRA changes values, not shapes), they are
@@ -198,7 +200,6 @@ def merged_checkpoint(adapter_dir: Path, base_dir: Path, target: Path) -> Path:
     from transformers import AutoConfig
 
     from autorl.errors import InvalidCheckpointError
-    from autorl.inference.hf import load_causal_lm, tokenizer_dir
 
     try:
         raw = json.loads((base_dir / "config.json").read_text())

@@ -41,6 +41,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autorl.errors import UsageError
+from autorl.sandbox.netns import RESOLV_NAME, new_socket_dir, probe_argv, slirp_available, slirp_hardened
+from autorl.sandbox.relay import SOCKET_NAME, socket_name_for
+
+__all__ = [
+    "INNER_SOCKET_DIR",
+    "MODES",
+    "NETWORKS",
+    "RUNTIME_DIRS",
+    "SOCKET_NAME",
+    "SandboxChoice",
+    "SandboxSpec",
+    "bwrap_argv",
+    "bwrap_available",
+    "bwrap_binary",
+    "choose",
+    "extra_hidden",
+    "extra_read_only",
+    "gpu_devices",
+    "hf_cache_dirs",
+    "model_bind_paths",
+    "path_dirs",
+    "python_paths",
+]
 
 MODES = ("auto", "bwrap", "none")
 NETWORKS = ("on", "off")
@@ -48,7 +71,6 @@ NETWORKS = ("on", "off")
 INNER_SOCKET_DIR = "/run/autorl-grader"
 #: Host places of sockets and runtime state, private and empty inside.
 RUNTIME_DIRS = (Path("/run"), Path("/var/run"))
-SOCKET_NAME = "grader.sock"
 
 
 def bwrap_binary() -> str:
@@ -60,10 +82,8 @@ def _probe(binary: str) -> tuple[str | None, str]:
     exe = shutil.which(binary)
     if exe is None:
         return None, f"{binary} not found (install bubblewrap: apt install bubblewrap / dnf install bubblewrap)"
-    argv = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net",
-            "--die-with-parent", "true"]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(probe_argv(exe), capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError) as exc:
         return None, f"{binary} cannot run: {exc}"
     if proc.returncode != 0:
@@ -109,8 +129,6 @@ def choose(mode: str, network: str) -> SandboxChoice:
     if exe is not None:
         if network == "off":
             return SandboxChoice("bwrap", network, exe)
-        from autorl.sandbox.netns import slirp_available
-
         slirp, why_not = slirp_available(exe)
         if slirp is not None:
             return SandboxChoice("bwrap", network, exe, slirp=slirp)
@@ -228,8 +246,6 @@ def bwrap_argv(spec: SandboxSpec, argv: Sequence[str], *, executable: str, envir
     slirp = spec.slirp
     harden = True
     if spec.network and slirp == "auto":
-        from autorl.sandbox.netns import slirp_available, slirp_hardened
-
         slirp = slirp_available(executable)[0]
         harden = slirp_hardened(executable)
     own_net = not spec.network or slirp is not None
@@ -280,8 +296,6 @@ def bwrap_argv(spec: SandboxSpec, argv: Sequence[str], *, executable: str, envir
     if own_net:
         socket_dir = spec.socket_dir
         if spec.network:  # the launcher creates the directory, the relay and the route out
-            from autorl.sandbox.netns import RESOLV_NAME, new_socket_dir
-
             assert slirp is not None
             socket_dir = new_socket_dir()
             outer = [sys.executable, "-m", "autorl.sandbox.netns", "--slirp", slirp, "--socket-dir",
@@ -294,8 +308,6 @@ def bwrap_argv(spec: SandboxSpec, argv: Sequence[str], *, executable: str, envir
             raise ValueError("network off needs the grader's socket directory and port")
         args += ["--ro-bind", str(socket_dir), INNER_SOCKET_DIR]  # a socket connects on a read-only mount
         if spec.grader_port is not None:  # without a grader (checks of the sandbox itself) nothing to relay
-            from autorl.sandbox.relay import socket_name_for
-
             also = [a for p in spec.relay_ports for a in ("--also", f"{p}={INNER_SOCKET_DIR}/{socket_name_for(p)}")]
             inner = [sys.executable, "-m", "autorl.sandbox.relay", "--port", str(spec.grader_port),
                      "--socket", f"{INNER_SOCKET_DIR}/{SOCKET_NAME}", *also, "--", *inner]

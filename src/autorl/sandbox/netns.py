@@ -35,6 +35,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from autorl import wrapper
+from autorl.sandbox.relay import SOCKET_NAME, UnixToTcp, socket_name_for
+
 #: slirp4netns's fixed addresses in its default 10.0.2.0/24 network
 DNS_ADDRESS = "10.0.2.3"
 GATEWAY_ADDRESS = "10.0.2.2"
@@ -44,6 +47,13 @@ _NS_GET_USERNS = 0xB701  # ioctl: the user namespace that owns a namespace
 #: slirp4netns parses the agent's packets outside the sandbox: where it can, it runs in an empty mount
 #: namespace of its own, its capabilities dropped, its system calls filtered (without them where they fail)
 HARDENING = ("--enable-sandbox", "--enable-seccomp")
+
+
+def probe_argv(bwrap: str) -> list[str]:
+    """The smallest bubblewrap command with the namespaces a sandbox needs (its own pid and network ones): what
+    tells whether bubblewrap, and slirp4netns on its network namespace, work here."""
+    return [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net",
+            "--die-with-parent", "true"]
 
 
 def slirp_binary() -> str:
@@ -216,10 +226,8 @@ def _try(bwrap: str, slirp: str, *, harden: bool) -> tuple[str | None, str]:
     exe = shutil.which(slirp)
     if exe is None:
         return None, f"{slirp} not found (install it: apt install slirp4netns / dnf install slirp4netns)"
-    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net",
-            "--die-with-parent", "true"]
     try:
-        attached = _Attached(exe, argv, harden=harden, quiet=True)
+        attached = _Attached(exe, probe_argv(bwrap), harden=harden, quiet=True)
     except OSError as exc:
         return None, f"{slirp} cannot run: {exc}"
     try:
@@ -259,12 +267,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="a further port of the host's loopback relayed like the grader's (the LLM gateway's)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        parser.error("the bubblewrap command is required after --")
-    from autorl.sandbox import SOCKET_NAME
-    from autorl.sandbox.relay import UnixToTcp, socket_name_for
-
+    command = wrapper.command_after(parser, args.command, "the bubblewrap command")
     sock_dir: Path = args.socket_dir
     try:
         sock_dir.mkdir(mode=0o700)
@@ -305,10 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         for extra in also:
             extra.stop()
         shutil.rmtree(sock_dir, ignore_errors=True)
-    if code < 0:  # die the way the sandbox died, so that the run records it
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-    return code
+    return wrapper.end_as(code)  # die the way the sandbox died, so that the run records it
 
 
 if __name__ == "__main__":

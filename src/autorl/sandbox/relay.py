@@ -14,11 +14,15 @@ import contextlib
 import os
 import signal
 import socket
-import subprocess
 import sys
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+
+from autorl import wrapper
+
+#: the grader's socket, in the directory bound into the sandbox
+SOCKET_NAME = "grader.sock"
 
 Connect = Callable[[], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
 
@@ -151,28 +155,21 @@ def main(argv: list[str] | None = None) -> int:
                         help="a further port relayed to a socket (the LLM gateway's)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        parser.error("a command to run is required after --")
+    command = wrapper.command_after(parser, args.command)
     relay = TcpToUnix(args.port, args.socket)
     relay.start()
     for spec in args.also:
         port, _, path = spec.partition("=")
         TcpToUnix(int(port), path).start()  # daemon threads: they end with this process
-    try:
-        proc = subprocess.Popen(command)
-    except OSError as exc:
-        print(f"autorl: cannot start {command[0]}: {exc}", file=sys.stderr)
+    proc = wrapper.start(command)
+    if proc is None:
         return 127
     # the relay outlives a SIGTERM to the process group so that the agent can still submit in its grace
     # period; SIGKILL ends it with the rest
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     code = proc.wait()
     relay.stop()
-    if code < 0:  # die the way the agent died, so that the run records it
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-    return code
+    return wrapper.end_as(code)  # die the way the agent died, so that the run records it
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from autorl.errors import UsageError
+from autorl.lease import process_start_time
 from autorl.sweep.executors import Executor, Launch
 
 #: seconds an interrupted worker gets to stop its run before its process group is killed
@@ -41,15 +42,6 @@ def parse_devices(spec: str | list[Any] | None) -> list[str]:
     if len(set(out)) != len(out):
         raise UsageError("--gpus lists a GPU twice")
     return out
-
-
-def _start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (a pid reused later has another)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
 
 
 class LocalExecutor(Executor):
@@ -96,7 +88,7 @@ class LocalExecutor(Executor):
         self.procs[proc.pid] = proc
         self.held[proc.pid] = devices
         return {"executor": self.name, "host": socket.gethostname(), "pid": proc.pid,
-                "start_time": _start_time(proc.pid), "gpus": devices, "submitted": time.time()}
+                "start_time": process_start_time(proc.pid), "gpus": devices, "submitted": time.time()}
 
     @staticmethod
     def _set_gpus(attempt_dir: Path, devices: list[str]) -> None:
@@ -118,7 +110,9 @@ class LocalExecutor(Executor):
         # recorded by a coordinator that is gone: the run lost its coordinator; stop what is left of it
         if job.get("host") != socket.gethostname():
             return f"interrupted: ran on {job.get('host')} under a coordinator that is gone"
-        if _start_time(pid) is not None and _start_time(pid) == job.get("start_time"):
+        start = process_start_time(pid)
+        # a pid reused since has another start time (recorded as text by earlier versions)
+        if start is not None and str(start) == str(job.get("start_time")):
             self._stop(pid)
         return "interrupted: the coordinator was gone"
 
@@ -131,7 +125,7 @@ class LocalExecutor(Executor):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)  # the worker stops its run (SIGINT: grader and agent cleaned up)
         end = time.monotonic() + KILL_GRACE_S
-        while time.monotonic() < end and _start_time(pid) is not None:
+        while time.monotonic() < end and process_start_time(pid) is not None:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)
             time.sleep(0.2)

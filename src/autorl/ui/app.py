@@ -22,8 +22,12 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+import autorl.ui.charts as charts
+import autorl.ui.data as data
+import autorl.ui.pages as pages
+import autorl.ui.sweep as sweep
 from autorl.ledger import Ledger
-from autorl.ui import charts, data, pages, sweep
+from autorl.ui.shell import not_found
 
 #: names under which a dashboard on a loopback address is reached
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
@@ -149,7 +153,7 @@ def create_app(db_path: Path, *, hosts: Iterable[str] = ()) -> ASGIApp:
         run_id = request.path_params["run_id"]
         d = detail(run_id)
         if d is None:
-            return html(pages.not_found, f"no run {run_id}", status_code=404)
+            return html(not_found, f"no run {run_id}", status_code=404)
         ws = Path(d["workspace"]) if d.get("workspace") else None
         # agent-written files through autorl.untrusted only; the grader's log from the grader's store only
         logs = {"agent.log": data.tail(ws, "agent.log") if ws else None}

@@ -16,7 +16,8 @@ text {{ {FONT}; font-size: 12px; fill: #333; }}
 </style>"""
 
 
-def _nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    """About ``count`` round values (steps of 1, 2, 2.5 or 5 times a power of ten) from ``lo`` to ``hi``."""
     if hi <= lo:
         hi = lo + 1.0
     raw = (hi - lo) / count
@@ -32,7 +33,8 @@ def _nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     return ticks
 
 
-def _fmt(v: float) -> str:
+def tick_label(v: float) -> str:
+    """An axis value as shown: whole numbers without decimals, others with one."""
     return f"{v:.0f}" if abs(v - round(v)) < 1e-9 else f"{v:.1f}"
 
 
@@ -80,7 +82,7 @@ def timeline_svg(tl: dict[str, Any], title: str = "", width: int = 760, height: 
 
     body = [f'<text class="title" x="{left}" y="20">{escape(title or "dev score per submission")}</text>']
     body.append('<g class="grid">')
-    for v in _nice_ticks(y_lo, y_hi):
+    for v in nice_ticks(y_lo, y_hi):
         body.append(f'<line x1="{left}" x2="{left + pw}" y1="{y(v):.1f}" y2="{y(v):.1f}"/>')
     body.append("</g>")
     # the baseline and its 95% interval
@@ -92,7 +94,7 @@ def timeline_svg(tl: dict[str, Any], title: str = "", width: int = 760, height: 
         body.append(f'<line id="baseline" x1="{left}" x2="{left + pw}" y1="{y(base["score"]):.1f}" '
                     f'y2="{y(base["score"]):.1f}" stroke="#52606d" stroke-width="1.5" stroke-dasharray="6 4"/>')
         body.append(f'<text x="{left + pw + 6}" y="{y(base["score"]) + 4:.1f}" class="muted">baseline '
-                    f'{_fmt(base["score"])}</text>')
+                    f'{tick_label(base["score"])}</text>')
     # the deadline
     if tl.get("timeout_s"):
         body.append(f'<line id="deadline" x1="{x(horizon):.1f}" x2="{x(horizon):.1f}" y1="{top}" y2="{top + ph}" '
@@ -138,13 +140,13 @@ def timeline_svg(tl: dict[str, Any], title: str = "", width: int = 760, height: 
             body.append(f'<line x1="{tx}" x2="{tx}" y1="{y(ci[0]):.1f}" y2="{y(ci[1]):.1f}" stroke="#e8590c"/>')
         body.append(f'<path id="test-score" d="M{tx},{ty - 7:.1f} L{tx + 7},{ty:.1f} L{tx},{ty + 7:.1f} '
                     f'L{tx - 7},{ty:.1f} Z" fill="#e8590c"><title>test score {test["score"]:.2f}</title></path>')
-        body.append(f'<text x="{tx + 12}" y="{ty + 4:.1f}">test {_fmt(test["score"])}</text>')
+        body.append(f'<text x="{tx + 12}" y="{ty + 4:.1f}">test {tick_label(test["score"])}</text>')
     # axes
     body.append(f'<g class="axis"><line x1="{left}" x2="{left}" y1="{top}" y2="{top + ph}"/>'
                 f'<line x1="{left}" x2="{left + pw}" y1="{top + ph}" y2="{top + ph}"/></g>')
-    for v in _nice_ticks(y_lo, y_hi):
-        body.append(f'<text x="{left - 8}" y="{y(v) + 4:.1f}" text-anchor="end">{_fmt(v)}</text>')
-    for t in _nice_ticks(0, horizon, 6):
+    for v in nice_ticks(y_lo, y_hi):
+        body.append(f'<text x="{left - 8}" y="{y(v) + 4:.1f}" text-anchor="end">{tick_label(v)}</text>')
+    for t in nice_ticks(0, horizon, 6):
         body.append(f'<text x="{x(t):.1f}" y="{top + ph + 18}" text-anchor="middle">{_fmt_time(t)}</text>')
     body.append(f'<text x="{left + pw / 2:.0f}" y="{height - 6}" text-anchor="middle" class="muted">time since the '
                 f'agent started</text>')
@@ -178,7 +180,7 @@ def compare_svg(cmp: dict[str, Any], width: int = 860) -> str:
 
     body = [f'<text class="title" x="{left}" y="22">{escape(str(cmp.get("task", "")))}: held-out test improvement '
             f'(mean, 95% CI over runs; failed runs count as 0)</text>', '<g class="grid">']
-    for v in _nice_ticks(lo, hi, 6):
+    for v in nice_ticks(lo, hi, 6):
         body.append(f'<line x1="{x(v):.1f}" x2="{x(v):.1f}" y1="{top}" y2="{top + row_h * len(groups)}"/>')
     body.append("</g>")
     body.append(f'<line id="zero" x1="{x(0):.1f}" x2="{x(0):.1f}" y1="{top - 4}" y2="{top + row_h * len(groups) + 4}" '
@@ -202,8 +204,8 @@ def compare_svg(cmp: dict[str, Any], width: int = 860) -> str:
         for v in g["values"]:
             body.append(f'<circle class="run" cx="{x(v):.1f}" cy="{cy:.1f}" r="2.5" fill="#212529" fill-opacity="0.6"/>')
     base_y = top + row_h * len(groups)
-    for v in _nice_ticks(lo, hi, 6):
-        body.append(f'<text x="{x(v):.1f}" y="{base_y + 18}" text-anchor="middle">{_fmt(v)}</text>')
+    for v in nice_ticks(lo, hi, 6):
+        body.append(f'<text x="{x(v):.1f}" y="{base_y + 18}" text-anchor="middle">{tick_label(v)}</text>')
     body.append(f'<text x="{left + pw / 2:.0f}" y="{height - 8}" text-anchor="middle" class="muted">'
                 f'test improvement over the test baseline (percentage points)</text>')
     if not groups:

@@ -1,7 +1,7 @@
 """HTML pages: server-rendered, inline CSS and a few lines of inline JS, nothing fetched from elsewhere.
 
-A little over 300 lines: the page shell (header, styles) and the runs, run, agents pages that share it, each a
-function over :mod:`autorl.ui.data`'s plain data; the sweep pages are :mod:`autorl.ui.sweep`."""
+The runs, run and compare pages, each a function over :mod:`autorl.ui.data`'s plain data in the shell of
+:mod:`autorl.ui.shell`; the sweep pages are :mod:`autorl.ui.sweep`."""
 
 from __future__ import annotations
 
@@ -12,48 +12,7 @@ from urllib.parse import quote, urlencode
 
 from autorl.aggregate import FAILURE_RULE
 from autorl.ui.data import RUN_COLUMNS
-
-CSS = """
-:root { --fg:#1f2328; --muted:#656d76; --line:#d0d7de; --bg:#f6f8fa; --accent:#0969da; }
-* { box-sizing: border-box; }
-body { font-family: system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif; color: var(--fg); margin: 0;
-       font-size: 14px; }
-header { background: #24292f; color: #fff; padding: 10px 24px; display: flex; gap: 24px; align-items: center; }
-header a { color: #fff; text-decoration: none; font-weight: 600; }
-header .brand { font-size: 16px; }
-main { padding: 16px 24px 48px; max-width: 1400px; }
-h1 { font-size: 20px; margin: 8px 0 12px; } h2 { font-size: 16px; margin: 24px 0 8px; }
-table { border-collapse: collapse; width: 100%; }
-th, td { border-bottom: 1px solid var(--line); padding: 6px 8px; text-align: left; white-space: nowrap; }
-th { background: var(--bg); position: sticky; top: 0; } th a { color: var(--fg); text-decoration: none; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
-tr:hover td { background: #f3f6fa; }
-a { color: var(--accent); }
-form.filters { display: flex; flex-wrap: wrap; gap: 10px; align-items: end; margin-bottom: 12px; }
-form.filters label { display: flex; flex-direction: column; font-size: 12px; color: var(--muted); gap: 2px; }
-select, input, button { font: inherit; padding: 4px 6px; }
-.status { padding: 1px 8px; border-radius: 10px; font-size: 12px; }
-.status-success { background: #dafbe1; } .status-failed { background: #ffebe9; }
-.status-running { background: #ddf4ff; } .status-lost { background: #eaeef2; }
-.flag { color: #9a6700; }
-dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: 4px 16px; margin: 0; }
-dl.meta dt { color: var(--muted); } dl.meta dd { margin: 0; font-family: ui-monospace,monospace; font-size: 12px;
-  word-break: break-all; }
-pre.log { background: #0d1117; color: #e6edf3; padding: 10px; max-height: 360px; overflow: auto; font-size: 12px; }
-.figure { border: 1px solid var(--line); display: inline-block; padding: 4px; background: #fff; }
-.figure svg { max-width: 100%; height: auto; }
-.cols { display: flex; flex-wrap: wrap; gap: 24px; } .cols > div { flex: 1 1 420px; min-width: 0; }
-details.turn { border: 1px solid var(--line); border-radius: 6px; margin: 6px 0; padding: 6px 10px; }
-details.turn summary { cursor: pointer; } .turn pre { white-space: pre-wrap; font-size: 12px; background: var(--bg);
-  padding: 6px; max-height: 300px; overflow: auto; }
-.muted { color: var(--muted); } .live-dot { color: #1a7f37; }
-section.untrusted { border: 2px dashed #bf8700; border-radius: 6px; padding: 4px 12px 10px; margin: 16px 0;
-  background: #fff8c5; }
-section.untrusted > .untrusted-label { font-size: 12px; font-weight: 600; color: #7d4e00; margin: 6px 0; }
-.sandbox-none { background: #ffebe9; color: #82071e; font-weight: 600; padding: 1px 6px; border-radius: 4px; }
-.warning { background: #ffebe9; border: 1px solid #ff8182; padding: 6px 10px; border-radius: 6px; }
-.note { color: var(--muted); font-size: 12px; }
-"""
+from autorl.ui.shell import fmt, layout, status_badge
 
 LIVE_JS = """
 (function () {
@@ -94,42 +53,6 @@ TABLE_JS = """
   setTimeout(tick, 3000);
 })();
 """
-
-
-def layout(title: str, body: str, script: str = "", *, nonce: str = "") -> str:
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{escape(title)} · autorl</title><style>{CSS}</style></head>
-<body><header><a class="brand" href="/">autorl</a><a href="/">runs</a><a href="/compare">compare</a>
-<a href="/sweeps">sweeps</a>
-<a href="/api/runs">json</a></header><main>{body}</main>
-<script nonce="{escape(nonce)}">{script}</script></body></html>"""
-
-
-def _is_num(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def fmt(value: Any, kind: str = "num") -> str:
-    """``value`` as escaped HTML."""
-    if value is None:
-        return "&ndash;"
-    pair = isinstance(value, list | tuple) and len(value) == 2 and all(_is_num(v) for v in value)
-    if kind == "ci" and pair:
-        return f"[{value[0]:+.1f}, {value[1]:+.1f}]"
-    if kind == "range" and pair:
-        return f"[{value[0]:.1f}, {value[1]:.1f}]"
-    if kind == "secs" and _is_num(value):
-        return f"{value / 60:.1f} min" if value >= 120 else f"{value:.0f} s"
-    if kind == "pct" and _is_num(value):
-        return f"{value:.0%}"
-    if isinstance(value, float):
-        return f"{value:.2f}"
-    return escape(str(value))
-
-
-def status_badge(status: str) -> str:
-    return f'<span class="status status-{escape(status)}">{escape(status)}</span>'
 
 
 def sandbox_badge(mode: Any) -> str:
@@ -377,7 +300,3 @@ def compare_page(tasks: list[str], task: str | None, cmp: dict[str, Any] | None,
 <button type="submit">show</button></form>{rule}
 {f'<div class="figure" id="compare">{svg}</div><p><a href="/compare.svg?{escape(q)}&amp;download=1">download SVG</a> · <a href="/api/compare?{escape(q)}">JSON</a></p>{table}' if task else '<p class="muted">no runs recorded yet</p>'}"""
     return layout("compare", body, nonce=nonce)
-
-
-def not_found(what: str, *, nonce: str = "") -> str:
-    return layout("not found", f"<h1>Not found</h1><p>{escape(what)}</p><p><a href='/'>all runs</a></p>", nonce=nonce)
