@@ -14,6 +14,7 @@ from typing import Any
 
 import typer
 
+from autorl.cli_options import benchmark_options as _parse_options
 from autorl.errors import AutorlError, UsageError
 
 app = typer.Typer(
@@ -105,20 +106,6 @@ def list_backends(as_json: bool = typer.Option(False, "--json", help="Machine-re
         return
     _table("backends", ["name", "distribution", "available"],
            [[r["name"], r["distribution"], "yes" if r["available"] else "no"] for r in rows])
-
-
-def _parse_options(pairs: list[str]) -> dict[str, Any]:
-    """``--benchmark-option KEY=VALUE``: JSON values (numbers, true/false, lists) or plain strings."""
-    options: dict[str, Any] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise UsageError(f"--benchmark-option takes KEY=VALUE, got {pair!r}")
-        try:
-            options[name] = json.loads(value)
-        except ValueError:
-            options[name] = value
-    return options
 
 
 def _parse_env(pairs: list[str]) -> dict[str, str]:
