@@ -468,6 +468,10 @@ from autorl.sweep.cli import sweep_app  # noqa: E402 - typer only; each command 
 
 app.add_typer(sweep_app, name="sweep")
 
+from autorl.export.cli import export_app  # noqa: E402 - typer only; each command imports what it needs
+
+app.add_typer(export_app, name="export")
+
 
 def _warning_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None) -> str:
     return f"warning: {message}\n"
