@@ -80,7 +80,9 @@ def test_the_task_directory_is_harbors_format_with_a_separate_verifier(exported:
     assert config["verifier"]["environment"]["network_mode"] == "no-network"
     assert config["agent"] == {"timeout_sec": 120.0, "user": "agent"}
     assert config["artifacts"] == ["/app/output/final"]  # the only thing that crosses to the verifier
-    assert config["metadata"]["hidden_items"] == json.loads((task / "tests/verifier.json").read_text())["hidden_items"]
+    spec = json.loads((task / "tests/verifier.json").read_text())
+    assert config["metadata"]["hidden_items"] == spec["hidden_items"]
+    assert spec["eval_timeout"] == config["verifier"]["timeout_sec"] / 2  # both evaluations end before Harbor's limit
     for name in ("instruction.md", "environment/Dockerfile", "tests/Dockerfile", "tests/test.sh"):
         assert (task / name).is_file(), name
     assert os.access(task / "tests/test.sh", os.X_OK)
@@ -184,6 +186,15 @@ def test_a_refused_or_missing_checkpoint_scores_nothing(exported: dict[str, Any]
     assert reward == {"baseline": 0.0, "n": 40.0, "checkpoint_valid": 0.0, "reward": 0.0}
     detail = json.loads((tmp_path / "logs/autorl_result.json").read_text())
     assert detail["checkpoint"]["kind"] == kind and detail["final_record"] is None
+
+
+def test_a_checkpoint_that_fails_to_evaluate_scores_nothing(exported: dict[str, Any], tmp_path: Path) -> None:
+    write_stub_checkpoint(tmp_path / "output" / "final", answers={}, behaviour={"crash": True})
+    proc = _verify(exported["limited"], tmp_path / "output", tmp_path / "logs")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "logs/reward.json").read_text())["reward"] == 0.0
+    detail = json.loads((tmp_path / "logs/autorl_result.json").read_text())
+    assert "refuses to load" in detail["checkpoint"]["evaluation_error"] and detail["final_record"] is None
 
 
 def test_hidden_items_changed_after_the_export_write_no_reward(exported: dict[str, Any], tmp_path: Path) -> None:

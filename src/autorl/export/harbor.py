@@ -280,7 +280,9 @@ def _write_task(stage: Path, cell: TaskCell, scoring: Scoring, wheels: Wheels, l
     _write(stage / "instruction.md", _agent_image(stage / "environment", cell, benchmark, model, scoring))
     spec = VerifierSpec(task=cell.task, base_model_name=model.name, hidden_items=digest, split=split,
                         backend=cell.backend, reward=scoring.reward, final_checkpoint=FINAL, limit=cell.limit,
-                        eval_timeout=scoring.verifier_timeout, benchmark_options=dict(cell.benchmark_options),
+                        # two evaluations within Harbor's limit: one that runs over fails (the checkpoint's: reward
+                        # 0; the base model's: a verifier error) before Harbor kills the verifier unheard
+                        eval_timeout=scoring.verifier_timeout / 2, benchmark_options=dict(cell.benchmark_options),
                         autorl_version=__version__)
     _verifier_image(stage / "tests", cell, model, spec, scoring, wheels)
     _write(stage / "task.toml", _task_toml(cell, scoring, benchmark, spec))
