@@ -274,3 +274,27 @@ def test_a_real_model_and_a_lora_adapter_go_through_the_hf_backend(tiny_model: P
     assert detail["checkpoint"]["kind"] == "lora" and reward["n"] == 20 and reward["checkpoint_valid"] == 1.0
     assert detail["baseline_record"]["config"]["backend"]["name"] == "hf"
     assert reward["improvement"] == pytest.approx(reward["test_score"] - reward["baseline"])
+
+
+def test_a_distribution_travels_as_its_source_its_wheel_or_a_pin(tmp_path: Path) -> None:
+    from importlib.metadata import PathDistribution
+
+    from autorl.export.packages import local_source
+
+    def dist(direct_url: dict[str, Any] | None) -> PathDistribution:
+        info = tmp_path / f"d{len(list(tmp_path.iterdir()))}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: some-plugin\nVersion: 1.2.3+local\n")
+        if direct_url is not None:
+            (info / "direct_url.json").write_text(json.dumps(direct_url))
+        return PathDistribution(info)
+
+    project, wheel = tmp_path / "project", tmp_path / "some_plugin-1.2.3-py3-none-any.whl"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[project]\nname = 'some-plugin'\n")
+    wheel.write_bytes(b"PK")
+    assert local_source(dist({"url": project.as_uri(), "dir_info": {"editable": True}})) == project
+    assert local_source(dist({"url": wheel.as_uri(), "archive_info": {}})) == wheel
+    assert local_source(dist({"url": (tmp_path / "gone.whl").as_uri(), "archive_info": {}})) is None
+    assert local_source(dist({"url": "https://example.org/x.whl", "archive_info": {}})) is None
+    assert local_source(dist(None)) is None

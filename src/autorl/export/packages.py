@@ -4,7 +4,8 @@ Versions are the ones installed where the task is exported, so that the verifier
 ran (``constraints.txt``: every installed distribution as ``name==version``, local labels such as ``+cpu``
 dropped, so that an index resolves them). A distribution installed from a local folder (an editable install, a
 plugin of one's own) travels as a wheel built from a copy of that folder (the folder itself is never written
-to); one installed from an index is pinned to its version.
+to), one installed from a wheel file as that file; one installed from an index is pinned to its version, and the
+verifier's image takes it from the index its build is given.
 """
 
 from __future__ import annotations
@@ -37,18 +38,21 @@ def _name(dist: metadata.Distribution) -> str:
 
 
 def local_source(dist: metadata.Distribution) -> Path | None:
-    """The folder a distribution was installed from (PEP 610 ``direct_url.json``), or ``None``."""
+    """What a distribution was installed from on this machine (PEP 610 ``direct_url.json``): a project folder or
+    a wheel file that is still there, else ``None`` (installed from an index)."""
     raw = dist.read_text("direct_url.json")
-    if not raw:
-        return None
     try:
-        url = json.loads(raw)
+        url = json.loads(raw or "null")
     except ValueError:
         return None
-    if not isinstance(url, dict) or "dir_info" not in url or not str(url.get("url", "")).startswith("file://"):
+    if not isinstance(url, dict) or not str(url.get("url", "")).startswith("file://"):
         return None
     path = Path(unquote(urlparse(str(url["url"])).path))
-    return path if (path / "pyproject.toml").is_file() or (path / "setup.py").is_file() else None
+    if "dir_info" in url and ((path / "pyproject.toml").is_file() or (path / "setup.py").is_file()):
+        return path
+    if "archive_info" in url and path.suffix == ".whl" and path.is_file():
+        return path
+    return None
 
 
 def training_requirements() -> str:
@@ -67,6 +71,8 @@ def constraints(excluded: Iterable[str]) -> str:
     skip = {n.lower().replace("_", "-") for n in excluded}
     pins = {}
     for dist in metadata.distributions():
+        if not dist.metadata["Name"]:  # a broken install's leftover metadata
+            continue
         name = _name(dist)
         key = name.lower().replace("_", "-")
         if key in skip or local_source(dist) is not None:
@@ -91,7 +97,7 @@ class Wheels:
         source = local_source(dist)
         if source is None:
             return f"{_name(dist)}{suffix}=={_version(dist)}", None
-        wheel = self._build(_name(dist), source)
+        wheel = self._build(_name(dist), source) if source.is_dir() else source
         return f"./wheels/{wheel.name}{suffix}", wheel
 
     def _build(self, name: str, source: Path) -> Path:
