@@ -298,3 +298,20 @@ def test_a_distribution_travels_as_its_source_its_wheel_or_a_pin(tmp_path: Path)
     assert local_source(dist({"url": (tmp_path / "gone.whl").as_uri(), "archive_info": {}})) is None
     assert local_source(dist({"url": "https://example.org/x.whl", "archive_info": {}})) is None
     assert local_source(dist(None)) is None
+
+
+def test_gpus_network_and_reward_reach_the_task_config() -> None:
+    from autorl.export.harbor import _task_toml
+    from autorl.export.verifier import VerifierSpec
+
+    cell = TaskCell(task="arith", model="org/Model-1B@main", timeout=3600, gpus=2, network="off",
+                    benchmark_options={"chat_template": True})
+    spec = VerifierSpec(task="arith", base_model_name="org/Model-1B", hidden_items="abc")
+    config = tomllib.loads(_task_toml(cell, Scoring(reward="score"), Arith(), spec))
+    assert config["environment"]["gpus"] == 2 and config["environment"]["network_mode"] == "no-network"
+    assert config["verifier"]["environment"]["gpus"] == 1  # one GPU scores, by default
+    assert config["metadata"]["reward"] == "score" and config["metadata"]["base_model"] == "org/Model-1B@main"
+    assert json.loads(config["metadata"]["benchmark_options"]) == {"chat_template": True}
+    assert config["task"]["name"] == "autorl/arith-model-1b-3600s"
+    none = tomllib.loads(_task_toml(cell, Scoring(verifier_gpus=0), Arith(), spec))
+    assert none["verifier"]["environment"]["gpus"] == 0
