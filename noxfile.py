@@ -1,7 +1,11 @@
-"""Developer sessions: `nox -s tests`, `nox -s plugins`, `nox -s lint`, `nox -s e2e`, `nox -s demo`."""
+"""Developer sessions: `nox -s tests`, `nox -s plugins`, `nox -s lint`, `nox -s e2e`, `nox -s demo`, `nox -s harbor`."""
 
 from __future__ import annotations
 
+import glob
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import nox
@@ -10,6 +14,8 @@ nox.options.sessions = ["lint", "tests", "plugins"]
 nox.options.reuse_existing_virtualenvs = True
 ROOT = Path(__file__).parent
 CONSTRAINTS = ("-c", str(ROOT / "constraints.txt"))
+#: the harbor release the exported tasks are checked against (`autorl export harbor`)
+HARBOR = "harbor==0.25.0"
 PLUGINS = sorted(p.name for p in (ROOT / "plugins").iterdir() if (p / "pyproject.toml").is_file())
 
 
@@ -49,3 +55,34 @@ def demo(session: nox.Session) -> None:
     """The offline demo run: the example GRPO agent on arith with the built-in tiny model."""
     session.install(*CONSTRAINTS, "-e", ".[hf,train]")
     session.run("autorl", "run", "--agent", "example", "--task", "arith", "--model", "autorl:tiny", "--timeout", "300")
+
+
+def _python312() -> str | None:
+    """A Python >= 3.12 that runs, for harbor: AUTORL_HARBOR_PYTHON, python3.12 on PATH, or one of pyenv's."""
+    candidates = [os.environ.get("AUTORL_HARBOR_PYTHON"), shutil.which("python3.12"),
+                  *sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[2-9]*/bin/python3")))]
+    probe = "import sys; sys.exit(sys.version_info < (3, 12))"
+    for python in filter(None, candidates):
+        if subprocess.run([python, "-c", probe], capture_output=True).returncode == 0:
+            return python
+    return None
+
+
+@nox.session
+def harbor(session: nox.Session) -> None:
+    """Exported Harbor tasks checked by the real harbor package (its loader, `harbor lint`, `harbor run` trials).
+
+    autorl and its tests run on this session's Python (the CPU torch wheel is pinned for it); harbor, which needs
+    Python >= 3.12, gets a venv of its own, named to the tests in AUTORL_HARBOR.
+    """
+    python = _python312()
+    if python is None:
+        session.error("harbor needs Python >= 3.12: put python3.12 on PATH or name it in AUTORL_HARBOR_PYTHON")
+    session.install(*CONSTRAINTS, "-e", ".[test]", "-e", "tests/example_plugin")
+    venv = Path(session.cache_dir) / HARBOR.replace("==", "-")
+    command = venv / "bin" / "harbor"
+    if not command.is_file():
+        session.run(python, "-m", "venv", "--clear", str(venv), external=True)
+        session.run(str(venv / "bin" / "python"), "-m", "pip", "install", "-q", HARBOR, external=True)
+    session.run("pytest", "tests/test_harbor_run.py", *session.posargs,
+                env={"AUTORL_HARBOR": str(command)})

@@ -60,33 +60,77 @@ def _decoding_lines(benchmark: Benchmark) -> str:
     return "\n".join(lines)
 
 
-def instructions(benchmark: Benchmark, base_model: str, timeout_s: float, url: str) -> str:
-    """``instructions.md``: rules, the API, the time budget and the grader's exact prompt format."""
+def _delivery(final_checkpoint: str | None) -> dict[str, str]:
+    """The parts of ``instructions.md`` that depend on how checkpoints reach the grader: submitted to a grading
+    server during the run, or left in one directory and scored once after it (no server, no feedback)."""
+    if final_checkpoint is None:
+        curl = (
+            'curl -s -X POST "$GRADING_SERVER_URL/submit" \\\n'
+            '     -H "Content-Type: application/json" \\\n'
+            '     -H "Authorization: Bearer $AUTORL_TOKEN" \\\n'
+            "     -d '{\"model_path\": \"'\"$OUTPUT_DIR\"'/v1\"}'"
+        )
+        return {
+            "goal": "write checkpoints under `$OUTPUT_DIR`, and submit them to the grading server.",
+            "scoring": """- The score you get back is on a hidden *dev* split. The run's final number is the best submission (on dev)
+  scored once more on a separate hidden *test* split.""",
+            "clock": """`AUTORL_DEADLINE` holds the deadline
+  (Unix seconds); `GET $GRADING_SERVER_URL/time` tells the time left. When it runs out your processes are
+  stopped; a submission already sent before the deadline is still evaluated and counts.""",
+            "env": ", `GRADING_SERVER_URL`, `AUTORL_TOKEN`, `AUTORL_DEADLINE`.",
+            "intake": """ The grader reads the `$OUTPUT_DIR` that existed when the run
+started: write checkpoints inside it, and do not delete, move or replace the directory itself.
+The grader copies the directory when you submit; later changes to it do not affect that submission.""",
+            "deliver": f"""## Submitting
+```bash
+{curl}
+```
+The answer is JSON: `submission_id`, `score` (percent, dev split), `baseline_score`, `improvement`,
+`improvement_ci95`, `best`, `total_submissions`, ... Add `?wait=false` to get `202` at once and poll
+`GET /submissions/<id>`. `GET /submissions` lists yours. From Python: `from autorl.grader.client import
+GraderClient; GraderClient().submit(path)`.""",
+        }
+    final = final_checkpoint
+    return {
+        "goal": f"and leave your final checkpoint in `{final}`.",
+        "scoring": f"""- There is no grading server and no score during the run. After you stop, the checkpoint in `{final}`
+  is scored once on a hidden *test* split, paired with the base model on the same items.""",
+        "clock": f"""When it runs out your processes are
+  stopped; what `{final}` holds then is what is scored.""",
+        "env": ".",
+        "intake": "",
+        "deliver": f"""## Your final checkpoint
+Write it to `{final}` (that directory itself holds the checkpoint files). It is the only thing that leaves this
+environment: nothing else you write (scores, logs, reward files) is read. An empty, missing or refused
+checkpoint scores as no improvement.""",
+    }
+
+
+def instructions(benchmark: Benchmark, base_model: str, timeout_s: float, url: str, *,
+                 final_checkpoint: str | None = None) -> str:
+    """``instructions.md``: rules, the API, the time budget and the grader's exact prompt format.
+
+    With ``final_checkpoint`` (an environment without a grading server, such as an exported Harbor task) the
+    agent is told to leave its final checkpoint in that directory, scored once after it stops, in place of the
+    grading server's API; everything else (rules, checkpoint format, prompt format) is the same text.
+    """
     example = benchmark.config().render(_Placeholders())
-    curl = (
-        'curl -s -X POST "$GRADING_SERVER_URL/submit" \\\n'
-        '     -H "Content-Type: application/json" \\\n'
-        '     -H "Authorization: Bearer $AUTORL_TOKEN" \\\n'
-        "     -d '{\"model_path\": \"'\"$OUTPUT_DIR\"'/v1\"}'"
-    )
+    part = _delivery(final_checkpoint)
     return f"""# Instructions
 
 You are post-training the model `{base_model}` so that it scores higher than its baseline on the
 benchmark `{benchmark.name}` (see `description.md`). Train it any way you like (RL such as GRPO, SFT,
-anything), write checkpoints under `$OUTPUT_DIR`, and submit them to the grading server.
+anything), {part["goal"]}
 
 ## Rules
 - Work only inside this workspace (`$WORKSPACE`). `models/` and `data/` are read-only.
 - The grader scores submissions on hidden items that are not in `data/`. Do not try to obtain them.
-- The score you get back is on a hidden *dev* split. The run's final number is the best submission (on dev)
-  scored once more on a separate hidden *test* split.
-- You have {timeout_s:.0f} seconds in total, counted from your start. `AUTORL_DEADLINE` holds the deadline
-  (Unix seconds); `GET $GRADING_SERVER_URL/time` tells the time left. When it runs out your processes are
-  stopped; a submission already sent before the deadline is still evaluated and counts.
+{part["scoring"]}
+- You have {timeout_s:.0f} seconds in total, counted from your start. {part["clock"]}
 
 ## Environment
 `TASK`, `BASE_MODEL`, `WORKSPACE`, `MODEL_PATH` (read-only base model), `DATA_PATH` (read-only training
-data), `OUTPUT_DIR` (write checkpoints here), `GRADING_SERVER_URL`, `AUTORL_TOKEN`, `AUTORL_DEADLINE`.
+data), `OUTPUT_DIR` (write checkpoints here){part["env"]}
 
 ## Checkpoints
 A submission is a directory inside `$OUTPUT_DIR` holding either a full checkpoint (`config.json`,
@@ -94,19 +138,10 @@ A submission is a directory inside `$OUTPUT_DIR` holding either a full checkpoin
 or a LoRA adapter for the base model (`adapter_config.json` + `adapter_model.safetensors`). Pickle
 files (`.bin`, `.pt`, `.pth`, `.pkl`, `.ckpt`, even next to safetensors), custom code (`auto_map`, `.py`
 files), links (any, even inside `$OUTPUT_DIR`), FIFOs and devices, and config values naming files outside the
-checkpoint (absolute or `..` paths) are refused. The grader reads the `$OUTPUT_DIR` that existed when the run
-started: write checkpoints inside it, and do not delete, move or replace the directory itself.
-The grader copies the directory when you submit; later changes to it do not affect that submission.
+checkpoint (absolute or `..` paths) are refused.{part["intake"]}
 The grader loads tokenizers with `AutoTokenizer.from_pretrained(dir)` (no remote code, left padding).
 
-## Submitting
-```bash
-{curl}
-```
-The answer is JSON: `submission_id`, `score` (percent, dev split), `baseline_score`, `improvement`,
-`improvement_ci95`, `best`, `total_submissions`, ... Add `?wait=false` to get `202` at once and poll
-`GET /submissions/<id>`. `GET /submissions` lists yours. From Python: `from autorl.grader.client import
-GraderClient; GraderClient().submit(path)`.
+{part["deliver"]}
 
 ## How the grader prompts the model
 Each item is rendered exactly like this (here with a placeholder question):

@@ -5,6 +5,7 @@ library call, printing); heavy imports stay inside the commands, so ``autorl --h
     grading    eval, submit, grader serve
     installed  plugins, list, doctor, new
     sweep      sweep run, status, report, ingest
+    export     export harbor
 
 This module lists every command, in the order ``autorl --help`` shows them, and turns user mistakes into one line.
 """
@@ -16,7 +17,7 @@ import warnings
 
 import typer
 
-from autorl.cli import grading, installed, runs, sweep
+from autorl.cli import export, grading, installed, runs, sweep
 from autorl.errors import AutorlError
 
 __all__ = ["app", "main"]
@@ -58,6 +59,7 @@ app.command("new")(installed.new)
 app.add_typer(installed.list_app, name="list")
 app.add_typer(grading.grader_app, name="grader")
 app.add_typer(sweep.sweep_app, name="sweep")
+app.add_typer(export.export_app, name="export")
 
 
 def _warning_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None) -> str:
