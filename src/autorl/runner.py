@@ -362,7 +362,7 @@ def _context(plan: _Plan, assets: _Assets, place: _Place, services: _Services, d
 def _run_the_agent(plan: _Plan, assets: _Assets, place: _Place, services: _Services, stack: contextlib.ExitStack, home: Path,
                    deadline: float, seed: int, grace_s: float, say: Log) -> _AgentRun:
     """The agent in its process group (sandboxed where chosen) until it exits or the deadline passes."""
-    from autorl.gateway.upstreams import scrub
+    from autorl.gateway.agent_env import scrub
     from autorl.watch import Watcher, interval_from_env
 
     model, data = assets.model, assets.data

@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 
 from autorl.errors import AutorlError
+from autorl.gateway.agent_env import agent_variables
 from autorl.gateway.app import GatewayConfig
-from autorl.gateway.upstreams import agent_variables
 from autorl.lease import Lease
 
 
