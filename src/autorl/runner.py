@@ -17,7 +17,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -68,6 +68,7 @@ def run(
     runs_dir: Path | str | None = None,
     seed: int = 0,
     agent_env: Mapping[str, str] | None = None,
+    agent_credentials: Sequence[str] = (),
     benchmark_options: Mapping[str, Any] | None = None,
     backend_options: Mapping[str, Any] | None = None,
     eval_timeout: float = 3600.0,
@@ -96,6 +97,8 @@ def run(
         runs_dir: where workspaces go (default ``AUTORL_HOME/runs``).
         seed: recorded, and given to the agent as ``AUTORL_SEED``.
         agent_env: variables for the agent on top of the contract (override its config's env_vars).
+        agent_credentials: names of host variables passed on to the agent with their values (never an upstream's
+            key, a credential variable or an ``AUTORL_*`` setting: refused before anything starts).
         limit: evaluate only the first N items of each split (quick checks; recorded).
         audit: run the deterministic cheat audit at the end (``autorl audit`` runs it later too).
         audit_budget_s: the audit's wall-clock budget (the run is recorded before it starts).
@@ -112,6 +115,9 @@ def run(
         raise UsageError("--audit-budget must be a positive number of seconds")
     started = time.time()
     home = autorl_home()
+    from autorl.gateway.agent_env import operator_variables
+
+    agent_env = operator_variables(agent_credentials, agent_env or {})
     plan = _resolve(agent, task, backend, gpus, sandbox, network, agent_env, benchmark_options, backend_options,
                     say)
     assets = _acquire(plan, model, home)

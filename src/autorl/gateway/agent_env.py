@@ -18,15 +18,14 @@ from autorl.benchmark import HIDDEN_SECRET_ENV
 from autorl.errors import UsageError
 from autorl.gateway.upstreams import SECRET_NAMES, key_variables, upstreams_from_env
 
-#: The ``AUTORL_*`` variables an agent may have: the contract, the gateway's, and the built-in ``llm``
-#: agent's own limits. Every other ``AUTORL_*`` variable is the harness's (``AUTORL_HOME``,
-#: ``AUTORL_HIDDEN_SECRET``, ``AUTORL_LLM_UPSTREAMS``, ...) and never reaches an agent.
-AGENT_AUTORL_NAMES = frozenset({
-    "AUTORL_TOKEN", "AUTORL_DEADLINE", "AUTORL_SEED", "AUTORL_PYTHON", "AUTORL_AGENT_DIR",
-    "AUTORL_LLM_GATEWAY", "AUTORL_LLM_TOKEN",
-    "AUTORL_LLM_MAX_STEPS", "AUTORL_LLM_MAX_TOKENS", "AUTORL_LLM_MAX_COST", "AUTORL_LLM_PRICE_IN",
-    "AUTORL_LLM_PRICE_OUT", "AUTORL_LLM_CONTEXT", "AUTORL_LLM_SHELL_TIMEOUT",
-})
+#: The built-in ``llm`` agent's own limits: the ``AUTORL_*`` settings an agent may be given.
+AGENT_SETTINGS = ("AUTORL_LLM_MAX_STEPS", "AUTORL_LLM_MAX_TOKENS", "AUTORL_LLM_MAX_COST", "AUTORL_LLM_PRICE_IN",
+                  "AUTORL_LLM_PRICE_OUT", "AUTORL_LLM_CONTEXT", "AUTORL_LLM_SHELL_TIMEOUT")
+#: The ``AUTORL_*`` variables an agent may have: the contract, the gateway's, and ``AGENT_SETTINGS``. Every
+#: other ``AUTORL_*`` variable is the harness's (``AUTORL_HOME``, ``AUTORL_HIDDEN_SECRET``,
+#: ``AUTORL_LLM_UPSTREAMS``, ...) and never reaches an agent.
+AGENT_AUTORL_NAMES = frozenset({"AUTORL_TOKEN", "AUTORL_DEADLINE", "AUTORL_SEED", "AUTORL_PYTHON",
+                                "AUTORL_AGENT_DIR", "AUTORL_LLM_GATEWAY", "AUTORL_LLM_TOKEN", *AGENT_SETTINGS})
 #: a value shorter than this is not looked for inside other values (a "key" that short protects nothing)
 _MIN_SECRET = 8
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
