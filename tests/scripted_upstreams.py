@@ -5,7 +5,7 @@ what it charged each call it generated for, and which key the call came with (fo
 A call generates ``words`` (a token each), cut to the call's output limit, once per candidate; its prompt is
 ``prompt_tokens`` tokens, or (``prompt_tokens = None``) a token per 5 characters of the body it received. A
 request's mode is ``mode``, or the body's ``x_mode`` field when it has one: ok, no-usage, cut, hang, garbage,
-plain, rate-limited, error-usage.
+plain, rate-limited, error-usage, ndjson (a chat stream as NDJSON).
 """
 
 from __future__ import annotations
@@ -196,6 +196,9 @@ class Upstream:
                 u = openai_usage(prompt, completion, cached) if usage else None
                 if stream:
                     per = [1] * (n * len(words)) + [0] * (2 if u else 1)
+                    if mode == "ndjson":  # the same chunks, a JSON object a line
+                        lines = [c[len(b"data: "):].strip() + b"\n" for c in openai_chunks(words, u, n)][:-1]
+                        return self._streaming(lines, mode, rec, prompt, per[:-1], "application/x-ndjson")
                     return self._streaming(openai_chunks(words, u, n), mode, rec, prompt, per, "text/event-stream")
                 self._bill(rec, prompt, completion)
                 choices = [{"index": i, "message": {"role": "assistant", "content": "".join(words)}} for i in range(n)]

@@ -103,6 +103,7 @@ def test_every_answer_shape_is_recorded_as_the_upstream_billed_it(tmp_path: Path
         ("gemini/v1beta/models/gemini-2.5-pro:generateContent", {"contents": []}),
         ("gemini/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse", {"contents": []}),
         ("gemini/v1beta/models/gemini-2.5-pro:streamGenerateContent", {"contents": []}),  # a JSON array
+        ("openai/v1/chat/completions", {"model": "gpt-4o", "messages": msg, "stream": True, "x_mode": "ndjson"}),
         ("openai/v1/chat/completions", {"model": "gpt-4o", "messages": msg, "x_mode": "error-usage"}),
     ]
     with gateway(tmp_path, base, budget_tokens=10**6) as (gw, record):
@@ -110,7 +111,7 @@ def test_every_answer_shape_is_recorded_as_the_upstream_billed_it(tmp_path: Path
             body = json.loads(json.dumps(body).replace('"x"', f'"call-{i}"').replace("[]", f'[{{"text": "call-{i}"}}]'))
             with httpx.stream("POST", f"{gw}/{path}", headers=AUTH, json=body, timeout=30) as resp:
                 resp.read()
-            assert resp.status_code == (400 if "x_mode" in body else 200), (path, resp.text)
+            assert resp.status_code == (400 if body.get("x_mode") == "error-usage" else 200), (path, resp.text)
         total = usage_of(gw)["tokens"]
     recorded = recorded_by_marker(record)
     assert len(up.bills) == len(calls) == len(recorded)
@@ -120,8 +121,8 @@ def test_every_answer_shape_is_recorded_as_the_upstream_billed_it(tmp_path: Path
             (bill["prompt_tokens"], bill["completion_tokens"], "upstream"), bill
     assert total == up.billed
     # the JSON array passed through as the upstream sent it
-    array = recorded["call-9"]
-    assert array["stream"] is True and array["response"]["text"] == "".join(up.words)
+    for streamed in (recorded["call-9"], recorded["call-10"]):  # the JSON array, the NDJSON
+        assert streamed["stream"] is True and streamed["response"]["text"] == "".join(up.words)
 
 
 def test_gemini_array_stream_passes_through_unchanged(tmp_path: Path, upstream: Any) -> None:
