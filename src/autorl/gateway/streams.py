@@ -129,6 +129,7 @@ class Tap:
         self._sse = SSEDecoder()
         self._json = JsonValues()
         self._partial = ""
+        self._kept = 0
         self._anthropic = Usage()
 
     def feed(self, chunk: bytes) -> None:
@@ -187,9 +188,10 @@ class Tap:
         self._event(event, data)
 
     def _add_text(self, piece: str) -> None:
-        self.text_chars += len(piece)
-        if sum(map(len, self.text)) < self.text_limit:
+        if self._kept < self.text_limit:
             self.text.append(piece)
+            self._kept += len(piece)
+        self.text_chars += len(piece)
 
     def _event(self, event: str, data: Any) -> None:
         self.events += 1
