@@ -3,8 +3,9 @@
 It runs outside the sandbox, holds the upstream keys, holds each call's worst case against the run's budget
 before forwarding it, meters every answer from the upstream's usage fields and records every call in the
 run's gateway folder (see :mod:`.record`). One job a module: :mod:`.routes` (which method a path calls),
-:mod:`.limits` (what a call asks for), :mod:`.budget` (reservations and totals), :mod:`.forward` (a call to
-the upstream), :mod:`.relay` and :mod:`.streams` (its answer, metered), :mod:`.usage` and :mod:`.prices`,
+:mod:`.limits` (what a call asks for), :mod:`.budget` (reservations and totals), :mod:`.calls` (a call's
+record and the run's book of calls), :mod:`.forward` (a call to the upstream), :mod:`.relay` and
+:mod:`.streams` (its answer, metered), :mod:`.usage` and :mod:`.prices`,
 :mod:`.upstreams` (the keys), :mod:`.agent_env` (what an agent may be given), :mod:`.app` (HTTP) and
 :mod:`.process` (the gateway's own process).
 

@@ -30,8 +30,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from autorl.gateway.calls import error_response
 from autorl.gateway.config import GatewayConfig
-from autorl.gateway.forward import Gateway, error_response, same, token_of
+from autorl.gateway.forward import Gateway, same, token_of
 from autorl.gateway.routes import classify
 from autorl.gateway.upstreams import Upstream
 
@@ -72,7 +73,7 @@ def create_app(config: GatewayConfig, upstreams: dict[str, Upstream] | None = No
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
         await gateway.client.aclose()
-        gateway.log.close()
+        gateway.book.log.close()
 
     app = Starlette(routes=[
         family_route("openai"), family_route("anthropic"), family_route("gemini"),

@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import hmac
 import json
-import time
-import uuid
-from collections.abc import Mapping
-from dataclasses import asdict
+import os
 from pathlib import Path
 from typing import Any, NoReturn
 
 import httpx
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
-from autorl.gateway.budget import BudgetBusy, BudgetSpent, Meter, Reservation
+from autorl.gateway.budget import BudgetBusy, BudgetSpent, Meter
+from autorl.gateway.calls import Call, CallBook, error_response
 from autorl.gateway.config import GatewayConfig
 from autorl.gateway.limits import CallShape, read_call, write_limit
 from autorl.gateway.prices import load_prices
@@ -31,21 +29,11 @@ from autorl.gateway.record import SUMMARY_NAME, CallLog, cut
 from autorl.gateway.relay import relay
 from autorl.gateway.routes import ApiRoute, CallRefused, forwarded_query
 from autorl.gateway.upstreams import Upstream, upstreams_from_env
-from autorl.gateway.usage import COUNTED, Usage, count_tokens
+from autorl.gateway.usage import count_tokens
 
 MAX_REQUEST = 32 * 1024 * 1024
 #: request headers passed on to the upstream (the body's type is set by the gateway: JSON)
 _FORWARD_HEADERS = ("anthropic-version", "anthropic-beta", "openai-beta", "user-agent")
-
-
-def error_response(family: str, status: int, kind: str, message: str,
-                   headers: Mapping[str, str] | None = None) -> JSONResponse:
-    """A refusal in the family's error shape."""
-    if family == "gemini":
-        body: dict[str, Any] = {"error": {"code": status, "message": message, "status": kind.upper()}}
-    else:  # the shape OpenAI and Anthropic clients both read
-        body = {"type": "error", "error": {"type": kind, "code": kind, "message": message}}
-    return JSONResponse(body, status_code=status, headers=dict(headers or {}))
 
 
 def token_of(request: Request) -> str:
@@ -79,22 +67,6 @@ def dump_body(payload: dict[str, Any]) -> bytes:
     return json.dumps(payload, separators=(",", ":")).encode()
 
 
-class Call:
-    """One call's record as it is built, and its reservation."""
-
-    def __init__(self, route: ApiRoute, http_method: str) -> None:
-        self.route = route
-        self.started = time.monotonic()
-        self.record: dict[str, Any] = {"id": uuid.uuid4().hex[:16], "time": time.time(), "family": route.family,
-                                       "path": route.upstream_path, "method": http_method}
-        self.reservation: Reservation | None = None
-        self.estimate = 0
-
-    @property
-    def model(self) -> str:
-        return str(self.record.get("model", ""))
-
-
 class Gateway:
     """The state of one run's gateway: upstreams, meter, record, and whether the run is still open."""
 
@@ -104,13 +76,12 @@ class Gateway:
         if upstreams is None and config.upstreams is not None:
             upstreams = {k: Upstream(**v) for k, v in config.upstreams.items()}
         self.upstreams = upstreams if upstreams is not None else upstreams_from_env()
-        self.meter = Meter(load_prices(config.prices_path), config.budget_tokens, config.budget_usd,
-                           default_max_output=config.default_max_output, min_output=config.min_output)
+        meter = Meter(load_prices(config.prices_path), config.budget_tokens, config.budget_usd,
+                      default_max_output=config.default_max_output, min_output=config.min_output)
         self.record_dir = Path(config.record_dir)
-        self.log = CallLog(self.record_dir)
+        self.book = CallBook(meter, CallLog(self.record_dir))
+        self.meter = meter
         self.closed = False
-        #: responses-API answers of this run: id -> their tokens (the context a continuation brings along)
-        self.responses: dict[str, int] = {}
         self.client = httpx.AsyncClient(
             timeout=httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s), transport=transport,
             limits=httpx.Limits(max_connections=256, max_keepalive_connections=64), trust_env=False)
@@ -120,8 +91,6 @@ class Gateway:
                 "upstreams": [u.describe() for u in self.upstreams.values()]}
 
     def close(self) -> dict[str, Any]:
-        import os
-
         self.closed = True
         summary = self.summary()
         tmp = self.record_dir / f".{SUMMARY_NAME}.tmp"
@@ -131,56 +100,24 @@ class Gateway:
         os.replace(tmp, self.record_dir / SUMMARY_NAME)
         return summary
 
-    # -- the call's record --------------------------------------------------------------------------------
-    def write(self, call: Call, **fields: Any) -> None:
-        call.record.update(fields)
-        call.record["latency_s"] = round(time.monotonic() - call.started, 6)
-        self.log.write(call.record)
-
-    def account(self, call: Call, usage: Usage | None, *, ok: bool, error: str | None, response: Any) -> None:
-        """Settle the call's reservation to ``usage`` (None: nothing billed) and record it."""
-        if call.reservation is not None:
-            usage = call.reservation.bounded(usage)
-            cost = self.meter.settle(call.reservation, usage, failed=not ok)
-        elif usage is not None:  # a free method whose answer carried usage: it is charged all the same
-            cost = self.meter.add(call.model, usage, failed=not ok)
-        else:
-            cost, self.meter.failed = None, self.meter.failed + (not ok)
-        self.write(call, outcome="ok" if ok else "failed", error=error,
-                   usage=None if usage is None else asdict(usage), cost_usd=cost, response=response)
-
-    def counted_prompt(self, call: Call) -> Usage:
-        """The prompt as counted: what a call is charged when it was sent and nothing came back."""
-        return Usage(self.meter.prompt_tokens(call.model, call.estimate), 0, 0, COUNTED)
-
-    def refuse(self, call: Call, status: int, kind: str, message: str,
-               headers: Mapping[str, str] | None = None) -> JSONResponse:
-        self.meter.refused += 1
-        self.write(call, status=status, outcome="refused", error=message, usage=None, cost_usd=None)
-        return error_response(call.route.family, status, kind, message, headers)
-
-    def failed(self, call: Call, usage: Usage | None, status: int, kind: str, message: str) -> JSONResponse:
-        call.record["status"] = status
-        self.account(call, usage, ok=False, error=message, response=None)
-        return error_response(call.route.family, status, kind, message)
-
-    # -- before the upstream --------------------------------------------------------------------------------
     async def forward(self, route: ApiRoute, request: Request) -> Response:
         call = Call(route, request.method)
         if not same(token_of(request), self.config.token):
             return error_response(route.family, 401, "invalid_token",
                                   "this gateway needs the run's token (AUTORL_LLM_TOKEN)")
         if self.closed:
-            return self.refuse(call, 409, "run_closed", "the run has ended: the gateway takes no more calls")
+            return self.book.refuse(call, 409, "run_closed",
+                                    "the run has ended: the gateway takes no more calls")
         if self.meter.exhausted:
-            return self.refuse(call, 429, "llm_budget_exhausted", self.meter.exhausted)
+            return self.book.refuse(call, 429, "llm_budget_exhausted", self.meter.exhausted)
         up = self.upstreams.get(route.family)
         if up is None:
-            return self.refuse(call, 404, "upstream_not_configured", f"no {route.family} upstream is configured "
-                               "for this run (the operator sets its key and base URL)")
+            return self.book.refuse(call, 404, "upstream_not_configured",
+                                    f"no {route.family} upstream is configured for this run (the operator sets "
+                                    "its key and base URL)")
         body = await _read_body(request)
         if body is None:
-            return self.refuse(call, 413, "request_too_large", f"request body over {MAX_REQUEST} bytes")
+            return self.book.refuse(call, 413, "request_too_large", f"request body over {MAX_REQUEST} bytes")
         try:
             payload = parse_body(body) if route.http_method == "POST" else None
             shape = read_call(route, payload) if payload is not None else CallShape()
@@ -188,7 +125,7 @@ class Gateway:
             earlier = self._earlier(shape)
         except CallRefused as exc:
             call.record.update(request=cut(body[:4096].decode(errors="replace")))
-            return self.refuse(call, 400, "invalid_request", str(exc))
+            return self.book.refuse(call, 400, "invalid_request", str(exc))
         model = route.model or (str(payload.get("model", "")) if payload is not None else "")
         call.record.update(model=model[:200], request=cut(payload))
         content = dump_body(payload) if payload is not None else None
@@ -197,11 +134,11 @@ class Gateway:
             try:
                 call.reservation = self.meter.reserve(call.model, call.estimate, shape.asked, shape.n)
             except BudgetSpent as exc:
-                return self.refuse(call, 429, "llm_budget_exhausted", str(exc))
+                return self.book.refuse(call, 429, "llm_budget_exhausted", str(exc))
             except BudgetBusy as exc:
-                return self.refuse(call, 429, "llm_budget_busy", str(exc), headers={"retry-after": "1"})
+                return self.book.refuse(call, 429, "llm_budget_busy", str(exc), headers={"retry-after": "1"})
             except LookupError as exc:
-                return self.refuse(call, 400, "model_not_priced", str(exc))
+                return self.book.refuse(call, 400, "model_not_priced", str(exc))
             res = call.reservation
             if res.max_output is not None and res.max_output != shape.asked:
                 write_limit(route, payload, res.max_output)
@@ -212,25 +149,25 @@ class Gateway:
             upstream = await self.client.send(self._upstream_request(route, up, request, query, content),
                                               stream=True)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:  # nothing was sent
-            return self.failed(call, None, 502, "upstream_unreachable",
+            return self.book.failed(call, None, 502, "upstream_unreachable",
                                f"the {route.family} upstream failed: {type(exc).__name__}: {str(exc)[:200]}")
         except httpx.TimeoutException as exc:  # sent, and perhaps generating still: the worst case
             worst = call.reservation.worst_case() if call.reservation else None
-            return self.failed(call, worst, 504, "upstream_timeout",
+            return self.book.failed(call, worst, 504, "upstream_timeout",
                                f"the {route.family} upstream did not answer in time ({type(exc).__name__})")
         except httpx.HTTPError as exc:  # sent, and the connection broke: the prompt may be billed
-            return self.failed(call, self.counted_prompt(call) if route.metered else None, 502,
+            return self.book.failed(call, self.book.counted_prompt(call) if route.metered else None, 502,
                                "upstream_unreachable",
                                f"the {route.family} upstream failed: {type(exc).__name__}: {str(exc)[:200]}")
-        return await relay(self, call, shape, upstream)
+        return await relay(self.book, call, shape, upstream)
 
     def _earlier(self, shape: CallShape) -> int:
         """The tokens of the earlier answer a responses-API call continues (the upstream adds them to its prompt)."""
         if shape.previous_response is None:
             return 0
-        if shape.previous_response not in self.responses:
+        if shape.previous_response not in self.book.responses:
             raise CallRefused("previous_response_id must name an answer given through this run's gateway")
-        return self.responses[shape.previous_response]
+        return self.book.responses[shape.previous_response]
 
     def _upstream_request(self, route: ApiRoute, up: Upstream, request: Request, query: list[tuple[str, str]],
                           content: bytes | None) -> httpx.Request:

@@ -15,20 +15,18 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import httpx
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from autorl.gateway.calls import Call, CallBook
 from autorl.gateway.limits import CallShape
 from autorl.gateway.record import BODY_LIMIT, cut
 from autorl.gateway.streams import JSON, Tap, shape_of
 from autorl.gateway.usage import COUNTED, RESERVED, Usage, count_tokens, usage_of_answer
-
-if TYPE_CHECKING:
-    from autorl.gateway.forward import Call, Gateway
 
 MAX_RESPONSE = 64 * 1024 * 1024
 #: response headers passed back to the agent (rate limits and retry hints among them)
@@ -52,7 +50,7 @@ async def _close(upstream: httpx.Response) -> None:
         await upstream.aclose()
 
 
-async def relay(gateway: Gateway, call: Call, shape: CallShape, upstream: httpx.Response) -> Response:
+async def relay(book: CallBook, call: Call, shape: CallShape, upstream: httpx.Response) -> Response:
     """The agent's response to ``call``, whose upstream answered ``upstream`` (its head read)."""
     status = upstream.status_code
     kind = shape_of(upstream.headers.get("content-type", ""))
@@ -60,7 +58,7 @@ async def relay(gateway: Gateway, call: Call, shape: CallShape, upstream: httpx.
     headers = _passed_headers(upstream.headers)
     if status < 400 and kind is not None and (kind != JSON or shape.stream or call.route.streams):
         call.record["stream"] = True
-        stream = _Stream(gateway, call, Tap(call.route.family, kind), upstream)
+        stream = _Stream(book, call, Tap(call.route.family, kind), upstream)
         return _MeteredResponse(stream, status_code=status, headers=headers)
     call.record["stream"] = False
     try:
@@ -72,15 +70,15 @@ async def relay(gateway: Gateway, call: Call, shape: CallShape, upstream: httpx.
     except httpx.HTTPError as exc:  # the answer was given, and lost on its way: its worst case
         worst = call.reservation.worst_case() if call.reservation else None
         code, error = (504, "upstream_timeout") if isinstance(exc, httpx.TimeoutException) else (502, _UNMETERABLE)
-        return gateway.failed(call, worst, code, error,
+        return book.failed(call, worst, code, error,
                               f"the {call.route.family} upstream's answer was lost: {type(exc).__name__}: "
                               f"{str(exc)[:200]}")
     finally:
         await _close(upstream)
-    return _whole(gateway, call, status, kind, content, headers)
+    return _whole(book, call, status, kind, content, headers)
 
 
-def _whole(gateway: Gateway, call: Call, status: int, kind: str | None, content: bytes,
+def _whole(book: CallBook, call: Call, status: int, kind: str | None, content: bytes,
            headers: dict[str, str]) -> Response:
     family = call.route.family
     data: Any = None
@@ -89,19 +87,19 @@ def _whole(gateway: Gateway, call: Call, status: int, kind: str | None, content:
             data = json.loads(content)
     usage = usage_of_answer(family, data)
     if status >= 400:  # an error: billed only when its body says so
-        gateway.account(call, usage, ok=False, error=f"upstream status {status}", response=cut(_shown(data, content)))
+        book.account(call, usage, ok=False, error=f"upstream status {status}", response=cut(_shown(data, content)))
         return Response(content, status_code=status, headers=headers)
     if data is None and call.route.metered:
         reservation = call.reservation
-        return gateway.failed(call, reservation.worst_case() if reservation else None, 502, _UNMETERABLE,
+        return book.failed(call, reservation.worst_case() if reservation else None, 502, _UNMETERABLE,
                               f"the {family} upstream answered with a body the gateway cannot meter "
                               f"({headers.get('content-type', 'no content type')}); the call is charged its "
                               "reservation")
     if usage is None and call.route.metered:
-        usage = Usage(gateway.counted_prompt(call).prompt_tokens, count_tokens(len(content)), 0, COUNTED)
+        usage = Usage(book.counted_prompt(call).prompt_tokens, count_tokens(len(content)), 0, COUNTED)
     if call.route.method == "responses" and isinstance(data, dict) and isinstance(data.get("id"), str) and usage:
-        gateway.responses[data["id"][:200]] = usage.total
-    gateway.account(call, usage, ok=True, error=None, response=cut(_shown(data, content)))
+        book.responses[data["id"][:200]] = usage.total
+    book.account(call, usage, ok=True, error=None, response=cut(_shown(data, content)))
     return Response(content, status_code=status, headers=headers)
 
 
@@ -112,8 +110,8 @@ def _shown(data: Any, content: bytes) -> Any:
 class _Stream:
     """One streamed answer: passed on chunk by chunk, tapped, and settled once however it ends."""
 
-    def __init__(self, gateway: Gateway, call: Call, tap: Tap, upstream: httpx.Response) -> None:
-        self.gateway, self.call, self.tap, self.upstream = gateway, call, tap, upstream
+    def __init__(self, book: CallBook, call: Call, tap: Tap, upstream: httpx.Response) -> None:
+        self.book, self.call, self.tap, self.upstream = book, call, tap, upstream
         self.error: str | None = None
         self.done = False
 
@@ -159,15 +157,15 @@ class _Stream:
         elif call.route.metered or tap.usage is not None:
             # no final figures: what came through, counted (and the upstream's partial figures where larger)
             partial = tap.usage or Usage()
-            prompt = partial.prompt_tokens or self.gateway.counted_prompt(call).prompt_tokens
+            prompt = partial.prompt_tokens or self.book.counted_prompt(call).prompt_tokens
             usage = Usage(prompt, max(partial.completion_tokens, count_tokens(tap.text_chars)),
                           partial.cached_tokens, COUNTED)
         else:
             usage = None
         if tap.response_id and usage is not None:
-            self.gateway.responses[tap.response_id] = usage.total
+            self.book.responses[tap.response_id] = usage.total
         ok = error is None and self.upstream.status_code < 400
-        self.gateway.account(call, usage, ok=ok, error=error or (None if ok else f"upstream status "
+        self.book.account(call, usage, ok=ok, error=error or (None if ok else f"upstream status "
                                                                  f"{self.upstream.status_code}"),
                              response={"events": tap.events, "text": tap.streamed_text})
 
