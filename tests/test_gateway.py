@@ -1,4 +1,5 @@
-"""The LLM gateway against scripted upstreams of each family, both real uvicorn servers on 127.0.0.1."""
+"""The LLM gateway against scripted upstreams of each family, both real uvicorn servers on 127.0.0.1: keys,
+every answer shape metered as the upstream billed it, refusals, and upstreams that misbehave."""
 
 from __future__ import annotations
 
@@ -14,29 +15,19 @@ from typing import Any
 import httpx
 import pytest
 
-from autorl.gateway import GatewayConfig, Upstream, create_app, read_calls
-from autorl.gateway.metering import StreamTap
+from autorl.gateway import read_calls
+from autorl.gateway.streams import JSON, NDJSON, Tap
 
-from .scripted_llm import serve_in_thread
+from .gateway_harness import ADMIN, AUTH, KEY, TOKEN, chat, gateway, recorded_by_marker, usage_of
 from .scripted_upstreams import Upstream as Scripted
-from .scripted_upstreams import anthropic_chunks, gemini_chunks, openai_chunks, scripted_upstream
-
-TOKEN = "run-token"
-ADMIN = "admin-token"
-KEY = "sk-upstream-secret"
-
-
-@contextmanager
-def gateway(tmp_path: Path, base: str, **options: Any) -> Iterator[tuple[str, Path]]:
-    record = tmp_path / "gateway"
-    record.mkdir(parents=True, exist_ok=True)
-    upstreams = {"openai": Upstream("openai", f"{base}/v1", KEY), "anthropic": Upstream("anthropic", base, KEY),
-                 "gemini": Upstream("gemini", base, KEY)}
-    for family in options.pop("without", ()):
-        upstreams.pop(family)
-    config = GatewayConfig(token=TOKEN, admin_token=ADMIN, record_dir=str(record), **options)
-    with serve_in_thread(create_app(config, upstreams)) as port:
-        yield f"http://127.0.0.1:{port}", record
+from .scripted_upstreams import (
+    anthropic_chunks,
+    gemini_array,
+    gemini_chunks,
+    openai_chunks,
+    openai_usage,
+    scripted_upstream,
+)
 
 
 @pytest.fixture
@@ -45,42 +36,34 @@ def upstream() -> Iterator[tuple[str, Scripted]]:
         yield up
 
 
-def chat(gw: str, stream: bool = False, token: str = TOKEN, **body: Any) -> httpx.Response:
-    return httpx.post(f"{gw}/openai/v1/chat/completions", headers={"Authorization": f"Bearer {token}"}, timeout=30,
-                      json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "stream": stream,
-                            **body})
-
-
 def test_openai_whole_and_streamed_with_the_key_held_by_the_gateway(tmp_path: Path, upstream: Any) -> None:
     base, up = upstream
     with gateway(tmp_path, base) as (gw, record):
         whole = chat(gw)
         assert whole.status_code == 200 and whole.json()["usage"]["prompt_tokens"] == 11
-        with httpx.stream("POST", f"{gw}/openai/v1/chat/completions", headers={"Authorization": f"Bearer {TOKEN}"},
+        with httpx.stream("POST", f"{gw}/openai/v1/chat/completions", headers=AUTH,
                           json={"model": "gpt-4o", "messages": [], "stream": True}) as resp:
             body = b"".join(resp.iter_raw())
         assert resp.headers["content-type"].startswith("text/event-stream")
-        usage = httpx.get(f"{gw}/-/usage", headers={"Authorization": f"Bearer {ADMIN}"}).json()
+        usage = usage_of(gw)
     # the stream passed through byte for byte; the upstream saw the operator's key, never the run's token
-    expected = b"".join(openai_chunks(up.words, {"prompt_tokens": 11, "completion_tokens": 7,
-                                                 "prompt_tokens_details": {"cached_tokens": 2}}))
-    assert body == expected
-    assert [r["headers"]["authorization"] for r in up.requests] == [f"Bearer {KEY}"] * 2
+    assert body == b"".join(openai_chunks(up.words, openai_usage(11, 20, 2)))
+    assert [r["key"] for r in up.requests] == [KEY] * 2
     calls = read_calls(record)
     assert [c["outcome"] for c in calls] == ["ok", "ok"] and [c["stream"] for c in calls] == [False, True]
-    assert all(c["usage"] == {"prompt_tokens": 11, "completion_tokens": 7, "cached_tokens": 2, "source": "upstream"}
+    assert all(c["usage"] == {"prompt_tokens": 11, "completion_tokens": 20, "cached_tokens": 2, "source": "upstream"}
                for c in calls)
     assert calls[1]["response"]["text"] == "".join(up.words)
     assert calls[0]["request"]["messages"] == [{"role": "user", "content": "hi"}]
-    # gpt-4o at 2.5 / 10 / 1.25 USD per million: 9 input, 2 cached, 7 output tokens a call
-    assert usage["tokens"] == 36 and usage["cost_usd"] == pytest.approx(2 * (9 * 2.5 + 2 * 1.25 + 7 * 10) / 1e6)
+    # gpt-4o at 2.5 / 10 / 1.25 USD per million: 9 input, 2 cached, 20 output tokens a call
+    assert usage["tokens"] == 62 and usage["cost_usd"] == pytest.approx(2 * (9 * 2.5 + 2 * 1.25 + 20 * 10) / 1e6)
     assert KEY not in (record / "calls.jsonl").read_text()
 
 
 def test_anthropic_and_gemini_families(tmp_path: Path, upstream: Any) -> None:
     base, up = upstream
     with gateway(tmp_path, base) as (gw, record):
-        msg = httpx.post(f"{gw}/anthropic/v1/messages", headers={"x-api-key": TOKEN},
+        msg = httpx.post(f"{gw}/anthropic/v1/messages?beta=true", headers={"x-api-key": TOKEN},
                          json={"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": []})
         with httpx.stream("POST", f"{gw}/anthropic/v1/messages", headers={"x-api-key": TOKEN},
                           json={"model": "claude-sonnet-4-5", "stream": True, "messages": []}) as resp:
@@ -91,19 +74,66 @@ def test_anthropic_and_gemini_families(tmp_path: Path, upstream: Any) -> None:
                           json={"contents": []}) as resp:
             gem_streamed = b"".join(resp.iter_raw())
     assert msg.status_code == 200 and gem.status_code == 200
-    assert streamed == b"".join(anthropic_chunks(up.words, 13, 9))
-    assert gem_streamed == b"".join(gemini_chunks(up.words, 17, 5))
-    anthropic_headers = up.requests[0]["headers"]
-    assert anthropic_headers["x-api-key"] == KEY and anthropic_headers["anthropic-version"]
-    assert up.requests[2]["headers"]["x-goog-api-key"] == KEY and "key" not in up.requests[3]["query"]
-    assert up.requests[3]["query"] == {"alt": "sse"}
+    assert streamed == b"".join(anthropic_chunks(up.words, 9, 20, 2))
+    assert gem_streamed == b"".join(gemini_chunks(up.words, 11, 20))
+    assert up.requests[0]["headers"]["x-api-key"] == KEY and up.requests[0]["headers"]["anthropic-version"]
+    assert up.requests[0]["query"] == {"beta": "true"}
+    assert up.requests[2]["headers"]["x-goog-api-key"] == KEY and up.requests[3]["query"] == {"alt": "sse"}
     calls = read_calls(record)
     assert [c["outcome"] for c in calls] == ["ok"] * 4
     assert [c["model"] for c in calls] == ["claude-sonnet-4-5"] * 2 + ["gemini-2.5-pro", "gemini-2.5-flash"]
-    assert calls[0]["usage"]["prompt_tokens"] == 13 and calls[0]["usage"]["completion_tokens"] == 9
-    # a stream's usage: input (with the cached 3) from message_start, output from message_delta
-    assert calls[1]["usage"] == {"prompt_tokens": 16, "completion_tokens": 9, "cached_tokens": 3, "source": "upstream"}
-    assert calls[3]["usage"] == {"prompt_tokens": 17, "completion_tokens": 5, "cached_tokens": 0, "source": "upstream"}
+    # input (with the cached) from message_start, output from message_delta; max_tokens 10: 10 words
+    assert calls[0]["usage"] == {"prompt_tokens": 11, "completion_tokens": 10, "cached_tokens": 2, "source": "upstream"}
+    assert calls[1]["usage"] == {"prompt_tokens": 11, "completion_tokens": 20, "cached_tokens": 2, "source": "upstream"}
+    assert calls[3]["usage"] == {"prompt_tokens": 11, "completion_tokens": 20, "cached_tokens": 0, "source": "upstream"}
+
+
+def test_every_answer_shape_is_recorded_as_the_upstream_billed_it(tmp_path: Path, upstream: Any) -> None:
+    base, up = upstream
+    up.prompt_tokens = None  # each prompt billed by its own length
+    msg = [{"role": "user", "content": "x"}]
+    calls = [
+        ("openai/v1/chat/completions", {"model": "gpt-4o", "messages": msg}),
+        ("openai/v1/chat/completions", {"model": "gpt-4o", "messages": msg, "stream": True, "n": 2}),
+        ("openai/v1/responses", {"model": "gpt-4o", "input": "x"}),
+        ("openai/v1/responses", {"model": "gpt-4o", "input": "x", "stream": True, "max_output_tokens": 7}),
+        ("openai/v1/completions", {"model": "gpt-4o", "prompt": "x", "max_tokens": 5}),
+        ("anthropic/v1/messages", {"model": "claude-sonnet-4", "max_tokens": 50, "messages": msg}),
+        ("anthropic/v1/messages", {"model": "claude-sonnet-4", "max_tokens": 50, "messages": msg, "stream": True}),
+        ("gemini/v1beta/models/gemini-2.5-pro:generateContent", {"contents": []}),
+        ("gemini/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse", {"contents": []}),
+        ("gemini/v1beta/models/gemini-2.5-pro:streamGenerateContent", {"contents": []}),  # a JSON array
+        ("openai/v1/chat/completions", {"model": "gpt-4o", "messages": msg, "stream": True, "x_mode": "ndjson"}),
+        ("openai/v1/chat/completions", {"model": "gpt-4o", "messages": msg, "x_mode": "error-usage"}),
+    ]
+    with gateway(tmp_path, base, budget_tokens=10**6) as (gw, record):
+        for i, (path, body) in enumerate(calls):
+            body = json.loads(json.dumps(body).replace('"x"', f'"call-{i}"').replace("[]", f'[{{"text": "call-{i}"}}]'))
+            with httpx.stream("POST", f"{gw}/{path}", headers=AUTH, json=body, timeout=30) as resp:
+                resp.read()
+            assert resp.status_code == (400 if body.get("x_mode") == "error-usage" else 200), (path, resp.text)
+        total = usage_of(gw)["tokens"]
+    recorded = recorded_by_marker(record)
+    assert len(up.bills) == len(calls) == len(recorded)
+    for bill in up.bills:
+        usage = recorded[bill["marker"]]["usage"]
+        assert (usage["prompt_tokens"], usage["completion_tokens"], usage["source"]) == \
+            (bill["prompt_tokens"], bill["completion_tokens"], "upstream"), bill
+    assert total == up.billed
+    # the JSON array passed through as the upstream sent it
+    for streamed in (recorded["call-9"], recorded["call-10"]):  # the JSON array, the NDJSON
+        assert streamed["stream"] is True and streamed["response"]["text"] == "".join(up.words)
+
+
+def test_gemini_array_stream_passes_through_unchanged(tmp_path: Path, upstream: Any) -> None:
+    base, up = upstream
+    with gateway(tmp_path, base) as (gw, record), httpx.stream(
+            "POST", f"{gw}/gemini/v1/models/gemini-2.5-flash:streamGenerateContent", headers={"x-goog-api-key": TOKEN},
+            json={"contents": []}) as resp:
+        body = b"".join(resp.iter_raw())
+    assert body == b"".join(gemini_array(up.words, 11, 20)) and resp.headers["content-type"] == "application/json"
+    (call,) = read_calls(record)
+    assert call["usage"]["completion_tokens"] == 20 and call["outcome"] == "ok" and call["stream"] is True
 
 
 def test_a_stream_without_usage_is_counted(tmp_path: Path, upstream: Any) -> None:
@@ -111,10 +141,13 @@ def test_a_stream_without_usage_is_counted(tmp_path: Path, upstream: Any) -> Non
     up.mode = "no-usage"
     with gateway(tmp_path, base) as (gw, record):
         assert chat(gw, stream=True).status_code == 200
-    (call,) = read_calls(record)
-    assert call["outcome"] == "ok" and call["usage"]["source"] == "counted"
-    assert call["usage"]["completion_tokens"] == -(-len("".join(up.words)) // 4) > 0
-    assert call["usage"]["prompt_tokens"] > 0
+        assert chat(gw).status_code == 200
+    streamed, whole = read_calls(record)
+    assert streamed["outcome"] == "ok" and streamed["usage"]["source"] == "counted"
+    assert streamed["usage"]["completion_tokens"] == -(-len("".join(up.words)) // 4) > 0
+    assert streamed["usage"]["prompt_tokens"] > 0
+    # a whole answer without usage: its body counted (more than its text: nothing goes uncounted)
+    assert whole["usage"]["source"] == "counted" and whole["usage"]["completion_tokens"] >= 20
 
 
 def test_refusals_are_json(tmp_path: Path, upstream: Any) -> None:
@@ -124,41 +157,37 @@ def test_refusals_are_json(tmp_path: Path, upstream: Any) -> None:
         no_token = httpx.post(f"{gw}/openai/v1/chat/completions", json={})
         unconfigured = httpx.post(f"{gw}/gemini/v1beta/models/g:generateContent", headers={"x-goog-api-key": TOKEN},
                                   json={})
-        unknown = httpx.post(f"{gw}/openai/v1/files", headers={"Authorization": f"Bearer {TOKEN}"}, json={})
-        assert httpx.post(f"{gw}/-/close", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 403
+        unknown = httpx.post(f"{gw}/openai/v1/files", headers=AUTH, json={})
+        not_json = httpx.post(f"{gw}/openai/v1/chat/completions", headers=AUTH, content=b"[1, 2]")
+        nan = httpx.post(f"{gw}/openai/v1/chat/completions", headers=AUTH, content=b'{"model": "m", "x": NaN}')
+        assert httpx.post(f"{gw}/-/close", headers=AUTH).status_code == 403
         assert httpx.post(f"{gw}/-/close", headers={"Authorization": f"Bearer {ADMIN}"}).status_code == 200
         after = chat(gw)
     assert wrong.status_code == 401 and no_token.status_code == 401
     assert "token" in wrong.json()["error"]["message"]
     assert unconfigured.status_code == 404 and "no gemini upstream" in unconfigured.json()["error"]["message"]
-    assert unknown.status_code == 404
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "not_found"
+    assert not_json.status_code == 400 and "JSON object" in not_json.json()["error"]["message"]
+    assert nan.status_code == 400 and nan.json()["error"]["code"] == "invalid_request"
     assert after.status_code == 409 and after.json()["error"]["code"] == "run_closed"
     assert up.requests == []
-    assert [c["outcome"] for c in read_calls(record)] == ["refused", "refused"]  # the unconfigured, the closed
+    assert [c["outcome"] for c in read_calls(record)] == ["refused"] * 4  # unconfigured, 2 bad bodies, closed
     assert json.loads((record / "summary.json").read_text())["closed"] is True
-
-
-def test_token_budget_refuses_once_spent(tmp_path: Path, upstream: Any) -> None:
-    base, up = upstream
-    with gateway(tmp_path, base, budget_tokens=30) as (gw, record):
-        answers = [chat(gw) for _ in range(3)]
-    # 18 tokens a call: the second call starts under the budget and ends over it, the third is refused
-    assert [a.status_code for a in answers] == [200, 200, 429]
-    error = answers[2].json()["error"]
-    assert error["code"] == "llm_budget_exhausted" and "36 of 30 tokens" in error["message"]
-    assert len(up.requests) == 2
-    assert [c["outcome"] for c in read_calls(record)] == ["ok", "ok", "refused"]
 
 
 def test_usd_budget_needs_a_price(tmp_path: Path, upstream: Any) -> None:
     base, _ = upstream
     prices = tmp_path / "prices.yaml"
-    prices.write_text("house-model: {input: 1000000, output: 0}\n")
-    with gateway(tmp_path, base, budget_usd=15.0, prices_path=str(prices)) as (gw, _):
-        priced = [chat(gw, model="house-model").status_code for _ in range(3)]
+    prices.write_text("house-model: {input: 1, output: 1000000}\n")
+    with gateway(tmp_path, base, budget_usd=45.0, prices_path=str(prices), min_output=5) as (gw, record):
+        answers = [chat(gw, model="house-model", max_tokens=30) for _ in range(3)]
         unpriced = chat(gw, model="mystery-model")
-    assert priced == [200, 200, 429]  # 11 - 2 cached = 9 USD a call
-    assert unpriced.status_code == 429  # spent already
+    # 1 USD per output token, 20 tokens generated a call: the first call holds 30, the second is lowered to the
+    # 24 that remain, the third (4 would remain) is refused
+    assert [a.status_code for a in answers] == [200, 200, 429]
+    assert [c["reserved"]["max_output"] for c in read_calls(record)[:2]] == [30, 24]
+    assert answers[2].json()["error"]["code"] == "llm_budget_exhausted"
+    assert unpriced.status_code == 429  # closed for the budget already
     with gateway(tmp_path / "b", base, budget_usd=15.0, prices_path=str(prices)) as (gw, _):
         unpriced = chat(gw, model="mystery-model")
     assert unpriced.status_code == 400 and "no price for model 'mystery-model'" in unpriced.json()["error"]["message"]
@@ -167,8 +196,9 @@ def test_usd_budget_needs_a_price(tmp_path: Path, upstream: Any) -> None:
 def test_rate_limits_pass_through(tmp_path: Path, upstream: Any) -> None:
     base, up = upstream
     up.mode = "rate-limited"
-    with gateway(tmp_path, base) as (gw, record):
+    with gateway(tmp_path, base, budget_tokens=10_000) as (gw, record):
         resp = chat(gw)
+        assert usage_of(gw)["reserved_tokens"] == 0  # released: nothing was billed
     assert resp.status_code == 429 and resp.headers["retry-after"] == "7"
     assert resp.headers["x-ratelimit-remaining-requests"] == "0"
     assert resp.json() == {"error": {"message": "slow down"}}
@@ -181,19 +211,22 @@ def test_a_stream_cut_halfway_is_recorded_as_failed(tmp_path: Path, upstream: An
     up.mode = "cut"
     with gateway(tmp_path, base) as (gw, record):
         with pytest.raises(httpx.HTTPError), httpx.stream(
-                "POST", f"{gw}/openai/v1/chat/completions", headers={"Authorization": f"Bearer {TOKEN}"},
+                "POST", f"{gw}/openai/v1/chat/completions", headers=AUTH,
                 json={"model": "gpt-4o", "messages": [], "stream": True}) as resp:
             got = b""
             for piece in resp.iter_raw():
                 got += piece
+        up.mode = "ok"
         ok = chat(gw)  # the gateway lives on
     assert ok.status_code == 200
-    full = openai_chunks(up.words, {"prompt_tokens": 11, "completion_tokens": 7,
-                                    "prompt_tokens_details": {"cached_tokens": 2}})
+    full = openai_chunks(up.words, openai_usage(11, 20, 2))
     assert got == b"".join(full[:len(full) // 2])  # what the upstream sent before it broke off
     cut, fine = read_calls(record)
     assert cut["outcome"] == "failed" and "broke off" in cut["error"] and cut["stream"] is True
-    assert cut["usage"]["source"] == "counted" and fine["outcome"] == "ok"
+    # the text that came through, counted (the upstream billed the 11 words it sent)
+    assert cut["usage"]["source"] == "counted" and up.bills[0]["completion_tokens"] == 11
+    assert cut["usage"]["completion_tokens"] == -(-len("".join(up.words[:11])) // 4)
+    assert fine["outcome"] == "ok"
 
 
 def test_a_hanging_upstream_times_out(tmp_path: Path, upstream: Any) -> None:
@@ -202,7 +235,7 @@ def test_a_hanging_upstream_times_out(tmp_path: Path, upstream: Any) -> None:
     with gateway(tmp_path, base, timeout_s=0.5) as (gw, record):
         whole = chat(gw)
         with pytest.raises(httpx.HTTPError), httpx.stream(
-                "POST", f"{gw}/openai/v1/chat/completions", headers={"Authorization": f"Bearer {TOKEN}"},
+                "POST", f"{gw}/openai/v1/chat/completions", headers=AUTH,
                 json={"model": "gpt-4o", "messages": [], "stream": True}) as resp:
             for _ in resp.iter_raw():
                 pass
@@ -212,6 +245,8 @@ def test_a_hanging_upstream_times_out(tmp_path: Path, upstream: Any) -> None:
     calls = read_calls(record)
     assert [c["outcome"] for c in calls] == ["failed", "failed", "ok"]
     assert "ReadTimeout" in calls[1]["error"]
+    # a call that timed out may still be generating upstream: it is charged its worst case
+    assert calls[0]["usage"]["source"] == "reserved"
 
 
 @contextmanager
@@ -241,28 +276,48 @@ def resetting_server() -> Iterator[int]:
         srv.close()
 
 
-def test_a_resetting_or_garbage_upstream(tmp_path: Path, upstream: Any) -> None:
+def test_a_resetting_upstream_and_answers_that_cannot_be_metered(tmp_path: Path, upstream: Any) -> None:
     base, up = upstream
     with resetting_server() as port, gateway(tmp_path, f"http://127.0.0.1:{port}") as (gw, record):
         reset = chat(gw)
     assert reset.status_code == 502 and reset.json()["error"]["code"] == "upstream_unreachable"
-    up.mode = "garbage"
-    with gateway(tmp_path / "g", base) as (gw, record2):
-        garbage = chat(gw)
-    assert garbage.status_code == 200 and garbage.content == b"\x00\xffnot json at all {"
     assert read_calls(record)[0]["outcome"] == "failed"
-    (call,) = read_calls(record2)
-    assert call["outcome"] == "failed" and "not JSON" in call["error"] and call["usage"]["source"] == "counted"
+    with gateway(tmp_path / "g", base, budget_tokens=10_000) as (gw, record2):
+        up.mode = "garbage"
+        garbage = chat(gw, max_tokens=100)
+        up.mode = "plain"
+        plain = chat(gw, max_tokens=100)
+        spent = usage_of(gw)["tokens"]
+    # neither body reaches the agent, and each call is charged its whole reservation
+    for resp in (garbage, plain):
+        assert resp.status_code == 502 and resp.json()["error"]["code"] == "unmeterable_response"
+        assert b"not json" not in resp.content and b"w0" not in resp.content
+    calls = read_calls(record2)
+    assert [c["usage"]["source"] for c in calls] == ["reserved"] * 2
+    assert spent == sum(c["reserved"]["tokens"] for c in calls) >= up.billed
 
 
-def test_stream_tap_follows_events_split_anywhere() -> None:
+def test_taps_follow_each_shape_split_anywhere() -> None:
     data = b"".join(anthropic_chunks(["a", "b"], 5, 2)).replace(b"\n", b"\r\n")
-    tap = StreamTap("anthropic")
-    for i in range(0, len(data), 3):
-        tap.feed(data[i:i + 3])
-    tap.close()
-    assert tap.finished and tap.streamed_text == "ab" and tap.usage is not None
-    assert (tap.usage.prompt_tokens, tap.usage.completion_tokens) == (8, 2)
+    array = b"".join(gemini_array(["c", "d\u00e9]{\\\""], 4, 2))
+    ndjson = b"".join(json.dumps(e).encode() + b"\n" for e in
+                      [{"choices": [{"delta": {"content": "e"}}]}, {"choices": [], "usage": openai_usage(3, 1, 0)}])
+    for family, shape, body, text, usage in (("anthropic", "sse", data, "ab", (5, 2)),
+                                             ("gemini", JSON, array, "cd\u00e9]{\\\"", (4, 2)),
+                                             ("openai", NDJSON, ndjson, "e", (3, 1))):
+        tap = Tap(family, shape)
+        for i in range(0, len(body), 3):
+            tap.feed(body[i:i + 3])
+        tap.close()
+        assert tap.finished and not tap.broken and tap.streamed_text == text and tap.usage is not None, family
+        assert (tap.usage.prompt_tokens, tap.usage.completion_tokens) == usage
+    broken = Tap("gemini", JSON)
+    broken.feed(b'[{"candidates": []}, 42')
+    assert broken.broken
+    cut = Tap("gemini", JSON)
+    cut.feed(array[:-5])
+    cut.close()
+    assert cut.broken and not cut.finished
 
 
 def test_the_dashboard_shows_the_gateway_record_as_the_trajectory(tmp_path: Path, upstream: Any) -> None:
@@ -270,7 +325,7 @@ def test_the_dashboard_shows_the_gateway_record_as_the_trajectory(tmp_path: Path
 
     base, up = upstream
     up.words = ["<script>alert(1)</script>", " done"]
-    with gateway(tmp_path, base, budget_tokens=40) as (gw, record):
+    with gateway(tmp_path, base, budget_tokens=55, min_output=4) as (gw, record):
         chat(gw, stream=True)
         chat(gw)
         chat(gw)
@@ -278,9 +333,9 @@ def test_the_dashboard_shows_the_gateway_record_as_the_trajectory(tmp_path: Path
     traj = data.gateway_trajectory({"meta": {"llm_gateway": {"record_dir": str(record)}}})
     assert traj is not None and [t["kind"] for t in traj["turns"]] == ["turn", "turn", "turn", "event"]
     assert traj["turns"][0]["content"] == "<script>alert(1)</script> done"
-    assert traj["turns"][1]["usage"] == {"prompt_tokens": 11, "completion_tokens": 7}
+    assert traj["turns"][1]["usage"] == {"prompt_tokens": 11, "completion_tokens": 2}
     assert "refused" in traj["turns"][3]["event"] and "budget" in traj["turns"][3]["detail"]
     html = pages.trajectory_html(traj)
-    assert "recorded by the LLM gateway" in html and "3 turns, 33 in / 21 out tokens" in html
+    assert "recorded by the LLM gateway" in html and "3 turns, 33 in / 6 out tokens" in html
     assert "<script>alert" not in html and "&lt;script&gt;" in html
     assert data.gateway_trajectory({"meta": {}}) is None

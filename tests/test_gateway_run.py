@@ -78,15 +78,21 @@ def test_llm_agent_reaches_its_model_only_through_the_gateway(shared_home: Path,
 
 
 def test_budget_spent_mid_run_ends_in_the_refusal(shared_home: Path, tiny_model: Path, tmp_path: Path) -> None:
-    with scripted_server([reply(call("time_left"))] * 6) as (url, requests):
-        row, result = run(tmp_path, shared_home, "--agent", "llm", "--llm-budget-tokens", "300",
+    with scripted_server([reply(call("time_left"))] * 20) as (url, requests):
+        row, result = run(tmp_path, shared_home, "--agent", "llm", "--llm-budget-tokens", "2400",
                           env={"OPENAI_API_BASE": url, "OPENAI_API_KEY": SECRET})
-    # 120 tokens a call: the third starts at 240 and ends at 360; the fourth is refused
-    assert len(requests) == 3 and row["llm_tokens"] == 360 and row["llm_usage_source"] == "gateway"
-    assert result["meta"]["llm_usage"]["refused"] == 1 and result["meta"]["llm_gateway"]["budget_tokens"] == 300
+    # 120 tokens billed a call; each call held its prompt (counted) and a limit written into it, no more than
+    # what remained: the call that could not be paid for was refused and ended the agent's session
     calls = read_calls(Path(result["meta"]["llm_gateway"]["record_dir"]))
-    assert [c["outcome"] for c in calls] == ["ok", "ok", "ok", "refused"]
-    assert calls[-1]["status"] == 429 and "token budget is spent (360 of 300 tokens)" in calls[-1]["error"]
+    forwarded = [c for c in calls if c["outcome"] == "ok"]
+    assert len(requests) == len(forwarded) >= 2 and row["llm_tokens"] == 120 * len(forwarded) <= 2400
+    assert row["llm_usage_source"] == "gateway" and result["meta"]["llm_gateway"]["budget_tokens"] == 2400
+    spent = 0
+    for req, rec in zip(requests, forwarded, strict=True):
+        assert req["max_completion_tokens"] == rec["reserved"]["max_output"] <= 2400 - spent
+        spent += 120
+    assert calls[-1]["outcome"] == "refused" and calls[-1]["status"] == 429
+    assert "token budget is spent" in calls[-1]["error"] and result["meta"]["llm_usage"]["refused"] >= 1
     steps = [json.loads(x) for x in (Path(row["workspace"]) / "trajectory.jsonl").read_text().splitlines()]
     assert steps[-1]["event"] == "end" and steps[-1]["stop_reason"] == "llm_budget"
 
@@ -122,8 +128,8 @@ def test_claude_cli_through_the_gateway_and_a_forged_usage_file(shared_home: Pat
                                "AUTORL_SANDBOX_RO": os.pathsep.join([str(ROOT / "tests"), str(bins)])})
     assert result["agent"]["exit_code"] == 0, (Path(row["workspace"]) / "agent.log").read_text()[-2000:]
     assert len(up.requests) == 1 and up.requests[0]["headers"]["x-api-key"] == SECRET
-    # the streamed message's usage fields: 13 input + 3 cached, 9 output; the forged file changed nothing
-    assert row["llm_tokens"] == 25 and row["llm_usage_source"] == "gateway"
+    # the streamed message's usage fields: 9 input + 2 cached, 20 output; the forged file changed nothing
+    assert row["llm_tokens"] == 31 == up.billed and row["llm_usage_source"] == "gateway"
     seen = json.loads((Path(row["workspace"]) / "code" / "claude-env.json").read_text())
     assert SECRET not in json.dumps(seen) and seen["ANTHROPIC_BASE_URL"].endswith("/anthropic")
     (rec,) = read_calls(Path(result["meta"]["llm_gateway"]["record_dir"]))
@@ -154,3 +160,74 @@ def test_the_audit_scans_what_the_model_answered(shared_home: Path, tiny_model: 
     (flag,) = [f for f in result["audit"] if f["name"] == "suspicious-download"]
     assert "someone/arith-hidden-test" in flag["detail"]
     assert any(e.startswith("llm gateway call ") and "(answer)" in e for e in flag["evidence"])
+
+
+PROBE_AGENT = """cat /proc/self/environ | tr '\\0' '\\n' > "$WORKSPACE/code/environ.txt"
+"$AUTORL_PYTHON" - <<'PY' > "$WORKSPACE/code/call.txt"
+import os, httpx
+r = httpx.post(os.environ["OPENAI_BASE_URL"] + "/chat/completions", timeout=30,
+               headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]},
+               json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5})
+print(r.status_code)
+PY
+"""
+#: the folder asks for the operator's key (under a free-form name), a copy of it, the hidden-item secret and
+#: a setting
+PROBE_CONFIG = """name: probe
+start: start.sh
+credentials:
+  pass: [MY_KEY, COPY_OF_KEY, AUTORL_HIDDEN_SECRET, AUTORL_LLM_UPSTREAMS, SETTING]
+env_vars:
+  FROM_KEY: "$MY_KEY"
+"""
+FREE_KEY = "sk-free-form-4b1d9a7e-upstream-key"
+HEX_SECRET = "a1" * 32
+
+
+def test_an_agent_folder_gets_nothing_of_the_operators_by_asking(tmp_path: Path) -> None:
+    from .conftest import echo_answers, write_stub_checkpoint
+
+    agent = tmp_path / "probe"
+    agent.mkdir()
+    (agent / "config.yaml").write_text(PROBE_CONFIG)
+    (agent / "start.sh").write_text(PROBE_AGENT)
+    base = write_stub_checkpoint(tmp_path / "stub-base", echo_answers(1))
+    upstreams = tmp_path / "upstreams.yaml"
+    home = tmp_path / "home"
+    with scripted_upstream() as (url, up):
+        upstreams.write_text(f"openai: {{base_url: '{url}/v1', api_key_env: MY_KEY}}\n")
+        env = {"AUTORL_HOME": str(home), "AUTORL_LLM_UPSTREAMS": str(upstreams), "MY_KEY": FREE_KEY,
+               "COPY_OF_KEY": FREE_KEY, "AUTORL_HIDDEN_SECRET": HEX_SECRET, "SETTING": "model-x"}
+        args = ["run", "--agent", str(agent), "--task", "echo", "--model", str(base), "--timeout", "60",
+                "--backend", "scripted", "--sandbox", "bwrap", "--network", "off", "--no-audit", "--json"]
+        refused = {name: cli(*args, "--agent-credential", name, env=env)
+                   for name in ("MY_KEY", "COPY_OF_KEY", "AUTORL_HIDDEN_SECRET", "OPENAI_API_KEY")}
+        proc = cli(*args, "--agent-credential", "SETTING", env=env)
+        # a folder naming the key as the place of its program: refused, and the key is not shown
+        (agent / "config.yaml").write_text(PROBE_CONFIG.replace("credentials:", "requires:\n  - {command: bash, "
+                                                                "override: MY_KEY}\ncredentials:"))
+        named = cli(*args, env=env)
+    # the operator's word cannot pass a key, a copy of one, or a harness setting either: one line, nothing made
+    for name, bad in refused.items():
+        assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, (name, bad.stderr)
+        assert bad.stderr.startswith(f"error: --agent-credential {name}: ")
+    assert "holds a model API key" in refused["MY_KEY"].stderr
+    assert "holds an upstream key" in refused["COPY_OF_KEY"].stderr
+    assert "harness" in refused["AUTORL_HIDDEN_SECRET"].stderr
+    assert named.returncode == 2 and named.stderr.startswith("error: agent probe cannot start: MY_KEY does not")
+    assert FREE_KEY not in named.stderr + named.stdout
+    assert proc.returncode == 0, proc.stderr
+    assert ("asks for MY_KEY, COPY_OF_KEY, AUTORL_HIDDEN_SECRET, AUTORL_LLM_UPSTREAMS from your environment"
+            in proc.stderr and "--agent-credential MY_KEY" in proc.stderr)
+    ws = Path(json.loads(proc.stdout)["workspace"])
+    environ = dict(line.split("=", 1) for line in (ws / "code" / "environ.txt").read_text().splitlines()
+                   if "=" in line)
+    assert environ["SETTING"] == "model-x"  # the one the operator passed
+    assert not {"MY_KEY", "COPY_OF_KEY", "AUTORL_HIDDEN_SECRET", "AUTORL_LLM_UPSTREAMS", "AUTORL_HOME"} & set(environ)
+    assert environ["FROM_KEY"] == "" and environ["OPENAI_API_KEY"] == environ["AUTORL_LLM_TOKEN"]
+    for path in files_under(ws):
+        data = path.read_bytes().lower()
+        assert FREE_KEY.encode() not in data and HEX_SECRET.encode() not in data, path
+    # the agent still reached its model, through the gateway, which sent the key
+    assert (ws / "code" / "call.txt").read_text().strip() == "200"
+    assert [r["key"] for r in up.requests] == [FREE_KEY]

@@ -24,18 +24,18 @@ SUBMIT_NOWAIT = ('curl -s -X POST "$GRADING_SERVER_URL/submit?wait=false" -H "Co
 
 
 def start_run(home: Path, agent: Path, base: Path, mark: str, *extra: str) -> subprocess.Popen[str]:
-    """`autorl run` in the background, every process it starts carrying ``AUTORL_TEST_MARK=mark``."""
+    """`autorl run` in the background, every process it starts carrying ``LIFECYCLE_TEST_MARK=mark``."""
     env = {"AUTORL_SANDBOX_RO": str(ROOT / "tests"), **os.environ, "AUTORL_HOME": str(home),
-           "AUTORL_TEST_MARK": mark}
+           "LIFECYCLE_TEST_MARK": mark}
     return subprocess.Popen(
         [sys.executable, "-c", "from autorl.cli import main; main()", "run", "--agent", str(agent), "--task", "echo",
-         "--model", str(base), "--backend", "scripted", "--agent-env", f"AUTORL_TEST_MARK={mark}", "--json", *extra],
+         "--model", str(base), "--backend", "scripted", "--agent-env", f"LIFECYCLE_TEST_MARK={mark}", "--json", *extra],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def marked(mark: str) -> list[tuple[int, str]]:
     """Every live process whose environment holds the run's mark (pid, command line)."""
-    needle = f"AUTORL_TEST_MARK={mark}".encode() + b"\0"
+    needle = f"LIFECYCLE_TEST_MARK={mark}".encode() + b"\0"
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from autorl.errors import UsageError
+from autorl.gateway.agent_env import operator_variables
 from autorl.ledger import Ledger
 from autorl.progress import Say, to_stderr
 from autorl.resources import autorl_home
@@ -41,6 +42,7 @@ def run(
     runs_dir: Path | str | None = None,
     seed: int = 0,
     agent_env: Mapping[str, str] | None = None,
+    agent_credentials: Sequence[str] = (),
     benchmark_options: Mapping[str, Any] | None = None,
     backend_options: Mapping[str, Any] | None = None,
     eval_timeout: float = 3600.0,
@@ -69,6 +71,8 @@ def run(
         runs_dir: where workspaces go (default ``AUTORL_HOME/runs``).
         seed: recorded, and given to the agent as ``AUTORL_SEED``.
         agent_env: variables for the agent on top of the contract (override its config's env_vars).
+        agent_credentials: names of host variables passed on to the agent with their values (never an upstream's
+            key, a credential variable or an ``AUTORL_*`` setting: refused before anything starts).
         limit: evaluate only the first N items of each split (quick checks; recorded).
         audit: run the deterministic cheat audit at the end (``autorl audit`` runs it later too).
         audit_budget_s: the audit's wall-clock budget (the run is recorded before it starts).
@@ -85,6 +89,7 @@ def run(
         raise UsageError("--audit-budget must be a positive number of seconds")
     started = time.time()
     home = autorl_home()
+    agent_env = operator_variables(agent_credentials, agent_env or {})
     plan = resolve(agent, task, backend, gpus, sandbox, network, agent_env, benchmark_options, backend_options, say)
     assets = acquire(plan, model, home)
     place = make_place(plan, assets, home, runs_dir, port, timeout, say)

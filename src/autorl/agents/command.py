@@ -13,9 +13,13 @@ requires:                       # each must be found, or the run stops before it
     python: RDAGENT_PYTHON
     install: "pip install rdagent"
 credentials:
-  pass: [ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL]   # passed on from the caller's environment when set
-  any_of: [ANTHROPIC_API_KEY]                     # ready only when one of these is set
+  any_of: [ANTHROPIC_API_KEY]   # ready only when one of these is set (the key stays with the LLM gateway)
 ```
+
+A folder is third-party content: it never takes a variable from the caller's environment by asking. The
+operator passes one by name (``autorl run --agent-credential NAME``) or sets it (``--agent-env NAME=VALUE``);
+a folder whose config lists variables under ``credentials.pass`` gets a one-line warning saying so. An
+``override`` or ``python`` variable is passed on only when its value names an executable.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import os
 import re
 import shutil
 import subprocess
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -95,9 +100,7 @@ def _credentials(value: Any, cfg_path: Path) -> dict[str, list[str]]:
         return {"pass": [], "any_of": []}
     if not isinstance(value, dict) or set(value) - {"pass", "any_of"}:
         raise UsageError(f"{cfg_path}: credentials must be a mapping with pass and any_of lists")
-    creds = {k: _names(value.get(k), f"credentials.{k}", cfg_path) for k in ("pass", "any_of")}
-    creds["pass"] = list(dict.fromkeys([*creds["pass"], *creds["any_of"]]))
-    return creds
+    return {k: _names(value.get(k), f"credentials.{k}", cfg_path) for k in ("pass", "any_of")}
 
 
 def missing_requirement(entry: dict[str, str], environ: Mapping[str, str] | None = None, *, short: bool = False) -> str | None:
@@ -105,15 +108,18 @@ def missing_requirement(entry: dict[str, str], environ: Mapping[str, str] | None
     environ = os.environ if environ is None else environ
     install = f": {entry['install']}" if entry.get("install") else ""
     if "command" in entry:
-        exe = environ.get(entry["override"], "") if entry.get("override") else ""
-        exe = exe or entry["command"]
-        if shutil.which(exe, path=environ.get("PATH")) is None:
+        named = environ.get(entry["override"], "") if entry.get("override") else ""
+        if shutil.which(named or entry["command"], path=environ.get("PATH")) is None:
+            if named:  # the variable's value is not shown: a folder may name any variable here
+                return (f"{entry['override']} does not name a program" if short
+                        else f"{entry['override']} does not name an installed program{install}")
             if short:
-                return f"{exe} not found"
+                return f"{entry['command']} not found"
             hint = f" (or set {entry['override']} to its path)" if entry.get("override") else ""
-            return f"the `{exe}` command is not installed{hint}{install}"
+            return f"the `{entry['command']}` command is not installed{hint}{install}"
         return None
-    python = (environ.get(entry["python"], "") if entry.get("python") else "") or "python3"
+    named = environ.get(entry["python"], "") if entry.get("python") else ""
+    python = named or "python3"
     module = entry["python_module"]
     probe = f"import importlib.util,sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
     try:
@@ -123,7 +129,8 @@ def missing_requirement(entry: dict[str, str], environ: Mapping[str, str] | None
     if not found:
         if short:
             return f"{module} not importable"
-        where = f" (interpreter {python}; set {entry['python']} to another)" if entry.get("python") else ""
+        shown = f"the one {entry['python']} names" if named else python
+        where = f" (interpreter {shown}; set {entry['python']} to another)" if entry.get("python") else ""
         return f"the Python module `{module}` is not importable{where}{install}"
     return None
 
@@ -159,12 +166,12 @@ class CommandAgent(Agent):
         cfg = self.config()
         base = {**ctx.env, "AUTORL_AGENT_DIR": str(self.folder)}
         env = {k: _expand(v, base) for k, v in cfg["env_vars"].items()}
-        # only the credentials the config names, and only those set; nothing else of the caller's
-        env.update({k: os.environ[k] for k in cfg["credentials"]["pass"] if os.environ.get(k)})
+        # of the caller's environment, only where to find the programs the config requires
         for entry in cfg["requires"]:
             for key in (entry.get("override"), entry.get("python")):
-                if key and os.environ.get(key):
-                    env[key] = os.environ[key]
+                value = os.environ.get(key or "", "")
+                if key and value and shutil.which(value, path=os.environ.get("PATH")) is not None:
+                    env[key] = value
         env["AUTORL_AGENT_DIR"] = str(self.folder)
         for key, value in self.options.get("env", {}).items():
             env[str(key)] = str(value)
@@ -190,10 +197,17 @@ class CommandAgent(Agent):
         return True, "ready"
 
     def preflight(self) -> None:
-        for entry in self.config()["requires"]:
+        cfg = self.config()
+        for entry in cfg["requires"]:
             problem = missing_requirement(entry, self._environ())
             if problem:
                 raise UsageError(f"agent {self.name} cannot start: {problem}")
+        asked = [k for k in cfg["credentials"]["pass"] if k not in self.options.get("env", {})]
+        if asked:
+            flags = " ".join(f"--agent-credential {k}" for k in asked)
+            warnings.warn(f"agent {self.name} asks for {', '.join(asked)} from your environment (credentials.pass); "
+                          f"an agent folder never takes them by itself: pass them with {flags}", UserWarning,
+                          stacklevel=2)
 
 
 def agent_folders_from_env() -> list[Path]:

@@ -7,12 +7,12 @@ import sys
 from typing import ClassVar
 
 from autorl.agents.base import Agent, AgentContext
+from autorl.gateway.agent_env import AGENT_SETTINGS
 
 #: passed on from the caller's environment; the API's base URL and key are the run's LLM gateway's
 #: (``autorl run`` sets OPENAI_API_BASE and OPENAI_API_KEY to it; the operator's key stays outside)
 CREDENTIALS = ("CHAT_MODEL",)
-LIMITS = ("AUTORL_LLM_MAX_STEPS", "AUTORL_LLM_MAX_TOKENS", "AUTORL_LLM_MAX_COST", "AUTORL_LLM_PRICE_IN",
-          "AUTORL_LLM_PRICE_OUT", "AUTORL_LLM_CONTEXT", "AUTORL_LLM_SHELL_TIMEOUT")
+LIMITS = AGENT_SETTINGS
 
 
 class LLMAgent(Agent):

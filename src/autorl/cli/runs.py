@@ -24,6 +24,9 @@ def run_cmd(
     runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Where workspaces go (default AUTORL_HOME/runs)."),
     seed: int = typer.Option(0, "--seed", help="Recorded; passed to the agent as AUTORL_SEED."),
     agent_env: list[str] = typer.Option([], "--agent-env", help="NAME=VALUE for the agent (repeatable)."),
+    agent_credential: list[str] = typer.Option(
+        [], "--agent-credential", help="Pass this variable of your environment to the agent (repeatable; never a "
+                                       "model API key: the LLM gateway holds those)."),
     limit: int | None = typer.Option(None, "--limit", help="Evaluate only the first N items per split."),
     benchmark_option: list[str] = typer.Option([], "--benchmark-option",
                                                help="KEY=VALUE for the benchmark (repeatable; JSON values)."),
@@ -44,7 +47,8 @@ def run_cmd(
     from autorl.runner import run
 
     result = run(agent, task, model, timeout, port=port, backend=backend, gpus=gpus, runs_dir=runs_dir, seed=seed,
-                 agent_env=parse_pairs(agent_env, "--agent-env", json_values=False, key="NAME"), limit=limit,
+                 agent_env=parse_pairs(agent_env, "--agent-env", json_values=False, key="NAME"),
+                 agent_credentials=agent_credential, limit=limit,
                  sandbox=sandbox, network=network,
                  benchmark_options=parse_pairs(benchmark_option, "--benchmark-option"), audit=not no_audit,
                  audit_budget_s=audit_budget, llm_budget_usd=llm_budget_usd, llm_budget_tokens=llm_budget_tokens,

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 
 from autorl.errors import AutorlError
+from autorl.gateway.agent_env import agent_variables
 from autorl.gateway.app import GatewayConfig, create_app
-from autorl.gateway.upstreams import agent_variables
 from autorl.service import ServiceProcess, serve, service_args
 
 

@@ -1,4 +1,4 @@
-"""The upstream model APIs the gateway forwards to, and what an agent is given in their place.
+"""The upstream model APIs the gateway forwards to, and the keys it holds for them.
 
 By default the upstreams are what the operator already has set for these tools: ``OPENAI_API_KEY`` +
 ``OPENAI_BASE_URL``/``OPENAI_API_BASE``, ``ANTHROPIC_API_KEY`` (or ``ANTHROPIC_AUTH_TOKEN``) +
@@ -47,6 +47,8 @@ class Upstream:
     api_key: str = ""
     #: Anthropic's ``ANTHROPIC_AUTH_TOKEN`` is sent as a bearer token, its API key as ``x-api-key``
     bearer: bool = False
+    #: the variable the key was read from
+    key_env: str = ""
 
     def describe(self) -> dict[str, str]:
         """What may be recorded: the URL, never the key."""
@@ -70,7 +72,7 @@ def _from_file(path: Path, environ: Mapping[str, str]) -> dict[str, Upstream]:
             raise UsageError(f"AUTORL_LLM_UPSTREAMS={path}: {family} needs base_url and api_key_env strings")
         key_env = entry.get("api_key_env") or _KEY_VARS[family][0]
         out[family] = Upstream(family, str(entry.get("base_url") or _DEFAULT_BASE[family]).rstrip("/"),
-                               environ.get(key_env, ""), bearer=key_env == "ANTHROPIC_AUTH_TOKEN")
+                               environ.get(key_env, ""), bearer=key_env == "ANTHROPIC_AUTH_TOKEN", key_env=key_env)
     return out
 
 
@@ -84,36 +86,14 @@ def upstreams_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Up
         if key_var is None and base is None:
             continue
         out[family] = Upstream(family, (base or _DEFAULT_BASE[family]).rstrip("/"),
-                               env.get(key_var, "") if key_var else "", bearer=key_var == "ANTHROPIC_AUTH_TOKEN")
+                               env.get(key_var, "") if key_var else "", bearer=key_var == "ANTHROPIC_AUTH_TOKEN",
+                               key_env=key_var or "")
     if env.get("AUTORL_LLM_UPSTREAMS"):
         out.update(_from_file(Path(env["AUTORL_LLM_UPSTREAMS"]).expanduser(), env))
     return out
 
 
-def agent_variables(gateway_url: str, token: str) -> dict[str, str]:
-    """The variables an agent gets: every model API's base URL pointing at the gateway, the run's token as
-    each API's key."""
-    g = gateway_url.rstrip("/")
-    return {
-        "AUTORL_LLM_GATEWAY": g,
-        "AUTORL_LLM_TOKEN": token,
-        # OpenAI-compatible clients (the llm agent, codex, opencode, openhands, rdagent/litellm)
-        "OPENAI_BASE_URL": f"{g}/openai/v1",
-        "OPENAI_API_BASE": f"{g}/openai/v1",
-        "OPENAI_API_KEY": token,
-        "LLM_BASE_URL": f"{g}/openai/v1",
-        "LLM_API_KEY": token,
-        # Anthropic clients (claude)
-        "ANTHROPIC_BASE_URL": f"{g}/anthropic",
-        "ANTHROPIC_API_KEY": token,
-        # Gemini clients (gemini-cli reads GOOGLE_GEMINI_BASE_URL)
-        "GOOGLE_GEMINI_BASE_URL": f"{g}/gemini",
-        "GEMINI_API_KEY": token,
-    }
-
-
-def scrub(env: Mapping[str, str], gateway_url: str, token: str) -> dict[str, str]:
-    """``env`` without any credential, with the gateway's variables in their place."""
-    out = {k: v for k, v in env.items() if k not in SECRET_NAMES}
-    out.update(agent_variables(gateway_url, token))
-    return out
+def key_variables(upstreams: Mapping[str, Upstream]) -> set[str]:
+    """Every variable an upstream may take its key from: the built-in names, and those ``upstreams`` use."""
+    names = {v for family in FAMILIES for v in _KEY_VARS[family]}
+    return names | {u.key_env for u in upstreams.values() if u.key_env}

@@ -53,7 +53,7 @@ def _context(plan: Plan, assets: Assets, place: Place, services: Services, deadl
 def run_the_agent(plan: Plan, assets: Assets, place: Place, services: Services, stack: contextlib.ExitStack,
                   home: Path, deadline: float, seed: int, grace_s: float, say: Say) -> AgentRun:
     """The agent in its process group (sandboxed where chosen) until it exits or the deadline passes."""
-    from autorl.gateway.upstreams import scrub
+    from autorl.gateway.agent_env import scrub
 
     ctx = _context(plan, assets, place, services, deadline, seed)
     gateway = services.gateway

@@ -144,6 +144,8 @@ class Resolver:
             "llm_budget": {"usd": o["llm_budget_usd"], "tokens": o["llm_budget_tokens"]},
             "autorl_version": __version__,
         }
+        if o.get("agent_credentials"):  # only when given: the keys of studies without them stay as they were
+            identity["agent_credentials"] = o["agent_credentials"]
         return Cell(options=o, run_key=run_key(identity), identity=identity)
 
 

@@ -3,6 +3,7 @@
 The top-level keys are ``autorl run``'s option names, each a value or a list; lists expand as a matrix (their
 cross product), ``[[include]]`` tables add cells and ``[[exclude]]`` tables drop the cells they match. Tables
 (``agent_env``, ``benchmark_options``) are one value; a list of tables expands like any list.
+``agent_credentials`` (names of the caller's variables passed to the agent) is one list, not an axis.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ CELL_DEFAULTS: dict[str, Any] = {
     "sandbox": "auto",
     "network": "on",
     "agent_env": {},
+    "agent_credentials": [],
     "benchmark_options": {},
     "audit": True,
     "audit_budget": 900.0,
@@ -43,6 +45,8 @@ STUDY_KEYS = ("name", "include", "exclude", "retries", "max_parallel", "executor
 REQUIRED = ("agent", "task", "model", "timeout")
 #: options a table is the value of (a list of tables expands)
 TABLE_KEYS = ("agent_env", "benchmark_options")
+#: options a list is the value of (a list of lists expands)
+LIST_KEYS = ("agent_credentials",)
 SANDBOXES = ("auto", "bwrap", "none")
 NETWORKS = ("on", "off")
 
@@ -78,6 +82,8 @@ class Cell:
                 args += [flag, str(o[name])]
         for k, v in sorted(o["agent_env"].items()):
             args += ["--agent-env", f"{k}={v}"]
+        for name in o["agent_credentials"]:
+            args += ["--agent-credential", name]
         for k, v in sorted(o["benchmark_options"].items()):
             args += ["--benchmark-option", f"{k}={json.dumps(v)}"]
         if not o["audit"]:
@@ -148,6 +154,8 @@ def _check_key(name: str, where: str) -> None:
 
 
 def _values(name: str, value: Any) -> list[Any]:
+    if name in LIST_KEYS and isinstance(value, list) and not any(isinstance(v, list) for v in value):
+        return [value]  # one list of names; a list of such lists expands
     if isinstance(value, list):
         if not value:
             raise UsageError(f"spec: {name} is an empty list")
@@ -192,6 +200,10 @@ def check_options(o: dict[str, Any]) -> dict[str, Any]:
     if not all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in o["agent_env"].values()):
         raise UsageError("spec: agent_env values must be strings or numbers")
     o["agent_env"] = {k: str(v) for k, v in o["agent_env"].items()}
+    names = o["agent_credentials"]
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        raise UsageError("spec: agent_credentials must be a list of variable names")
+    o["agent_credentials"] = sorted(set(names))
     return o
 
 
