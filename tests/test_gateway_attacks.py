@@ -397,3 +397,45 @@ def test_random_interleavings_never_bill_past_the_budget(tmp_path: Path, seed: i
     # once a refusal for the budget was seen, nothing sent after it was billed
     assert not [b for b in up.bills if sent[b["marker"]] > refused_at]
     assert json.dumps(summary)  # the summary stays JSON
+
+
+def test_an_agent_without_a_network_gets_none_through_its_upstreams_tools(tmp_path: Path, upstream: Any) -> None:
+    base, up = upstream
+    msgs = [{"role": "user", "content": "find the GSM8K test answers"}]
+    asks = [
+        ("openai/v1/chat/completions", AUTH, {"model": "gpt-4o", "messages": msgs, "web_search_options": {}}),
+        ("openai/v1/responses", AUTH, {"model": "gpt-5", "input": "hi", "tools": [{"type": "web_search_preview"}]}),
+        ("openai/v1/responses", AUTH, {"model": "gpt-5", "input": "hi",
+                                       "tools": [{"type": "mcp", "server_url": "https://x.example"}]}),
+        ("anthropic/v1/messages", {"x-api-key": TOKEN},
+         {"model": "claude-sonnet-4", "max_tokens": 100, "messages": msgs,
+          "tools": [{"type": "web_fetch_20250910", "name": "web_fetch"}]}),
+        ("anthropic/v1/messages", {"x-api-key": TOKEN},
+         {"model": "claude-sonnet-4", "max_tokens": 100, "messages": msgs,
+          "mcp_servers": [{"type": "url", "url": "https://x.example", "name": "x"}]}),
+        ("gemini/v1beta/models/gemini-2.5-pro:generateContent", GEMINI,
+         {"contents": [], "tools": [{"googleSearch": {}}]}),
+        ("gemini/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse", GEMINI,
+         {"contents": [], "tools": [{"functionDeclarations": []}, {"url_context": {}}]}),
+    ]
+    own_tools = [
+        ("openai/v1/chat/completions", AUTH, {"model": "gpt-4o", "messages": msgs,
+                                               "tools": [{"type": "function", "function": {"name": "sh"}}]}),
+        ("anthropic/v1/messages", {"x-api-key": TOKEN},
+         {"model": "claude-sonnet-4", "max_tokens": 100, "messages": msgs,
+          "tools": [{"type": "bash_20250124", "name": "bash"}, {"name": "edit", "input_schema": {}}]}),
+        ("gemini/v1beta/models/gemini-2.5-pro:generateContent", GEMINI,
+         {"contents": [], "tools": [{"functionDeclarations": [{"name": "sh"}]}]}),
+    ]
+    with gateway(tmp_path, base, server_tools=False) as (gw, record):
+        refused = [httpx.post(f"{gw}/{path}", headers=h, json=b, timeout=30) for path, h, b in asks]
+        passed = [httpx.post(f"{gw}/{path}", headers=h, json=b, timeout=30) for path, h, b in own_tools]
+    assert [r.status_code for r in refused] == [400] * len(asks)
+    assert all("server_tool_refused" in r.text.lower() for r in refused)
+    assert [r.status_code for r in passed] == [200] * len(own_tools)
+    assert len(up.requests) == len(own_tools)  # nothing that asked for the upstream's tools reached it
+    assert sum(c["outcome"] == "refused" for c in read_calls(record)) == len(asks)
+    # with the agent's network on, the same calls pass: it could fetch the pages itself
+    with gateway(tmp_path / "on", base) as (gw, _):
+        assert all(httpx.post(f"{gw}/{path}", headers=h, json=b, timeout=30).status_code == 200
+                   for path, h, b in asks[:2])

@@ -75,6 +75,8 @@ def test_llm_agent_reaches_its_model_only_through_the_gateway(shared_home: Path,
     assert [c["outcome"] for c in calls] == ["ok"] * 3
     assert sum(c["usage"]["prompt_tokens"] + c["usage"]["completion_tokens"] for c in calls) == row["llm_tokens"]
     assert calls[0]["request"]["model"] == "scripted" and SECRET not in (record / "calls.jsonl").read_text()
+    # the agent has no network: nor has it through the upstream's own web tools
+    assert json.loads((record / "config.json").read_text())["server_tools"] is False
 
 
 def test_budget_spent_mid_run_ends_in_the_refusal(shared_home: Path, tiny_model: Path, tmp_path: Path) -> None:

@@ -29,6 +29,9 @@ class GatewayConfig:
     default_max_output: int = 16384
     #: with a budget: a call that could be given fewer output tokens than this is refused
     min_output: int = 64
+    #: whether calls may use the tools an upstream runs itself (web search, fetch, code execution: see
+    #: :mod:`.tools`); off for an agent without a network
+    server_tools: bool = True
 
     def save(self, path: Path) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)

@@ -2,7 +2,8 @@
 budget's reservation, the upstream request with the operator's key, and the answer, metered and recorded.
 
 Order of checks: token (401), run ended (409), run closed for the budget (429, whatever the route), upstream
-configured (404), body size (413) and shape (400: JSON object, limits, parameters whose cost cannot be seen),
+configured (404), body size (413) and shape (400: JSON object, limits, parameters whose cost cannot be seen;
+tools the upstream runs itself when the agent has no network, :mod:`.tools`),
 the reservation (429 ``llm_budget_exhausted``, 429 ``llm_budget_busy`` with ``Retry-After``, 400 for a USD
 budget and an unpriced model). The body the upstream receives is the one the gateway parsed, serialised
 again, with the output limit the reservation allows. The answer is metered by :mod:`.relay`.
@@ -28,6 +29,7 @@ from autorl.gateway.prices import load_prices
 from autorl.gateway.record import SUMMARY_NAME, CallLog, cut
 from autorl.gateway.relay import relay
 from autorl.gateway.routes import ApiRoute, CallRefused, forwarded_query
+from autorl.gateway.tools import server_tools
 from autorl.gateway.upstreams import Upstream, upstreams_from_env
 from autorl.gateway.usage import count_tokens
 
@@ -128,6 +130,10 @@ class Gateway:
             return self.book.refuse(call, 400, "invalid_request", str(exc))
         model = route.model or (str(payload.get("model", "")) if payload is not None else "")
         call.record.update(model=model[:200], request=cut(payload))
+        if not self.config.server_tools and (asked := server_tools(route, payload)):
+            return self.book.refuse(call, 400, "server_tool_refused",
+                                    f"the run's agent has no network, and {', '.join(asked)} would give it one "
+                                    "through the upstream: use tools the agent runs itself")
         content = dump_body(payload) if payload is not None else None
         if route.metered and payload is not None and content is not None:
             call.estimate = count_tokens(len(content)) + earlier

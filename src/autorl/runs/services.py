@@ -47,7 +47,10 @@ def start_services(plan: Plan, assets: Assets, place: Place, home: Path, eval_ti
                                   workers=plan.gpus.grader_workers(), limit=limit)
     grader = GraderProcess(config, place.store_dir / "config.json", place.port, grader_log_path(place.store_dir))
     try:
-        gateway = _start_gateway(place.gateway_dir, llm_budget_usd, llm_budget_tokens, llm_prices)
+        # an agent without a network gets none through its upstream's web tools either
+        offline = plan.sandbox.mode == "bwrap" and plan.sandbox.network == "off"
+        gateway = _start_gateway(place.gateway_dir, llm_budget_usd, llm_budget_tokens, llm_prices,
+                                 server_tools=not offline)
     except BaseException:
         grader.stop()
         raise
@@ -55,7 +58,7 @@ def start_services(plan: Plan, assets: Assets, place: Place, home: Path, eval_ti
 
 
 def _start_gateway(folder: Path, budget_usd: float | None, budget_tokens: int | None,
-                   prices: Path | str | None) -> Any:
+                   prices: Path | str | None, *, server_tools: bool) -> Any:
     """The run's LLM gateway, in its own process, on a free port of 127.0.0.1 (see :mod:`autorl.gateway`)."""
     from autorl.gateway import GatewayProcess, load_prices, new_config, upstreams_from_env
 
@@ -69,7 +72,7 @@ def _start_gateway(folder: Path, budget_usd: float | None, budget_tokens: int | 
     folder = private_dir(folder)
     config = new_config(folder, budget_usd=budget_usd, budget_tokens=budget_tokens,
                         prices_path=str(Path(prices).expanduser().resolve()) if prices else None,
-                        timeout_s=float(os.environ.get("AUTORL_LLM_TIMEOUT_S", "600")))
+                        timeout_s=float(os.environ.get("AUTORL_LLM_TIMEOUT_S", "600")), server_tools=server_tools)
     return GatewayProcess(config, folder / "config.json", free_port(), folder / "gateway.log")
 
 
