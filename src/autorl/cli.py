@@ -471,10 +471,10 @@ def new(
 ) -> None:
     """Scaffold a plugin package (`autorl new benchmark NAME`, `autorl new agent NAME`) that installs,
     is discovered and passes its own tests unchanged."""
-    from autorl.scaffold import scaffold
+    from autorl.scaffold import next_steps, scaffold
 
     root = scaffold(kind, name, directory)
-    typer.echo(f"created {root}\nnext: pip install -e {root} && pytest {root}/tests")
+    typer.echo(f"created {root}\nnext: {next_steps(root)}")
 
 
 from autorl.sweep.cli import sweep_app  # noqa: E402 - typer only; each command imports what it needs
