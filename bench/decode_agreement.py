@@ -20,7 +20,8 @@ def main() -> None:
 
     bench = Arith()
     model = resolve_model("autorl:tiny").path
-    requests = [GenerationRequest(("Think. " * (i % 9)) + str(bench.prompt(item)), max_new_tokens=12, stop=("\n",))
+    requests = [GenerationRequest(("Think. " * (i % 9)) + str(bench.config().render(item.input)), max_new_tokens=12,
+                                  stop=("\n",))
                 for i, item in enumerate(bench.load_items("test", Path(".")))]
     outputs = {}
     for mode in ("compact", "generate"):

@@ -107,7 +107,7 @@ class Study:
             from autorl.inference.base import prompt_token_ids
 
             items = self.benchmark.load_items("dev", self.out / "hidden-arith")[:PROBES]
-            probes = [prompt_token_ids(tok, self.benchmark.prompt(i))
+            probes = [prompt_token_ids(tok, self.benchmark.config().render(i.input))
                       + tok(outputs[i.id][0], add_special_tokens=False)["input_ids"] for i in items]
         result["probes"] = probes
         result["logprobs"] = prompt_logprobs(backend, probes)

@@ -42,10 +42,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from autorl import Benchmark, EvalConfig, Item, hookimpl
-from autorl.evaluation.base import ItemResult
-from autorl.evaluation.generation import GenerationEvaluator
-from autorl.inference.base import GenerationRequest
+from autorl import Benchmark, EvalConfig, GenerationEvaluator, GenerationRequest, Item, ItemResult, hookimpl
 
 WORDS = ["Natalia", "sold", "clips", "to", "friends", "in", "April", "and", "then", "half", "as", "many", "in",
          "May", "how", "did", "she", "sell", "altogether", "Weng", "earns", "dollars", "an", "hour", "for",
@@ -69,7 +66,7 @@ def length(item_id: str) -> int:
 class LengthEvaluator(GenerationEvaluator):
     def evaluate(self, benchmark: Any, items: Any, backend: Any, progress: Any = None) -> list[ItemResult]:
         cfg = benchmark.config()
-        reqs = [GenerationRequest(prompt=benchmark.prompt(i), max_new_tokens=length(i.id), stop=cfg.stop)
+        reqs = [GenerationRequest(prompt=cfg.render(i.input), max_new_tokens=length(i.id), stop=cfg.stop)
                 for i in items]
         out = []
         for item, c in zip(items, backend.generate(reqs), strict=True):

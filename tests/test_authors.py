@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
-import os
 import re
 import subprocess
 import sys
@@ -15,6 +15,7 @@ import pytest
 from autorl import hookspecs
 
 from .conftest import ROOT, cli, echo_answers, write_stub_checkpoint
+from .fresh_env import fresh_venv
 
 DOCS = ROOT / "docs" / "plugins"
 
@@ -40,28 +41,124 @@ def test_docs_index_links_resolve() -> None:
         assert (DOCS / target).is_file(), target
 
 
+#: Benchmark's public surface: what a plugin author sets, reads, implements or overrides.
+BENCHMARK_MEMBERS = {
+    "name", "version", "splits", "eval_config", "dev_public", "public_splits",  # set
+    "options", "hidden_dir",  # read
+    "prepare_train_data", "prepare_eval_data", "score",  # implement
+    "load_items", "hidden_items_hash", "config", "description", "evaluator", "exposed_files", "hidden_paths",
+    "identity",  # override
+}
+
+
+def test_every_public_member_of_benchmark_is_for_plugin_authors_and_documented() -> None:
+    from autorl import Benchmark, Item
+
+    class Probe(Benchmark):
+        name = "probe"
+
+        def prepare_train_data(self, target_dir: Path) -> None:
+            pass
+
+        def score(self, item: Item, completion: str) -> float:
+            return 0.0
+
+    members = {n for n in dir(Probe()) if not n.startswith("_")}
+    assert members == BENCHMARK_MEMBERS
+    code = inspect.getsource(Benchmark)
+    text = (DOCS / "benchmarks.md").read_text()
+    table = re.search(r"^## The `Benchmark` class\n(.*?)(?=^## )", text, flags=re.M | re.S)
+    assert table, "docs/plugins/benchmarks.md has no section on the Benchmark class"
+    for name in sorted(members):
+        value = getattr(Benchmark, name, None)
+        assert (callable(value) and value.__doc__) or re.search(rf"#:[^\n]*\n\s*(self\.)?{name}\b", code), name
+        assert re.search(rf"^\| `{name}[`(]", table.group(1), flags=re.M), f"{name} is not in benchmarks.md"
+
+
+#: Where a plugin may import autorl from: the package itself, and its pytest kit in tests.
+PLUGIN_IMPORTS = {"autorl", "autorl.testing"}
+
+
+def _autorl_imports(code: str) -> list[tuple[str, list[str]]]:
+    """(module, names) of every import of autorl in ``code`` (at any depth, type-checking blocks included)."""
+    found = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "autorl":
+            found.append((node.module, [a.name for a in node.names]))
+        elif isinstance(node, ast.Import):
+            found += [(a.name, []) for a in node.names if a.name.split(".")[0] == "autorl"]
+    return found
+
+
+def test_plugins_templates_and_docs_import_only_from_autorl(tmp_path: Path) -> None:
+    import autorl
+    from autorl.scaffold import KINDS, scaffold
+
+    sources = {str(f.relative_to(ROOT)): f.read_text() for f in sorted(
+        [*ROOT.glob("plugins/*/src/**/*.py"), *ROOT.glob("tests/example_plugin/src/**/*.py")])}
+    for kind in KINDS:
+        made = scaffold(kind, f"import-check-{kind}", tmp_path)
+        sources |= {f"autorl new {kind}: {f.relative_to(made)}": f.read_text() for f in sorted(made.rglob("*.py"))}
+    for page in sorted(DOCS.glob("*.md")):
+        for n, block in enumerate(re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)):
+            sources[f"docs/plugins/{page.name} block {n + 1}"] = block
+    assert len(sources) > 40, sorted(sources)
+    for where, code in sources.items():
+        for module, names in _autorl_imports(code):
+            assert module in PLUGIN_IMPORTS, f"{where} imports from {module}"
+            if module == "autorl":
+                assert set(names) <= set(autorl.__all__), f"{where}: {set(names) - set(autorl.__all__)}"
+
+
 def _pip(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "pip", "-q", *args], check=True, capture_output=True, timeout=600)
 
 
-def test_scaffolded_benchmark_installs_is_discovered_and_its_tests_pass(
+def doc_block(page: str, heading: str) -> list[str]:
+    """The command lines of the first ```bash block in the section ``## heading`` of docs/plugins/``page``."""
+    text = (DOCS / page).read_text()
+    section = re.search(rf"^## {re.escape(heading)}\n(.*?)(?=^## |\Z)", text, flags=re.M | re.S)
+    assert section, f"{page} has no section {heading!r}"
+    block = re.search(r"```bash\n(.*?)```", section.group(1), flags=re.S)
+    assert block, f"{page}, {heading}: no bash block"
+    return [line for line in block.group(1).splitlines() if line.strip()]
+
+
+def _bash(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True, text=True, cwd=cwd,
+                          env=env, timeout=900)
+    assert proc.returncode == 0, f"{script}\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def test_the_documented_steps_work_verbatim_in_a_fresh_venv_and_in_one_we_do_not_own(
     tmp_path: Path, shared_home: Path, tiny_model: Path
 ) -> None:
-    cli("new", "benchmark", "scaffold-check", "--dir", str(tmp_path), check=True)
-    root = tmp_path / "autorl-scaffold-check"
-    assert (root / "src" / "autorl_scaffold_check" / "plugin.py").is_file()
-    _pip("install", "--no-deps", "--no-build-isolation", "-e", str(root))
-    try:
-        rows = json.loads(cli("list", "benchmarks", "--json", check=True).stdout)
-        assert {"name": "scaffold-check", "distribution": "autorl-scaffold-check"}.items() <= next(
-            r for r in rows if r["name"] == "scaffold-check").items()
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(root / "tests")],
-                              capture_output=True, text=True, cwd=root, timeout=900,
-                              env={**os.environ, "AUTORL_HOME": str(shared_home)})
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        assert "6 passed" in proc.stdout  # the template's tests, the hidden-items contract among them
-    finally:
-        _pip("uninstall", "-y", "autorl-scaffold-check")
+    """docs/plugins/README.md as a new author meets it: the scaffold's steps, command by command, in a fresh
+    venv that holds autorl and nothing else (no pytest); then the way into an environment one does not own
+    (this test's own), which leaves that environment as it was."""
+    env = {**fresh_venv(tmp_path / "fresh"), "AUTORL_HOME": str(shared_home)}
+    work = tmp_path / "work"
+    work.mkdir()
+    steps = doc_block("README.md", "Start from a scaffold")
+    assert [s.split()[0] for s in steps] == ["autorl", "pip", "autorl", "python"]
+    outputs = [_bash(step, work, env).stdout for step in steps]
+    root = work / "autorl-my-bench"
+    assert (root / "src" / "autorl_my_bench" / "plugin.py").is_file()
+    documented = [step.split("#")[0].strip().replace("./", "") for step in steps[1::2]]  # install, test
+    assert outputs[0].splitlines()[-1] == "next: " + " && ".join(documented)  # what `autorl new` says to do
+    assert "my-bench" in outputs[2]
+    assert re.search(r"\b6 passed\b", outputs[3]), outputs[3]  # the hidden-items contract among them
+    assert (tmp_path / "fresh" / "venv" / "bin" / "pytest").is_file()  # pytest came with the test extra
+
+    # someone else's environment: this test's own, with autorl and no my-bench in it
+    ours = {**env, "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "VIRTUAL_ENV": sys.prefix}
+    del ours["AUTORL_HOME"]
+    _bash("\n".join(doc_block("README.md", "An environment you do not own")), work, ours)
+    listed = _bash("export PYTHONPATH=~/autorl-plugins\nautorl list benchmarks --json", work, ours).stdout
+    assert {"name": "my-bench", "distribution": "autorl-my-bench"}.items() <= next(
+        r for r in json.loads(listed) if r["name"] == "my-bench").items()
+    assert "my-bench" not in _bash("autorl list benchmarks", work, ours).stdout  # the environment is unchanged
 
 
 def test_scaffolded_agent_installs_and_its_tests_pass(tmp_path: Path) -> None:
@@ -125,3 +222,21 @@ def test_local_grader_fixture_serves_a_real_grader(local_grader) -> None:  # typ
     record = grader.client.submit(str(grader.output / "v1"))
     assert record["status"] == "done" and record["score"] == pytest.approx(50.0)
     assert grader.admin.state()["best"]["submission_id"] == record["submission_id"]
+
+
+def test_the_kit_finds_a_hidden_item_in_the_training_data(tmp_path: Path) -> None:
+    from autorl import write_jsonl_atomic
+    from autorl.default_plugins.arith import Arith
+    from autorl.testing import check_train_data_holds_no_hidden_item
+
+    check_train_data_holds_no_hidden_item(Arith(), tmp_path / "clean")
+
+    class Leaky(Arith):
+        def prepare_train_data(self, target_dir: Path) -> None:
+            super().prepare_train_data(target_dir)
+            assert self.hidden_dir is not None  # the harness (and the kit) set it before preparing
+            [item] = self.load_items("test", self.hidden_dir)[7:8]
+            write_jsonl_atomic(target_dir / "more.jsonl", [{"prompt": item.input["question"], "answer": "?"}])
+
+    with pytest.raises(AssertionError, match=r"arith: hidden items in the training data: .*test item"):
+        check_train_data_holds_no_hidden_item(Leaky(), tmp_path / "leaky")

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from autorl.benchmark import HIDDEN_SECRET_ENV
+from autorl.hidden import HIDDEN_SECRET_ENV
 from autorl.export.harbor import Scoring, TaskCell, export
 
 from .conftest import ROOT, echo_answers, write_stub_checkpoint

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from autorl.benchmark import HIDDEN_SECRET_ENV, hidden_secret, items_digest, secret_rng
 from autorl.default_plugins.arith import Arith, public_pairs
 from autorl.errors import HiddenDataError, UsageError
 from autorl.evaluation.identity import config_hash
+from autorl.hidden import HIDDEN_SECRET_ENV, hidden_secret, items_digest, secret_rng
 from autorl.testing import PolicyBackend, check_hidden_items_secret
 
 from .conftest import ROOT, cli, write_stub_checkpoint

@@ -258,12 +258,14 @@ def test_listings_come_from_the_registry(autorl_pm, register_plugin) -> None:  #
 HEAVY = ("torch", "transformers", "trl", "vllm", "peft", "datasets")
 # a plugin's classes load only when something is looked up, not for --help
 LAZY = (*HEAVY, "autorl_example_plugin.stub")
+# what `import autorl` leaves for the first call of autorl.run / evaluate / sweep
+ENTRY_POINTS = ("autorl.runner", "autorl.checkpoint_eval", "autorl.sweep", "autorl.grader", "autorl.cli")
 
 
 @pytest.mark.parametrize(
     ("code", "forbidden"),
     [
-        ("import autorl", LAZY),
+        ("import autorl", (*LAZY, *ENTRY_POINTS, "pytest", "numpy", "httpx", "starlette")),
         ("from autorl.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass", LAZY),
         ("from autorl.cli import main\ntry:\n    main(['list', 'benchmarks'])\nexcept SystemExit:\n    pass", HEAVY),
     ],
@@ -274,16 +276,37 @@ def test_light_imports(code: str, forbidden: tuple[str, ...]) -> None:
     assert out.strip().splitlines()[-1] == "[]"
 
 
+#: What a plugin imports, all from `autorl` (docs/plugins); `run`, `evaluate` and `sweep` for scripts.
+PUBLIC_API = {
+    "__version__", "evaluate", "run", "sweep",
+    "hookimpl", "RegisterAgent", "RegisterBackend", "RegisterBenchmark", "PluginWarning",
+    "get_agent", "get_backend", "get_benchmark",
+    "Benchmark", "EvalConfig", "Item",
+    "has_hidden_items", "hidden_secret", "items_digest", "read_hidden_items", "secret_rng", "write_hidden_items",
+    "Evaluator", "ItemResult", "Progress", "Scorer", "GenerationEvaluator",
+    "EpisodeBenchmark", "EpisodeEvaluator", "Environment", "StepResult", "episode_steps",
+    "Backend", "Completion", "GenerationRequest",
+    "Agent", "AgentContext",
+    "AutorlError", "EvaluationError", "HiddenDataError", "ResourceError", "UsageError",
+    "autorl_home", "file_lock", "read_jsonl", "write_json_atomic", "write_jsonl_atomic", "write_text_atomic",
+}
+
+
 def test_public_api_is_curated() -> None:
-    assert set(autorl.__all__) == {
-        "Agent", "AgentContext", "AutorlError", "Backend", "Benchmark", "Completion", "EvalConfig",
-        "Evaluator", "GenerationRequest", "Item", "ItemResult", "__version__", "evaluate", "hookimpl", "run",
-        "sweep",
-    }
-    for name in autorl.__all__:
-        assert hasattr(autorl, name), name
+    import importlib
     import types
 
+    assert set(autorl.__all__) == PUBLIC_API
+    for name in autorl.__all__:
+        value = getattr(autorl, name)
+        if callable(value) and name != "Progress":
+            assert value.__doc__, f"autorl.{name} has no docstring"
+    # the entry points are the functions themselves, loaded on first use (never a second signature to drift)
+    for name, module in (("run", "autorl.runner"), ("evaluate", "autorl.checkpoint_eval")):
+        assert getattr(autorl, name) is getattr(importlib.import_module(module), name)
+    assert callable(autorl.sweep)
+    with pytest.raises(AttributeError, match="no attribute 'nonesuch'"):
+        autorl.nonesuch  # noqa: B018
     # besides __all__, only submodules and typing helpers are visible at the top level
     public = {n for n, v in vars(autorl).items() if n[0].isalpha() and not isinstance(v, types.ModuleType)}
     assert public - set(autorl.__all__) <= {"annotations", "TYPE_CHECKING", "Any"}

@@ -1,25 +1,48 @@
 """autorl: can a large model, as an autonomous ML engineer, post-train a small model past its baseline?
 
-The public API is what ``__all__`` lists; heavy libraries load only when a function needs them.
+The public API is what ``__all__`` lists: everything a plugin imports (docs/plugins), and ``run``,
+``evaluate`` and ``sweep`` for scripts. Plugins' tests also use :mod:`autorl.testing` (a pytest plugin). The
+three entry points load on first use (:func:`__getattr__`), so ``import autorl`` stays light: no torch, no
+grader, no plugin.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from autorl.agents.base import Agent, AgentContext
-from autorl.benchmark import Benchmark, EvalConfig, Item
-from autorl.errors import AutorlError
-from autorl.evaluation.base import Evaluator, ItemResult
-from autorl.hookspecs import hookimpl
+from autorl.benchmark import Benchmark
+from autorl.errors import AutorlError, EvaluationError, HiddenDataError, ResourceError, UsageError
+from autorl.evaluation.episode import (
+    Environment,
+    EpisodeBenchmark,
+    EpisodeEvaluator,
+    StepResult,
+    episode_steps,
+)
+from autorl.evaluation.generation import GenerationEvaluator
+from autorl.hidden import (
+    has_hidden_items,
+    hidden_secret,
+    items_digest,
+    read_hidden_items,
+    secret_rng,
+    write_hidden_items,
+)
+from autorl.hookspecs import RegisterAgent, RegisterBackend, RegisterBenchmark, hookimpl
 from autorl.inference.base import Backend, Completion, GenerationRequest
+from autorl.jsonio import read_jsonl, write_json_atomic, write_jsonl_atomic, write_text_atomic
+from autorl.plugins import PluginWarning
+from autorl.registry import get_agent, get_backend, get_benchmark
+from autorl.resources import autorl_home, file_lock
+from autorl.scoring import EvalConfig, Evaluator, Item, ItemResult, Progress, Scorer
 from autorl.version import __version__
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from autorl.evaluation.run import EvalRecord
-    from autorl.runner import RunResult
+    from autorl.checkpoint_eval import evaluate
+    from autorl.runner import run
+    from autorl.sweep import sweep
 
 __all__ = [
     "Agent",
@@ -28,50 +51,58 @@ __all__ = [
     "Backend",
     "Benchmark",
     "Completion",
+    "Environment",
+    "EpisodeBenchmark",
+    "EpisodeEvaluator",
     "EvalConfig",
+    "EvaluationError",
     "Evaluator",
+    "GenerationEvaluator",
     "GenerationRequest",
+    "HiddenDataError",
     "Item",
     "ItemResult",
+    "PluginWarning",
+    "Progress",
+    "RegisterAgent",
+    "RegisterBackend",
+    "RegisterBenchmark",
+    "ResourceError",
+    "Scorer",
+    "StepResult",
+    "UsageError",
     "__version__",
+    "autorl_home",
+    "episode_steps",
     "evaluate",
+    "file_lock",
+    "get_agent",
+    "get_backend",
+    "get_benchmark",
+    "has_hidden_items",
+    "hidden_secret",
     "hookimpl",
+    "items_digest",
+    "read_hidden_items",
+    "read_jsonl",
     "run",
+    "secret_rng",
     "sweep",
+    "write_hidden_items",
+    "write_json_atomic",
+    "write_jsonl_atomic",
+    "write_text_atomic",
 ]
 
-
-def sweep(spec: Any, *, executor: str = "local", **options: Any) -> dict[str, Any]:
-    """Run (or resume) a study over agents x tasks x models x seeds and return its report; see
-    :func:`autorl.sweep.sweep` for the options (``spec``: a sweep.toml/YAML path or the same as a dict)."""
-    from autorl.sweep import sweep as _sweep
-
-    return _sweep(spec, executor=executor, **options)
+#: The entry points that load with their first use: name -> the module that defines it.
+_LAZY = {"run": "autorl.runner", "evaluate": "autorl.checkpoint_eval", "sweep": "autorl.sweep"}
 
 
-def run(agent: str, task: str, model: str, timeout: float, **options: Any) -> RunResult:
-    """Run one agent on one task; see :func:`autorl.runner.run` for the options."""
-    from autorl.runner import run as _run
-
-    return _run(agent, task, model, timeout, **options)
-
-
-def evaluate(
-    task: str,
-    model: str,
-    *,
-    split: str = "dev",
-    limit: int | None = None,
-    backend: str | None = None,
-    base_model: str | None = None,
-    per_item_path: str | None = None,
-    benchmark_options: Mapping[str, Any] | None = None,
-) -> EvalRecord:
-    """Evaluate a checkpoint (local dir, hub id or built-in model) exactly as the grader would.
-
-    See :func:`autorl.checkpoint_eval.evaluate`, which ``autorl eval`` calls too.
-    """
-    from autorl.checkpoint_eval import evaluate as _evaluate
-
-    return _evaluate(task, model, split=split, limit=limit, backend=backend, base_model=base_model,
-                     per_item_path=per_item_path, benchmark_options=benchmark_options)
+def __getattr__(name: str) -> Any:
+    """``autorl.run``, ``autorl.evaluate`` and ``autorl.sweep``, imported when first used."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'autorl' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -37,6 +37,8 @@ def private_dir(path: Path) -> Path:
 
 @contextmanager
 def file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the file ``path`` (created with its folder) while the block runs: processes
+    that prepare the same data take turns."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as f:
         fcntl.flock(f, fcntl.LOCK_EX)

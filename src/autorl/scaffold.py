@@ -48,6 +48,12 @@ def templates(kind: str) -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
+def next_steps(root: Path) -> str:
+    """What to run after :func:`scaffold` made ``root``: install it with its test extra (which brings pytest),
+    then run its tests with this environment's pytest (docs/plugins/README.md)."""
+    return f"pip install -e '{root}[test]' && python -m pytest {root}/tests"
+
+
 def scaffold(kind: str, name: str, parent: Path) -> Path:
     """Write the package ``autorl-<name>`` under ``parent``; refuses to overwrite."""
     names = _names(name)

@@ -14,6 +14,8 @@ Functions and classes:
     check_hidden_items_secret(benchmark, root): the hidden-items contract (docs/plugins/benchmarks.md): an
         empty hidden folder gives a one-line HiddenDataError, two secrets give different items and hashes, the
         operator's AUTORL_HIDDEN_SECRET reproduces them, preparing again keeps them.
+    check_train_data_holds_no_hidden_item(benchmark, root): the agent's training data holds no hidden item, as
+        the run's audit looks for them.
     assert_plugin_discovered(name, distribution): ``autorl plugins`` lists the plugin.
     PolicyBackend(policy): a backend answering with ``policy(prompt)``, counting batched calls (for
         interactive benchmarks).
@@ -163,8 +165,8 @@ def check_hidden_items_secret(benchmark: Any, root: Path) -> None:
     import os
     import stat
 
-    from autorl.benchmark import HIDDEN_SECRET_ENV
     from autorl.errors import HiddenDataError
+    from autorl.hidden import HIDDEN_SECRET_ENV
 
     def portable(split_items: dict[str, Any], folder: Path) -> dict[str, str]:
         # items as content, whatever folder they were prepared in (a game file's path is no difference)
@@ -228,6 +230,22 @@ def check_hidden_items_secret(benchmark: Any, root: Path) -> None:
         os.environ.pop(HIDDEN_SECRET_ENV, None)
         if saved is not None:
             os.environ[HIDDEN_SECRET_ENV] = saved
+
+
+def check_train_data_holds_no_hidden_item(benchmark: Any, root: Path) -> None:
+    """Prepare ``benchmark``'s (an instance) data under ``root`` as a run does and check that the training data
+    holds no hidden item, found the way the run's audit finds them in what an agent wrote (n-grams of each
+    item's ``input`` values, whatever its fields are called): a hit here would flag every run of the benchmark."""
+    from autorl.audit import check_overlap
+
+    hidden, train = root / "hidden", root / "train"
+    benchmark.hidden_dir = hidden
+    benchmark.prepare_eval_data(hidden)
+    benchmark.prepare_train_data(train)
+    items = {split: benchmark.load_items(split, hidden) for split in benchmark.splits}
+    assert all(items.values()), f"{benchmark.name}: no hidden items"
+    flags = check_overlap(train, items)
+    assert not flags, f"{benchmark.name}: hidden items in the training data: {[f.detail for f in flags]}"
 
 
 class PolicyBackend(Backend):

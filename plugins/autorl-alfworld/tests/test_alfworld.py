@@ -12,8 +12,7 @@ from autorl_alfworld.benchmark import AlfWorldBenchmark
 from autorl_alfworld.env import AlfWorldEnv, expert_trajectory
 from autorl_alfworld.games import TASK_TYPES, find_games, generate
 
-from autorl.evaluation.episode import EpisodeEvaluator
-from autorl.inference.base import Completion, GenerationRequest
+from autorl import Completion, EpisodeEvaluator, GenerationRequest
 from autorl.testing import PolicyBackend
 
 SMALL = {"source": "offline", "train_games": 6, "dev_games": 6, "test_games": 6, "examples": 1}
@@ -234,16 +233,14 @@ def test_hidden_games_contract_official(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_secret_change_redraws_and_keeps_the_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from autorl.benchmark import HIDDEN_SECRET_ENV
-
     bench = AlfWorldBenchmark({**SMALL, "dev_games": 2, "test_games": 2})
     hidden = tmp_path / "hidden"
     bench.prepare_eval_data(hidden)
     secret = (hidden / "secret").read_bytes()
     before = bench.hidden_items_hash("dev", hidden)
-    monkeypatch.setenv(HIDDEN_SECRET_ENV, "cd" * 32)  # the operator reproduces another study here
+    monkeypatch.setenv("AUTORL_HIDDEN_SECRET", "cd" * 32)  # the operator reproduces another study here
     bench.prepare_eval_data(hidden)
     assert bench.hidden_items_hash("dev", hidden) != before
-    monkeypatch.delenv(HIDDEN_SECRET_ENV)
+    monkeypatch.delenv("AUTORL_HIDDEN_SECRET")
     bench.prepare_eval_data(hidden)
     assert (hidden / "secret").read_bytes() == secret and bench.hidden_items_hash("dev", hidden) == before

@@ -14,7 +14,7 @@ from autorl_alfworld.benchmark import AlfWorldBenchmark
 from autorl_alfworld.env import AlfWorldEnv, expert_trajectory
 from autorl_alfworld.games import generate
 
-from autorl.evaluation.episode import EpisodeEvaluator
+from autorl import EpisodeEvaluator
 from autorl.testing import PolicyBackend
 
 FAKES = [

@@ -127,7 +127,7 @@ def test_dev_and_test_split_the_805(mirror: Path, tmp_path: Path) -> None:
 
 def test_win_rate_cache_retries_and_cost(mirror: Path, tmp_path: Path, judge_server: ScriptedJudge) -> None:
     bench = AlpacaEvalBenchmark({"dev_size": N})
-    hidden = tmp_path / "hidden"
+    hidden = bench.hidden_dir = tmp_path / "hidden"  # as the harness sets it: the judge's cache lives there
     bench.prepare_eval_data(hidden)
     items = bench.load_items("dev", hidden)
     # the model answers long (beats the 5-9 word reference) on even indices, one word on odd ones
@@ -196,7 +196,7 @@ ALPACA_EVAL_WIN_RATE, ALPACA_EVAL_LC_WIN_RATE, ALPACA_EVAL_LC_SE = 50.3333333333
 
 
 def test_length_controlled_win_rate_matches_alpaca_evals_numbers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from autorl.evaluation.base import ItemResult
+    from autorl import ItemResult
 
     # the same judgements as our evaluator records them: P(model better), the reference as output_1
     results = [ItemResult(a["instruction"], a["preference"] - 1.0, [], None,
@@ -220,7 +220,7 @@ def test_length_controlled_win_rate_matches_alpaca_evals_numbers(monkeypatch: py
 def test_alpacaeval_1_reference_set_is_refused(tmp_path: Path) -> None:
     from autorl_alpacaeval.data import load_eval_set
 
-    from autorl.errors import ResourceError
+    from autorl import ResourceError
 
     root = tmp_path / "alpaca_eval"
     root.mkdir()
@@ -235,8 +235,7 @@ def test_alpacaeval_1_reference_set_is_refused(tmp_path: Path) -> None:
 
 
 def test_eval_data_prepared_from_the_1_0_set_is_prepared_again(mirror: Path, tmp_path: Path) -> None:
-    from autorl import Item
-    from autorl.benchmark import write_hidden_items
+    from autorl import Item, write_hidden_items
 
     hidden = tmp_path / "hidden"
     hidden.mkdir()
@@ -256,7 +255,7 @@ def test_judge_failures_leave_the_paired_comparison_too(mirror: Path, tmp_path: 
     from autorl.grader.records import paired_scores
 
     bench = AlpacaEvalBenchmark({"dev_size": N})
-    hidden = tmp_path / "hidden"
+    hidden = bench.hidden_dir = tmp_path / "hidden"
     bench.prepare_eval_data(hidden)
     items = bench.load_items("dev", hidden)
 
@@ -279,7 +278,7 @@ def test_judge_failures_leave_the_paired_comparison_too(mirror: Path, tmp_path: 
 
 def test_a_judge_that_answers_nothing_fails_the_evaluation(mirror: Path, tmp_path: Path,
                                                            judge_server: ScriptedJudge) -> None:
-    from autorl.errors import EvaluationError
+    from autorl import EvaluationError
 
     bench = AlpacaEvalBenchmark({"dev_size": 3})
     hidden = tmp_path / "hidden"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from autorl_gsm8k.benchmark import GSM8K
 
-from autorl.errors import ResourceError
+from autorl import ResourceError
 
 
 def official_rows(n: int, offset: int = 0) -> list[dict[str, str]]:
@@ -77,7 +77,7 @@ def test_scoring(mirror: Path) -> None:
 
 
 def test_prompt_is_eight_shot_chain_of_thought() -> None:
-    prompt = GSM8K().prompt(__import__("autorl").Item("x", {"question": "What is 2 + 2?"}))
+    prompt = GSM8K().config().render({"question": "What is 2 + 2?"})
     assert isinstance(prompt, str)
     assert prompt.count("Q: ") == 9 and prompt.endswith("Q: What is 2 + 2?\nA:")
     assert "The answer is 6.\n\nQ: If there are 3 cars" in prompt

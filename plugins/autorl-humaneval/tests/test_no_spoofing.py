@@ -14,8 +14,7 @@ from autorl_humaneval import sandbox
 from autorl_humaneval.benchmark import HumanEval, HumanEvalEvaluator, _problems, check_of, program
 from autorl_humaneval.sandbox import ISOLATION_ENV, Limits, resolve_isolation, run_checks, run_many
 
-from autorl import Item
-from autorl.errors import AutorlError
+from autorl import AutorlError, Item
 
 #: Written into every descriptor a program could hold: tokens, replies, and success words.
 FAKE = (

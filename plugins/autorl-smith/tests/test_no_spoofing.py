@@ -15,7 +15,7 @@ from autorl_smith.folder import load_folder
 from autorl_smith.opencompass import read_results
 from autorl_smith.scorer import Request, file_digest, score_all
 
-from autorl.errors import EvaluationError
+from autorl import EvaluationError
 
 EXEC_EVAL = '''
 def evaluate(question, model_answer, reference_answer, **kwargs):

@@ -191,7 +191,7 @@ def test_tiny_model_eval_end_to_end(tmp_path: Path, home: Path) -> None:
 def test_opencompass_without_its_environment_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     from autorl_smith.opencompass import interpreter
 
-    from autorl.errors import EvaluationError
+    from autorl import EvaluationError
 
     monkeypatch.delenv("AUTORL_OPENCOMPASS_PYTHON", raising=False)
     with pytest.raises(EvaluationError, match="AUTORL_OPENCOMPASS_PYTHON"):
@@ -205,7 +205,7 @@ def test_opencompass_without_its_environment_is_one_clear_error(monkeypatch: pyt
 def test_opencompass_results_are_read_with_suspicion(tmp_path: Path) -> None:
     from autorl_smith.opencompass import read_results
 
-    from autorl.errors import EvaluationError
+    from autorl import EvaluationError
 
     with pytest.raises(EvaluationError, match="wrote 0 result file"):
         read_results(tmp_path, 1)

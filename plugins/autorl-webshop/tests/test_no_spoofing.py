@@ -14,7 +14,7 @@ from autorl_webshop.benchmark import WebShopBenchmark
 from autorl_webshop.catalog import make_catalog, make_goals
 from autorl_webshop.env import WebShopEnv, expert_actions
 
-from autorl.evaluation.episode import EpisodeEvaluator
+from autorl import EpisodeEvaluator
 from autorl.testing import PolicyBackend
 
 FAKES = [
@@ -80,6 +80,7 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> tuple[WebShopBenchmark
     root = tmp_path_factory.mktemp("webshop")
     bench = WebShopBenchmark({"source": "generated", "train_goals": 12, "dev_goals": 8, "test_goals": 8,
                               "products_per_type": 4})
+    bench.hidden_dir = root / "hidden"  # as the harness sets it before preparing and evaluating
     bench.prepare_train_data(root / "train")
     bench.prepare_eval_data(root / "hidden")
     return bench, root / "hidden"

@@ -14,7 +14,7 @@ from autorl_webshop.env import WebShopEnv, expert_actions
 from autorl_webshop.reward import DIFFERENCES, normalize_color, reward, type_reward
 from autorl_webshop.search import SearchEngine
 
-from autorl.evaluation.episode import EpisodeEvaluator
+from autorl import EpisodeEvaluator
 from autorl.testing import PolicyBackend
 
 SMALL = {"train_goals": 12, "dev_goals": 8, "test_goals": 8, "products_per_type": 4}
@@ -152,6 +152,7 @@ def test_expert_reaches_reward_one_and_random_scores_low() -> None:
 def prepared(tmp_path_factory: pytest.TempPathFactory) -> tuple[WebShopBenchmark, Path, Path]:
     root = tmp_path_factory.mktemp("webshop")
     bench = WebShopBenchmark(SMALL)
+    bench.hidden_dir = root / "hidden"  # as the harness sets it before preparing and evaluating
     bench.prepare_train_data(root / "train")
     bench.prepare_eval_data(root / "hidden")
     return bench, root / "train", root / "hidden"
@@ -282,8 +283,8 @@ def test_webshop_published_data_builds_webshops_goals(tmp_path: Path, monkeypatc
     monkeypatch.setenv("WEBSHOP_DATA", str(data))
     bench = WebShopBenchmark({"dev_goals": 100})
     assert bench.source == "official" and bench.hidden_paths() == [data]
+    hidden = bench.hidden_dir = tmp_path / "hidden"  # as the harness sets it before preparing and evaluating
     bench.prepare_train_data(tmp_path / "train")
-    hidden = tmp_path / "hidden"
     bench.prepare_eval_data(hidden)
     dev, test = bench.load_items("dev", hidden), bench.load_items("test", hidden)
     order = webshop_goal_order(products, human)

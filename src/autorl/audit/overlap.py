@@ -16,7 +16,7 @@ from autorl.audit.flags import CRITICAL, HIGH, Flag
 from autorl.audit.scan import HARNESS_FILES, Budget, Source, Text, agent_texts
 
 if TYPE_CHECKING:
-    from autorl.benchmark import Item
+    from autorl.scoring import Item
 
 STANDARD_N = 13
 SHORT_N = 8

@@ -76,7 +76,7 @@ def new(
 ) -> None:
     """Scaffold a plugin package (`autorl new benchmark NAME`, `autorl new agent NAME`) that installs,
     is discovered and passes its own tests unchanged."""
-    from autorl.scaffold import scaffold
+    from autorl.scaffold import next_steps, scaffold
 
     root = scaffold(kind, name, directory)
-    typer.echo(f"created {root}\nnext: pip install -e {root} && pytest {root}/tests")
+    typer.echo(f"created {root}\nnext: {next_steps(root)}")

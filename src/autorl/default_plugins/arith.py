@@ -6,16 +6,10 @@ import random
 import re
 from pathlib import Path
 
-from autorl.benchmark import (
-    Benchmark,
-    EvalConfig,
-    Item,
-    has_hidden_items,
-    read_hidden_items,
-    secret_rng,
-    write_hidden_items,
-)
+from autorl.benchmark import Benchmark
+from autorl.hidden import has_hidden_items, secret_rng, write_hidden_items
 from autorl.jsonio import write_jsonl_atomic
+from autorl.scoring import EvalConfig, Item
 
 _SEED = 20240611
 _DEV, _TEST = 300, 500
@@ -83,9 +77,6 @@ class Arith(Benchmark):
         secret_rng(hidden_dir, f"{self.name}/v{self.version}/splits").shuffle(pool)
         write_hidden_items(hidden_dir, "dev", [_item("dev", a, b) for a, b in pool[:_DEV]])
         write_hidden_items(hidden_dir, "test", [_item("test", a, b) for a, b in pool[_DEV : _DEV + _TEST]])
-
-    def load_items(self, split: str, hidden_dir: Path) -> list[Item]:
-        return read_hidden_items(self.name, hidden_dir, split)
 
     def score(self, item: Item, completion: str) -> float:
         return 1.0 if extract_answer(completion) == int(item.reference) else 0.0

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autorl.evaluation.base import Evaluator
 from autorl.evaluation.generation import GenerationEvaluator
 
 if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
+    from autorl.scoring import Evaluator
 
 __all__ = ["evaluator_for"]
 

@@ -7,16 +7,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from autorl.evaluation.base import Evaluator, ItemResult, Progress
-from autorl.inference.base import GenerationRequest
+from autorl.scoring import Evaluator, ItemResult
 
 if TYPE_CHECKING:
-    from autorl.benchmark import Benchmark, Item
     from autorl.inference.base import Backend
+    from autorl.scoring import Item, Progress, Scorer
 
 
 @dataclass
 class StepResult:
+    """What one action led to: the next observation, the reward so far (1.0 once won), whether the episode ended."""
+
     observation: str
     reward: float
     done: bool
@@ -46,8 +47,10 @@ def episode_steps(history: list[tuple[str, str]], observation: str) -> list[tupl
 
 
 class EpisodeBenchmark(ABC):
-    """What a benchmark provides to be evaluated episode by episode (mix into a Benchmark)."""
+    """What a benchmark provides to be evaluated episode by episode (mix into a Benchmark, and return an
+    :class:`EpisodeEvaluator` from its ``evaluator()``)."""
 
+    #: Turns an episode may take before it ends unfinished.
     max_steps: int = 50
 
     @abstractmethod
@@ -60,6 +63,7 @@ class EpisodeBenchmark(ABC):
         text, or chat messages when the benchmark's config uses the chat template."""
 
     def parse_action(self, completion: str) -> str:
+        """The action in the model's completion (by default the completion, stripped)."""
         return completion.strip()
 
 
@@ -77,13 +81,8 @@ class _Episode:
 class EpisodeEvaluator(Evaluator):
     """Steps every unfinished episode once per turn, batching all of their model calls together."""
 
-    def evaluate(
-        self,
-        benchmark: Benchmark,
-        items: Sequence[Item],
-        backend: Backend,
-        progress: Progress | None = None,
-    ) -> list[ItemResult]:
+    def evaluate(self, benchmark: Scorer, items: Sequence[Item], backend: Backend,
+                 progress: Progress | None = None) -> list[ItemResult]:
         if not isinstance(benchmark, EpisodeBenchmark):
             raise TypeError(f"{benchmark.name} does not implement EpisodeBenchmark")
         cfg = benchmark.config()
@@ -98,17 +97,7 @@ class EpisodeEvaluator(Evaluator):
             live = [e for e in episodes if not e.done]
             if not live:
                 break
-            requests = [
-                GenerationRequest(
-                    prompt=benchmark.episode_prompt(e.item, e.history, e.observation),
-                    max_new_tokens=cfg.max_new_tokens,
-                    temperature=cfg.temperature,
-                    top_p=cfg.top_p,
-                    stop=cfg.stop,
-                    seed=cfg.seed,
-                )
-                for e in live
-            ]
+            requests = [cfg.request(benchmark.episode_prompt(e.item, e.history, e.observation)) for e in live]
             for episode, completion in zip(live, backend.generate(requests), strict=True):
                 action = benchmark.parse_action(completion.texts[0] if completion.texts else "")
                 try:

@@ -74,12 +74,15 @@ def evaluate_model(
 ) -> EvalRecord:
     """Evaluate ``model_dir`` on ``split`` of ``benchmark``; write per-item records if asked.
 
+    ``hidden_dir`` is the grader's folder of the benchmark's hidden data; it becomes ``benchmark.hidden_dir``.
+
     With ``keep_loaded`` (a warm grader worker) the backend keeps its engine afterwards and gets the model
     through :meth:`~autorl.inference.base.Backend.acquire` (reused, reloaded in place, or loaded afresh);
     otherwise it is loaded and unloaded here. The record says which (``engine``) and the config hash does not.
     """
     if split not in benchmark.splits:
         raise UsageError(f"{benchmark.name} has no split {split!r}; it has {', '.join(benchmark.splits)}")
+    benchmark.hidden_dir = hidden_dir
     benchmark.prepare_eval_data(hidden_dir)
     items = benchmark.load_items(split, hidden_dir)
     if limit is not None:
@@ -127,8 +130,8 @@ def evaluate_model(
         duration_s=time.monotonic() - started,
         output_tokens=sum(int(r.extra.get("output_tokens", 0)) for r in results),
         per_item_path=str(per_item_path) if per_item_path else None,
-        extra={"ci_method": stats.method, "single_split": benchmark.single_split, **evaluator.summary(results),
-               **_sleep_figures(backend)},
+        extra={"ci_method": stats.method, "single_split": len(benchmark.splits) == 1,
+               **evaluator.summary(results), **_sleep_figures(backend)},
         engine=engine,
         load_s=round(loaded - started, 3),
         generate_s=round(generated - loaded, 3),

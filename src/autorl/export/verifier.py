@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autorl.benchmark import HIDDEN_SECRET_ENV
+from autorl.hidden import HIDDEN_SECRET_ENV
 from autorl.errors import AutorlError
 from autorl.grader.config import GraderConfig
 from autorl.grader.intake import take_in

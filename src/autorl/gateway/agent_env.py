@@ -14,7 +14,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 
-from autorl.benchmark import HIDDEN_SECRET_ENV
+from autorl.hidden import HIDDEN_SECRET_ENV
 from autorl.errors import UsageError
 from autorl.gateway.upstreams import SECRET_NAMES, key_variables, upstreams_from_env
 

@@ -10,11 +10,19 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from autorl import Benchmark, EvalConfig, Item
-from autorl.benchmark import hidden_secret, items_digest, secret_rng
-from autorl.errors import HiddenDataError, UsageError
-from autorl.evaluation.episode import EpisodeBenchmark, EpisodeEvaluator
-from autorl.jsonio import write_jsonl_atomic
+from autorl import (
+    Benchmark,
+    EpisodeBenchmark,
+    EpisodeEvaluator,
+    EvalConfig,
+    HiddenDataError,
+    Item,
+    UsageError,
+    hidden_secret,
+    items_digest,
+    secret_rng,
+    write_jsonl_atomic,
+)
 from autorl_alfworld.env import AlfWorldEnv, expert_trajectory
 from autorl_alfworld.games import TASK_TYPES, find_games, generate
 from autorl_alfworld.prompts import chat_prompt, completion_prompt, examples
@@ -80,16 +88,18 @@ class AlfWorldBenchmark(Benchmark, EpisodeBenchmark):
         self.dev_public = self.source == "official"  # type: ignore[misc]
 
     # -- what the agent is told and how the grader decodes ------------------------------------------------
-    @property
-    def eval_config(self) -> EvalConfig:  # type: ignore[override]
-        return EvalConfig(
-            prompt_template="<ReAct: the instruction, solved examples of the game's task type, "
-                            "'Here is the task.'>\n{observation}\n>",
-            chat_template=bool(self.options.get("chat", False)),
-            max_new_tokens=int(self.options.get("max_new_tokens", 64)),
-            temperature=0.0,
-            stop=("\n",),
-        )
+    eval_config = EvalConfig(
+        prompt_template="<ReAct: the instruction, solved examples of the game's task type, 'Here is the task.'>\n"
+                        "{observation}\n>",
+        max_new_tokens=64,
+        temperature=0.0,
+        stop=("\n",),
+    )
+
+    def config(self) -> EvalConfig:
+        """Options ``chat`` (or the harness's ``chat_template``) and ``max_new_tokens``."""
+        chat = bool(self.options.get("chat_template", self.options.get("chat", False)))
+        return self.eval_config.replace(chat_template=chat, max_new_tokens=int(self.options.get("max_new_tokens", 64)))
 
     def description(self) -> str:
         text = DESCRIPTION.format(max_steps=self.max_steps, examples=self.n_examples)

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from autorl.evaluation.episode import Environment, StepResult
+from autorl import Environment, StepResult
 
 INTRO = "-= Welcome to TextWorld, ALFRED! =-"
 

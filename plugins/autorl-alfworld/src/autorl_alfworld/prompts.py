@@ -11,7 +11,7 @@ import functools
 import tempfile
 from pathlib import Path
 
-from autorl.evaluation.episode import episode_steps
+from autorl import episode_steps
 
 INSTRUCTION = "Interact with a household to solve a task."
 EXAMPLE_SEED = 7_777

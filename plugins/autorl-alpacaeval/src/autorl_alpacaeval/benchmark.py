@@ -7,12 +7,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from autorl import Benchmark, EvalConfig, Item
-from autorl.benchmark import has_hidden_items, read_hidden_items, secret_rng, write_hidden_items
-from autorl.errors import EvaluationError
-from autorl.evaluation.base import Evaluator, ItemResult, Progress
-from autorl.inference.base import GenerationRequest
-from autorl.jsonio import write_jsonl_atomic
+from autorl import (
+    Benchmark,
+    EvalConfig,
+    EvaluationError,
+    Evaluator,
+    Item,
+    ItemResult,
+    Progress,
+    has_hidden_items,
+    secret_rng,
+    write_hidden_items,
+    write_jsonl_atomic,
+)
 from autorl_alpacaeval.data import REFERENCE_SET, load_eval_set, load_train_set, mirror_dir, remove_overlap
 from autorl_alpacaeval.judge import ANNOTATOR, Cache, Judge, JudgeConfig
 
@@ -54,10 +61,7 @@ class JudgeEvaluator(Evaluator):
     def evaluate(self, benchmark: Benchmark, items: Sequence[Item], backend: Any,
                  progress: Progress | None = None) -> list[ItemResult]:
         cfg = benchmark.config()
-        requests = [GenerationRequest(prompt=benchmark.prompt(i), max_new_tokens=cfg.max_new_tokens,
-                                      temperature=cfg.temperature, top_p=cfg.top_p, stop=cfg.stop, seed=cfg.seed)
-                    for i in items]
-        completions = backend.generate(requests)
+        completions = backend.generate([cfg.request(cfg.render(i.input)) for i in items])
         judge = self.benchmark.judge()
         try:
             triples = [(i.input["instruction"], (c.texts or [""])[0], i.reference["output"])
@@ -135,14 +139,11 @@ class AlpacaEvalBenchmark(Benchmark):
     name = "alpacaeval"
     version = "2"
 
-    def __init__(self, options: dict[str, Any] | None = None) -> None:
-        super().__init__(options)
-        self.hidden_dir: Path | None = None
+    eval_config = EvalConfig(prompt_template="{instruction}", chat_template=True, max_new_tokens=1024,
+                             temperature=0.0)
 
-    @property
-    def eval_config(self) -> EvalConfig:  # type: ignore[override]
-        return EvalConfig(prompt_template="{instruction}", chat_template=True,
-                          max_new_tokens=int(self.options.get("max_new_tokens", 1024)), temperature=0.0)
+    def config(self) -> EvalConfig:
+        return super().config().replace(max_new_tokens=int(self.options.get("max_new_tokens", 1024)))
 
     def description(self) -> str:
         return DESCRIPTION.format(max_new_tokens=self.config().max_new_tokens,
@@ -203,11 +204,6 @@ class AlpacaEvalBenchmark(Benchmark):
                      {"output": r["output"], "generator": str(r.get("generator", "reference")), "index": i})
                 for i, r in enumerate(rows) if (i in dev) == (split == "dev")])
         marker.write_text(json.dumps(want))
-
-    def load_items(self, split: str, hidden_dir: Path) -> list[Item]:
-        items = read_hidden_items(self.name, hidden_dir, split)
-        self.hidden_dir = hidden_dir
-        return items
 
     def evaluator(self) -> JudgeEvaluator:
         return JudgeEvaluator(self)

@@ -20,8 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from autorl.errors import ResourceError
-from autorl.jsonio import read_jsonl
+from autorl import ResourceError, read_jsonl
 
 EVAL_REPO, REFERENCE_SET = "tatsu-lab/alpaca_eval", "alpaca_eval_gpt4_baseline"
 EVAL_FILE = f"{REFERENCE_SET}.json"

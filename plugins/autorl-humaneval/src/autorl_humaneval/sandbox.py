@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from autorl.errors import ResourceError, UsageError
+from autorl import ResourceError, UsageError
 
 #: The operator's choice of isolation when the benchmark option ``isolation`` is not given.
 ISOLATION_ENV = "AUTORL_HUMANEVAL_ISOLATION"

@@ -10,14 +10,24 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from autorl import Benchmark, EvalConfig, Item
-from autorl.benchmark import has_hidden_items, read_hidden_items, secret_rng, write_hidden_items
-from autorl.errors import ResourceError
-from autorl.evaluation.base import Evaluator, ItemResult, Progress
-from autorl.evaluation.generation import GenerationEvaluator
-from autorl.inference.base import Backend
-from autorl.jsonio import read_jsonl, write_jsonl_atomic
-from autorl.resources import autorl_home, file_lock
+from autorl import (
+    Backend,
+    Benchmark,
+    EvalConfig,
+    Evaluator,
+    GenerationEvaluator,
+    Item,
+    ItemResult,
+    Progress,
+    ResourceError,
+    autorl_home,
+    file_lock,
+    has_hidden_items,
+    read_jsonl,
+    secret_rng,
+    write_hidden_items,
+    write_jsonl_atomic,
+)
 from autorl_smith.folder import SmithFolder, eval_file
 from autorl_smith.scorer import Request, score_all
 
@@ -151,9 +161,6 @@ class SmithBenchmark(Benchmark):
         (hidden_dir / "split.json").write_text(json.dumps(
             {"source": how, "folder": str(self.folder.path), "version": self.folder.version(),
              "train": len(train), "dev": len(dev), "test": len(test)}, indent=2))
-
-    def load_items(self, split: str, hidden_dir: Path) -> list[Item]:
-        return read_hidden_items(self.name, hidden_dir, split)
 
     def score(self, item: Item, completion: str) -> float:
         work = self._prepare_folder()

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from autorl.plugins import PluginWarning
+from autorl import PluginWarning
 
 EVAL_MODES = ("per_sample", "opencompass")
 DEFAULT_ROOT = Path("..") / "rl-smith" / "benchmarks"

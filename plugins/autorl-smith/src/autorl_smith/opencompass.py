@@ -16,12 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autorl.errors import EvaluationError
-from autorl.evaluation.base import Evaluator, ItemResult, Progress
+from autorl import EvaluationError, Evaluator, ItemResult, Progress
 
 if TYPE_CHECKING:
-    from autorl.benchmark import Benchmark, Item
-    from autorl.inference.base import Backend
+    from autorl import Backend, Benchmark, Item
 
 SETUP = ("python3 -m venv ~/.venvs/opencompass && ~/.venvs/opencompass/bin/pip install opencompass==0.5.4 "
          "'pyarrow<22' 'transformers<5', then export AUTORL_OPENCOMPASS_PYTHON=~/.venvs/opencompass/bin/python")

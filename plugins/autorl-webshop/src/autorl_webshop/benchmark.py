@@ -10,12 +10,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from autorl import Benchmark, EvalConfig, Item
-from autorl.benchmark import has_hidden_items, read_hidden_items, secret_rng, write_hidden_items
-from autorl.errors import UsageError
-from autorl.evaluation.base import ItemResult
-from autorl.evaluation.episode import EpisodeBenchmark, EpisodeEvaluator, episode_steps
-from autorl.jsonio import write_jsonl_atomic
+from autorl import (
+    Benchmark,
+    EpisodeBenchmark,
+    EpisodeEvaluator,
+    EvalConfig,
+    Item,
+    ItemResult,
+    UsageError,
+    episode_steps,
+    has_hidden_items,
+    secret_rng,
+    write_hidden_items,
+    write_jsonl_atomic,
+)
 from autorl_webshop import official
 from autorl_webshop.catalog import make_catalog, make_goals
 from autorl_webshop.env import WebShopEnv, expert_actions
@@ -81,6 +89,9 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
 
     name = "webshop"
     version = "2"
+    eval_config = EvalConfig(prompt_template="<instruction, solved example(s), 'Here is the task.'>\n"
+                                             "Observation: {observation}\nAction:",
+                             max_new_tokens=32, temperature=0.0, stop=("\n",))
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
@@ -95,16 +106,13 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
             raise UsageError(f"webshop: no WebShop data in {official.data_dir()} (items_shuffle.json, "
                              "items_human_ins.json); set WEBSHOP_DATA or use source=generated")
         self.source = source
-        self._hidden_dir: Path | None = None
         #: catalog path -> (products, search engine), built once per catalog
         self._engines: dict[str, tuple[list[dict[str, Any]], SearchEngine]] = {}
 
-    @property
-    def eval_config(self) -> EvalConfig:  # type: ignore[override]
-        return EvalConfig(prompt_template="<instruction, solved example(s), 'Here is the task.'>\n"
-                                          "Observation: {observation}\nAction:",
-                          chat_template=bool(self.options.get("chat", False)),
-                          max_new_tokens=int(self.options.get("max_new_tokens", 32)), temperature=0.0, stop=("\n",))
+    def config(self) -> EvalConfig:
+        """Options ``chat`` (or the harness's ``chat_template``) and ``max_new_tokens``."""
+        chat = bool(self.options.get("chat_template", self.options.get("chat", False)))
+        return self.eval_config.replace(chat_template=chat, max_new_tokens=int(self.options.get("max_new_tokens", 32)))
 
     def description(self) -> str:
         if self.source == "official":
@@ -212,17 +220,12 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
             write_hidden_items(hidden_dir, split, [Item(f"{split}-{i:04d}", {"goal": g}) for i, g in enumerate(goals[split])])
         self._mark(hidden_dir)
 
-    def load_items(self, split: str, hidden_dir: Path) -> list[Item]:
-        items = read_hidden_items(self.name, hidden_dir, split)
-        self._hidden_dir = hidden_dir
-        return items
-
     # -- episodes ----------------------------------------------------------------------------------------
     def evaluator(self) -> WebShopEvaluator:
         return WebShopEvaluator()
 
     def make_env(self, item: Item) -> WebShopEnv:
-        path = str(item.input.get("catalog") or Path(self._hidden_dir or ".") / "catalog.json")
+        path = str(item.input.get("catalog") or Path(self.hidden_dir or ".") / "catalog.json")
         if path not in self._engines:
             products = json.loads(Path(path).read_text())
             self._engines[path] = (products, SearchEngine(products))

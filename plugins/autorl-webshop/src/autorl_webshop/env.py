@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autorl.evaluation.episode import Environment, StepResult
+from autorl import Environment, StepResult
 from autorl_webshop.reward import reward
 from autorl_webshop.search import SearchEngine
 

@@ -18,9 +18,8 @@ from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from autorl.benchmark import Item
+from autorl import Item, get_benchmark
 from autorl.grader.client import GraderClient
-from autorl.registry import get_benchmark
 
 
 def env(name: str, default: str) -> str:
