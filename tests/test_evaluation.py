@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-import autorl
 from autorl import (
     Benchmark,
     Environment,
@@ -278,55 +277,6 @@ def test_the_engine_picks_the_generation_evaluator_unless_the_benchmark_names_on
     assert EchoBenchmark().evaluator() is None
     assert type(evaluator_for(EchoBenchmark())) is GenerationEvaluator
     assert type(evaluator_for(_CountBench())) is EpisodeEvaluator
-
-
-def _import_graph() -> dict[str, set[str]]:
-    """Module -> the autorl modules it imports, every import counted: top-level, deferred and TYPE_CHECKING."""
-    import ast
-
-    src = Path(autorl.__file__).parent
-    modules = {".".join(("autorl", *f.relative_to(src).with_suffix("").parts)).removesuffix(".__init__"): f
-               for f in src.rglob("*.py")}
-
-    def known(name: str) -> str | None:
-        while name and name not in modules:
-            name = name.rpartition(".")[0]
-        return name or None
-
-    graph: dict[str, set[str]] = {}
-    for name, path in modules.items():
-        targets = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                targets |= {known(a.name) for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                targets |= {known(f"{node.module}.{a.name}") or known(node.module) for a in node.names}
-        graph[name] = {t for t in targets if t and t != name}
-    return graph
-
-
-def test_the_benchmark_contract_sits_below_the_evaluation_engine_with_no_import_circle() -> None:
-    # the package root re-exports the public API: it is left out, and so are the circles only it closes
-    graph = {m: targets - {"autorl"} for m, targets in _import_graph().items() if m != "autorl"}
-
-    def reach(start: str) -> set[str]:
-        seen, todo = set(), [start]
-        while todo:
-            for nxt in graph[todo.pop()] - seen:
-                seen.add(nxt)
-                todo.append(nxt)
-        return seen
-
-    for contract in ("autorl.benchmark", "autorl.scoring", "autorl.hidden"):
-        below = reach(contract)
-        assert not {m for m in below if m.startswith("autorl.evaluation")}, contract
-        assert contract not in below, f"{contract} is in an import circle"
-    ours = [m for m in graph if m.startswith(("autorl.evaluation", "autorl.default_plugins")) or m in (
-        "autorl.hookspecs", "autorl.plugins", "autorl.registry", "autorl.scaffold", "autorl.checkpoint_eval",
-        "autorl.testing")]
-    for name in ours:
-        circle = {m for m in reach(name) if name in reach(m)}
-        assert not circle, f"{name} is in an import circle with {sorted(circle)}"
 
 
 def test_vllm_sampling_matches_hf_decoding() -> None:

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import tomllib
 
-from autorl.hidden import HIDDEN_SECRET_ENV, read_hidden_items
 from autorl.default_plugins.arith import Arith
 from autorl.export.harbor import Scoring, TaskCell, export
+from autorl.hidden import HIDDEN_SECRET_ENV, read_hidden_items
 from autorl.resources import prepare_data
 from autorl.workspace import instructions
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from autorl.hidden import HIDDEN_SECRET_ENV
 from autorl.export.harbor import Scoring, TaskCell, export
+from autorl.hidden import HIDDEN_SECRET_ENV
 
 from .conftest import ROOT, echo_answers, write_stub_checkpoint
 from .test_sandbox import needs_bwrap

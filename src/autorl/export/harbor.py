@@ -34,10 +34,10 @@ from importlib import resources as package_files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autorl.hidden import HIDDEN_SECRET_ENV
 from autorl.errors import ResourceError, UsageError
 from autorl.export.packages import Wheels, constraints, training_requirements
 from autorl.export.verifier import REWARDS, SPEC_FILE, VerifierSpec
+from autorl.hidden import HIDDEN_SECRET_ENV
 from autorl.version import __version__
 
 if TYPE_CHECKING:

@@ -29,7 +29,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autorl.hidden import HIDDEN_SECRET_ENV
 from autorl.errors import AutorlError
 from autorl.grader.config import GraderConfig
 from autorl.grader.intake import take_in
@@ -37,6 +36,7 @@ from autorl.grader.jobs import EvalFailed, EvalSlot
 from autorl.grader.records import compare
 from autorl.grader.snapshot import PinnedDir, Snapshot
 from autorl.grader.validation import Limits, refusal_kind
+from autorl.hidden import HIDDEN_SECRET_ENV
 from autorl.jsonio import write_json_atomic
 from autorl.resources import private_dir
 

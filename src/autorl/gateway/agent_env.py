@@ -14,9 +14,9 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 
-from autorl.hidden import HIDDEN_SECRET_ENV
 from autorl.errors import UsageError
 from autorl.gateway.upstreams import SECRET_NAMES, key_variables, upstreams_from_env
+from autorl.hidden import HIDDEN_SECRET_ENV
 
 #: The built-in ``llm`` agent's own limits: the ``AUTORL_*`` settings an agent may be given.
 AGENT_SETTINGS = ("AUTORL_LLM_MAX_STEPS", "AUTORL_LLM_MAX_TOKENS", "AUTORL_LLM_MAX_COST", "AUTORL_LLM_PRICE_IN",
