@@ -182,17 +182,12 @@ def _content(f: IO[bytes], where: str, name: str, size: int | None, depth: int, 
             yield from _content(io.BytesIO(data), where, inner, len(data), depth + 1, budget)
             return
         f.seek(0)
-    elif kind == ZIP:
+    elif kind in (ZIP, TAR):
+        members = _zip_members if kind == ZIP else _tar_members
         try:
-            yield from _zip_members(f, where, depth, budget)
+            yield from members(f, where, depth, budget)
             return
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError):
-            f.seek(0)
-    elif kind == TAR:
-        try:
-            yield from _tar_members(f, where, depth, budget)
-            return
-        except (tarfile.TarError, OSError, ValueError, EOFError):
+        except (zipfile.BadZipFile, tarfile.TarError, OSError, ValueError, EOFError):
             f.seek(0)
     yield Text(where, name, as_text(_sample(f, size)))
 

@@ -38,13 +38,15 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar
 
 from autorl import ResourceError, UsageError
+
+T = TypeVar("T")
 
 #: The operator's choice of isolation when the benchmark option ``isolation`` is not given.
 ISOLATION_ENV = "AUTORL_HUMANEVAL_ISOLATION"
@@ -177,15 +179,10 @@ def _argv(args: Sequence[str], workdir: Path, hidden: Sequence[Path], mode: str)
     return python
 
 
-#: Runs in the sandbox, as the model's process: executes the model's program, then answers one call of
-#: the entry point a line (arguments in, the return value out), all as plain data.
-SERVER = r'''
-import json, os, sys
-replies = os.fdopen(os.dup(1), "w", buffering=1)
-calls = os.fdopen(os.dup(0), "r")
-os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-os.dup2(2, 1)
-
+#: Plain data as JSON, on both sides of the model's process: tuples, dicts with any keys and sets tagged so
+#: that they come back as what they were, and nothing else accepted. ``NOT_PLAIN`` (set by the script) words
+#: the refusal to encode.
+CODEC = r'''
 def encode(v):
     t = type(v)
     if v is None or t in (bool, int, float, str):
@@ -198,68 +195,9 @@ def encode(v):
         return {"d": [[encode(k), encode(x)] for k, x in v.items()]}
     if t in (set, frozenset):
         return {"s": [encode(x) for x in v]}
-    raise TypeError(f"returned a {t.__name__}, which is not plain data")
+    raise TypeError(NOT_PLAIN.format(t.__name__))
 
-def decode(v):
-    if type(v) is list:
-        return [decode(x) for x in v]
-    if type(v) is dict:
-        (tag, body), = v.items()
-        if tag == "t":
-            return tuple(decode(x) for x in body)
-        if tag == "s":
-            return {decode(x) for x in body}
-        return {decode(k): decode(x) for k, x in body}
-    return v
-
-namespace = {"__name__": "__main__"}
-try:
-    exec(compile(open(sys.argv[1]).read(), sys.argv[1], "exec"), namespace)
-    function = namespace[sys.argv[2]]
-except BaseException as exc:
-    replies.write(json.dumps({"error": f"{type(exc).__name__}: {exc}"[:300]}) + "\n")
-    os._exit(1)
-for line in calls:
-    try:
-        call = json.loads(line)
-        reply = json.dumps({"value": encode(function(*decode(call["args"]), **decode(call["kwargs"])))})
-    except BaseException as exc:
-        reply = json.dumps({"error": f"{type(exc).__name__}: {exc}"[:300]})
-    replies.write(reply + "\n")
-'''
-
-#: Runs outside the model's sandbox, executing only the problem's own code (its prompt and its tests):
-#: ``check`` gets a stand-in for the candidate that calls the model's process and decodes its replies
-#: as plain data. The token (known to this process and the grader only) is written after ``check``
-#: returns, on a descriptor the model's process never holds.
-CHECKER = r'''
-import ctypes, json, os, sys
-try:
-    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/mem
-except Exception:
-    pass
-job = json.loads(sys.stdin.readline())
-result = os.fdopen(os.dup(1), "w")
-os.dup2(2, 1)
-calls = os.fdopen(job["call_fd"], "w", buffering=1)
-replies = os.fdopen(job["reply_fd"], "rb")
-CAP = job["reply_cap"]
-
-def encode(v):
-    t = type(v)
-    if v is None or t in (bool, int, float, str):
-        return v
-    if t is list:
-        return [encode(x) for x in v]
-    if t is tuple:
-        return {"t": [encode(x) for x in v]}
-    if t is dict:
-        return {"d": [[encode(k), encode(x)] for k, x in v.items()]}
-    if t in (set, frozenset):
-        return {"s": [encode(x) for x in v]}
-    raise TypeError(f"cannot pass a {t.__name__} to the program")
-
-class CandidateFailed(Exception):
+class NotPlain(Exception):
     pass
 
 def decode(v):
@@ -277,7 +215,67 @@ def decode(v):
                 return {decode(x) for x in body}
             if tag == "d" and all(type(p) is list and len(p) == 2 for p in body):
                 return {decode(k): decode(x) for k, x in body}
-    raise CandidateFailed("the program's reply is not plain data")
+    raise NotPlain("the reply is not plain data")
+'''
+
+#: Runs in the sandbox, as the model's process: executes the model's program, then answers one call of
+#: the entry point a line (arguments in, the return value out), all as plain data.
+SERVER = (
+    r'''
+import json, os, sys
+replies = os.fdopen(os.dup(1), "w", buffering=1)
+calls = os.fdopen(os.dup(0), "r")
+os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+os.dup2(2, 1)
+
+NOT_PLAIN = "returned a {}, which is not plain data"
+'''
+    + CODEC
+    + r'''
+
+namespace = {"__name__": "__main__"}
+try:
+    exec(compile(open(sys.argv[1]).read(), sys.argv[1], "exec"), namespace)
+    function = namespace[sys.argv[2]]
+except BaseException as exc:
+    replies.write(json.dumps({"error": f"{type(exc).__name__}: {exc}"[:300]}) + "\n")
+    os._exit(1)
+for line in calls:
+    try:
+        call = json.loads(line)
+        reply = json.dumps({"value": encode(function(*decode(call["args"]), **decode(call["kwargs"])))})
+    except BaseException as exc:
+        reply = json.dumps({"error": f"{type(exc).__name__}: {exc}"[:300]})
+    replies.write(reply + "\n")
+'''
+)
+
+#: Runs outside the model's sandbox, executing only the problem's own code (its prompt and its tests):
+#: ``check`` gets a stand-in for the candidate that calls the model's process and decodes its replies
+#: as plain data. The token (known to this process and the grader only) is written after ``check``
+#: returns, on a descriptor the model's process never holds.
+CHECKER = (
+    r'''
+import ctypes, json, os, sys
+try:
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/mem
+except Exception:
+    pass
+job = json.loads(sys.stdin.readline())
+result = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+calls = os.fdopen(job["call_fd"], "w", buffering=1)
+replies = os.fdopen(job["reply_fd"], "rb")
+CAP = job["reply_cap"]
+
+NOT_PLAIN = "cannot pass a {} to the program"
+'''
+    + CODEC
+    + r'''
+
+class CandidateFailed(Exception):
+    pass
+
 
 def candidate(*args, **kwargs):
     try:
@@ -297,6 +295,8 @@ def candidate(*args, **kwargs):
         raise CandidateFailed(str(reply["error"])[:300])
     try:
         return decode(reply["value"])
+    except NotPlain:
+        raise CandidateFailed("the program's reply is not plain data") from None
     except RecursionError:
         raise CandidateFailed("the program's reply is nested too deep") from None
 
@@ -308,6 +308,7 @@ namespace["check"](candidate)
 result.write(job["token"] + "\n")
 result.flush()
 '''
+)
 
 CHECKER_PROCESSES = 1024  # the checkers share one user id when the grader is root; each is one process
 
@@ -493,16 +494,19 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 def run_many(sources: Sequence[str], *, limits: Limits = Limits(), hidden: Sequence[Path] = (),
              workers: int | None = None, mode: str | None = None) -> list[Outcome]:
     """Run programs in parallel, up to the core count (exit status only: see :func:`run_program`)."""
-    mode = mode or resolve_isolation()
-    workers = min(workers or max(1, os.cpu_count() or 1), len(UID_POOL))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(lambda s: run_program(s, limits=limits, hidden=hidden, mode=mode), sources))
+    run = functools.partial(run_program, limits=limits, hidden=hidden, mode=mode or resolve_isolation())
+    return _in_parallel(run, sources, workers)
 
 
 def run_checks(checks: Sequence[Check], *, limits: Limits = Limits(), hidden: Sequence[Path] = (),
                workers: int | None = None, mode: str | None = None) -> list[Outcome]:
     """:func:`run_check` for each, in parallel up to the core count."""
-    mode = mode or resolve_isolation()
+    run = functools.partial(run_check, limits=limits, hidden=hidden, mode=mode or resolve_isolation())
+    return _in_parallel(run, checks, workers)
+
+
+def _in_parallel(run: Callable[[T], Outcome], jobs: Sequence[T], workers: int | None) -> list[Outcome]:
+    """``run`` over ``jobs`` in threads: up to the core count, and never more than the sandbox users."""
     workers = min(workers or max(1, os.cpu_count() or 1), len(UID_POOL))
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(lambda c: run_check(c, limits=limits, hidden=hidden, mode=mode), checks))
+        return list(pool.map(run, jobs))
