@@ -124,6 +124,11 @@ def test_generate_stops_with_the_validators_message_and_leaves_only_a_draft(tmp_
     assert "error: the folder is not valid after 2 round(s)" in proc.stderr
     assert not target.exists() and (tmp_path / "benchmarks" / ".broken.draft").is_dir()
 
+    with scripted_driver([folder_reply()]) as (url, seen):  # the budget holds: no call reaches the driver
+        poor = generate(tmp_path, url, str(source), "--name", "poor", "--budget-tokens", "50")
+    assert poor.returncode != 0 and "Traceback" not in poor.stderr and not seen, poor.stderr
+    assert "error: the driver model's call failed" in poor.stderr and not (tmp_path / "benchmarks" / "poor").exists()
+
 
 def test_generate_from_a_hub_dataset_and_a_git_url(tmp_path: Path) -> None:
     snapshot = tmp_path / "hub" / "datasets--someone--products" / "snapshots" / ("a" * 40)

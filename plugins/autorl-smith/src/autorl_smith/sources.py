@@ -27,7 +27,7 @@ def fetch(source: str, scratch: Path) -> Path:
         return local
     if re.match(r"^(https?|file|ssh|git)://|^git@", source) or source.endswith(".git"):
         dest = scratch / "repo"
-        proc = subprocess.run(["git", "clone", "--depth", "1", "--quiet", source, str(dest)], capture_output=True,
+        proc = subprocess.run(["git", "clone", "--depth", "1", "--quiet", "--", source, str(dest)], capture_output=True,
                               text=True, timeout=1800)
         if proc.returncode != 0:
             tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
