@@ -155,3 +155,19 @@ def test_generate_from_a_hub_dataset_and_a_git_url(tmp_path: Path) -> None:
     assert len((tmp_path / "benchmarks" / "gitproducts" / "data" / "test.jsonl").read_text().splitlines()) == 10
     assert missing.returncode != 0 and "Traceback" not in missing.stderr
     assert "cannot get the hub dataset someone/absent" in missing.stderr
+
+
+def test_sources_read_parquet_csv_and_jsonl_and_split_by_file_name(tmp_path: Path) -> None:
+    import pytest
+
+    from autorl_smith.sources import load_rows
+
+    pq = pytest.importorskip("pyarrow.parquet", reason="parquet needs pyarrow")
+    import pyarrow as pa
+
+    pq.write_table(pa.Table.from_pylist(rows(0, 5)), tmp_path / "train-00000.parquet")
+    write_csv(tmp_path / "extra" / "more_train.csv", rows(5, 3))
+    (tmp_path / "validation.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows(50, 4)) + "not json\n[1]\n")
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "validation.jsonl")  # a link is not followed
+    train, evals = load_rows(tmp_path)
+    assert sorted(int(r["a"]) for r in train) == list(range(8)) and [r["a"] for r in evals] == [50, 51, 52, 53]
