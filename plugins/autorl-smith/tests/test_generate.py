@@ -159,7 +159,6 @@ def test_generate_from_a_hub_dataset_and_a_git_url(tmp_path: Path) -> None:
 
 def test_sources_read_parquet_csv_and_jsonl_and_split_by_file_name(tmp_path: Path) -> None:
     import pytest
-
     from autorl_smith.sources import load_rows
 
     pq = pytest.importorskip("pyarrow.parquet", reason="parquet needs pyarrow")
