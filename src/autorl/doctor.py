@@ -101,6 +101,26 @@ def checks() -> list[Check]:
     out.append(_python_of("AUTORL_OPENHANDS_PYTHON", (3, 12), "openhands.sdk",
                           "python3.12 -m venv ~/.venvs/openhands && ~/.venvs/openhands/bin/pip install openhands-sdk; "
                           "export AUTORL_OPENHANDS_PYTHON=~/.venvs/openhands/bin/python", "OpenHands environment"))
+    if registry_error is None:
+        out += plugin_checks()
+    return out
+
+
+def plugin_checks() -> list[Check]:
+    """The lines plugins add through ``doctor_checks``; a hook that raises is a failed line naming its plugin."""
+    from autorl.plugins import get_plugin_manager
+
+    out: list[Check] = []
+
+    def report(name: str, ok: bool, detail: str, fix: str = "") -> None:
+        out.append(Check(str(name), bool(ok), str(detail), str(fix)))
+
+    for impl in get_plugin_manager().hook.doctor_checks.get_hookimpls():
+        try:
+            impl.function(report=report)
+        except Exception as exc:
+            out.append(Check(f"plugin {impl.plugin_name}", False, f"its doctor check failed: {type(exc).__name__}: "
+                             f"{str(exc).splitlines()[0][:200] if str(exc) else ''}", "fix or uninstall that plugin"))
     return out
 
 

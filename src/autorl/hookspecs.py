@@ -125,3 +125,20 @@ def register_executors(register: Callable[[type[Any]], None]) -> None:
         def register_executors(register):
             register(MyClusterExecutor)
     """
+
+
+@hookspec
+def doctor_checks(report: Callable[..., None]) -> None:
+    """Add a plugin's own lines to ``autorl doctor``.
+
+    Called each time ``autorl doctor`` runs, after the core's checks. Call
+    ``report(name, ok, detail, fix="")`` once per check: ``name`` a short label, ``ok`` whether it passed,
+    ``detail`` what was found, ``fix`` what to do when it did not pass. An exception raised by the hook is
+    reported as a failed check naming the plugin, never a crash.
+
+    Example::
+
+        @autorl.hookimpl
+        def doctor_checks(report):
+            report("my-bench data", DATA.is_file(), str(DATA), "run my-bench-download")
+    """

@@ -218,6 +218,23 @@ def test_opencompass_results_are_read_with_suspicion(tmp_path: Path) -> None:
         read_results(tmp_path, 2)
 
 
+def test_opencompass_acc_evaluator_details_leave_the_accuracy(tmp_path: Path) -> None:
+    """What OpenCompass 0.5.4's AccEvaluator wrote for a local custom dataset: numbered items with prediction and
+    reference but no verdict, and a "type" entry; none of them is an item scored 0."""
+    from autorl_smith.opencompass import config_source, read_results
+
+    out = tmp_path / "20261205_062823" / "results" / "submission"
+    out.mkdir(parents=True)
+    details = {"type": "GEN", **{str(k): {"prompt": f"What is {k}+1?", "origin_prediction": str(k + 1),
+                                          "predictions": str(k + 1), "references": str(k + 1)} for k in range(3)}}
+    (out / "add.json").write_text(json.dumps({"accuracy": 100.0, "details": details}))
+    assert read_results(tmp_path, 1) == [("add", 100.0, None)]
+    details = {"type": "GEN", "0": {"correct": True}, "1": {"correct": [False]}}
+    (out / "add.json").write_text(json.dumps({"accuracy": 50.0, "details": details}))
+    assert read_results(tmp_path, 1) == [("add", 50.0, [1.0, 0.0])]
+    assert "run_cfg=dict(num_gpus=0)" in config_source("m", "datasets", "/model", 8, 4, num_gpus=0)
+
+
 @pytest.mark.skipif(not os.environ.get("AUTORL_OPENCOMPASS_PYTHON"),
                     reason="needs an OpenCompass environment (set AUTORL_OPENCOMPASS_PYTHON); it conflicts with trl")
 def test_opencompass_mode_end_to_end(tmp_path: Path, home: Path) -> None:

@@ -27,6 +27,36 @@ def new_config(record_dir: Path, **options: Any) -> GatewayConfig:
                          record_dir=str(record_dir), **options)
 
 
+def start_gateway(folder: Path, budget_usd: float | None = None, budget_tokens: int | None = None,
+                  prices: Path | str | None = None, *, server_tools: bool = True) -> GatewayProcess:
+    """A gateway in its own process on a free port of 127.0.0.1, recording into ``folder``, for a run's agent or
+    an operator's own calls (``autorl smith generate``): the operator's keys stay in it, the budget holds.
+
+    Raises:
+        UsageError: a budget that is not positive, a bad price table or upstreams file (one line).
+    """
+    import os
+
+    from autorl.errors import UsageError
+    from autorl.gateway.prices import load_prices
+    from autorl.gateway.upstreams import upstreams_from_env
+    from autorl.grader.server import free_port
+    from autorl.resources import private_dir
+
+    if budget_usd is not None and not 0 < budget_usd < float("inf"):
+        raise UsageError("--llm-budget-usd must be a positive number of US dollars")
+    if budget_tokens is not None and budget_tokens <= 0:
+        raise UsageError("--llm-budget-tokens must be a positive number of tokens")
+    prices = prices or os.environ.get("AUTORL_LLM_PRICES") or None
+    load_prices(prices)  # a bad table stops here, in one line
+    upstreams_from_env()  # and so does a bad upstreams file
+    folder = private_dir(folder)
+    config = new_config(folder, budget_usd=budget_usd, budget_tokens=budget_tokens,
+                        prices_path=str(Path(prices).expanduser().resolve()) if prices else None,
+                        timeout_s=float(os.environ.get("AUTORL_LLM_TIMEOUT_S", "600")), server_tools=server_tools)
+    return GatewayProcess(config, folder / "config.json", free_port(), folder / "gateway.log")
+
+
 class GatewayProcess(ServiceProcess):
     """A run's gateway in its own process (and session) on 127.0.0.1. It inherits this process's
     environment, where the upstream keys are; the agent gets only ``agent_env()``."""

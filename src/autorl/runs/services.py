@@ -3,17 +3,13 @@ each in its own process; then the baseline, scored by the grader exactly as subm
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autorl.errors import UsageError
 from autorl.grader.config import GraderConfig
 from autorl.grader.process import GraderProcess, grader_log_path
-from autorl.grader.server import free_port
-from autorl.resources import private_dir
 
 if TYPE_CHECKING:
     from autorl.progress import Say
@@ -60,20 +56,9 @@ def start_services(plan: Plan, assets: Assets, place: Place, home: Path, eval_ti
 def _start_gateway(folder: Path, budget_usd: float | None, budget_tokens: int | None,
                    prices: Path | str | None, *, server_tools: bool) -> Any:
     """The run's LLM gateway, in its own process, on a free port of 127.0.0.1 (see :mod:`autorl.gateway`)."""
-    from autorl.gateway import GatewayProcess, load_prices, new_config, upstreams_from_env
+    from autorl.gateway import start_gateway
 
-    if budget_usd is not None and not 0 < budget_usd < float("inf"):
-        raise UsageError("--llm-budget-usd must be a positive number of US dollars")
-    if budget_tokens is not None and budget_tokens <= 0:
-        raise UsageError("--llm-budget-tokens must be a positive number of tokens")
-    prices = prices or os.environ.get("AUTORL_LLM_PRICES") or None
-    load_prices(prices)  # a bad table stops the run here, in one line
-    upstreams_from_env()  # and so does a bad upstreams file
-    folder = private_dir(folder)
-    config = new_config(folder, budget_usd=budget_usd, budget_tokens=budget_tokens,
-                        prices_path=str(Path(prices).expanduser().resolve()) if prices else None,
-                        timeout_s=float(os.environ.get("AUTORL_LLM_TIMEOUT_S", "600")), server_tools=server_tools)
-    return GatewayProcess(config, folder / "config.json", free_port(), folder / "gateway.log")
+    return start_gateway(folder, budget_usd, budget_tokens, prices, server_tools=server_tools)
 
 
 def baseline(services: Services, eval_timeout: float, timeout: float, say: Say) -> float:

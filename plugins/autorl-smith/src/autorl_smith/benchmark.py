@@ -40,6 +40,24 @@ def version_of(folder: SmithFolder) -> str:
     return f"2.{folder.version()}"
 
 
+def prepare_copy(source: Path, work: Path, timeout_s: float = DOWNLOAD_TIMEOUT_S) -> None:
+    """Copy a folder to ``work`` and run its ``download_data.py`` there, as grading does before any split."""
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(source, work, ignore=shutil.ignore_patterns("__pycache__", ".git"))
+    script = work / "download_data.py"
+    if script.is_file():
+        try:
+            proc = subprocess.run([sys.executable, str(script)], cwd=work, capture_output=True, text=True,
+                                  timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise ResourceError(f"{source}/download_data.py did not finish within {timeout_s:.0f} s") from None
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise ResourceError(f"{source}/download_data.py failed: {tail[0][:300]}")
+    if not (work / "data" / "train.jsonl").is_file():
+        raise ResourceError(f"{source}: data/train.jsonl is missing after download_data.py")
+
+
 def eval_config_of(config: dict[str, Any]) -> EvalConfig:
     template = str(config.get("prompt_template", "{question}"))
     shots = tuple(
@@ -107,17 +125,7 @@ class SmithBenchmark(Benchmark):
         with file_lock(work.with_name(work.name + ".lock")):
             if (work / ".ready").is_file():
                 return work
-            shutil.rmtree(work, ignore_errors=True)
-            shutil.copytree(self.folder.path, work, ignore=shutil.ignore_patterns("__pycache__", ".git"))
-            script = work / "download_data.py"
-            if script.is_file():
-                proc = subprocess.run([sys.executable, str(script)], cwd=work, capture_output=True, text=True,
-                                      timeout=DOWNLOAD_TIMEOUT_S)
-                if proc.returncode != 0:
-                    tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-                    raise ResourceError(f"{self.folder.path}/download_data.py failed: {tail[0][:300]}")
-            if not (work / "data" / "train.jsonl").is_file():
-                raise ResourceError(f"{self.folder.path}: data/train.jsonl is missing after download_data.py")
+            prepare_copy(self.folder.path, work)
             (work / ".ready").write_text("")
         return work
 

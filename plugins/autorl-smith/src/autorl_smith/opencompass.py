@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import textwrap
 import time
@@ -37,7 +38,8 @@ def interpreter(config: dict[str, Any]) -> str:
     return python
 
 
-def config_source(dataset_module: str, dataset_var: str, model_dir: str, max_out_len: int, batch_size: int) -> str:
+def config_source(dataset_module: str, dataset_var: str, model_dir: str, max_out_len: int, batch_size: int,
+                  num_gpus: int = 1) -> str:
     return textwrap.dedent(f"""\
         from mmengine.config import read_base
         from opencompass.models import HuggingFaceCausalLM
@@ -49,7 +51,7 @@ def config_source(dataset_module: str, dataset_var: str, model_dir: str, max_out
         models = [dict(
             type=HuggingFaceCausalLM, abbr="submission", path={model_dir!r}, tokenizer_path={model_dir!r},
             model_kwargs=dict(trust_remote_code=False), tokenizer_kwargs=dict(trust_remote_code=False),
-            max_out_len={max_out_len}, max_seq_len=4096, batch_size={batch_size}, run_cfg=dict(num_gpus=1),
+            max_out_len={max_out_len}, max_seq_len=4096, batch_size={batch_size}, run_cfg=dict(num_gpus={num_gpus}),
         )]
         """)
 
@@ -72,9 +74,11 @@ def read_results(workdir: Path, expected: int) -> list[tuple[str, float, list[fl
             raise EvaluationError(f"OpenCompass result {path.name} has no accuracy in [0, 100]: {str(data)[:200]}")
         details = data.get("details")
         per_item = None
-        if isinstance(details, dict):
-            per_item = [_correct(d.get("correct", d.get("is_correct"))) if isinstance(d, dict) else 0.0
-                        for d in details.values()]
+        # items are the numbered entries (OpenCompass adds others, such as "type": "GEN"); AccEvaluator's hold
+        # no verdict, only the prediction and the reference: then the accuracy is all there is
+        entries = [d for k, d in details.items() if str(k).isdigit()] if isinstance(details, dict) else []
+        if entries and all(isinstance(d, dict) and ("correct" in d or "is_correct" in d) for d in entries):
+            per_item = [_correct(d.get("correct", d.get("is_correct"))) for d in entries]
         results.append((path.stem, float(accuracy), per_item))
     if len(results) < expected or not results:
         raise EvaluationError(
@@ -103,8 +107,10 @@ class OpenCompassEvaluator(Evaluator):
         workdir = benchmark.work_dir() / "opencompass" / time.strftime("%Y%m%dT%H%M%S")
         workdir.mkdir(parents=True)
         config_py = workdir / "autorl_config.py"
+        # OpenCompass's local runner asserts it has as many GPUs as a model asks for: none on a CPU machine
+        gpus = int(cfg.get("opencompass_num_gpus", 1 if shutil.which("nvidia-smi") else 0))
         config_py.write_text(config_source(str(module), str(var), str(model_dir),
-                                           benchmark.config().max_new_tokens, int(cfg.get("batch_size", 16))))
+                                           benchmark.config().max_new_tokens, int(cfg.get("batch_size", 16)), gpus))
         log = workdir / "opencompass.log"
         with log.open("w") as f:
             proc = subprocess.run([python, "-m", "opencompass.cli.main", str(config_py), "-w", str(workdir)],
