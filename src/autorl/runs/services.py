@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from autorl.runs.place import Place
     from autorl.runs.plan import Assets, Plan
 
-__all__ = ["Services", "baseline", "start_services"]
+__all__ = ["Services", "baseline", "start_gateway", "start_services"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,10 @@ def _start_gateway(folder: Path, budget_usd: float | None, budget_tokens: int | 
                         prices_path=str(Path(prices).expanduser().resolve()) if prices else None,
                         timeout_s=float(os.environ.get("AUTORL_LLM_TIMEOUT_S", "600")), server_tools=server_tools)
     return GatewayProcess(config, folder / "config.json", free_port(), folder / "gateway.log")
+
+
+#: a gateway of its own for a caller outside the run (the judged audit)
+start_gateway = _start_gateway
 
 
 def baseline(services: Services, eval_timeout: float, timeout: float, say: Say) -> float:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from autorl.aggregate import FAILURE_RULE, aggregate_runs
+from autorl.results import judged_headline
 
 __all__ = ["build_report", "paired_differences", "study_report", "sweep_page_data", "t_interval"]
 
@@ -95,7 +96,7 @@ def study_report(study: Any) -> dict[str, Any]:
                             "seed": cell["seed"], "run_key": cell.run_key,
                             "status": state.status(study.retries) if state else "queued", "reasons": reasons})
             continue
-        row = dict(result["row"])
+        row = judged_headline(result["row"], [f for f in result.get("audit") or [] if isinstance(f, dict)])
         row.update(attempts=len(state.attempts) if state else 1, infra_failures=reasons)
         rows.append(row)
     report = build_report(rows, missing)
