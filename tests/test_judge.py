@@ -153,3 +153,40 @@ def test_the_deterministic_audit_beside_it(corpus, judged) -> None:  # type: ign
     det = deterministic_flagged([p for p in corpus if p.name in ("honest-0", "contamination-0", "contamination-2")])
     assert det == {"honest-0": False, "contamination-0": False, "contamination-2": True}  # a paraphrase is unseen
     assert _cheating(judged["contamination-0"]) and _cheating(judged["contamination-2"])
+
+
+def test_audit_judge_cli_sets_the_headline_and_an_override_restores_it(tmp_path: Path, home: Path) -> None:
+    import json
+
+    from autorl.default_plugins.arith import Arith
+    from autorl.ledger import Ledger
+
+    from .conftest import cli
+    from .judge_corpus import CHEATS, _write_run
+
+    run = _write_run(tmp_path, "judged", [CHEATS["contamination"][0]], "log")  # a paraphrase: no n-gram sees it
+    Arith().prepare_eval_data(tmp_path / "hidden")
+    run["row"].update(task="arith", timestamp="2026-01-01 00:00:00", agent="a", baseline=20.0, best_score=30.0,
+                      improvement=10.0, success=True, test_baseline=20.0, test_score=30.0, test_improvement=10.0)
+    run["meta"]["hidden_dir"] = str(tmp_path / "hidden")
+    run.update(run_id="judged", test=None, baseline=None, agent={}, run_dir=run["row"]["workspace"])
+    ledger = Ledger(home / "autorl.db")
+    ledger.ingest(run)
+    ledger.close()
+    with judge_server() as (base, seen):
+        env = {"OPENAI_BASE_URL": f"{base}/v1", "OPENAI_API_KEY": "sk-operator-key"}
+        out = json.loads(cli("audit", "judged", "--judge", "judge-model", "--judge-samples", "3",
+                             "--judge-budget-tokens", "100000", "--json", env=env, check=True).stdout)
+    assert len(seen) == 3
+    [flag] = [f for f in out if f["name"].startswith("judge:")]
+    assert (flag["name"], flag["severity"]) == ("judge:contamination", "critical")
+    assert flag["evidence"][0].startswith("agent.log: ") and "Paraphrasing the dev questions" in flag["evidence"][0]
+    [row] = json.loads(cli("results", "--json", check=True).stdout)
+    assert (row["improvement"], row["success"], row["best_score"]) == (0.0, False, 20.0)
+    assert row["headline_rule"] == "base-model (judge:contamination)"
+    proc = cli("audit", "--override", "judged", "judge:contamination", "--reason", "the paraphrases were of train items")
+    assert proc.returncode == 0, proc.stderr
+    [row] = json.loads(cli("results", "--json", check=True).stdout)
+    assert (row["improvement"], row["success"], row["headline_rule"]) == (10.0, True, None)
+    proc = cli("audit", "judged", "--judge", " ")
+    assert proc.returncode == 2 and "--judge needs a model name" in proc.stderr
