@@ -190,3 +190,24 @@ def test_audit_judge_cli_sets_the_headline_and_an_override_restores_it(tmp_path:
     assert (row["improvement"], row["success"], row["headline_rule"]) == (10.0, True, None)
     proc = cli("audit", "judged", "--judge", " ")
     assert proc.returncode == 2 and "--judge needs a model name" in proc.stderr
+    proc = cli("run", "--agent", "example", "--task", "arith", "--model", "autorl:tiny", "--timeout", "5",
+               "--audit-judge", " ")
+    assert proc.returncode == 2 and "--audit-judge needs a model name" in proc.stderr
+
+
+def test_a_study_spec_asks_for_the_judge() -> None:
+    from autorl.errors import UsageError
+    from autorl.sweep.keys import Resolver
+    from autorl.sweep.spec import expand_options
+
+    base = {"agent": "llm", "task": "arith", "model": "autorl:tiny", "timeout": 60}
+    (options,) = expand_options({**base, "audit_judge": "gpt-4o-mini", "audit_judge_samples": 3})
+    resolver = Resolver()
+    cell = resolver.identify(options)
+    assert cell.run_args()[-4:] == ["--audit-judge", "gpt-4o-mini", "--audit-judge-samples", "3"]
+    plain = resolver.identify(expand_options(base)[0])
+    assert "audit_judge" not in plain.identity and "--audit-judge" not in plain.run_args()
+    assert cell.run_key != plain.run_key
+    for bad in ({"audit_judge": " "}, {"audit_judge": "m", "audit_judge_samples": 0}):
+        with pytest.raises(UsageError, match="audit_judge"):
+            expand_options({**base, **bad})

@@ -42,6 +42,8 @@ def run_cmd(
     llm_prices: Path | None = typer.Option(None, "--llm-prices",
                                            help="YAML/JSON price table (model: {input, output, cached_input} USD/M)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    audit_judge: str | None = typer.Option(None, "--audit-judge", help="Also ask this judge model after the audit."),
+    audit_judge_samples: int = typer.Option(1, "--audit-judge-samples", help="Judge samples (a majority decides)."),
 ) -> None:
     """Run an agent on a task and record baseline, scores and improvement."""
     from autorl.runner import run
@@ -52,7 +54,7 @@ def run_cmd(
                  sandbox=sandbox, network=network,
                  benchmark_options=parse_pairs(benchmark_option, "--benchmark-option"), audit=not no_audit,
                  audit_budget_s=audit_budget, llm_budget_usd=llm_budget_usd, llm_budget_tokens=llm_budget_tokens,
-                 llm_prices=llm_prices)
+                 llm_prices=llm_prices, audit_judge=audit_judge, audit_judge_samples=audit_judge_samples)
     if as_json:
         print_json(result.row)
         return
