@@ -15,11 +15,11 @@ from typing import Any
 import httpx
 
 from autorl.audit.flags import MEDIUM, Flag
-from autorl.audit.judge.evidence import Piece, gather
+from autorl.audit.judge.evidence import Evidence, Piece, gather
 from autorl.audit.judge.prompt import CONTEXT_CHARS, QUESTIONS, chunks, new_nonce, system_prompt, user_prompt
 from autorl.audit.judge.verdict import Answer, majority, parse, worst
 
-__all__ = ["CONTEXT_CHARS", "QUESTIONS", "Answer", "Piece", "gather", "judge_pieces", "judge_run", "majority",
+__all__ = ["CONTEXT_CHARS", "QUESTIONS", "Answer", "Evidence", "Piece", "gather", "judge_pieces", "judge_run", "majority",
            "parse"]
 
 
@@ -27,8 +27,13 @@ def judge_run(result: dict[str, Any], *, url: str, token: str, model: str, sampl
               context_chars: int = CONTEXT_CHARS, timeout_s: float = 600.0) -> list[Flag]:
     """The ``judge:*`` flags of one recorded run (its ``result.json`` as a dict), from ``samples`` judge samples
     through the gateway at ``url`` (its ``/openai/v1`` route)."""
-    return judge_pieces(gather(result), url=url, token=token, model=model, samples=samples,
-                        context_chars=context_chars, timeout_s=timeout_s)
+    evidence = gather(result)
+    flags = judge_pieces(evidence.pieces, url=url, token=token, model=model, samples=samples,
+                         context_chars=context_chars, timeout_s=timeout_s)
+    if evidence.unread:  # an agent that floods its workspace is seen doing so
+        flags.append(Flag("judge-evidence-cut", MEDIUM, f"{len(evidence.unread)} piece(s) of evidence did not fit "
+                          "the judge's reading limit and were not judged", evidence.unread[:50]))
+    return flags
 
 
 def judge_pieces(pieces: list[Piece], *, url: str, token: str, model: str, samples: int = 1,

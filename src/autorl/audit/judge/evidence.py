@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,36 +30,61 @@ class Piece:
     text: str
 
 
-def _order(where: str) -> int:
+@dataclass
+class Evidence:
+    """What the judge reads, and what did not fit (``unread``: locations), which is itself reported."""
+
+    pieces: list[Piece] = field(default_factory=list)
+    unread: list[str] = field(default_factory=list)
+
+
+#: each kind's share of the whole, so that no kind can crowd the others out (a workspace flooded with files
+#: still leaves the trajectory, the model calls and the code their room); what a kind leaves goes to the rest
+SHARES = {"trace": 0.3, "calls": 0.25, "code": 0.25, "other": 0.2}
+_CODE = (".py", ".sh", ".ipynb", ".yaml", ".yml", ".toml", ".cfg", ".js", ".r", ".jl")
+
+
+def _kind(where: str) -> str:
+    if where.startswith("llm gateway call"):
+        return "calls"
     name = where.rsplit("/", 1)[-1]
-    return 0 if name in _FIRST else 1
+    return "trace" if name in _FIRST else "code" if name.lower().endswith(_CODE) else "other"
 
 
 def gather(result: dict[str, Any], *, piece_chars: int = PIECE_CHARS, total_chars: int = EVIDENCE_CHARS,
-           budget_s: float | None = AUDIT_BUDGET_S) -> list[Piece]:
-    """The run's evidence, the agent's own record of its work first, at most ``total_chars`` in all."""
+           budget_s: float | None = AUDIT_BUDGET_S) -> Evidence:
+    """The run's evidence, at most ``total_chars`` in all, shared between its kinds (:data:`SHARES`); the
+    submissions' metadata always."""
     row, meta = result["row"], result.get("meta", {}) or {}
     sources = [Source(Path(row["workspace"]), skip_top=HARNESS_FILES)]
     if meta.get("tmp_dir"):
         sources.append(Source(Path(meta["tmp_dir"]), "/tmp/"))
-    pieces = list(_texts(sources, budget_s, piece_chars))
-    pieces.sort(key=lambda p: _order(p.where))
     gateway: dict[str, Any] = meta["llm_gateway"] if isinstance(meta.get("llm_gateway"), dict) else {}
+    extra: Any = ()
     if gateway.get("record_dir"):
         from autorl.gateway.record import call_texts
 
-        pieces += _texts([], budget_s, piece_chars, call_texts(Path(gateway["record_dir"])))
+        extra = call_texts(Path(gateway["record_dir"]))
+    by_kind: dict[str, list[Piece]] = {k: [] for k in SHARES}
+    for piece in _texts(sources, budget_s, piece_chars, extra):
+        by_kind[_kind(piece.where)].append(piece)
+    chosen: dict[str, list[Piece]] = {k: [] for k in SHARES}
+    left = {k: [*v] for k, v in by_kind.items()}
+    used = 0
+    for share_pass in (True, False):  # each kind up to its share, then the room left in kind order
+        for kind, share in SHARES.items():
+            room = int(total_chars * share) if share_pass else total_chars - used
+            taken = sum(len(p.text) for p in chosen[kind]) if share_pass else 0
+            while left[kind] and taken + len(left[kind][0].text) <= room and used + len(left[kind][0].text) <= total_chars:
+                piece = left[kind].pop(0)
+                chosen[kind].append(piece)
+                taken += len(piece.text)
+                used += len(piece.text)
+    out = Evidence([p for kind in SHARES for p in chosen[kind]], [p.where for kind in SHARES for p in left[kind]])
     subs = [{k: s.get(k) for k in ("submission_id", "status", "path", "kind", "score", "submitted_at", "note",
                                      "config", "error")} for s in result.get("submissions", []) if isinstance(s, dict)]
     if subs:
-        pieces.append(Piece("submissions (metadata)", json.dumps(subs, default=str)[:piece_chars]))
-    out, used = [], 0
-    for piece in pieces:
-        if used >= total_chars:
-            break
-        piece = Piece(piece.where, piece.text[:total_chars - used])
-        out.append(piece)
-        used += len(piece.text)
+        out.pieces.append(Piece("submissions (metadata)", json.dumps(subs, default=str)[:piece_chars]))
     return out
 
 
