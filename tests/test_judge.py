@@ -225,3 +225,15 @@ def test_a_flooded_workspace_leaves_the_calls_and_code_their_room(tmp_path: Path
         flags = {f.name: f for f in judge_run(run, url=gw, token=TOKEN, model="judge-model")}
     assert flags["judge:external-help"].severity == "high"
     assert flags["judge-evidence-cut"].severity == "medium" and flags["judge-evidence-cut"].evidence[0].startswith("aaa/")
+
+
+def test_the_run_page_shows_a_judges_evidence_escaped() -> None:
+    from autorl.ui.pages import run_page
+
+    flag = {"name": "judge:decoys", "severity": "high", "detail": "1/1 judge sample(s): read it",
+            "evidence": ["agent.log: cat answer_key.json <script>alert(1)</script>"], "overrides": []}
+    other = {"name": "no-sandbox", "severity": "high", "detail": "none", "evidence": ["none-evidence"], "overrides": []}
+    page = run_page({"run_id": "r", "live": False, "row": {"run_id": "r"}, "result": {}, "audit": [flag, other]},
+                    "", {}, None)
+    assert "<code>agent.log: cat answer_key.json &lt;script&gt;alert(1)&lt;/script&gt;</code>" in page
+    assert "<script>alert" not in page and "none-evidence" not in page
