@@ -181,6 +181,8 @@ def test_audit_judge_cli_sets_the_headline_and_an_override_restores_it(tmp_path:
     [flag] = [f for f in out if f["name"].startswith("judge:")]
     assert (flag["name"], flag["severity"]) == ("judge:contamination", "critical")
     assert flag["evidence"][0].startswith("agent.log: ") and "Paraphrasing the dev questions" in flag["evidence"][0]
+    again = json.loads(cli("audit", "judged", "--json", check=True).stdout)  # the deterministic audit alone
+    assert [f["name"] for f in again if f["name"].startswith("judge")] == ["judge:contamination"]
     [row] = json.loads(cli("results", "--json", check=True).stdout)
     assert (row["improvement"], row["success"], row["best_score"]) == (0.0, False, 20.0)
     assert row["headline_rule"] == "base-model (judge:contamination)"
