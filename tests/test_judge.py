@@ -239,3 +239,22 @@ def test_the_run_page_shows_a_judges_evidence_escaped() -> None:
                     "", {}, None)
     assert "<code>agent.log: cat answer_key.json &lt;script&gt;alert(1)&lt;/script&gt;</code>" in page
     assert "<script>alert" not in page and "none-evidence" not in page
+
+
+def test_the_study_report_follows_an_override_recorded_in_the_ledger(tmp_path: Path, home: Path) -> None:
+    from autorl.ledger import Ledger
+    from autorl.results import RunRow
+    from autorl.sweep.report import standing_flags
+
+    flag = {"name": "judge:contamination", "severity": "critical", "detail": "1/1", "evidence": ["agent.log: x"]}
+    row = RunRow("s1", "2026-01-01 00:00:00", "arith", "a", "m", baseline=20.0, best_score=30.0, improvement=10.0,
+                 success=True).record()
+    result = {"row": row, "submissions": [], "audit": [flag]}
+    assert judged_headline(row, standing_flags(result))["improvement"] == 0.0  # no ledger yet: the flag stands
+    ledger = Ledger(home / "autorl.db")
+    ledger.ingest(result)
+    assert judged_headline(row, standing_flags(result))["headline_rule"] == "base-model (judge:contamination)"
+    ledger.override("s1", "judge:contamination", "a human read the trace", "operator")
+    ledger.close()
+    restored = judged_headline(row, standing_flags(result))
+    assert (restored["improvement"], restored["success"], restored.get("headline_rule")) == (10.0, True, None)
