@@ -21,7 +21,7 @@ from typing import IO, Any
 from autorl.db import open_database, write_transaction
 from autorl.errors import ResourceError
 from autorl.jsonio import write_json_atomic
-from autorl.results import CSV_COLUMNS, RunResult, RunRow, upgrade_row
+from autorl.results import CSV_COLUMNS, RunResult, RunRow, judged_headline, upgrade_row
 
 __all__ = ["Ledger", "csv_value", "ingest_files", "ingest_results", "read_result", "record_run", "write_csv"]
 
@@ -171,6 +171,7 @@ class Ledger:
             flags = self.audit(row["run_id"])
             row["audit_flags"] = [f"{f['name']}({f['severity']})" for f in flags if not f["overrides"]]
             row["audit_overridden"] = [f["name"] for f in flags if f["overrides"]]
+            row = judged_headline(row, [f for f in flags if not f["overrides"]])
             rows.append(row)
         return rows
 

@@ -22,6 +22,7 @@ __all__ = [
     "RunRow",
     "dev_figures",
     "end_reason",
+    "judged_headline",
     "run_row",
     "upgrade_row",
 ]
@@ -73,6 +74,8 @@ class RunRow:
     #: a run's stable key inside a study (sweep), and the study's name; empty for a single run
     run_key: str | None = None
     sweep: str | None = None
+    #: why the headline is not the run's own: ``base-model (judge:...)`` when a judge's critical flag stands
+    headline_rule: str | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunRow:
@@ -233,4 +236,19 @@ def upgrade_row(row: dict[str, Any], submissions: Sequence[Mapping[str, Any]] | 
     out["success"] = bool(row.get("success")) and tested
     out.setdefault("sandbox", None)
     out.setdefault("llm_usage_source", "agent-reported" if row.get("llm_tokens") is not None else None)
+    return out
+
+
+def judged_headline(row: Mapping[str, Any], open_flags: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``row`` with the base model's headline (improvement 0, the best score the baseline's, no interval, no
+    success) when a judge's critical flag stands (not overridden), as the reference benchmark reports a
+    flagged run; ``headline_rule`` says which flag. Otherwise ``row`` unchanged."""
+    critical = sorted(str(f["name"]) for f in open_flags
+                      if str(f.get("name", "")).startswith("judge:") and f.get("severity") == "critical")
+    if not critical:
+        return dict(row)
+    out = dict(row)
+    out.update(best_score=row.get("baseline"), improvement=0.0, improvement_ci95=None, p_value=None, success=False,
+               test_score=row.get("test_baseline"), test_improvement=0.0 if row.get("test_baseline") is not None
+               else None, test_improvement_ci95=None, headline_rule=f"base-model ({', '.join(critical)})")
     return out

@@ -57,6 +57,8 @@ def run(
     llm_budget_usd: float | None = None,
     llm_budget_tokens: int | None = None,
     llm_prices: Path | str | None = None,
+    audit_judge: str | None = None,
+    audit_judge_samples: int = 1,
 ) -> RunResult:
     """Run one agent on one task from one base model, and record the result.
 
@@ -81,12 +83,16 @@ def run(
         llm_budget_usd: the agent's model calls stop (the gateway refuses them) once they cost this much.
         llm_budget_tokens: the same, in prompt + completion tokens.
         llm_prices: a YAML/JSON price table overriding the gateway's (default ``AUTORL_LLM_PRICES``).
+        audit_judge: a judge model that also audits the run (:mod:`autorl.runs.judging`), with
+            ``audit_judge_samples`` samples.
     """
     say = log or to_stderr
     if timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
     if audit_budget_s <= 0:
         raise UsageError("--audit-budget must be a positive number of seconds")
+    if audit_judge is not None and (not audit_judge.strip() or audit_judge_samples < 1):
+        raise UsageError("--audit-judge needs a model name and --audit-judge-samples at least 1")
     started = time.time()
     home = autorl_home()
     agent_env = operator_variables(agent_credentials, agent_env or {})
@@ -125,4 +131,4 @@ def run(
     ending = Ending(outcome=agent_run.outcome, finished=time.time(), watch=dict(agent_run.watch),
                     gateway=gateway.summary, gateway_error=gateway.error, grader_restarts=services.grader.restarts)
     return finish(facts, collected, ending, plan.benchmark, home, audit=audit, audit_budget_s=audit_budget_s,
-                  say=say)
+                  say=say, judge=(audit_judge, audit_judge_samples) if audit_judge else None)

@@ -22,12 +22,16 @@ if TYPE_CHECKING:
 
 
 def reaudit(result: dict[str, Any], *, benchmark: Benchmark, home: Path, ledger: Ledger | None = None,
-            variants: Sequence[Path] = ()) -> None:
-    """Audit a recorded run again (``autorl audit RUN_ID``) and record it with its new flags: ``result.json``,
-    the ledger and ``results.csv``, through :func:`autorl.ledger.record_run`."""
+            variants: Sequence[Path] = (), extra: Sequence[Flag] = ()) -> None:
+    """Audit a recorded run again (``autorl audit RUN_ID``) and record it with its new flags (and ``extra``, the
+    judge's): ``result.json``, the ledger and ``results.csv``, through :func:`autorl.ledger.record_run`."""
     from autorl.ledger import record_run
 
-    result["audit"] = [f.to_dict() for f in audit_run(result, benchmark=benchmark, variants=variants)]
+    if not extra:  # a judge's flags stand until a judge is asked again
+        extra = [Flag(str(f["name"]), str(f["severity"]), str(f.get("detail", "")), list(f.get("evidence") or []))
+                 for f in result.get("audit") or [] if isinstance(f, dict) and str(f.get("name", "")).startswith("judge")]
+    flags = [*audit_run(result, benchmark=benchmark, variants=variants), *extra]
+    result["audit"] = [f.to_dict() for f in flags]
     record_run(result, home, ledger=ledger)
 
 

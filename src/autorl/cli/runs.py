@@ -42,6 +42,8 @@ def run_cmd(
     llm_prices: Path | None = typer.Option(None, "--llm-prices",
                                            help="YAML/JSON price table (model: {input, output, cached_input} USD/M)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    audit_judge: str | None = typer.Option(None, "--audit-judge", help="Also ask this judge model after the audit."),
+    audit_judge_samples: int = typer.Option(1, "--audit-judge-samples", help="Judge samples (a majority decides)."),
 ) -> None:
     """Run an agent on a task and record baseline, scores and improvement."""
     from autorl.runner import run
@@ -52,7 +54,7 @@ def run_cmd(
                  sandbox=sandbox, network=network,
                  benchmark_options=parse_pairs(benchmark_option, "--benchmark-option"), audit=not no_audit,
                  audit_budget_s=audit_budget, llm_budget_usd=llm_budget_usd, llm_budget_tokens=llm_budget_tokens,
-                 llm_prices=llm_prices)
+                 llm_prices=llm_prices, audit_judge=audit_judge, audit_judge_samples=audit_judge_samples)
     if as_json:
         print_json(result.row)
         return
@@ -157,6 +159,10 @@ def audit(
     reason: str = typer.Option("", "--reason", help="Why (required with --override)."),
     variants: list[Path] = typer.Option([], "--variant", help="A local post-trained variant of the base model (repeatable)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    judge: str | None = typer.Option(None, "--judge", help="Also ask this judge model (through a gateway of its own)."),
+    judge_samples: int = typer.Option(1, "--judge-samples", help="Judge samples; a flag needs a majority."),
+    judge_budget_usd: float | None = typer.Option(None, "--judge-budget-usd", help="The judge's own LLM budget."),
+    judge_budget_tokens: int | None = typer.Option(None, "--judge-budget-tokens", help="The judge's own token budget."),
 ) -> None:
     """Check a run for contamination and rule-breaking (or record --override RUN_ID FLAG --reason ...)."""
     import getpass
@@ -178,7 +184,13 @@ def audit(
             ledger.override(run_id, flag, reason, getpass.getuser())
         else:
             bench = get_benchmark(result["row"]["task"])(result.get("meta", {}).get("benchmark_options") or {})
-            reaudit(result, benchmark=bench, home=home, ledger=ledger, variants=variants)
+            extra = []
+            if judge is not None:
+                from autorl.runs.judging import judge_flags
+
+                extra = judge_flags(result, home, judge, samples=judge_samples, budget_usd=judge_budget_usd,
+                                    budget_tokens=judge_budget_tokens)
+            reaudit(result, benchmark=bench, home=home, ledger=ledger, variants=variants, extra=extra)
         flags = ledger.audit(run_id)
     finally:
         ledger.close()

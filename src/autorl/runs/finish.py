@@ -184,7 +184,7 @@ def _known_variants(spec: str, home: Path) -> list[Path]:
 
 # -- record and audit -------------------------------------------------------------------------------------
 def record(result: RunResult, benchmark: Benchmark, home: Path, *, audit: bool, audit_budget_s: float,
-           say: Say) -> None:
+           say: Say, judge: tuple[str, int] | None = None) -> None:
     """Recorded from the grader's store first, before any file the agent wrote is read; then audited (each
     audit step bounded, none able to lose the run) and recorded again with the audit's flags."""
     from autorl.audit import audit_run, failed_flag, pending_flag
@@ -201,15 +201,26 @@ def record(result: RunResult, benchmark: Benchmark, home: Path, *, audit: bool, 
     except Exception as exc:
         result.meta["post_run_errors"] = [f"audit: {type(exc).__name__}: {str(exc)[:200]}"]
         result.audit = [failed_flag(exc).to_dict()]
+    if judge is not None:  # the judged audit (--audit-judge): its own gateway, its flags beside the others
+        from autorl.runs.judging import judge_flags
+
+        say(f"asking the judge {judge[0]}")
+        try:
+            result.audit += [f.to_dict() for f in judge_flags(result.to_dict(), home, judge[0], samples=judge[1])]
+        except Exception as exc:
+            result.audit.append({"name": "judge-failed", "severity": "medium", "evidence": [],
+                                 "detail": f"the judge did not run ({type(exc).__name__}: {str(exc)[:200]}): run "
+                                           "`autorl audit RUN_ID --judge MODEL`"})
     record_run(result, home)
 
 
 def finish(facts: RunFacts, collected: Collected, ending: Ending, benchmark: Benchmark, home: Path, *,
-           audit: bool, audit_budget_s: float, say: Say) -> RunResult:
+           audit: bool, audit_budget_s: float, say: Say, judge: tuple[str, int] | None = None) -> RunResult:
     """The run's record built (:func:`build_result`), recorded and audited (:func:`record`)."""
     result = build_result(facts, collected, ending, home)
     with contextlib.suppress(OSError):  # a workspace that is gone still gets its result.json (when it can)
         result.run_dir.mkdir(parents=True, exist_ok=True)
     # the audit needs the hidden data: a run recovered without its grader's configuration is recorded as it is
-    record(result, benchmark, home, audit=audit and bool(facts.hidden_dir), audit_budget_s=audit_budget_s, say=say)
+    record(result, benchmark, home, audit=audit and bool(facts.hidden_dir), audit_budget_s=audit_budget_s, say=say,
+           judge=judge)
     return result

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from autorl.runs.place import Place
     from autorl.runs.plan import Assets, Plan
 
-__all__ = ["Services", "baseline", "start_services"]
+__all__ = ["Services", "baseline", "start_gateway", "start_services"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,10 @@ def _start_gateway(folder: Path, budget_usd: float | None, budget_tokens: int | 
     from autorl.gateway import start_gateway
 
     return start_gateway(folder, budget_usd, budget_tokens, prices, server_tools=server_tools)
+
+
+#: a gateway of its own for a caller outside the run (the judged audit)
+start_gateway = _start_gateway
 
 
 def baseline(services: Services, eval_timeout: float, timeout: float, say: Say) -> float:

@@ -146,6 +146,8 @@ class Resolver:
         }
         if o.get("agent_credentials"):  # only when given: the keys of studies without them stay as they were
             identity["agent_credentials"] = o["agent_credentials"]
+        if o.get("audit_judge"):  # the same
+            identity["audit_judge"] = {"model": o["audit_judge"], "samples": o["audit_judge_samples"]}
         return Cell(options=o, run_key=run_key(identity), identity=identity)
 
 

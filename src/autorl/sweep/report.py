@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from autorl.aggregate import FAILURE_RULE, aggregate_runs
+from autorl.results import judged_headline
 
 __all__ = ["build_report", "paired_differences", "study_report", "sweep_page_data", "t_interval"]
 
@@ -81,6 +82,26 @@ def build_report(rows: Iterable[Mapping[str, Any]], missing: Iterable[Mapping[st
             "failure_rule": FAILURE_RULE}
 
 
+def standing_flags(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A result's audit flags less those a human overrode in the ledger (``autorl audit --override``), which
+    decide whether the judge's rule sets the headline; the ledger is read only for a run a judge flagged."""
+    flags = [f for f in result.get("audit") or [] if isinstance(f, dict)]
+    if not any(str(f.get("name", "")).startswith("judge:") for f in flags):
+        return flags
+    from autorl.ledger import Ledger
+    from autorl.resources import autorl_home
+
+    db = autorl_home() / "autorl.db"
+    if not db.is_file():
+        return flags
+    ledger = Ledger(db)
+    try:
+        decided = {f["name"] for f in ledger.audit(str(result["row"]["run_id"])) if f["overrides"]}
+    finally:
+        ledger.close()
+    return [f for f in flags if f.get("name") not in decided]
+
+
 def study_report(study: Any) -> dict[str, Any]:
     """The report of a study (:class:`autorl.sweep.coordinator.Study`) from its files."""
     rows = []
@@ -95,7 +116,7 @@ def study_report(study: Any) -> dict[str, Any]:
                             "seed": cell["seed"], "run_key": cell.run_key,
                             "status": state.status(study.retries) if state else "queued", "reasons": reasons})
             continue
-        row = dict(result["row"])
+        row = judged_headline(result["row"], standing_flags(result))
         row.update(attempts=len(state.attempts) if state else 1, infra_failures=reasons)
         rows.append(row)
     report = build_report(rows, missing)

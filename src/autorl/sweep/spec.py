@@ -39,6 +39,8 @@ CELL_DEFAULTS: dict[str, Any] = {
     "audit_budget": 900.0,
     "llm_budget_usd": None,
     "llm_budget_tokens": None,
+    "audit_judge": None,
+    "audit_judge_samples": 1,
 }
 #: keys that describe the study, not a cell
 STUDY_KEYS = ("name", "include", "exclude", "retries", "max_parallel", "executor", "slurm", "ray", "local")
@@ -88,6 +90,8 @@ class Cell:
             args += ["--benchmark-option", f"{k}={json.dumps(v)}"]
         if not o["audit"]:
             args.append("--no-audit")
+        if o.get("audit_judge"):
+            args += ["--audit-judge", str(o["audit_judge"]), "--audit-judge-samples", str(o["audit_judge_samples"])]
         return args
 
 
@@ -171,6 +175,11 @@ def check_options(o: dict[str, Any]) -> dict[str, Any]:
     for name in ("agent", "task", "model", "sandbox", "network"):
         if not isinstance(o[name], str):
             raise UsageError(f"spec: {name} must be a string, not {o[name]!r}")
+    if o["audit_judge"] is not None and (not isinstance(o["audit_judge"], str) or not o["audit_judge"].strip()):
+        raise UsageError(f"spec: audit_judge must be a model name, not {o['audit_judge']!r}")
+    if isinstance(o["audit_judge_samples"], bool) or not isinstance(o["audit_judge_samples"], int) \
+            or o["audit_judge_samples"] < 1:
+        raise UsageError(f"spec: audit_judge_samples must be a positive integer, not {o['audit_judge_samples']!r}")
     if o["backend"] is not None and not isinstance(o["backend"], str):
         raise UsageError(f"spec: backend must be a string, not {o['backend']!r}")
     if isinstance(o["seed"], bool) or not isinstance(o["seed"], int):

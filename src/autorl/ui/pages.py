@@ -197,7 +197,7 @@ def run_page(detail: dict[str, Any], timeline_svg: str, logs: dict[str, dict[str
     flags = "".join(f"<li><b>{escape(str(f.get('name')))}</b> ({escape(str(f.get('severity')))}): "
                     f"{escape(str(f.get('detail')))}"
                     f"{' — overridden: ' + escape(str(f['overrides'][-1].get('reason'))) if f.get('overrides') else ''}"
-                    "</li>" for f in detail.get("audit", []))
+                    f"{_judge_evidence(f)}</li>" for f in detail.get("audit", []))
     subs = result.get("submissions") or []
     sub_rows = "".join(
         f"<tr><td>{fmt(s.get('submission_id'))}</td><td>{fmt(s.get('status'))}</td><td class='num'>{fmt(s.get('score'))}</td>"
@@ -300,3 +300,12 @@ def compare_page(tasks: list[str], task: str | None, cmp: dict[str, Any] | None,
 <button type="submit">show</button></form>{rule}
 {f'<div class="figure" id="compare">{svg}</div><p><a href="/compare.svg?{escape(q)}&amp;download=1">download SVG</a> · <a href="/api/compare?{escape(q)}">JSON</a></p>{table}' if task else '<p class="muted">no runs recorded yet</p>'}"""
     return layout("compare", body, nonce=nonce)
+
+
+def _judge_evidence(flag: dict[str, Any]) -> str:
+    """A judge's flag's quoted evidence (``location: quote``, the agent's text: escaped, capped)."""
+    evidence = flag.get("evidence") if str(flag.get("name", "")).startswith("judge:") else None
+    if not isinstance(evidence, list) or not evidence:
+        return ""
+    items = "".join(f"<li><code>{escape(str(e)[:400])}</code></li>" for e in evidence[:10])
+    return f"<ul class='judge-evidence'>{items}</ul>"
