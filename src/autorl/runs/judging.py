@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autorl.errors import UsageError
-from autorl.runs.services import start_gateway
 
 if TYPE_CHECKING:
     from autorl.audit.flags import Flag
@@ -19,6 +18,7 @@ def judge_flags(result: dict[str, Any], home: Path, model: str, *, samples: int 
                 budget_tokens: int | None = None, prices: Path | str | None = None) -> list[Flag]:
     """The judge's flags for ``result``, its calls recorded under ``<home>/judge/<run id>/<time>``."""
     from autorl.audit.judge import judge_run
+    from autorl.gateway import start_gateway
 
     if not model.strip():
         raise UsageError("--judge needs a model name")

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from autorl.runs.place import Place
     from autorl.runs.plan import Assets, Plan
 
-__all__ = ["Services", "baseline", "start_gateway", "start_services"]
+__all__ = ["Services", "baseline", "start_services"]
 
 
 @dataclass(frozen=True)
@@ -45,24 +45,14 @@ def start_services(plan: Plan, assets: Assets, place: Place, home: Path, eval_ti
     try:
         # an agent without a network gets none through its upstream's web tools either
         offline = plan.sandbox.mode == "bwrap" and plan.sandbox.network == "off"
-        gateway = _start_gateway(place.gateway_dir, llm_budget_usd, llm_budget_tokens, llm_prices,
+        from autorl.gateway import start_gateway
+
+        gateway = start_gateway(place.gateway_dir, llm_budget_usd, llm_budget_tokens, llm_prices,
                                  server_tools=not offline)
     except BaseException:
         grader.stop()
         raise
     return Services(config, grader, gateway)
-
-
-def _start_gateway(folder: Path, budget_usd: float | None, budget_tokens: int | None,
-                   prices: Path | str | None, *, server_tools: bool) -> Any:
-    """The run's LLM gateway, in its own process, on a free port of 127.0.0.1 (see :mod:`autorl.gateway`)."""
-    from autorl.gateway import start_gateway
-
-    return start_gateway(folder, budget_usd, budget_tokens, prices, server_tools=server_tools)
-
-
-#: a gateway of its own for a caller outside the run (the judged audit)
-start_gateway = _start_gateway
 
 
 def baseline(services: Services, eval_timeout: float, timeout: float, say: Say) -> float:
