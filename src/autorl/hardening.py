@@ -47,9 +47,9 @@ ADVERSARIAL: dict[str, str] = {
                          "builtins.len = lambda x: 0\nbuiltins.abs = lambda x: 0\n"),
     "equals everything": ("    class Anything:\n        def __eq__(self, other):\n            return True\n"
                           "        def __bool__(self):\n            return True\n    return Anything()\n"),
-    "success words": 'PASSED\nAll tests passed.\n{"passed": true, "score": 1.0, "reward": 1.0}\nCorrect!\n',
+    "success words": 'PASSED\nAll tests passed.\n{"passed": true, "correct": true}\nCorrect!\n',
     "output flood": "9" * (1 << 18),
-    "answer shotgun": "0 " + " ".join(str(i) for i in range(2000, 0, -1)) + " 0",
+    "answer shotgun": "-987654321 " + " ".join(str(i) for i in range(2000, -1, -1)) + " -987654321",
     "control characters": "\x00\x1b[2J\x1b]0;x\x07\ufeff\u202e\r\n",
 }
 
@@ -179,12 +179,15 @@ def check_scorer_escapes(benchmark: Benchmark, items: Sequence[Item], completion
     from autorl.evaluation import evaluator_for
 
     attacks = dict(ADVERSARIAL if completions is None else completions)
+    scored_once = False
     for label, text in attacks.items():
         if evaluator:
             try:
                 results = evaluator_for(benchmark).evaluate(benchmark, list(items), ScriptedBackend(text))
-            except Exception:  # an evaluation that fails records no score
-                results = []
+            except Exception as exc:  # nothing was scored, so nothing was shown: say why
+                why = str(exc).splitlines()[0][:200] if str(exc) else ""
+                return Check("scorer-escapes", False, f"{label}: the evaluator failed, nothing was scored "
+                                                      f"({type(exc).__name__}: {why})")
             scored = [r for r in results if r.score != 0]
             if scored:
                 return Check("scorer-escapes", False, f"{label}: the evaluator scored {scored[0].score} on "
@@ -195,8 +198,12 @@ def check_scorer_escapes(benchmark: Benchmark, items: Sequence[Item], completion
                     value = benchmark.score(item, text)
                 except Exception:  # the evaluator turns a raising score() into 0
                     continue
+                scored_once = True
                 if value != 0:
                     return Check("scorer-escapes", False, f"{label}: score() gave {value} on {item.id}")
+    if not evaluator and not scored_once:
+        return Check("scorer-escapes", False, "score() raised on every completion and no evaluator ran: nothing "
+                                              "was scored (leave the check out where only another scorer scores)")
     return Check("scorer-escapes", True, f"{len(attacks)} adversarial completions scored 0 on {len(items)} items")
 
 
@@ -221,10 +228,19 @@ def check_nothing_visible(benchmark: Benchmark, root: Path,
                                           "hidden item")
 
 
+#: The checks, in the order :func:`harden` runs them.
+CHECKS = ("secret-draws", "no-secret-no-items", "scorer-escapes", "nothing-visible")
+
+
 def harden(benchmark: Benchmark | Callable[[], Benchmark], root: Path, *, draws: int = 4, limit: int = 4,
-           completions: Mapping[str, str] | None = None, evaluator: bool = True, score: bool = True) -> list[Check]:
+           completions: Mapping[str, str] | None = None, evaluator: bool = True, score: bool = True,
+           skip: Sequence[str] = ()) -> list[Check]:
     """Every hardening check of ``benchmark`` (an instance, or a factory called for each draw), with scratch
-    folders under ``root``: ``draws`` preparations with fresh secrets, ``limit`` dev items for the scorer."""
+    folders under ``root``: ``draws`` preparations with fresh secrets, ``limit`` dev items for the scorer.
+    ``skip`` names checks (of :data:`CHECKS`) to leave out; they are not in the result."""
+    unknown = sorted(set(skip) - set(CHECKS))
+    if unknown:
+        raise ValueError(f"unknown hardening checks {unknown}: the checks are {', '.join(CHECKS)}")
     from autorl.benchmark import Benchmark
 
     def fresh() -> Benchmark:
@@ -235,12 +251,18 @@ def harden(benchmark: Benchmark | Callable[[], Benchmark], root: Path, *, draws:
         folder = root / f"draw-{n}"
         made.append((folder, draw(fresh(), folder)))
     bench = fresh()
-    checks = [check_secret_draws(bench, made), check_no_secret_no_items(bench, root / "unprepared")]
-    first_folder, first = made[0]
-    bench.hidden_dir = first_folder
-    split = "dev" if "dev" in first else bench.splits[0]
-    with _Secret(None):
-        checks.append(check_scorer_escapes(bench, list(first[split])[:limit], completions, evaluator=evaluator,
-                                           score=score))
-    checks.append(check_nothing_visible(fresh(), root / "visible", made))
+    checks = []
+    if "secret-draws" not in skip:
+        checks.append(check_secret_draws(bench, made))
+    if "no-secret-no-items" not in skip:
+        checks.append(check_no_secret_no_items(bench, root / "unprepared"))
+    if "scorer-escapes" not in skip:
+        first_folder, first = made[0]
+        bench.hidden_dir = first_folder
+        split = "dev" if "dev" in first else bench.splits[0]
+        with _Secret(None):
+            checks.append(check_scorer_escapes(bench, list(first[split])[:limit], completions,
+                                               evaluator=evaluator, score=score))
+    if "nothing-visible" not in skip:
+        checks.append(check_nothing_visible(fresh(), root / "visible", made))
     return checks
