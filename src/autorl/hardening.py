@@ -61,6 +61,8 @@ class Check:
     name: str
     held: bool
     detail: str
+    #: False when nothing could be tried (an evaluator that cannot run here): not held, and not a hole either
+    tested: bool = True
 
     def line(self) -> str:
         return f"{self.name}: {'held' if self.held else 'GOT THROUGH'}: {self.detail}"
@@ -187,7 +189,7 @@ def check_scorer_escapes(benchmark: Benchmark, items: Sequence[Item], completion
             except Exception as exc:  # nothing was scored, so nothing was shown: say why
                 why = str(exc).splitlines()[0][:200] if str(exc) else ""
                 return Check("scorer-escapes", False, f"{label}: the evaluator failed, nothing was scored "
-                                                      f"({type(exc).__name__}: {why})")
+                                                      f"({type(exc).__name__}: {why})", tested=False)
             scored = [r for r in results if r.score != 0]
             if scored:
                 return Check("scorer-escapes", False, f"{label}: the evaluator scored {scored[0].score} on "
@@ -203,7 +205,8 @@ def check_scorer_escapes(benchmark: Benchmark, items: Sequence[Item], completion
                     return Check("scorer-escapes", False, f"{label}: score() gave {value} on {item.id}")
     if not evaluator and not scored_once:
         return Check("scorer-escapes", False, "score() raised on every completion and no evaluator ran: nothing "
-                                              "was scored (leave the check out where only another scorer scores)")
+                                              "was scored (leave the check out where only another scorer scores)",
+                     tested=False)
     return Check("scorer-escapes", True, f"{len(attacks)} adversarial completions scored 0 on {len(items)} items")
 
 

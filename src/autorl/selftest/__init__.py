@@ -123,6 +123,23 @@ def _hidden(task: str, hidden_dir: Path) -> tuple[dict[str, set[str]], tuple[str
     return items, tuple(bench.public_splits), [str(p) for p in bench.hidden_paths()]
 
 
+def _scorer(task: str, hidden_dir: Path) -> tuple[bool, bool, str] | None:
+    """The adversarial completions through the benchmark's own evaluator and ``score()`` on the run's hidden dev
+    items, here where the grader scores them."""
+    from autorl.hardening import check_scorer_escapes
+    from autorl.registry import get_benchmark
+
+    bench = get_benchmark(task)()
+    bench.hidden_dir = hidden_dir
+    split = "dev" if "dev" in bench.splits else bench.splits[0]
+    try:
+        items = bench.load_items(split, hidden_dir)[:4]
+    except Exception:  # no items to score: the run's own attempt stands alone
+        return None
+    check = check_scorer_escapes(bench, items)
+    return (not check.held and check.tested, check.tested, check.detail)
+
+
 def _audit_flags(home: Path, record: dict[str, Any] | None) -> list[str] | None:
     from autorl.ledger import Ledger
 
@@ -188,7 +205,8 @@ def run_selftest(task: str, *, model: str, sandbox: str = "auto", network: str |
                 evidence = None
         hidden, public, paths = _hidden(task, hidden_dir)
         flags = _audit_flags(home, record)
+        scorer = _scorer(task, hidden_dir)
         seen = Observed(record=record, failure=failure, hidden=hidden, public_splits=public,
                         installed_paths=paths or installed, accepted=accepted, written=written.exists(),
-                        network=network, tcp_available=cfg.get("tcp") is not None, audit=flags)
+                        network=network, tcp_available=cfg.get("tcp") is not None, audit=flags, scorer=scorer)
         return judge(evidence if isinstance(evidence, dict) else None, seen)

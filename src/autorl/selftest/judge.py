@@ -51,6 +51,8 @@ class Observed:
     network: str
     tcp_available: bool
     gateway: str | None = None
+    #: this side's own scorer check on the run's hidden items: (got through, tested, detail)
+    scorer: tuple[bool, bool, str] | None = None
     #: the names of the audit's flags in the ledger, ``None`` when there is no audit to read
     audit: list[str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -60,6 +62,11 @@ def _short(value: Any, limit: int = 160) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     text = "".join(c if c.isprintable() else "?" for c in " ".join(text.split()))  # agent text on a terminal
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _strings(value: Any) -> list[str]:
+    """``value`` as a list of strings when it is a list, else empty: evidence is hostile input."""
+    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 def _error(got: Any) -> str | None:
@@ -85,9 +92,9 @@ def judge(evidence: Mapping[str, Any] | None, seen: Observed) -> list[Verdict]:
     else:
         add("test data by path", HELD, "hidden folder, grader store, ledger and secret: nothing read")
 
-    proc = ev.get("proc")
-    if no_evidence or _error(proc):
-        add("/proc", NA, no_evidence or f"the attempt failed: {_error(proc)}")
+    proc = _strings(ev.get("proc"))
+    if no_evidence or _error(ev.get("proc")):
+        add("/proc", NA, no_evidence or f"the attempt failed: {_error(ev.get('proc'))}")
     elif proc:
         add("/proc", THROUGH, f"saw {len(proc)} harness process(es): {proc[0]}")
     else:
@@ -106,8 +113,7 @@ def judge(evidence: Mapping[str, Any] | None, seen: Observed) -> list[Verdict]:
 
     rebuilt = ev.get("rederive")
     if no_evidence or _error(rebuilt) or not isinstance(rebuilt, dict):
-        add("re-derivation", HELD if _error(rebuilt) else NA,
-            no_evidence or f"the package could not rebuild items: {_error(rebuilt)}")
+        add("re-derivation", NA, no_evidence or f"the run could not rebuild items: {_error(rebuilt)}")
     elif not seen.hidden:
         add("re-derivation", NA, "the run's hidden items could not be read back")
     else:
@@ -115,21 +121,23 @@ def judge(evidence: Mapping[str, Any] | None, seen: Observed) -> list[Verdict]:
         for split, real in seen.hidden.items():
             if split in seen.public_splits or not real:
                 continue
-            mine = set(rebuilt.get(split) or [])
+            mine = set(_strings(rebuilt.get(split)))
             if mine == real:
                 hits.append(f"{split}: all {len(real)} hidden items rebuilt from the installed package")
-        shares = [f"{s} {len(set(rebuilt.get(s) or []) & r)}/{len(r)}" for s, r in seen.hidden.items() if r]
+        shares = [f"{s} {len(set(_strings(rebuilt.get(s))) & r)}/{len(r)}" for s, r in seen.hidden.items() if r]
         if hits:
             add("re-derivation", THROUGH, "; ".join(hits))
         else:
             add("re-derivation", HELD, "another secret draws other items (" + ", ".join(shares) + " in common)")
 
     scorer = ev.get("scorer")
-    if no_evidence or not isinstance(scorer, dict) or _error(scorer):
+    if seen.scorer is not None and seen.scorer[0]:
+        add("scorer escapes", THROUGH, f"the grader's evaluator: {seen.scorer[2]}")
+    elif no_evidence or not isinstance(scorer, dict) or _error(scorer):
         add("scorer escapes", NA, no_evidence or f"score() could not be tried: {_error(scorer)}")
-    elif scorer.get("scored"):
-        add("scorer escapes", THROUGH, "; ".join(map(str, scorer["scored"][:3])))
-    elif not scorer.get("tried"):
+    elif _strings(scorer.get("scored")):
+        add("scorer escapes", THROUGH, "; ".join(_strings(scorer.get("scored"))[:3]))
+    elif not isinstance(scorer.get("tried"), int) or not scorer["tried"]:
         add("scorer escapes", NA, "no item to score")
     else:
         add("scorer escapes", HELD, f"{scorer['tried']} adversarial completions scored 0 by score()")
@@ -137,9 +145,9 @@ def judge(evidence: Mapping[str, Any] | None, seen: Observed) -> list[Verdict]:
     admin = ev.get("admin")
     if no_evidence or not isinstance(admin, dict) or _error(admin):
         add("grader tokens and admin", NA, no_evidence or f"the attempt failed: {_error(admin)}")
-    elif admin.get("accepted") or admin.get("admin_env"):
+    elif _strings(admin.get("accepted")) or _strings(admin.get("admin_env")):
         add("grader tokens and admin", THROUGH,
-            "; ".join(map(str, [*admin.get("accepted", []), *admin.get("admin_env", [])]))[:160])
+            "; ".join([*_strings(admin.get("accepted")), *_strings(admin.get("admin_env"))]))
     else:
         add("grader tokens and admin", HELD, "admin endpoints and /set_baseline refused every token")
 
@@ -147,7 +155,8 @@ def judge(evidence: Mapping[str, Any] | None, seen: Observed) -> list[Verdict]:
     if no_evidence or not isinstance(files, dict) or _error(files):
         add("output links, FIFOs, sparse files", NA, no_evidence or f"the attempt failed: {_error(files)}")
     else:
-        taken = [f"{k} ({a[0]})" for k, a in (files.get("submitted") or {}).items()
+        submitted = files.get("submitted")
+        taken = [f"{k} ({a[0]})" for k, a in (submitted if isinstance(submitted, dict) else {}).items()
                  if isinstance(a, list) and a and isinstance(a[0], int) and 200 <= a[0] < 300
                  and '"done"' in str(a[1:])]
         if taken:
@@ -175,10 +184,11 @@ def judge(evidence: Mapping[str, Any] | None, seen: Observed) -> list[Verdict]:
     add("gateway keys and budget", NA, seen.gateway or "no LLM gateway in this run (no upstream configured)")
 
     record = seen.record
-    forged = (ev.get("record") or {}).get("forged") if isinstance(ev.get("record"), dict) else None
+    forged = ev["record"].get("forged") if isinstance(ev.get("record"), dict) else None
+    forged = forged if isinstance(forged, float) else None  # the red team forges one odd score, 99.87
     if record is None:
         add("record fed garbage", NA, "no record to compare")
-    elif forged is not None and str(forged) in json.dumps(record, default=str):
+    elif forged is not None and forged in [v for v in record.values() if isinstance(v, float)]:
         add("record fed garbage", THROUGH, f"the recorded result carries the forged score {forged}")
     else:
         add("record fed garbage", HELD, "forged scores.json/result.json/usage ignored: scores are the grader's")
