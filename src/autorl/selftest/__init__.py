@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from autorl.errors import ResourceError
 from autorl.selftest.judge import NA, THROUGH, Observed, Verdict, judge
 
 __all__ = ["AGENT_DIR", "NA", "THROUGH", "Verdict", "run_selftest"]
@@ -197,12 +198,16 @@ def run_selftest(task: str, *, model: str, sandbox: str = "auto", network: str |
             accepted = {name: listener.count for name, listener in listeners.items()}
         record = _record(stdout)
         failure = (stderr.strip().splitlines() or ["no output"])[-1] if record is None else ""
-        evidence = None
-        if record and record.get("workspace"):
-            try:
-                evidence = read_json(Path(record["workspace"]), _EVIDENCE, limit=32 << 20)
-            except Exception:
-                evidence = None
+        # a workspace whose agent started has its log: without one, nothing was attacked
+        workspaces = sorted((home / "runs").glob("*/*/agent.log")) if (home / "runs").is_dir() else []
+        if record is None and not workspaces:
+            # the run never reached its agent (a benchmark that cannot run here): nothing was attacked
+            raise ResourceError(f"{task}: autorl run could not start the red team: {failure.removeprefix('error: ')}")
+        workspace = Path(record["workspace"]) if record and record.get("workspace") else workspaces[-1].parent
+        try:
+            evidence = read_json(workspace, _EVIDENCE, limit=32 << 20)
+        except Exception:  # no readable evidence is judged as such
+            evidence = None
         hidden, public, paths = _hidden(task, hidden_dir)
         flags = _audit_flags(home, record)
         scorer = _scorer(task, hidden_dir)

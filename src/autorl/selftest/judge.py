@@ -133,6 +133,8 @@ def judge(evidence: Mapping[str, Any] | None, seen: Observed) -> list[Verdict]:
     scorer = ev.get("scorer")
     if seen.scorer is not None and seen.scorer[0]:
         add("scorer escapes", THROUGH, f"the grader's evaluator: {seen.scorer[2]}")
+    elif seen.scorer is not None and seen.scorer[1] and (not isinstance(scorer, dict) or _error(scorer)):
+        add("scorer escapes", HELD, f"the grader's evaluator: {seen.scorer[2]} (score() could not run in the run)")
     elif no_evidence or not isinstance(scorer, dict) or _error(scorer):
         add("scorer escapes", NA, no_evidence or f"score() could not be tried: {_error(scorer)}")
     elif _strings(scorer.get("scored")):

@@ -96,16 +96,20 @@ def _scorer():
     bench = get_benchmark(task)()
     bench.hidden_dir = ws / "code" / "rederived"
     items = next((v for v in rebuilt_items.values() if v), [])[:3]
-    scored = []
+    scored, tried, failed = [], 0, ""
     for label, text in ADVERSARIAL.items():
         for item in items:
             try:
                 value = bench.score(item, text)
-            except Exception:
+            except Exception as exc:  # counted as not tried: a score() that cannot run here shows nothing
+                failed = f"{type(exc).__name__}: {exc}"[:200]
                 continue
+            tried += 1
             if value:
                 scored.append(f"{label} scored {value} on {item.id}")
-    return {"tried": len(ADVERSARIAL) * len(items), "scored": scored}
+    if not tried and failed:
+        return {"error": f"score() never ran: {failed}"}
+    return {"tried": tried, "scored": scored}
 
 
 @attempt("admin")
