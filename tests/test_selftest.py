@@ -13,7 +13,7 @@ import pytest
 
 from autorl.selftest.judge import ATTACKS, HELD, NA, THROUGH, Observed, judge
 
-from .conftest import cli
+from .conftest import cli, echo_answers, write_stub_checkpoint
 from .test_sandbox import needs_bwrap
 
 #: A test-only plugin, installed by putting its folder on PYTHONPATH: arith scored by a program's exit status.
@@ -57,10 +57,11 @@ def _by_attack(doc: dict[str, Any], task: str) -> dict[str, dict[str, str]]:
     return {v["attack"]: v for v in lines}
 
 
-def test_a_weakened_install_gets_each_hole_reported(tmp_path: Path, tiny_model: Path) -> None:
+def test_a_weakened_install_gets_each_hole_reported(tmp_path: Path) -> None:
     plugin = _weak_plugin(tmp_path / "weak-plugin")
+    stub = write_stub_checkpoint(tmp_path / "stub", echo_answers(5))  # a scripted model: no weights to build
     proc = cli("selftest", "--task", "echo", "--task", "weak-exitcode", "--sandbox", "none", "--model",
-               str(tiny_model), "--backend", "scripted", "--timeout", "60", "--limit", "5", "--json",
+               str(stub), "--backend", "scripted", "--timeout", "60", "--limit", "5", "--json",
                env={"PYTHONPATH": str(plugin), "AUTORL_HOME": str(tmp_path / "operator-home")})
     assert proc.returncode == 1, proc.stderr
     doc = json.loads(proc.stdout)
@@ -84,8 +85,9 @@ def test_a_weakened_install_gets_each_hole_reported(tmp_path: Path, tiny_model: 
     assert not (tmp_path / "operator-home" / "hidden").exists()  # the runs used a scratch home of their own
 
 
-def test_lines_are_printed_one_per_attack(tmp_path: Path, tiny_model: Path) -> None:
-    proc = cli("selftest", "--task", "echo", "--sandbox", "none", "--model", str(tiny_model), "--backend",
+def test_lines_are_printed_one_per_attack(tmp_path: Path) -> None:
+    stub = write_stub_checkpoint(tmp_path / "stub", echo_answers(5))
+    proc = cli("selftest", "--task", "echo", "--sandbox", "none", "--model", str(stub), "--backend",
                "scripted", "--timeout", "60", "--limit", "5", env={"AUTORL_HOME": str(tmp_path / "home")})
     assert proc.returncode == 1, proc.stderr
     lines = [line for line in proc.stdout.splitlines() if line.startswith("echo ")]
