@@ -16,6 +16,9 @@ Functions and classes:
         operator's AUTORL_HIDDEN_SECRET reproduces them, preparing again keeps them.
     check_train_data_holds_no_hidden_item(benchmark, root): the agent's training data holds no hidden item, as
         the run's audit looks for them.
+    check_hardening(benchmark, root, ...): every hardening check (:mod:`autorl.hardening`): hidden items not
+        rebuilt by another secret beyond chance, none loaded without prepared items, adversarial completions
+        score 0, the description and training data hold no hidden item; fails naming each hole.
     assert_plugin_discovered(name, distribution): ``autorl plugins`` lists the plugin.
     PolicyBackend(policy): a backend answering with ``policy(prompt)``, counting batched calls (for
         interactive benchmarks).
@@ -246,6 +249,25 @@ def check_train_data_holds_no_hidden_item(benchmark: Any, root: Path) -> None:
     assert all(items.values()), f"{benchmark.name}: no hidden items"
     flags = check_overlap(train, items)
     assert not flags, f"{benchmark.name}: hidden items in the training data: {[f.detail for f in flags]}"
+
+
+def check_hardening(benchmark: Any, root: Path, *, draws: int = 4, limit: int = 4,
+                    completions: dict[str, str] | None = None, evaluator: bool = True,
+                    score: bool = True, skip: Sequence[str] = ()) -> list[Any]:
+    """Run :func:`autorl.hardening.harden` on ``benchmark`` (an instance or a factory, e.g. the class) with scratch
+    folders under ``root`` and fail with one line per check that got through; returns the checks.
+
+    ``draws`` preparations with fresh secrets; ``limit`` dev items scored with each adversarial completion
+    (:data:`autorl.hardening.ADVERSARIAL`, or ``completions``) through the evaluator and/or ``score()``;
+    ``skip`` leaves checks out by name (say why beside the call).
+    """
+    from autorl.hardening import harden
+
+    checks = harden(benchmark, root, draws=draws, limit=limit, completions=completions, evaluator=evaluator,
+                    score=score, skip=skip)
+    holes = [c.line() for c in checks if not c.held]
+    assert not holes, "hardening checks got through:\n" + "\n".join(holes)
+    return checks
 
 
 class PolicyBackend(Backend):

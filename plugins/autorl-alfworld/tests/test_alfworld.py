@@ -210,6 +210,17 @@ def test_hidden_games_contract_offline(tmp_path: Path) -> None:
     check_hidden_items_secret(AlfWorldBenchmark({**SMALL, "dev_games": 2, "test_games": 2}), tmp_path)
 
 
+def test_hardening_checks(tmp_path: Path) -> None:
+    """Adversarial actions (exits, floods, success words, control characters) solve no game."""
+    from autorl.hardening import ADVERSARIAL
+    from autorl.testing import check_hardening
+
+    small = {**SMALL, "train_games": 2, "dev_games": 2, "test_games": 2, "max_steps": 5}
+    actions = {k: ADVERSARIAL[k] for k in ("os._exit(0) at top level", "success words", "output flood",
+                                           "control characters")}
+    check_hardening(lambda: AlfWorldBenchmark(small), tmp_path, draws=2, limit=1, completions=actions)
+
+
 def test_hidden_games_contract_official(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The official valid_unseen games are split into dev and test with the secret; ids follow the games."""
     import shutil

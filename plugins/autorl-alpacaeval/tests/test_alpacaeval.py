@@ -116,6 +116,13 @@ def test_hidden_split_comes_from_the_secret(mirror: Path, tmp_path: Path) -> Non
     assert AlpacaEvalBenchmark().hidden_paths() == [mirror]  # the mirror is masked in the sandbox
 
 
+def test_hardening_checks(mirror: Path, tmp_path: Path) -> None:
+    from autorl.testing import check_hardening
+
+    # left out: a remote judge scores alpacaeval (its own tests hold the judge against a scripted endpoint)
+    check_hardening(lambda: AlpacaEvalBenchmark({"dev_size": 10}), tmp_path, skip=("scorer-escapes",))
+
+
 def test_dev_and_test_split_the_805(mirror: Path, tmp_path: Path) -> None:
     bench = AlpacaEvalBenchmark({"dev_size": 10})
     bench.prepare_eval_data(tmp_path / "hidden")

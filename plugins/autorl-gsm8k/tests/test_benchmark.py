@@ -130,6 +130,12 @@ def test_hidden_items_contract(mirror: Path, tmp_path: Path) -> None:
     check_hidden_items_secret(GSM8K(), tmp_path / "contract")
 
 
+def test_hardening_checks(mirror: Path, tmp_path: Path) -> None:
+    from autorl.testing import check_hardening
+
+    check_hardening(GSM8K, tmp_path)
+
+
 def test_agent_data_leaves_out_the_secret_dev_slice(mirror: Path, tmp_path: Path) -> None:
     """Each installation's dev slice is another part of the train split, and its agents never get it."""
     seen = []

@@ -45,6 +45,35 @@ def test_hidden_items_contract(tmp_path: Path) -> None:
     check_hidden_items_secret(HumanEval(), tmp_path)
 
 
+def test_hardening_checks(tmp_path: Path) -> None:
+    """No secret, no items; the escapes of autorl.hardening score 0 through the sandboxed checker and score()."""
+    from autorl.testing import check_hardening
+
+    check_hardening(lambda: HumanEval({"isolation": isolation()}), tmp_path, limit=2)
+
+
+def test_near_duplicate_problems_share_a_part_of_every_draw() -> None:
+    import random
+
+    from autorl_humaneval.benchmark import N_DEV, N_TRAIN, SIBLINGS, _siblings_together
+
+    from autorl import Item
+    from autorl.audit.overlap import NgramIndex  # the audit reads items this way
+
+    problems = _problems()
+    index = NgramIndex(("all", Item(str(k), {"prompt": p["prompt"]})) for k, p in enumerate(problems))
+    shared = {tuple(sorted((k, int(hit.split(":")[1])))) for k, p in enumerate(problems)
+              for text in (p["prompt"], json.dumps(p)) for hit in index.matches(text) if int(hit.split(":")[1]) != k}
+    assert shared == set(SIBLINGS)  # every pair the audit would match, and no other
+    for seed in range(200):
+        order = list(range(len(problems)))
+        random.Random(seed).shuffle(order)
+        together = _siblings_together(order)
+        assert sorted(together) == list(range(len(problems)))
+        cut = [set(together[:N_TRAIN]), set(together[N_TRAIN:N_TRAIN + N_DEV]), set(together[N_TRAIN + N_DEV:])]
+        assert all(any({a, b} <= part for part in cut) for a, b in SIBLINGS), seed
+
+
 def test_two_secrets_draw_different_splits_and_train_follows_the_draw(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     from autorl.resources import prepare_data

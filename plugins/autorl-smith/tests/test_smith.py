@@ -120,6 +120,13 @@ def test_hidden_items_contract(tmp_path: Path, home: Path, held: bool) -> None:
     check_hidden_items_secret(_bench(tmp_path / "b", "contract"), tmp_path / "check")
 
 
+def test_hardening_checks(tmp_path: Path, home: Path) -> None:
+    from autorl.testing import check_hardening
+
+    make_folder(tmp_path / "b", "hardened", rows=[{"question": f"q{k}", "answer": str(k)} for k in range(50)])
+    check_hardening(lambda: _bench(tmp_path / "b", "hardened"), tmp_path / "check")
+
+
 def test_two_secrets_draw_different_splits_and_train_follows_the_draw(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     from autorl.resources import prepare_data

@@ -162,6 +162,16 @@ def test_hidden_goals_come_from_the_secret(tmp_path: Path) -> None:
     from autorl.testing import check_hidden_items_secret
 
     check_hidden_items_secret(WebShopBenchmark({**SMALL, "source": "generated"}), tmp_path)
+
+
+def test_hardening_checks(tmp_path: Path) -> None:
+    """Adversarial actions (exits, floods, success words, control characters) buy nothing."""
+    from autorl.testing import check_hardening
+
+    # left out: generated dev and test goals can name the very product, options and price bound of a training
+    # goal (the catalog is small), which the audit reads as a hidden item in the training data
+    check_hardening(lambda: WebShopBenchmark({**SMALL, "source": "generated"}), tmp_path, limit=2,
+                    skip=("nothing-visible",))
     # the package's own seeds do not give the hidden goals (before, dev was make_goals(catalog, n, seed=2))
     bench = WebShopBenchmark({**SMALL, "source": "generated"})
     bench.prepare_eval_data(tmp_path / "hidden")

@@ -46,7 +46,7 @@ class Arith(Benchmark):
     Each item asks for the sum of two two-digit numbers. The model must answer with the number.
 
     ## Data
-    `data/train.jsonl`: one JSON object a line, `{"question": "What is 23+45?", "answer": "68"}`.
+    `data/train.jsonl`: one JSON object a line, `{"question": "What is 28+26?", "answer": "54"}`.
     The grader's dev (300) and test (500) items are other pairs, never in the training data, drawn from the
     remaining pairs with a secret only the grader holds.
 

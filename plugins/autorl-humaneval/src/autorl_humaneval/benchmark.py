@@ -26,6 +26,10 @@ from autorl_humaneval.sandbox import Check, Limits, resolve_isolation, run_check
 
 N_TRAIN = 82  # the reference harness's shape: 82 problems train, the other 82 are hidden (41 dev, 41 test)
 N_DEV = 41
+#: Problems whose prompts share a run of words the audit matches (filter_by_substring and filter_by_prefix,
+#: sort_third and sort_even, fib4 and fibfib...): each pair stays in one part of the draw, else the training data
+#: (or an agent's copy of its prompts) would hold the hidden one as the audit reads items.
+SIBLINGS = ((7, 29), (33, 37), (40, 43), (46, 63), (56, 61), (71, 157))
 
 
 def _problems() -> list[dict[str, Any]]:
@@ -82,13 +86,32 @@ class HumanEvalEvaluator(GenerationEvaluator):
         return {"isolation": self.mode} if self.mode else {}
 
 
+def _siblings_together(order: list[int]) -> list[int]:
+    """``order`` with each of ``SIBLINGS``' second problem swapped into its first's part of the split."""
+    order = list(order)
+    bounds = (N_TRAIN, N_TRAIN + N_DEV, len(order))
+
+    def part(index: int) -> int:
+        return next(k for k, end in enumerate(bounds) if order.index(index) < end)
+
+    paired = {i for pair in SIBLINGS for i in pair}
+    for a, b in SIBLINGS:
+        if part(a) != part(b):
+            start = (0, *bounds)[part(a)]
+            x = next(i for i in order[start:bounds[part(a)]] if i not in paired)
+            ia, ix = order.index(b), order.index(x)
+            order[ia], order[ix] = x, b
+    return order
+
+
 class HumanEval(Benchmark):
     """HumanEval (164 Python problems), pass@1 with greedy decoding."""
 
     name = "humaneval"
     #: 2: tests run in a checker process; a pass is the checker's token, not an exit status.
     #: 3: the train/dev/test split is drawn with the installation's secret (it was the problems' order).
-    version = "3"
+    #: 4: near-duplicate problems (``SIBLINGS``) stay in one part of the split.
+    version = "4"
     #: HumanEval's problems are public by nature: whoever holds the published file holds dev and test too.
     dev_public = True
     eval_config = EvalConfig(
@@ -140,6 +163,7 @@ class HumanEval(Benchmark):
         problems = _problems()
         order = list(range(len(problems)))
         secret_rng(hidden_dir, f"{self.name}/v{self.version}/splits").shuffle(order)
+        order = _siblings_together(order)
         cuts = {"train": order[:N_TRAIN], "dev": order[N_TRAIN:N_TRAIN + N_DEV], "test": order[N_TRAIN + N_DEV:]}
         return {split: [problems[i] for i in sorted(picked)] for split, picked in cuts.items()}
 

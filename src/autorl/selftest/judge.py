@@ -1,0 +1,214 @@
+"""Verdicts of ``autorl selftest``: what the red team's evidence and the orchestrator's own observations say.
+
+Pure functions: the red team writes what it got (hostile input, read through :mod:`autorl.untrusted` by the
+caller), the orchestrator adds what only it knows (the run's hidden items, which listener accepted, which host
+file appeared, the record ``autorl run`` printed), and each attack becomes one :class:`Verdict`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+HELD, THROUGH, NA = "held", "GOT THROUGH", "n/a"
+
+#: The attack lines, in the order they print.
+ATTACKS = (
+    "test data by path", "/proc", "installed code", "re-derivation", "scorer escapes", "grader tokens and admin",
+    "output links, FIFOs, sparse files", "host sockets", "network off", "write outside the workspace",
+    "gateway keys and budget", "record fed garbage", "audit fed garbage", "run recorded",
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One attack: held, GOT THROUGH or n/a, with the evidence in one line."""
+
+    attack: str
+    status: str
+    evidence: str
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+    def line(self) -> str:
+        return f"{self.attack:<36} {self.status:<12} {self.evidence}"
+
+
+@dataclass
+class Observed:
+    """What the orchestrator saw of one run, besides the red team's evidence."""
+
+    record: dict[str, Any] | None
+    failure: str
+    hidden: Mapping[str, set[str]]
+    public_splits: Sequence[str]
+    installed_paths: Sequence[str]
+    accepted: Mapping[str, int]
+    written: bool
+    network: str
+    tcp_available: bool
+    gateway: str | None = None
+    #: this side's own scorer check on the run's hidden items: (got through, tested, detail)
+    scorer: tuple[bool, bool, str] | None = None
+    #: the names of the audit's flags in the ledger, ``None`` when there is no audit to read
+    audit: list[str] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    text = "".join(c if c.isprintable() else "?" for c in " ".join(text.split()))  # agent text on a terminal
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _strings(value: Any) -> list[str]:
+    """``value`` as a list of strings when it is a list, else empty: evidence is hostile input."""
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def _error(got: Any) -> str | None:
+    return str(got["error"]) if isinstance(got, dict) and "error" in got else None
+
+
+def judge(evidence: Mapping[str, Any] | None, seen: Observed) -> list[Verdict]:
+    """One verdict per attack of :data:`ATTACKS`."""
+    ev = dict(evidence or {})
+    v: list[Verdict] = []
+    no_evidence = "the red team left no evidence" if evidence is None else None
+
+    def add(attack: str, status: str, why: str) -> None:
+        v.append(Verdict(attack, status, _short(why)))
+
+    paths = ev.get("paths")
+    read = {p: got for p, got in paths.items() if p not in seen.installed_paths} if isinstance(paths, dict) else {}
+    if no_evidence:
+        add("test data by path", NA, no_evidence)
+    elif read:
+        first = next(iter(read))
+        add("test data by path", THROUGH, f"read {first}: {read[first]!r}")
+    else:
+        add("test data by path", HELD, "hidden folder, grader store, ledger and secret: nothing read")
+
+    proc = _strings(ev.get("proc"))
+    if no_evidence or _error(ev.get("proc")):
+        add("/proc", NA, no_evidence or f"the attempt failed: {_error(ev.get('proc'))}")
+    elif proc:
+        add("/proc", THROUGH, f"saw {len(proc)} harness process(es): {proc[0]}")
+    else:
+        add("/proc", HELD, "no grader or orchestrator process visible")
+
+    installed = {p: got for p, got in paths.items() if p in seen.installed_paths} if isinstance(paths, dict) else {}
+    if not seen.installed_paths:
+        add("installed code", NA, "the benchmark names no installed evaluation data (hidden_paths)")
+    elif no_evidence:
+        add("installed code", NA, no_evidence)
+    elif installed:
+        first = next(iter(installed))
+        add("installed code", THROUGH, f"read installed evaluation data {first}")
+    else:
+        add("installed code", HELD, f"{len(seen.installed_paths)} installed evaluation file(s) masked")
+
+    rebuilt = ev.get("rederive")
+    if no_evidence or _error(rebuilt) or not isinstance(rebuilt, dict):
+        add("re-derivation", NA, no_evidence or f"the run could not rebuild items: {_error(rebuilt)}")
+    elif not seen.hidden:
+        add("re-derivation", NA, "the run's hidden items could not be read back")
+    else:
+        hits = []
+        for split, real in seen.hidden.items():
+            if split in seen.public_splits or not real:
+                continue
+            mine = set(_strings(rebuilt.get(split)))
+            if mine == real:
+                hits.append(f"{split}: all {len(real)} hidden items rebuilt from the installed package")
+        shares = [f"{s} {len(set(_strings(rebuilt.get(s))) & r)}/{len(r)}" for s, r in seen.hidden.items() if r]
+        if hits:
+            add("re-derivation", THROUGH, "; ".join(hits))
+        else:
+            add("re-derivation", HELD, "another secret draws other items (" + ", ".join(shares) + " in common)")
+
+    scorer = ev.get("scorer")
+    if seen.scorer is not None and seen.scorer[0]:
+        add("scorer escapes", THROUGH, f"the grader's evaluator: {seen.scorer[2]}")
+    elif seen.scorer is not None and seen.scorer[1] and (not isinstance(scorer, dict) or _error(scorer)):
+        add("scorer escapes", HELD, f"the grader's evaluator: {seen.scorer[2]} (score() could not run in the run)")
+    elif no_evidence or not isinstance(scorer, dict) or _error(scorer):
+        add("scorer escapes", NA, no_evidence or f"score() could not be tried: {_error(scorer)}")
+    elif _strings(scorer.get("scored")):
+        add("scorer escapes", THROUGH, "; ".join(_strings(scorer.get("scored"))[:3]))
+    elif not isinstance(scorer.get("tried"), int) or not scorer["tried"]:
+        add("scorer escapes", NA, "no item to score")
+    else:
+        add("scorer escapes", HELD, f"{scorer['tried']} adversarial completions scored 0 by score()")
+
+    admin = ev.get("admin")
+    if no_evidence or not isinstance(admin, dict) or _error(admin):
+        add("grader tokens and admin", NA, no_evidence or f"the attempt failed: {_error(admin)}")
+    elif _strings(admin.get("accepted")) or _strings(admin.get("admin_env")):
+        add("grader tokens and admin", THROUGH,
+            "; ".join([*_strings(admin.get("accepted")), *_strings(admin.get("admin_env"))]))
+    else:
+        add("grader tokens and admin", HELD, "admin endpoints and /set_baseline refused every token")
+
+    files = ev.get("files")
+    if no_evidence or not isinstance(files, dict) or _error(files):
+        add("output links, FIFOs, sparse files", NA, no_evidence or f"the attempt failed: {_error(files)}")
+    else:
+        submitted = files.get("submitted")
+        taken = [f"{k} ({a[0]})" for k, a in (submitted if isinstance(submitted, dict) else {}).items()
+                 if isinstance(a, list) and a and isinstance(a[0], int) and 200 <= a[0] < 300
+                 and '"done"' in str(a[1:])]
+        if taken:
+            add("output links, FIFOs, sparse files", THROUGH, "scored a submission of " + ", ".join(taken))
+        else:
+            add("output links, FIFOs, sparse files", HELD, "link, FIFO and 1 TiB sparse submissions not scored")
+
+    for attack, key in (("host sockets", "unix"), ("network off", "tcp")):
+        if key == "tcp" and seen.network != "off":
+            add(attack, NA, "the run's network is on (--network off tests it)")
+        elif key == "tcp" and not seen.tcp_available:
+            add(attack, NA, "this machine has no non-loopback address to listen on")
+        elif seen.accepted.get(key, 0):
+            add(attack, THROUGH, f"the host's {'Unix socket' if key == 'unix' else 'TCP listener'} accepted "
+                                 f"{seen.accepted[key]} connection(s) from the run")
+        else:
+            got = ev.get("sockets", {}).get(key) if isinstance(ev.get("sockets"), dict) else None
+            add(attack, HELD, f"no connection reached the host ({got or 'not attempted'})")
+
+    if seen.written:
+        add("write outside the workspace", THROUGH, "a host file outside the workspace was written by the run")
+    else:
+        add("write outside the workspace", HELD, f"host file untouched ({ev.get('write') or 'not attempted'})")
+
+    add("gateway keys and budget", NA, seen.gateway or "no LLM gateway in this run (no upstream configured)")
+
+    record = seen.record
+    forged = ev["record"].get("forged") if isinstance(ev.get("record"), dict) else None
+    forged = forged if isinstance(forged, float) else None  # the red team forges one odd score, 99.87
+    if record is None:
+        add("record fed garbage", NA, "no record to compare")
+    elif forged is not None and forged in [v for v in record.values() if isinstance(v, float)]:
+        add("record fed garbage", THROUGH, f"the recorded result carries the forged score {forged}")
+    else:
+        add("record fed garbage", HELD, "forged scores.json/result.json/usage ignored: scores are the grader's")
+
+    flags = seen.audit
+    broken = sorted({f for f in flags or [] if f in ("audit-failed", "audit-pending")})
+    if record is None or flags is None:
+        add("audit fed garbage", NA, "no recorded audit to read")
+    elif broken:
+        add("audit fed garbage", THROUGH, f"the garbage broke the audit: {', '.join(broken)}")
+    elif "audit-incomplete" in flags:
+        add("audit fed garbage", HELD, "the audit was cut short and says so (audit-incomplete)")
+    else:
+        add("audit fed garbage", HELD, f"the audit finished over NUL, deep, odd-named and 64 GiB sparse files "
+                                       f"({len(flags)} flag(s))")
+
+    if record is None:
+        add("run recorded", THROUGH, seen.failure or "autorl run printed no record")
+    else:
+        add("run recorded", HELD, f"run {record.get('run_id', '?')} recorded ({record.get('end_reason', '?')})")
+    return v
