@@ -73,6 +73,9 @@ class RunRow:
     #: a run's stable key inside a study (sweep), and the study's name; empty for a single run
     run_key: str | None = None
     sweep: str | None = None
+    #: the planted decoys the agent touched (``decoy:opened:<name>``, ``decoy:token:...``, ``decoy:canary:...``;
+    #: see autorl.decoys); None: the run had no decoys
+    decoys: list[str] | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunRow:

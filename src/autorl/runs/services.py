@@ -38,19 +38,22 @@ class Services:
 
 def start_services(plan: Plan, assets: Assets, place: Place, home: Path, eval_timeout: float, limit: int | None,
                    llm_budget_usd: float | None, llm_budget_tokens: int | None,
-                   llm_prices: Path | str | None) -> Services:
-    """The grader on the run's port with its own tokens, and the LLM gateway on a free one."""
+                   llm_prices: Path | str | None, decoy_tokens: dict[str, str] | None = None) -> Services:
+    """The grader on the run's port with its own tokens, and the LLM gateway on a free one; both refuse the
+    run's ``decoy_tokens`` as any wrong token and note them (:mod:`autorl.decoys`)."""
+    decoy_tokens = dict(decoy_tokens or {})
     config = GraderConfig.for_run(task=plan.task, workspace=place.root, output_dir=place.workspace.output,
                                   store_dir=place.store_dir, data=assets.data, base=assets.model, backend=plan.backend,
                                   home=home, backend_options=plan.backend_options,
                                   benchmark_options=plan.benchmark_options, eval_timeout=eval_timeout,
-                                  workers=plan.gpus.grader_workers(), limit=limit)
+                                  workers=plan.gpus.grader_workers(), limit=limit,
+                                  decoy_tokens=decoy_tokens)
     grader = GraderProcess(config, place.store_dir / "config.json", place.port, grader_log_path(place.store_dir))
     try:
         # an agent without a network gets none through its upstream's web tools either
         offline = plan.sandbox.mode == "bwrap" and plan.sandbox.network == "off"
         gateway = _start_gateway(place.gateway_dir, llm_budget_usd, llm_budget_tokens, llm_prices,
-                                 server_tools=not offline)
+                                 server_tools=not offline, decoy_tokens=decoy_tokens)
     except BaseException:
         grader.stop()
         raise
@@ -58,7 +61,8 @@ def start_services(plan: Plan, assets: Assets, place: Place, home: Path, eval_ti
 
 
 def _start_gateway(folder: Path, budget_usd: float | None, budget_tokens: int | None,
-                   prices: Path | str | None, *, server_tools: bool) -> Any:
+                   prices: Path | str | None, *, server_tools: bool,
+                   decoy_tokens: dict[str, str] | None = None) -> Any:
     """The run's LLM gateway, in its own process, on a free port of 127.0.0.1 (see :mod:`autorl.gateway`)."""
     from autorl.gateway import GatewayProcess, load_prices, new_config, upstreams_from_env
 
@@ -72,7 +76,8 @@ def _start_gateway(folder: Path, budget_usd: float | None, budget_tokens: int | 
     folder = private_dir(folder)
     config = new_config(folder, budget_usd=budget_usd, budget_tokens=budget_tokens,
                         prices_path=str(Path(prices).expanduser().resolve()) if prices else None,
-                        timeout_s=float(os.environ.get("AUTORL_LLM_TIMEOUT_S", "600")), server_tools=server_tools)
+                        timeout_s=float(os.environ.get("AUTORL_LLM_TIMEOUT_S", "600")), server_tools=server_tools,
+                        decoy_tokens=dict(decoy_tokens or {}))
     return GatewayProcess(config, folder / "config.json", free_port(), folder / "gateway.log")
 
 
