@@ -11,7 +11,17 @@ from typing import Any
 
 import pytest
 
-from autorl.decoys import HITS_NAME, LAYOUT, MAX_HITS_BYTES, Planted, hits, note_token, plant, read_by_atime
+from autorl.decoys import (
+    HITS_NAME,
+    LAYOUT,
+    MAX_HITS_BYTES,
+    Planted,
+    hits,
+    note_token,
+    plant,
+    read_by_atime,
+    record,
+)
 
 from .conftest import cli
 from .test_run import agent_folder
@@ -99,6 +109,7 @@ def test_a_cheating_agent_is_recorded_and_flagged_and_cannot_tell_a_decoy_token(
     assert "decoy:canary:dev-answers@code/train_extra.jsonl" in touched
     # no decoy token is noted for the wrong tokens, and none of the decoy files is itself canary evidence
     assert not any(e.startswith("decoy:canary:") and "/.cache/" in e for e in touched)
+    assert result["meta"]["decoys"]["watch"] == "inotify"  # Linux: the reads were seen as they happened
     flags = {f["name"]: f for f in result["audit"]}
     assert flags["decoy-taken"]["severity"] == "high"
     assert set(flags["decoy-taken"]["evidence"]) == touched
@@ -133,6 +144,10 @@ def test_a_read_moves_the_access_time_watch(tmp_path: Path) -> None:
     (tmp_path / ".autorl" / "upstream.env").read_bytes()
     assert read_by_atime(tmp_path, planted) == {"upstream-key"}
     assert Planted.from_dict(planted.to_dict()) == planted
+    # a run whose watch was lost (its orchestrator died: `autorl recover`) is recorded from the access times
+    evidence, meta = record(planted.to_dict(), str(tmp_path), None, [])
+    assert evidence == ["decoy:opened:upstream-key"] and meta["watch"] == "atime"
+    assert record(None, str(tmp_path), None, []) == (None, {"planted": False})
 
 
 def test_token_notes_are_capped_and_only_for_decoys(tmp_path: Path) -> None:
