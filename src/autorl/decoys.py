@@ -20,13 +20,13 @@ import secrets
 import select
 import struct
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HITS_NAME", "Decoy", "DecoyWatch", "Planted", "canaries", "decoy_paths", "hits", "note_token", "plant",
-           "read_by_atime"]
+__all__ = ["HITS_NAME", "Decoy", "DecoyWatch", "Planted", "hits", "note_token", "plant",
+           "read_by_atime", "record"]
 
 #: the file a service notes decoy tokens in (in its own folder)
 HITS_NAME = "decoy-hits.jsonl"
@@ -104,7 +104,10 @@ def _write_beneath(root: Path, rel: str, data: bytes) -> bool:
     """Write ``root/rel`` as a new file, never through a link: every folder is opened without following one,
     the file is created exclusively. False (nothing written) when any part of the path is taken."""
     *folders, name = rel.split("/")
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
     try:
         for part in folders:
             with contextlib.suppress(FileExistsError):
@@ -261,15 +264,6 @@ def read_by_atime(root: Path, planted: Planted) -> set[str]:
                     os.stat(root / d.rel, follow_symlinks=False).st_atime_ns > planted.atimes[d.name]:
                 read.add(d.name)
     return read
-
-
-def canaries(planted: Planted) -> dict[str, str]:
-    """canary -> decoy name."""
-    return {d.canary: d.name for d in planted.decoys}
-
-
-def decoy_paths(planted: Planted) -> Sequence[str]:
-    return [d.rel for d in planted.decoys]
 
 
 def record(planted: Mapping[str, Any] | None, workspace: str, watched: Mapping[str, Any] | None,
