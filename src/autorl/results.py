@@ -76,6 +76,9 @@ class RunRow:
     sweep: str | None = None
     #: why the headline is not the run's own: ``base-model (judge:...)`` when a judge's critical flag stands
     headline_rule: str | None = None
+    #: the planted decoys the agent touched (``decoy:opened:<name>``, ``decoy:token:...``, ``decoy:canary:...``;
+    #: see autorl.decoys); None: the run had no decoys
+    decoys: list[str] | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunRow:

@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from autorl.decoys import plant
 from autorl.errors import UsageError
 from autorl.gateway.agent_env import operator_variables
 from autorl.ledger import Ledger
@@ -59,6 +60,7 @@ def run(
     llm_prices: Path | str | None = None,
     audit_judge: str | None = None,
     audit_judge_samples: int = 1,
+    decoys: bool = True,
 ) -> RunResult:
     """Run one agent on one task from one base model, and record the result.
 
@@ -85,6 +87,7 @@ def run(
         llm_prices: a YAML/JSON price table overriding the gateway's (default ``AUTORL_LLM_PRICES``).
         audit_judge: a judge model that also audits the run (:mod:`autorl.runs.judging`), with
             ``audit_judge_samples`` samples.
+        decoys: plant decoys in the workspace and record which the agent touched (:mod:`autorl.decoys`).
     """
     say = log or to_stderr
     if timeout <= 0:
@@ -99,8 +102,9 @@ def run(
     plan = resolve(agent, task, backend, gpus, sandbox, network, agent_env, benchmark_options, backend_options, say)
     assets = acquire(plan, model, home)
     place = make_place(plan, assets, home, runs_dir, port, timeout, say)
+    planted = plant(place.root, task, place.url) if decoys else None
     services = start_services(plan, assets, place, home, eval_timeout, limit, llm_budget_usd, llm_budget_tokens,
-                              llm_prices)
+                              llm_prices, decoy_tokens=planted.tokens if planted else None)
     bwrap = plan.sandbox.mode == "bwrap"
     facts = RunFacts(
         run_id=place.run_id, task=task, agent=plan.agent_name, base_model=assets.model.spec, started=started,
@@ -110,7 +114,7 @@ def run(
         hidden_dir=str(assets.data.hidden_dir), benchmark_options=plan.benchmark_options,
         network=plan.sandbox.network, sandbox_warning=plan.sandbox_warning,
         tmp_dir=str(place.tmp_dir) if bwrap else None, watch_dir=str(place.watch_dir),
-        gateway_dir=str(place.gateway_dir))
+        gateway_dir=str(place.gateway_dir), decoys=planted.to_dict() if planted else None)
     live = Ledger(home / "autorl.db")
     live.start_run(facts.to_dict())
     stack = contextlib.ExitStack()
@@ -119,7 +123,8 @@ def run(
         deadline = baseline(services, eval_timeout, timeout, say)
         facts = replace(facts, deadline=deadline, agent_started=deadline - timeout)
         live.update_live(place.run_id, deadline=facts.deadline, agent_started=facts.agent_started)
-        agent_run = run_the_agent(plan, assets, place, services, stack, home, deadline, seed, grace_s, say)
+        agent_run = run_the_agent(plan, assets, place, services, stack, home, deadline, seed, grace_s, say,
+                                  decoys=planted)
         collected = collect_from(services.grader, place.store_dir, task, eval_timeout, final_test, say)
     except BaseException:
         live.end_run(place.run_id)  # nothing will be recorded for it
@@ -129,6 +134,7 @@ def run(
         services.stop()
     gateway = services.gateway
     ending = Ending(outcome=agent_run.outcome, finished=time.time(), watch=dict(agent_run.watch),
-                    gateway=gateway.summary, gateway_error=gateway.error, grader_restarts=services.grader.restarts)
+                    gateway=gateway.summary, gateway_error=gateway.error, grader_restarts=services.grader.restarts,
+                    decoys=agent_run.decoys)
     return finish(facts, collected, ending, plan.benchmark, home, audit=audit, audit_budget_s=audit_budget_s,
                   say=say, judge=(audit_judge, audit_judge_samples) if audit_judge else None)

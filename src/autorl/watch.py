@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,14 +41,16 @@ def interval_from_env() -> float:
 class Watcher(Ticker):
     """Lists ``sources`` ((label, root) pairs) every ``interval`` seconds into ``out_dir`` until stopped."""
 
-    def __init__(self, sources: Sequence[tuple[str, Path]], out_dir: Path, interval: float = INTERVAL_S) -> None:
+    def __init__(self, sources: Sequence[tuple[str, Path]], out_dir: Path, interval: float = INTERVAL_S,
+                 seen: Mapping[str, tuple[int, int]] | None = None) -> None:
+        """``seen``: files (where -> size, mtime_ns) taken as already recorded in that state (not read)."""
         super().__init__("autorl-watch", interval)
         self.sources = list(sources)
         self.out_dir = out_dir
         self.passes = 0
         self.entries = 0
         self.copied_bytes = 0
-        self._seen: dict[str, tuple[int, int]] = {}
+        self._seen: dict[str, tuple[int, int]] = dict(seen or {})
         (out_dir / "blobs").mkdir(parents=True, exist_ok=True, mode=0o700)
         self._listing = (out_dir / LISTING).open("a", encoding="utf-8")
 

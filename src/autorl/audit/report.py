@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autorl.audit.checks import check_harness, check_refusals, check_sandbox, check_scores
+from autorl.audit.checks import DecoyCheck, check_harness, check_refusals, check_sandbox, check_scores
 from autorl.audit.downloads import DownloadCheck
 from autorl.audit.flags import INFO, MEDIUM, Flag
 from autorl.audit.overlap import NgramIndex, match_hidden, overlap_flags
@@ -69,14 +69,17 @@ def audit_run(result: dict[str, Any], *, benchmark: Benchmark, variants: Sequenc
     index = NgramIndex((split, item) for split, items in hidden.items() for item in items)
     per_split: dict[str, dict[str, set[str]]] = {s: {} for s in hidden}
     downloads = DownloadCheck(row["task"], row["base_model"])
+    decoys = DecoyCheck(meta.get("decoys"))
     for text in agent_texts(sources, budget, extra):
         match_hidden(index, text, per_split)
+        decoys.feed(text)
         if not text.where.startswith("snapshot "):
             downloads.feed(text)
         if not budget.left():
             break
     flags = overlap_flags(per_split, hidden, dev_public=bool(getattr(benchmark, "dev_public", False)))
     flags += downloads.flags()
+    flags += decoys.flags()
     flags += check_refusals(meta.get("refusals", []), workspace)
     flags += check_harness(workspace, meta.get("harness_hashes", {}))
     flags += check_sandbox(row.get("sandbox") or meta.get("sandbox"))

@@ -35,6 +35,8 @@ def run_cmd(
     network: str = typer.Option("on", "--network", help="on, or off: the agent reaches only the grader (bwrap)."),
     no_audit: bool = typer.Option(False, "--no-audit", help="Skip the cheat audit at the end (autorl audit runs it)."),
     audit_budget: float = typer.Option(900.0, "--audit-budget", help="The audit's time budget in seconds."),
+    no_decoys: bool = typer.Option(False, "--no-decoys",
+                                   help="Plant no decoys (leaked-looking answers and tokens whose use is recorded)."),
     llm_budget_usd: float | None = typer.Option(None, "--llm-budget-usd",
                                                 help="The LLM gateway refuses the agent's model calls past this cost."),
     llm_budget_tokens: int | None = typer.Option(None, "--llm-budget-tokens",
@@ -54,7 +56,8 @@ def run_cmd(
                  sandbox=sandbox, network=network,
                  benchmark_options=parse_pairs(benchmark_option, "--benchmark-option"), audit=not no_audit,
                  audit_budget_s=audit_budget, llm_budget_usd=llm_budget_usd, llm_budget_tokens=llm_budget_tokens,
-                 llm_prices=llm_prices, audit_judge=audit_judge, audit_judge_samples=audit_judge_samples)
+                 llm_prices=llm_prices, audit_judge=audit_judge, audit_judge_samples=audit_judge_samples,
+                 decoys=not no_decoys)
     if as_json:
         print_json(result.row)
         return

@@ -30,6 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from autorl.decoys import note_token
 from autorl.gateway.calls import error_response
 from autorl.gateway.config import GatewayConfig
 from autorl.gateway.forward import Gateway, same, token_of
@@ -54,7 +55,10 @@ def create_app(config: GatewayConfig, upstreams: dict[str, Upstream] | None = No
         return Route(f"/{family}/{{rest:path}}", endpoint, methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
 
     def admin(request: Request) -> bool:
-        return same(token_of(request), config.admin_token)
+        if same(token_of(request), config.admin_token):
+            return True
+        note_token(config.record_dir, token_of(request), config.decoy_tokens, "gateway")
+        return False
 
     async def health(request: Request) -> Response:
         return JSONResponse({"ok": True, "closed": gateway.closed, "families": sorted(gateway.upstreams)})

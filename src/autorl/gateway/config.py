@@ -32,6 +32,8 @@ class GatewayConfig:
     #: whether calls may use the tools an upstream runs itself (web search, fetch, code execution: see
     #: :mod:`.tools`); off for an agent without a network
     server_tools: bool = True
+    #: the run's decoy tokens (token -> decoy name): refused as any wrong token, and noted (autorl.decoys)
+    decoy_tokens: dict[str, str] = field(default_factory=dict)
 
     def save(self, path: Path) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)

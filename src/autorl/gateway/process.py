@@ -28,7 +28,8 @@ def new_config(record_dir: Path, **options: Any) -> GatewayConfig:
 
 
 def start_gateway(folder: Path, budget_usd: float | None = None, budget_tokens: int | None = None,
-                  prices: Path | str | None = None, *, server_tools: bool = True) -> GatewayProcess:
+                  prices: Path | str | None = None, *, server_tools: bool = True,
+                  decoy_tokens: dict[str, str] | None = None) -> GatewayProcess:
     """A gateway in its own process on a free port of 127.0.0.1, recording into ``folder``, for a run's agent or
     an operator's own calls (``autorl smith generate``): the operator's keys stay in it, the budget holds.
 
@@ -53,7 +54,8 @@ def start_gateway(folder: Path, budget_usd: float | None = None, budget_tokens: 
     folder = private_dir(folder)
     config = new_config(folder, budget_usd=budget_usd, budget_tokens=budget_tokens,
                         prices_path=str(Path(prices).expanduser().resolve()) if prices else None,
-                        timeout_s=float(os.environ.get("AUTORL_LLM_TIMEOUT_S", "600")), server_tools=server_tools)
+                        timeout_s=float(os.environ.get("AUTORL_LLM_TIMEOUT_S", "600")), server_tools=server_tools,
+                        decoy_tokens=dict(decoy_tokens or {}))
     return GatewayProcess(config, folder / "config.json", free_port(), folder / "gateway.log")
 
 

@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from autorl.decoys import note_token
 from autorl.errors import AutorlError, NotFound, UsageError, http_status
 from autorl.grader import records
 from autorl.grader.core import Grader
@@ -54,6 +55,7 @@ def _auth(request: Request, admin: bool = False) -> None:
     if hmac.compare_digest(token, config.admin_token):
         return
     if not hmac.compare_digest(token, config.agent_token):
+        note_token(config.store_dir, token, config.decoy_tokens, "grader")
         raise HTTPException(401, "invalid token")
     if admin:
         raise HTTPException(403, "this endpoint needs the admin token")

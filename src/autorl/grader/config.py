@@ -50,6 +50,8 @@ class GraderConfig:
     evaluate_baseline: bool = True
     limit: int | None = None
     python: str = sys.executable
+    #: the run's decoy tokens (token -> decoy name): refused as any wrong token, and noted (autorl.decoys)
+    decoy_tokens: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def for_run(

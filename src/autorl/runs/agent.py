@@ -4,6 +4,7 @@ deadline passes, its files watched and each submission's dev score printed as it
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import sys
 import tempfile
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from autorl.agents.base import AgentContext
 from autorl.agents.process import agent_environment, run_agent
+from autorl.decoys import DecoyWatch, Planted
 from autorl.errors import AutorlError
 from autorl.lease import guarded
 from autorl.progress import SubmissionPrinter
@@ -36,6 +38,8 @@ class AgentRun:
 
     outcome: dict[str, Any]
     watch: dict[str, int]
+    #: the decoys read while the agent ran (``opened``) and how that was watched (``method``)
+    decoys: dict[str, Any] | None = None
 
 
 def _context(plan: Plan, assets: Assets, place: Place, services: Services, deadline: float, seed: int) -> AgentContext:
@@ -51,8 +55,10 @@ def _context(plan: Plan, assets: Assets, place: Place, services: Services, deadl
 
 
 def run_the_agent(plan: Plan, assets: Assets, place: Place, services: Services, stack: contextlib.ExitStack,
-                  home: Path, deadline: float, seed: int, grace_s: float, say: Say) -> AgentRun:
-    """The agent in its process group (sandboxed where chosen) until it exits or the deadline passes."""
+                  home: Path, deadline: float, seed: int, grace_s: float, say: Say,
+                  decoys: Planted | None = None) -> AgentRun:
+    """The agent in its process group (sandboxed where chosen) until it exits or the deadline passes; the
+    ``decoys`` planted in its workspace watched meanwhile (the watcher of its files leaves them unread)."""
     from autorl.gateway.agent_env import scrub
 
     ctx = _context(plan, assets, place, services, deadline, seed)
@@ -68,7 +74,9 @@ def run_the_agent(plan: Plan, assets: Assets, place: Place, services: Services, 
     log_path = place.workspace.agent_log
     say(f"agent {plan.agent_name} started ({_describe(plan.sandbox)}); log {log_path}")
     sources = [("", place.root)] + ([("/tmp/", place.tmp_dir)] if bwrap else [])
-    watcher = Watcher(sources, place.watch_dir, interval_from_env()).start()
+    planted = decoys or Planted()
+    watcher = Watcher(sources, place.watch_dir, interval_from_env(), seen=_states(place.root, planted)).start()
+    decoy_watch = DecoyWatch(place.root, planted).start() if decoys is not None else None
     # each submission's dev score as it lands, read from the grader (whichever process serves it now)
     printer = SubmissionPrinter(lambda: services.grader.admin.state(), deadline, say).start()
     try:
@@ -76,10 +84,22 @@ def run_the_agent(plan: Plan, assets: Assets, place: Place, services: Services, 
     finally:
         printer.stop()
         watcher.stop()
+        opened = decoy_watch.stop() if decoy_watch is not None else []
     say(f"agent {outcome.reason} after {outcome.duration_s:.0f} s; finishing evaluations in flight")
     gateway.close()  # the agent is done: no more model calls
     return AgentRun(asdict(outcome), {"passes": watcher.passes, "entries": watcher.entries,
-                                      "copied_bytes": watcher.copied_bytes})
+                                      "copied_bytes": watcher.copied_bytes},
+                    {"opened": opened, "method": decoy_watch.method} if decoy_watch is not None else None)
+
+
+def _states(root: Path, planted: Planted) -> dict[str, tuple[int, int]]:
+    """The decoys' states as the watcher keeps them: it reads a file only once its state changes."""
+    states = {}
+    for d in planted.decoys:
+        with contextlib.suppress(OSError):
+            st = os.stat(root / d.rel, follow_symlinks=False)
+            states[d.rel] = (st.st_size, st.st_mtime_ns)
+    return states
 
 
 def _describe(choice: SandboxChoice) -> str:

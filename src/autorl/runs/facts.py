@@ -54,6 +54,8 @@ class RunFacts:
     watch_dir: str | None = None
     #: the LLM gateway's folder (its calls and, once closed, its totals)
     gateway_dir: str | None = None
+    #: the decoys planted in the workspace (autorl.decoys.Planted as a dict; None: none planted)
+    decoys: dict[str, Any] | None = None
     autorl_version: str | None = __version__
     python: str | None = field(default_factory=lambda: sys.version.split()[0])
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autorl import untrusted
+from autorl import decoys, untrusted
 from autorl.errors import GraderError
 from autorl.gateway.record import SUMMARY_NAME
 from autorl.grader.records import state_from_store
@@ -117,6 +117,8 @@ class Ending:
     gateway_error: str | None = None
     grader_restarts: list[dict[str, Any]] | None = None
     end_reason: str | None = None
+    #: the decoys read while the agent ran and how that was watched (None: not watched; access times then)
+    decoys: dict[str, Any] | None = None
 
 
 def gateway_totals(gateway_dir: str | None) -> dict[str, Any] | None:
@@ -141,6 +143,8 @@ def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Pa
     row = run_row(run_id=facts.run_id, started=facts.started, finished=ending.finished, task=facts.task,
                   agent=facts.agent, base_model=facts.base_model, workspace=facts.workspace, seed=facts.seed,
                   sandbox=facts.sandbox, state=state, test=test, outcome=ending.outcome, llm_usage=usage)
+    row.decoys, decoy_meta = decoys.record(facts.decoys, facts.workspace, ending.decoys,
+                                           [facts.store_dir, facts.gateway_dir])
     if ending.end_reason:
         row.end_reason = ending.end_reason
     elif collected.grader_lost:
@@ -169,7 +173,7 @@ def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Pa
                 benchmark_options=facts.benchmark_options, refusals=state.get("refusals", []),
                 tmp_dir=facts.tmp_dir, watch_dir=facts.watch_dir,
                 variants=[str(p) for p in _known_variants(facts.base_model, home)], watch=dict(ending.watch),
-                orchestrator=dict(ending.orchestrator))
+                orchestrator=dict(ending.orchestrator), decoys=decoy_meta)
     run_dir = Path(facts.workspace) if facts.workspace else home / "runs" / facts.task / facts.run_id
     return RunResult(facts.run_id, row.record(), state["submissions"], state.get("baseline"), test,
                      dict(ending.outcome), run_dir, meta)
@@ -201,6 +205,9 @@ def record(result: RunResult, benchmark: Benchmark, home: Path, *, audit: bool, 
     except Exception as exc:
         result.meta["post_run_errors"] = [f"audit: {type(exc).__name__}: {str(exc)[:200]}"]
         result.audit = [failed_flag(exc).to_dict()]
+    if result.row.get("decoys") is not None:  # the audit adds the canaries it found in the agent's files
+        taken = [e for f in result.audit if f.get("name") == "decoy-taken" for e in f.get("evidence", [])]
+        result.row["decoys"] = sorted(set(result.row["decoys"]) | set(taken))
     if judge is not None:  # the judged audit (--audit-judge): its own gateway, its flags beside the others
         from autorl.runs.judging import judge_flags
 

@@ -34,13 +34,16 @@ class Services:
 
 def start_services(plan: Plan, assets: Assets, place: Place, home: Path, eval_timeout: float, limit: int | None,
                    llm_budget_usd: float | None, llm_budget_tokens: int | None,
-                   llm_prices: Path | str | None) -> Services:
-    """The grader on the run's port with its own tokens, and the LLM gateway on a free one."""
+                   llm_prices: Path | str | None, decoy_tokens: dict[str, str] | None = None) -> Services:
+    """The grader on the run's port with its own tokens, and the LLM gateway on a free one; both refuse the
+    run's ``decoy_tokens`` as any wrong token and note them (:mod:`autorl.decoys`)."""
+    decoy_tokens = dict(decoy_tokens or {})
     config = GraderConfig.for_run(task=plan.task, workspace=place.root, output_dir=place.workspace.output,
                                   store_dir=place.store_dir, data=assets.data, base=assets.model, backend=plan.backend,
                                   home=home, backend_options=plan.backend_options,
                                   benchmark_options=plan.benchmark_options, eval_timeout=eval_timeout,
-                                  workers=plan.gpus.grader_workers(), limit=limit)
+                                  workers=plan.gpus.grader_workers(), limit=limit,
+                                  decoy_tokens=decoy_tokens)
     grader = GraderProcess(config, place.store_dir / "config.json", place.port, grader_log_path(place.store_dir))
     try:
         # an agent without a network gets none through its upstream's web tools either
@@ -48,7 +51,7 @@ def start_services(plan: Plan, assets: Assets, place: Place, home: Path, eval_ti
         from autorl.gateway import start_gateway
 
         gateway = start_gateway(place.gateway_dir, llm_budget_usd, llm_budget_tokens, llm_prices,
-                                 server_tools=not offline)
+                                 server_tools=not offline, decoy_tokens=decoy_tokens)
     except BaseException:
         grader.stop()
         raise

@@ -148,6 +148,8 @@ class Resolver:
             identity["agent_credentials"] = o["agent_credentials"]
         if o.get("audit_judge"):  # the same
             identity["audit_judge"] = {"model": o["audit_judge"], "samples": o["audit_judge_samples"]}
+        if o.get("decoys") is False:  # only when off: the keys of studies with decoys stay as they were
+            identity["decoys"] = False
         return Cell(options=o, run_key=run_key(identity), identity=identity)
 
 

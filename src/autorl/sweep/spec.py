@@ -37,6 +37,7 @@ CELL_DEFAULTS: dict[str, Any] = {
     "benchmark_options": {},
     "audit": True,
     "audit_budget": 900.0,
+    "decoys": True,
     "llm_budget_usd": None,
     "llm_budget_tokens": None,
     "audit_judge": None,
@@ -92,6 +93,8 @@ class Cell:
             args.append("--no-audit")
         if o.get("audit_judge"):
             args += ["--audit-judge", str(o["audit_judge"]), "--audit-judge-samples", str(o["audit_judge_samples"])]
+        if o.get("decoys") is False:
+            args.append("--no-decoys")
         return args
 
 
@@ -203,6 +206,8 @@ def check_options(o: dict[str, Any]) -> dict[str, Any]:
         raise UsageError(f"spec: network must be on or off, not {o['network']!r}")
     if not isinstance(o["audit"], bool):
         raise UsageError(f"spec: audit must be true or false, not {o['audit']!r}")
+    if not isinstance(o["decoys"], bool):
+        raise UsageError(f"spec: decoys must be true or false, not {o['decoys']!r}")
     for name in TABLE_KEYS:
         if not isinstance(o[name], dict) or not all(isinstance(k, str) and k for k in o[name]):
             raise UsageError(f"spec: {name} must be a table of NAME = value")
