@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from autorl.agents.base import AgentContext
 from autorl.agents.process import agent_environment, run_agent
 from autorl.errors import AutorlError
+from autorl.grader.capability import capability_url
 from autorl.lease import guarded
 from autorl.progress import SubmissionPrinter
 from autorl.watch import Watcher, interval_from_env
@@ -44,7 +45,9 @@ def _context(plan: Plan, assets: Assets, place: Place, services: Services, deadl
     ws = place.workspace
     return AgentContext(
         task=plan.task, base_model=model.name, workspace=place.root, model_path=ws.model(model.name),
-        data_path=ws.data, output_dir=ws.output, grader_url=place.url, token=services.config.agent_token,
+        data_path=ws.data, output_dir=ws.output, token=services.config.agent_token,
+        # the token in the URL too: an agent written for the reference harness submits without a header
+        grader_url=capability_url(place.url, services.config.agent_token),
         deadline=deadline, run_dir=place.root,
         env={"AUTORL_SEED": str(seed), "AUTORL_PYTHON": sys.executable, **plan.gpus.agent_env()},
     )
