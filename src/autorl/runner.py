@@ -18,13 +18,13 @@ from autorl.errors import UsageError
 from autorl.gateway.agent_env import operator_variables
 from autorl.ledger import Ledger
 from autorl.progress import Say, to_stderr
-from autorl.resources import autorl_home
+from autorl.resources import usable_home
 from autorl.results import RunResult
 from autorl.runs.agent import AgentRun, run_the_agent
 from autorl.runs.facts import RunFacts
 from autorl.runs.finish import Ending, collect_from, finish
 from autorl.runs.interrupt import Interrupted, interrupted_outcome, interruptible
-from autorl.runs.place import make_place
+from autorl.runs.place import check_port, make_place
 from autorl.runs.plan import acquire, resolve
 from autorl.runs.services import baseline, start_services
 
@@ -88,8 +88,11 @@ def run(
         raise UsageError("--timeout must be a positive number of seconds")
     if audit_budget_s <= 0:
         raise UsageError("--audit-budget must be a positive number of seconds")
+    if limit is not None and limit <= 0:
+        raise UsageError(f"--limit must be a positive number of items, not {limit}")
+    check_port(port)
     started = time.time()
-    home = autorl_home()
+    home = usable_home()
     agent_env = operator_variables(agent_credentials, agent_env or {})
     plan = resolve(agent, task, backend, gpus, sandbox, network, agent_env, benchmark_options, backend_options, say)
     assets = acquire(plan, model, home)
