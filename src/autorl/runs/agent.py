@@ -4,6 +4,7 @@ deadline passes, its files watched and each submission's dev score printed as it
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import sys
 import tempfile
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autorl.agents.base import AgentContext
-from autorl.agents.process import agent_environment, run_agent
+from autorl.agents.process import AgentOutcome, agent_environment, run_agent
 from autorl.errors import AutorlError
 from autorl.grader.capability import capability_url
 from autorl.lease import guarded
@@ -39,6 +40,20 @@ class AgentRun:
     watch: dict[str, int]
 
 
+def _import_path() -> dict[str, str]:
+    """``PYTHONPATH`` for the agent's Python (``AUTORL_PYTHON``), so that it imports autorl however this process
+    did: this process's ``PYTHONPATH``, and the folder autorl was imported from when it is not the interpreter's
+    own installation (a site folder, a checkout)."""
+    import autorl
+
+    entries = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    root = str(Path(autorl.__file__).resolve().parent.parent)
+    prefixes = {str(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix)}
+    if not any(root.startswith(p + os.sep) for p in prefixes) and root not in entries:
+        entries.append(root)
+    return {"PYTHONPATH": os.pathsep.join(entries)} if entries else {}
+
+
 def _context(plan: Plan, assets: Assets, place: Place, services: Services, deadline: float, seed: int) -> AgentContext:
     """The agent's run context; :class:`AgentContext` builds the environment contract from it."""
     model = assets.model
@@ -49,7 +64,7 @@ def _context(plan: Plan, assets: Assets, place: Place, services: Services, deadl
         # the token in the URL too: an agent written for the reference harness submits without a header
         grader_url=capability_url(place.url, services.config.agent_token),
         deadline=deadline, run_dir=place.root,
-        env={"AUTORL_SEED": str(seed), "AUTORL_PYTHON": sys.executable, **plan.gpus.agent_env()},
+        env={"AUTORL_SEED": str(seed), "AUTORL_PYTHON": sys.executable, **_import_path(), **plan.gpus.agent_env()},
     )
 
 
@@ -79,10 +94,36 @@ def run_the_agent(plan: Plan, assets: Assets, place: Place, services: Services, 
     finally:
         printer.stop()
         watcher.stop()
-    say(f"agent {outcome.reason} after {outcome.duration_s:.0f} s; finishing evaluations in flight")
+    record = asdict(outcome)
+    tail = _early_death_tail(outcome, place.root)
+    if tail is not None:  # an agent that could not even start says why only in its log
+        record["log_tail"] = tail
+    say(f"agent {outcome.reason} after {outcome.duration_s:.0f} s; finishing evaluations in flight"
+        + (f"\nthe end of its log ({log_path}):\n{tail}" if tail else ""))
     gateway.close()  # the agent is done: no more model calls
-    return AgentRun(asdict(outcome), {"passes": watcher.passes, "entries": watcher.entries,
-                                      "copied_bytes": watcher.copied_bytes})
+    return AgentRun(record, {"passes": watcher.passes, "entries": watcher.entries,
+                             "copied_bytes": watcher.copied_bytes})
+
+
+#: an agent that fails within this many seconds has the end of its log in the run's message and record
+EARLY_DEATH_S = 60.0
+#: how much of that log: its last bytes, at most
+LOG_TAIL_BYTES = 2000
+
+
+def _early_death_tail(outcome: AgentOutcome, root: Path) -> str | None:
+    """The end of ``agent.log`` (an agent-written file: read through :mod:`autorl.untrusted`, no link followed,
+    capped) when the agent failed within :data:`EARLY_DEATH_S` seconds; None otherwise."""
+    from autorl import untrusted
+
+    if outcome.timed_out or outcome.exit_code == 0 or outcome.duration_s > EARLY_DEATH_S:
+        return None
+    try:
+        raw = untrusted.read_tail(root, "agent.log", limit=LOG_TAIL_BYTES)
+    except untrusted.UntrustedFileError:
+        return None
+    text = raw.decode("utf-8", errors="replace").strip()
+    return text or None
 
 
 def _describe(choice: SandboxChoice) -> str:
