@@ -70,5 +70,18 @@ def test_a_run_records_what_a_reference_agent_submitted_without_a_token(home: Pa
     assert proc.returncode == 0, proc.stderr
     row = json.loads(proc.stdout)
     assert row["submissions"] == 1 and row["best_score"] == pytest.approx(70.0)
-    answer = json.loads((Path(row["workspace"]) / "code" / "submit.json").read_text())
+    ws = Path(row["workspace"])
+    answer = json.loads((ws / "code" / "submit.json").read_text())
     assert answer["submission_id"] == 1 and answer["score"] == pytest.approx(60.0)
+    # every record of the submission says how it was evaluated: the agent's answer, scores.json, result.json
+    mirror = json.loads((ws / "scores.json").read_text())
+    recorded = json.loads((ws / "result.json").read_text())
+    for rec in (answer, _first(mirror), recorded["submissions"][0], recorded["test"]):
+        assert rec["engine"] in ("fresh", "reused", "reloaded"), rec
+        assert rec["load_s"] >= 0 and rec["generate_s"] >= 0 and {"wake_s", "sleep_s"} <= rec.keys()
+
+
+def _first(mirror: object) -> dict[str, object]:
+    subs = mirror["submissions"] if isinstance(mirror, dict) else mirror
+    assert isinstance(subs, list)
+    return dict(subs[0])
