@@ -85,3 +85,16 @@ def _first(mirror: object) -> dict[str, object]:
     subs = mirror["submissions"] if isinstance(mirror, dict) else mirror
     assert isinstance(subs, list)
     return dict(subs[0])
+
+
+def test_the_dashboard_shows_how_each_submission_was_evaluated() -> None:
+    from autorl.ui.charts import timeline_svg
+    from autorl.ui.data import timeline_of_result
+
+    sub = {"submission_id": 1, "status": "done", "score": 60.0, "ci95": [50.0, 70.0], "created_at": 100.0,
+           "finished_at": 101.0, "engine": "reused", "load_s": 0.5, "generate_s": 2.5, "wake_s": 0.1, "sleep_s": None}
+    tl = timeline_of_result({"meta": {"agent_started": 90.0}, "submissions": [sub], "baseline": {"score": 25.0}})
+    (point,) = tl["points"]
+    assert (point["engine"], point["load_s"], point["generate_s"], point["wake_s"]) == ("reused", 0.5, 2.5, 0.1)
+    assert "submission 1: 60.00 at" in timeline_svg(tl)
+    assert "engine reused (wake 0.1 s, load 0.5 s, generate 2.5 s)" in timeline_svg(tl)
