@@ -430,25 +430,23 @@ def test_gpu_assignment_decides_what_the_agent_sees() -> None:
 @needs_bwrap
 @pytest.mark.parametrize("masked", [True, False])
 def test_the_orchestrator_names_more_folders_to_mask(tmp_path: Path, masked: bool) -> None:
-    """A study's worker masks its shared home and the study folder (``AUTORL_SANDBOX_HIDE``) wherever they are;
-    without it a folder outside the user's home and /tmp is readable (the control: the test can fail)."""
-    import tempfile
-
-    (ROOT / ".pytest_cache").mkdir(exist_ok=True)
-    shared = Path(tempfile.mkdtemp(prefix="shared-home-", dir=ROOT / ".pytest_cache"))
-    try:
-        (shared / "hidden").mkdir()
-        (shared / "hidden" / "secret").write_text("THE SHARED SECRET")
-        base = write_stub_checkpoint(tmp_path / "stub-base", echo_answers(5))
-        attack = {"home": str(tmp_path / "home"), "tests_root": str(ROOT), "read": [str(shared / "hidden" / "secret")],
-                  "write": [], "connect": [["192.0.2.1", 80]]}
-        env = {"AUTORL_HOME": str(tmp_path / "home"), **({"AUTORL_SANDBOX_HIDE": str(shared)} if masked else {})}
-        proc = cli("run", "--agent", str(MALICIOUS), "--task", "echo", "--model", str(base), "--timeout", "60",
-                   "--backend", "scripted", "--sandbox", "bwrap", "--network", "off", "--json",
-                   "--agent-env", "ATTACK=" + json.dumps(attack), env=env)
-        assert proc.returncode == 0, proc.stderr
-        attempts = json.loads((Path(json.loads(proc.stdout)["workspace"]) / "code" / "attempts.json").read_text())
-        got = next(a["got"] for a in attempts if a["kind"] == "read" and a["target"].endswith("secret"))
-        assert (got is None) if masked else (got == "THE SHARED SECRET")
-    finally:
-        shutil.rmtree(shared, ignore_errors=True)
+    """A study's worker masks its shared home and the study folder (``AUTORL_SANDBOX_HIDE``) wherever they are,
+    even where a folder is named readable; without it the folder is readable (the control: the test can fail).
+    The folder is made readable explicitly (``AUTORL_SANDBOX_RO``), so the control holds wherever the checkout
+    and the temporary directory are (under /tmp or the home folder, both masked whole)."""
+    shared = tmp_path / "shared-home"
+    (shared / "hidden").mkdir(parents=True)
+    (shared / "hidden" / "secret").write_text("THE SHARED SECRET")
+    base = write_stub_checkpoint(tmp_path / "stub-base", echo_answers(5))
+    attack = {"home": str(tmp_path / "home"), "tests_root": str(ROOT), "read": [str(shared / "hidden" / "secret")],
+              "write": [], "connect": [["192.0.2.1", 80]]}
+    env = {"AUTORL_HOME": str(tmp_path / "home"), "AUTORL_SANDBOX_RO": os.pathsep.join([str(ROOT / "tests"),
+                                                                                      str(shared)]),
+           **({"AUTORL_SANDBOX_HIDE": str(shared)} if masked else {})}
+    proc = cli("run", "--agent", str(MALICIOUS), "--task", "echo", "--model", str(base), "--timeout", "60",
+               "--backend", "scripted", "--sandbox", "bwrap", "--network", "off", "--json",
+               "--agent-env", "ATTACK=" + json.dumps(attack), env=env)
+    assert proc.returncode == 0, proc.stderr
+    attempts = json.loads((Path(json.loads(proc.stdout)["workspace"]) / "code" / "attempts.json").read_text())
+    got = next(a["got"] for a in attempts if a["kind"] == "read" and a["target"].endswith("secret"))
+    assert (got is None) if masked else (got == "THE SHARED SECRET")

@@ -9,13 +9,56 @@ above it.
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from autorl.errors import UsageError
 from autorl.hidden import items_digest, read_hidden_items
 from autorl.scoring import EvalConfig, Item
+
+#: what an option accepts: a type (``bool``, ``int``, ``float``, ``str``) or a tuple of the accepted values
+OptionKind = type | tuple[Any, ...]
+#: the option every benchmark takes (:meth:`Benchmark.config` applies it)
+_COMMON: dict[str, OptionKind] = {"chat_template": bool}
+
+
+def _accepts(kind: OptionKind, value: Any) -> bool:
+    if isinstance(kind, tuple):
+        return any(value == v and type(value) is type(v) for v in kind)
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def _describe(kind: OptionKind) -> str:
+    if isinstance(kind, tuple):
+        return "one of " + ", ".join(json.dumps(v) for v in kind)
+    return {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(kind, kind.__name__)
+
+
+def check_options(benchmark: str, declared: Mapping[str, OptionKind] | None, options: Mapping[str, Any]) -> None:
+    """Refuse (:class:`UsageError`, one line naming the option and what is accepted) an option ``benchmark``
+    does not declare, or a value it does not accept."""
+    known = {**(declared or {}), **_COMMON}
+    for key, value in options.items():
+        kind = known.get(key)
+        if kind is None:
+            if declared is None:
+                continue
+            import difflib
+
+            close = difflib.get_close_matches(key, list(known), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise UsageError(f"--benchmark-option {key}: {benchmark} has no such option{hint}; it takes "
+                             f"{', '.join(sorted(known))}")
+        if not _accepts(kind, value):
+            raise UsageError(f"--benchmark-option {key}={json.dumps(value)}: {benchmark} takes {_describe(kind)} "
+                             f"for {key}")
 
 if TYPE_CHECKING:
     from autorl.scoring import Evaluator
@@ -53,10 +96,16 @@ class Benchmark(ABC):
     #: Splits that are a published data set as it stands (GSM8K's official test set): the same under every
     #: secret. Every other hidden split is drawn with the secret.
     public_splits: ClassVar[tuple[str, ...]] = ()
+    #: The options it takes (``--benchmark-option KEY=VALUE``): each name with what it accepts, a type (``bool``,
+    #: ``int``, ``float``, ``str``) or a tuple of the accepted values. Any other name, or a value it does not
+    #: accept, is refused before anything starts. ``chat_template`` (a bool) is always taken. None: not
+    #: declared, any name is taken (its values unchecked, but ``chat_template``'s).
+    declared_options: ClassVar[Mapping[str, OptionKind] | None] = None
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         #: The benchmark's options (``--benchmark-option KEY=VALUE``, values parsed as JSON).
         self.options: dict[str, Any] = dict(options or {})
+        check_options(type(self).__dict__.get("name", type(self).__name__), self.declared_options, self.options)
         #: The grader's hidden folder for this benchmark, set by the harness before it prepares the data and
         #: before it evaluates: for training data that must leave out items drawn with the secret (GSM8K's dev
         #: slice), or for files beside the items (a catalog, a judge's cache). ``None`` until then.

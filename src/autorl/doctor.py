@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 import warnings
@@ -22,6 +21,19 @@ class Check:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _sandbox() -> Check:
+    """The sandbox ``autorl run`` would use (its own choice, :func:`autorl.sandbox.choose`, so ``AUTORL_BWRAP``
+    and every other setting it honours count here too)."""
+    from autorl.sandbox import choose
+
+    choice = choose("auto", "on")
+    if choice.mode == "bwrap":
+        detail = f"autorl run uses {choice.executable} (recorded as {choice.recorded_mode})"
+        return Check("sandbox (bubblewrap)", True, detail + (f"; {choice.warning}" if choice.warning else ""))
+    return Check("sandbox (bubblewrap)", False, f"autorl run would use none: {choice.warning}",
+                 "apt-get install bubblewrap (or your distribution's package), or set AUTORL_BWRAP to a working bwrap")
 
 
 def _python_of(env_var: str, minimum: tuple[int, int], module: str, setup: str, name: str) -> Check:
@@ -89,9 +101,7 @@ def checks() -> list[Check]:
     has_trl = importlib.util.find_spec("trl") is not None
     out.append(Check("example agent (trl)", has_trl, "trl installed" if has_trl else "trl missing",
                      "" if has_trl else "pip install 'autorl[train]'"))
-    bwrap = shutil.which("bwrap")
-    out.append(Check("sandbox (bubblewrap)", bool(bwrap), bwrap or "bwrap not found",
-                     "" if bwrap else "apt-get install bubblewrap (or your distribution's package)"))
+    out.append(_sandbox())
     offline = os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "yes")
     out.append(Check("Hugging Face hub", True, "offline (HF_HUB_OFFLINE)" if offline else "online downloads allowed"))
     out.append(_python_of("AUTORL_OPENCOMPASS_PYTHON", (3, 10), "opencompass",

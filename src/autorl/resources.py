@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from autorl.errors import ResourceError
+from autorl.errors import ResourceError, UsageError
 
 if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
@@ -26,6 +26,19 @@ def autorl_home() -> Path:
     """``AUTORL_HOME`` (``AUTORL_FILE_PATH`` is accepted as an alias), default ``~/.cache/autorl``."""
     raw = os.environ.get("AUTORL_HOME") or os.environ.get("AUTORL_FILE_PATH")
     return Path(raw).expanduser() if raw else Path.home() / ".cache" / "autorl"
+
+
+def usable_home() -> Path:
+    """:func:`autorl_home`, created; one that cannot be is refused with the reason and what to do."""
+    home = autorl_home()
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"AUTORL_HOME {home} cannot be created ({exc.strerror or exc}); set AUTORL_HOME to a "
+                         "folder you can write") from None
+    if not os.access(home, os.W_OK | os.X_OK):
+        raise UsageError(f"AUTORL_HOME {home} is not writable; set AUTORL_HOME to a folder you can write")
+    return home
 
 
 def private_dir(path: Path) -> Path:

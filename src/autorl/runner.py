@@ -19,12 +19,13 @@ from autorl.errors import UsageError
 from autorl.gateway.agent_env import operator_variables
 from autorl.ledger import Ledger
 from autorl.progress import Say, to_stderr
-from autorl.resources import autorl_home
+from autorl.resources import usable_home
 from autorl.results import RunResult
-from autorl.runs.agent import run_the_agent
+from autorl.runs.agent import AgentRun, run_the_agent
 from autorl.runs.facts import RunFacts
 from autorl.runs.finish import Ending, collect_from, finish
-from autorl.runs.place import make_place
+from autorl.runs.interrupt import Interrupted, interrupted_outcome, interruptible
+from autorl.runs.place import check_port, make_place
 from autorl.runs.plan import acquire, resolve
 from autorl.runs.services import baseline, start_services
 
@@ -96,8 +97,11 @@ def run(
         raise UsageError("--audit-budget must be a positive number of seconds")
     if audit_judge is not None and (not audit_judge.strip() or audit_judge_samples < 1):
         raise UsageError("--audit-judge needs a model name and --audit-judge-samples at least 1")
+    if limit is not None and limit <= 0:
+        raise UsageError(f"--limit must be a positive number of items, not {limit}")
+    check_port(port)
     started = time.time()
-    home = autorl_home()
+    home = usable_home()
     agent_env = operator_variables(agent_credentials, agent_env or {})
     plan = resolve(agent, task, backend, gpus, sandbox, network, agent_env, benchmark_options, backend_options, say)
     assets = acquire(plan, model, home)
@@ -119,22 +123,37 @@ def run(
     live.start_run(facts.to_dict())
     stack = contextlib.ExitStack()
     stack.callback(live.close)
-    try:
-        deadline = baseline(services, eval_timeout, timeout, say)
-        facts = replace(facts, deadline=deadline, agent_started=deadline - timeout)
-        live.update_live(place.run_id, deadline=facts.deadline, agent_started=facts.agent_started)
-        agent_run = run_the_agent(plan, assets, place, services, stack, home, deadline, seed, grace_s, say,
-                                  decoys=planted)
-        collected = collect_from(services.grader, place.store_dir, task, eval_timeout, final_test, say)
-    except BaseException:
-        live.end_run(place.run_id)  # nothing will be recorded for it
-        raise
-    finally:
-        stack.close()
-        services.stop()
-    gateway = services.gateway
-    ending = Ending(outcome=agent_run.outcome, finished=time.time(), watch=dict(agent_run.watch),
-                    gateway=gateway.summary, gateway_error=gateway.error, grader_restarts=services.grader.restarts,
-                    decoys=agent_run.decoys)
-    return finish(facts, collected, ending, plan.benchmark, home, audit=audit, audit_budget_s=audit_budget_s,
-                  say=say, judge=(audit_judge, audit_judge_samples) if audit_judge else None)
+    agent_run: AgentRun | None = None
+    interrupted: Interrupted | None = None
+    with interruptible() as guard:
+        try:
+            try:
+                deadline = baseline(services, eval_timeout, timeout, say)
+                facts = replace(facts, deadline=deadline, agent_started=deadline - timeout)
+                live.update_live(place.run_id, deadline=facts.deadline, agent_started=facts.agent_started)
+                agent_run = run_the_agent(plan, assets, place, services, stack, home, deadline, seed, grace_s, say,
+                                          decoys=planted)
+            except Interrupted as exc:  # Ctrl-C, SIGTERM, SIGHUP: what was scored is recorded all the same
+                interrupted = exc
+                say(f"{exc}; finishing the run (another signal leaves it to `autorl recover`)")
+            guard.finishing()
+            collected = collect_from(services.grader, place.store_dir, task, eval_timeout, final_test, say)
+        except BaseException:
+            live.end_run(place.run_id)  # nothing will be recorded for it
+            raise
+        finally:
+            stack.close()
+            services.stop()
+        gateway = services.gateway
+        ending = Ending(outcome=agent_run.outcome if agent_run else interrupted_outcome(
+                            interrupted.name if interrupted else "?", facts.agent_started),
+                        finished=time.time(), gateway=gateway.summary, gateway_error=gateway.error,
+                        grader_restarts=services.grader.restarts, decoys=agent_run.decoys if agent_run else None,
+                        end_reason=f"interrupted by {interrupted.name}" if interrupted else None)
+        if agent_run is not None:
+            ending.watch.update(agent_run.watch)
+        result = finish(facts, collected, ending, plan.benchmark, home, audit=audit, audit_budget_s=audit_budget_s,
+                        say=say, judge=(audit_judge, audit_judge_samples) if audit_judge else None)
+    if interrupted is not None:
+        result.meta["interrupted"] = interrupted.name
+    return result

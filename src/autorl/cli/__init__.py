@@ -18,6 +18,7 @@ import warnings
 import typer
 
 from autorl.cli import export, grading, installed, runs, selftest, sweep
+from autorl.cli.output import json_stdout
 from autorl.errors import AutorlError
 
 __all__ = ["app", "main"]
@@ -74,7 +75,8 @@ def main(argv: list[str] | None = None) -> None:
         from autorl.plugins import get_plugin_manager
 
         get_plugin_manager().hook.register_commands(cli=app)
-        app(args=argv, standalone_mode=False)
+        with json_stdout(sys.argv[1:] if argv is None else argv):
+            app(args=argv, standalone_mode=False)
     except AutorlError as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(2)

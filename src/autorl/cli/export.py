@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
 from autorl.cli.options import parse_pairs
+from autorl.cli.output import print_json
 from autorl.errors import UsageError
 
 export_app = typer.Typer(help="Export tasks to other harnesses (Harbor).", no_args_is_help=True)
@@ -58,7 +58,7 @@ def harbor(
                       image=image or DEFAULT_IMAGE)
     paths = export(out, cells, scoring, log=lambda m: typer.echo(m, err=True))
     if as_json:
-        typer.echo(json.dumps([str(p) for p in paths], indent=2))
+        print_json([str(p) for p in paths])
         return
     for p in paths:
         typer.echo(str(p))

@@ -2,18 +2,53 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import typer
 
-__all__ = ["console", "fmt", "fmt_p", "markdown", "print_json", "table"]
+__all__ = ["console", "fmt", "fmt_p", "json_stdout", "markdown", "print_json", "table"]
+
+#: the real standard output while a ``--json`` command runs (its fd 1 then goes to stderr)
+_json_fd: int | None = None
 
 
 def print_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, default=str))
+    text = json.dumps(data, indent=2, default=str) + "\n"
+    if _json_fd is None:
+        typer.echo(text, nl=False)
+        return
+    view = memoryview(text.encode())
+    while view:
+        view = view[os.write(_json_fd, view):]
+
+
+@contextlib.contextmanager
+def json_stdout(args: Sequence[str]) -> Iterator[None]:
+    """With ``--json`` among ``args``: while the command runs, whatever writes to fd 1 (a library's logs, a
+    subprocess's output) goes to stderr, and :func:`print_json` alone writes to the real standard output, so the
+    output is one JSON document."""
+    global _json_fd
+    if "--json" not in args or _json_fd is not None:
+        yield
+        return
+    with contextlib.suppress(ValueError, OSError):
+        sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    _json_fd = saved
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError, OSError):
+            sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+        _json_fd = None
 
 
 def console() -> Any:

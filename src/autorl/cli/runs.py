@@ -60,8 +60,15 @@ def run_cmd(
                  decoys=not no_decoys)
     if as_json:
         print_json(result.row)
-        return
-    r = result.row
+    else:
+        _print_run(result.row, result.audit)
+    if result.meta.get("interrupted"):  # recorded; the shell still learns the run was interrupted
+        from autorl.runs.interrupt import exit_code
+
+        sys.exit(exit_code(str(result.meta["interrupted"])))
+
+
+def _print_run(r: dict[str, Any], audit: list[dict[str, Any]]) -> None:
     table(f"run {r['run_id']}", ["", "test (the result)", f"dev (best of {r['dev_k']}, optimistic)"], [
         ["baseline", fmt(r["baseline"]), fmt(r["dev_baseline"])],
         ["score", fmt(r["best_score"]), fmt(r["dev_best"])],
@@ -73,7 +80,7 @@ def run_cmd(
                f"duration: {r['duration_s']:.0f} s  sandbox: {r['sandbox']}\nworkspace: {r['workspace']}")
     if r["best_score"] is None:
         typer.echo("no test score: this run has no result (the dev figures are the agent's feedback, not a result)")
-    for flag in result.audit:
+    for flag in audit:
         typer.echo(f"audit flag: {flag['name']} ({flag['severity']}): {flag['detail']}")
 
 

@@ -96,7 +96,7 @@ def _live_display(quiet: bool) -> tuple[Any, Any]:
 
 @sweep_app.command("status")
 def status_cmd(
-    sweep_dir: str = typer.Argument(..., help="The study's directory or name."),
+    sweep_dir: str = typer.Argument(..., help="The study's directory, spec file or name."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     watch: bool = typer.Option(False, "--watch", help="Keep the table live until every key has ended."),
 ) -> None:
@@ -184,7 +184,7 @@ def _print_report(report: dict[str, Any], form: str) -> None:
 
 @sweep_app.command("report")
 def report_cmd(
-    sweep_dir: str = typer.Argument(..., help="The study's directory or name."),
+    sweep_dir: str = typer.Argument(..., help="The study's directory, spec file or name."),
     form: str = typer.Option("table", "--format", help="table, csv, json or markdown."),
 ) -> None:
     """Mean test improvement per (agent, task, model) with its interval over seeds, and paired comparisons."""
@@ -201,7 +201,7 @@ def report_cmd(
 
 
 @sweep_app.command("ingest")
-def ingest_cmd(sweep_dir: str = typer.Argument(..., help="The study's directory or name.")) -> None:
+def ingest_cmd(sweep_dir: str = typer.Argument(..., help="The study's directory, spec file or name.")) -> None:
     """Upsert the study's counted results into the ledger (idempotent: the ledger can be rebuilt from files)."""
     from autorl.sweep import ingest
 

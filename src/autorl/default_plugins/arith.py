@@ -5,8 +5,9 @@ from __future__ import annotations
 import random
 import re
 from pathlib import Path
+from typing import ClassVar
 
-from autorl.benchmark import Benchmark
+from autorl.benchmark import Benchmark, OptionKind
 from autorl.hidden import has_hidden_items, secret_rng, write_hidden_items
 from autorl.jsonio import write_jsonl_atomic
 from autorl.scoring import EvalConfig, Item
@@ -62,6 +63,7 @@ class Arith(Benchmark):
         temperature=0.0,
         stop=("\n",),
     )
+    declared_options: ClassVar[dict[str, OptionKind]] = {}  # chat_template only
 
     def prepare_train_data(self, target_dir: Path) -> None:
         target = target_dir / "train.jsonl"

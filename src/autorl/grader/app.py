@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -25,6 +26,7 @@ from starlette.routing import Route
 from autorl.decoys import note_token
 from autorl.errors import AutorlError, NotFound, UsageError, http_status
 from autorl.grader import records
+from autorl.grader.capability import CapabilityPath, has_capability
 from autorl.grader.core import Grader
 from autorl.grader.store import DONE, FAILED
 
@@ -49,6 +51,10 @@ def _auth(request: Request, admin: bool = False) -> None:
     """Let the request through with the agent token (or the admin token); ``admin``: the admin token only."""
     config = _grader(request).config
     header = request.headers.get("authorization", "")
+    if not header and has_capability(request.scope):  # the agent's own URL (the reference harness's contract)
+        if admin:
+            raise HTTPException(403, "this endpoint needs the admin token")
+        return
     if not header.lower().startswith("bearer "):
         raise HTTPException(401, "missing bearer token (Authorization: Bearer $AUTORL_TOKEN)")
     token = header[7:].strip()
@@ -263,6 +269,7 @@ def create_app(grader: Grader, *, plugins: Listing = _nothing, benchmarks: Listi
     app = Starlette(
         routes=ROUTES,
         lifespan=lifespan,
+        middleware=[Middleware(CapabilityPath, token=grader.config.agent_token)],
         exception_handlers={AutorlError: on_autorl_error, HTTPException: on_http_error, Exception: on_crash},
     )
     app.state.grader = grader

@@ -59,6 +59,18 @@ def best(submissions: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     return {"submission_id": top["id"], "score": top["score"]}
 
 
+#: how a submission was evaluated, in every record of it: the engine (``fresh``, ``reused`` or ``reloaded``), the
+#: seconds to load and to generate, and the seconds to wake the engine before and put it to sleep after (None
+#: where it did not sleep)
+HOW_EVALUATED = ("engine", "load_s", "generate_s", "wake_s", "sleep_s")
+
+
+def how_evaluated(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The :data:`HOW_EVALUATED` figures of an evaluation record (None where it has none)."""
+    extra = record.get("extra") or {}
+    return {k: record.get(k, extra.get(k) if isinstance(extra, Mapping) else None) for k in HOW_EVALUATED}
+
+
 def _extra(record: Mapping[str, Any]) -> dict[str, Any]:
     # the evaluator's aggregate figures (success rate, length-controlled win rate, judge cost, ...)
     return {k: v for k, v in (record.get("extra") or {}).items() if k not in _PRIVATE_EXTRA}
@@ -92,6 +104,7 @@ def public(sub: Mapping[str, Any], *, baseline: Mapping[str, Any] | None, best: 
         "content_hash": sub["content_hash"],
         "config_hash": rec.get("config_hash"),
         "extra": _extra(rec),
+        **how_evaluated(rec),
         "created_at": sub["created_at"],
         "finished_at": sub["finished_at"],
     }
@@ -121,6 +134,7 @@ def public_test(row: Mapping[str, Any]) -> dict[str, Any]:
         "error": row["error"],
         "config_hash": rec.get("config_hash"),
         "extra": _extra(rec),
+        **how_evaluated(rec),
     }
 
 

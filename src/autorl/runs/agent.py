@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autorl.agents.base import AgentContext
-from autorl.agents.process import agent_environment, run_agent
+from autorl.agents.process import AgentOutcome, agent_environment, run_agent
 from autorl.decoys import DecoyWatch, Planted
 from autorl.errors import AutorlError
+from autorl.grader.capability import capability_url
 from autorl.lease import guarded
 from autorl.progress import SubmissionPrinter
 from autorl.watch import Watcher, interval_from_env
@@ -42,15 +43,31 @@ class AgentRun:
     decoys: dict[str, Any] | None = None
 
 
+def _import_path() -> dict[str, str]:
+    """``PYTHONPATH`` for the agent's Python (``AUTORL_PYTHON``), so that it imports autorl however this process
+    did: this process's ``PYTHONPATH``, and the folder autorl was imported from when it is not the interpreter's
+    own installation (a site folder, a checkout)."""
+    import autorl
+
+    entries = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    root = str(Path(autorl.__file__).resolve().parent.parent)
+    prefixes = {str(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix)}
+    if not any(root.startswith(p + os.sep) for p in prefixes) and root not in entries:
+        entries.append(root)
+    return {"PYTHONPATH": os.pathsep.join(entries)} if entries else {}
+
+
 def _context(plan: Plan, assets: Assets, place: Place, services: Services, deadline: float, seed: int) -> AgentContext:
     """The agent's run context; :class:`AgentContext` builds the environment contract from it."""
     model = assets.model
     ws = place.workspace
     return AgentContext(
         task=plan.task, base_model=model.name, workspace=place.root, model_path=ws.model(model.name),
-        data_path=ws.data, output_dir=ws.output, grader_url=place.url, token=services.config.agent_token,
+        data_path=ws.data, output_dir=ws.output, token=services.config.agent_token,
+        # the token in the URL too: an agent written for the reference harness submits without a header
+        grader_url=capability_url(place.url, services.config.agent_token),
         deadline=deadline, run_dir=place.root,
-        env={"AUTORL_SEED": str(seed), "AUTORL_PYTHON": sys.executable, **plan.gpus.agent_env()},
+        env={"AUTORL_SEED": str(seed), "AUTORL_PYTHON": sys.executable, **_import_path(), **plan.gpus.agent_env()},
     )
 
 
@@ -85,10 +102,15 @@ def run_the_agent(plan: Plan, assets: Assets, place: Place, services: Services, 
         printer.stop()
         watcher.stop()
         opened = decoy_watch.stop() if decoy_watch is not None else []
-    say(f"agent {outcome.reason} after {outcome.duration_s:.0f} s; finishing evaluations in flight")
+    record = asdict(outcome)
+    tail = _early_death_tail(outcome, place.root)
+    if tail is not None:  # an agent that could not even start says why only in its log
+        record["log_tail"] = tail
+    say(f"agent {outcome.reason} after {outcome.duration_s:.0f} s; finishing evaluations in flight"
+        + (f"\nthe end of its log ({log_path}):\n{tail}" if tail else ""))
     gateway.close()  # the agent is done: no more model calls
-    return AgentRun(asdict(outcome), {"passes": watcher.passes, "entries": watcher.entries,
-                                      "copied_bytes": watcher.copied_bytes},
+    return AgentRun(record, {"passes": watcher.passes, "entries": watcher.entries,
+                             "copied_bytes": watcher.copied_bytes},
                     {"opened": opened, "method": decoy_watch.method} if decoy_watch is not None else None)
 
 
@@ -100,6 +122,27 @@ def _states(root: Path, planted: Planted) -> dict[str, tuple[int, int]]:
             st = os.stat(root / d.rel, follow_symlinks=False)
             states[d.rel] = (st.st_size, st.st_mtime_ns)
     return states
+
+
+#: an agent that fails within this many seconds has the end of its log in the run's message and record
+EARLY_DEATH_S = 60.0
+#: how much of that log: its last bytes, at most
+LOG_TAIL_BYTES = 2000
+
+
+def _early_death_tail(outcome: AgentOutcome, root: Path) -> str | None:
+    """The end of ``agent.log`` (an agent-written file: read through :mod:`autorl.untrusted`, no link followed,
+    capped) when the agent failed within :data:`EARLY_DEATH_S` seconds; None otherwise."""
+    from autorl import untrusted
+
+    if outcome.timed_out or outcome.exit_code == 0 or outcome.duration_s > EARLY_DEATH_S:
+        return None
+    try:
+        raw = untrusted.read_tail(root, "agent.log", limit=LOG_TAIL_BYTES)
+    except untrusted.UntrustedFileError:
+        return None
+    text = raw.decode("utf-8", errors="replace").strip()
+    return text or None
 
 
 def _describe(choice: SandboxChoice) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from autorl.audit import harness_hashes
-from autorl.errors import AutorlError
+from autorl.errors import AutorlError, UsageError
 from autorl.grader.server import free_port
 from autorl.resources import private_dir
 from autorl.workspace import Workspace, build_workspace
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from autorl.progress import Say
     from autorl.runs.plan import Assets, Plan
 
-__all__ = ["Place", "make_place", "new_run_id"]
+__all__ = ["Place", "check_port", "make_place", "new_run_id"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,22 @@ class Place:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+
+def check_port(port: int | None) -> None:
+    """A ``--port`` that is out of range or taken is refused before anything starts, with the cause."""
+    import socket
+
+    if port is None:
+        return
+    if not 0 < port < 65536:
+        raise UsageError(f"--port must be between 1 and 65535, not {port}")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise UsageError(f"--port {port} cannot be used on 127.0.0.1 ({exc.strerror or exc}): another process "
+                             "holds it; choose another port or leave --port out") from None
 
 
 def make_place(plan: Plan, assets: Assets, home: Path, runs_dir: Path | str | None, port: int | None,

@@ -84,9 +84,12 @@ def expand(spec_source: str | Path | Mapping[str, Any], sweep_dir: Path | None =
 
 
 def open_study(sweep: str | Path) -> Study:
-    """A study from its directory (or its name under ``AUTORL_HOME/sweeps``)."""
+    """A study from its directory, its spec file (the one ``sweep run`` took), or its name under
+    ``AUTORL_HOME/sweeps``."""
     path = Path(sweep).expanduser()
-    if not path.is_dir() and "/" not in str(sweep):
+    if path.is_file():  # the spec: its study's folder, where `sweep run SPEC` puts it
+        path = expand(path, None).dir.root
+    elif not path.is_dir() and "/" not in str(sweep):
         path = sweeps_root() / str(sweep)
     folder = SweepDir(path)
     if not folder.exists():

@@ -1,8 +1,9 @@
 """One attempt on a compute node: ``autorl run`` as its own process, its files copied into the sweep directory.
 
 The run's ``AUTORL_HOME`` is a scratch home on the node's local disk (``AUTORL_SWEEP_SCRATCH``, else the
-temporary directory): its ledger, grader stores, LLM gateway records and workspaces live there, so no SQLite
-file is opened on a network filesystem. The shared home's ``models/`` and ``datasets/`` are linked into it (a
+temporary directory): its ledger, grader stores and LLM gateway records live there, so no SQLite file is opened
+on a network filesystem. The run's workspace, which its record names, is kept in the attempt's folder of the
+study (under ``AUTORL_HOME/sweeps``, or where the spec says), not in scratch space that outlives nothing. The shared home's ``models/`` and ``datasets/`` are linked into it (a
 model is downloaded or built once) and the task's hidden folder is copied from it (the same items, drawn with
 the same secret, on every node). At the end the result, read from the scratch ledger (never from a file the
 agent can write), and the grader's store are copied into the attempt's folder.
@@ -139,7 +140,7 @@ def run_attempt(attempt_dir: str | Path) -> dict[str, Any]:
     try:
         home = scratch_home(payload)
         _link_shared(home, Path(payload["home"]), payload["options"]["task"])
-        runs_dir = home / "runs" / f"{payload['run_key']}-a{payload['attempt']}"
+        runs_dir = attempt_dir / "runs"  # the workspace stays with the study's record of the attempt
         # nothing of the engine reaches the run: no RAY_ADDRESS, no session directory named
         env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k != "AUTORL_FILE_PATH"}
         env["AUTORL_HOME"] = str(home)

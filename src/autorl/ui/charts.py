@@ -46,6 +46,15 @@ def _fmt_time(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
 
+def _how(p: dict[str, Any]) -> str:
+    """How a submission was evaluated, for its tooltip (the engine, then each time it has)."""
+    if not p.get("engine"):
+        return ""
+    times = ", ".join(f"{k[:-2]} {p[k]:.1f} s" for k in ("wake_s", "load_s", "generate_s", "sleep_s")
+                      if isinstance(p.get(k), (int, float)))
+    return f"; engine {p['engine']}" + (f" ({times})" if times else "")
+
+
 def _svg(width: int, height: int, body: list[str], label: str) -> str:
     return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" '
             f'height="{height}" role="img" aria-label="{escape(label)}">{STYLE}'
@@ -128,7 +137,7 @@ def timeline_svg(tl: dict[str, Any], title: str = "", width: int = 760, height: 
         sid = escape(str(p["submission_id"]))
         body.append(f'<circle class="point" data-submission="{sid}" cx="{cx:.1f}" cy="{cy:.1f}" r="4.5" '
                     f'fill="#1c7ed6"><title>submission {sid}: {p["score"]:.2f} at '
-                    f'{_fmt_time(p["t_s"])}</title></circle>')
+                    f'{_fmt_time(p["t_s"])}{escape(_how(p))}</title></circle>')
     for p in points:
         if p.get("score") is None:
             body.append(f'<circle class="pending" cx="{x(p["t_s"]):.1f}" cy="{top + ph - 6}" r="4" fill="none" '

@@ -156,10 +156,12 @@ def run_detail(ledger: Ledger, run_id: str, now: float | None = None) -> dict[st
 
 
 def _point(sub: Mapping[str, Any], t0: float) -> dict[str, Any]:
+    from autorl.grader import records
+
     at = sub.get("finished_at") or sub.get("created_at")
     return {"submission_id": sub["submission_id"], "t_s": round(float(sub["created_at"]) - t0, 2) if sub.get("created_at") else None,
             "scored_t_s": round(float(at) - t0, 2) if at else None, "score": sub.get("score"), "ci95": sub.get("ci95"),
-            "status": sub.get("status")}
+            "status": sub.get("status"), **{k: sub.get(k) for k in records.HOW_EVALUATED}}
 
 
 def timeline_of_result(result: Mapping[str, Any]) -> dict[str, Any]:
