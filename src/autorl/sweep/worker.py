@@ -45,6 +45,12 @@ def scratch_home(payload: dict[str, Any]) -> Path:
     return home
 
 
+def run_id(payload: dict[str, Any]) -> str:
+    """The attempt's run id, ``<run_key>-<sweep_id>-a<N>``: unique to one execution, so two studies whose cells
+    coincide (same agent, task, model and seed under another name or folder) never share a record or a folder."""
+    return f"{payload['run_key']}-{payload['sweep_id']}-a{payload['attempt']}"
+
+
 def _link_shared(home: Path, shared: Path, task: str) -> None:
     from autorl.resources import file_lock, private_dir
 
@@ -139,7 +145,7 @@ def run_attempt(attempt_dir: str | Path) -> dict[str, Any]:
     try:
         home = scratch_home(payload)
         _link_shared(home, Path(payload["home"]), payload["options"]["task"])
-        runs_dir = home / "runs" / f"{payload['run_key']}-a{payload['attempt']}"
+        runs_dir = home / "runs" / run_id(payload)
         # nothing of the engine reaches the run: no RAY_ADDRESS, no session directory named
         env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k != "AUTORL_FILE_PATH"}
         env["AUTORL_HOME"] = str(home)
@@ -164,7 +170,7 @@ def run_attempt(attempt_dir: str | Path) -> dict[str, Any]:
             _copy_store(result, attempt_dir)
             row = result["row"]
             result["meta"]["runner_run_id"] = row["run_id"]
-            row.update(run_id=f"{payload['run_key']}-a{payload['attempt']}", run_key=payload["run_key"],
+            row.update(run_id=run_id(payload), run_key=payload["run_key"],
                        sweep=payload["sweep"])
             result["meta"]["sweep"] = {"name": payload["sweep"], "dir": payload["sweep_dir"],
                                        "run_key": payload["run_key"], "attempt": payload["attempt"]}
