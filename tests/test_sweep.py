@@ -232,7 +232,8 @@ def test_kill_9_of_the_coordinator_then_resume(home: Path, tmp_path: Path, fake_
     cli("sweep", "ingest", "study", env=env, check=True)
     rows = json.loads(cli("results", "--json", env=env, check=True).stdout)
     assert len(rows) == 4 and len({r["run_key"] for r in rows}) == 4
-    assert {r["run_id"] for r in rows} == {f"{k}-a{len(v)}" for k, v in states.items()}
+    sweep_id = json.loads(next(keys.glob("*/a1/payload.json")).read_text())["sweep_id"]
+    assert {r["run_id"] for r in rows} == {f"{k}-{sweep_id}-a{len(v)}" for k, v in states.items()}
 
 
 class FlakyExecutor:

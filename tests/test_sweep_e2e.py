@@ -63,7 +63,8 @@ def test_two_by_two_through_local_slots(study_home: Path, tmp_path: Path) -> Non
     assert len(results) == 4 and not list(keys.glob("*/a2"))
     for r in results:  # the grader's store came back from the node's disk into the sweep folder
         assert Path(r["meta"]["store_dir"]).is_relative_to(keys) and Path(r["meta"]["store_dir"]).is_dir()
-        assert r["row"]["run_id"] == f"{r['row']['run_key']}-a1" and r["row"]["sweep"] == "two"
+        sweep_id = json.loads((Path(r["meta"]["store_dir"]).parent / "payload.json").read_text())["sweep_id"]
+        assert r["row"]["run_id"] == f"{r['row']['run_key']}-{sweep_id}-a1" and r["row"]["sweep"] == "two"
     by_agent: dict[str, list[dict[str, Any]]] = {}
     for r in results:
         by_agent.setdefault(r["row"]["agent"], []).append(r["row"])

@@ -174,6 +174,29 @@ def test_a_worker_killed_mid_evaluation_is_replaced_and_the_submission_still_sco
         t.join(10)
 
 
+def test_a_worker_that_dies_while_idle_says_why_in_the_next_record_and_the_log(tmp_path: Path) -> None:
+    fine = write_stub_checkpoint(tmp_path / "fine", echo_answers(4))
+    config = _config(tmp_path, task="echo", backend="scripted", backend_options={}, limit=None)
+    slot = EvalSlot(config, Path(config.store_dir))
+    try:
+        first = slot.run(as_snapshot(fine), "dev", "sub1")
+        pid = first["extra"]["worker"]["pid"]
+        os.kill(pid, signal.SIGKILL)
+        end = time.monotonic() + 30
+        while Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z" and time.monotonic() < end:
+            time.sleep(0.05)  # dead (a zombie until the slot reaps it), as between two submissions
+        second = slot.run(as_snapshot(fine), "dev", "sub2")
+        third = slot.run(as_snapshot(fine), "dev", "sub3")
+    finally:
+        slot.close()
+    assert "replaced_after" not in first["extra"]["worker"]
+    assert "killed by SIGKILL" in second["extra"]["worker"]["replaced_after"]
+    assert second["extra"]["worker"]["pid"] != pid and second["score"] == pytest.approx(first["score"])
+    assert "replaced_after" not in third["extra"]["worker"]  # said once, with the job that found it dead
+    log = (Path(config.store_dir) / "workers" / "slot0.log").read_text()
+    assert "killed by SIGKILL" in log and "while idle" in log
+
+
 def test_a_hung_worker_is_killed_at_the_timeout_and_retried_once(tmp_path: Path) -> None:
     ckpt = write_stub_checkpoint(tmp_path / "hang", echo_answers(1), {"hang": True})
     config = _config(tmp_path, task="echo", backend="scripted", backend_options={}, limit=None, eval_timeout=3.0)

@@ -103,9 +103,15 @@ class Ledger:
         return sorted((json.loads(r[0]) for r in rows), key=lambda d: -float(d.get("started", 0)))
 
     def ingest(self, result: Mapping[str, Any]) -> None:
-        """Insert or replace one run (and its submissions) from its result record."""
+        """Insert one run (and its submissions) from its result record, or replace the record of the same
+        execution (a re-audit, a re-ingest); a record of another execution under the same run id is never
+        replaced (a one-line :class:`ResourceError`)."""
         row = result["row"]
         with self._tx() as db:
+            old = db.execute("SELECT data FROM runs WHERE run_id=?", (row["run_id"],)).fetchone()
+            if old is not None and execution(_loaded(old[0])) != execution(result):
+                raise ResourceError(f"run {row['run_id']} is already recorded for another execution "
+                                    f"({_where(_loaded(old[0]))}); not replaced by the one from {_where(result)}")
             db.execute("DELETE FROM live WHERE run_id=?", (row["run_id"],))
             db.execute("DELETE FROM submissions WHERE run_id=?", (row["run_id"],))
             db.execute(
@@ -183,6 +189,19 @@ class Ledger:
         tmp.write_text(buf.getvalue())
         tmp.replace(path)
         return path
+
+
+def execution(result: Mapping[str, Any]) -> tuple[str, str, str]:
+    """What tells one execution of a run from another: its workspace, the id its runner gave it (a sweep renames
+    a run) and its start."""
+    row, meta = result.get("row") or {}, result.get("meta") or {}
+    return (str(row.get("workspace") or ""), str(meta.get("runner_run_id") or row.get("run_id")),
+            str(row.get("timestamp")))
+
+
+def _where(result: Mapping[str, Any]) -> str:
+    workspace, runner_id, started = execution(result)
+    return f"started {started}, workspace {workspace or '?'}, runner id {runner_id}"[:300]
 
 
 def _loaded(data: str) -> dict[str, Any]:

@@ -171,6 +171,8 @@ class EvalSlot:
         self._workers_started = 0
         self._retiring = False  # the worker said it ends after its answer: the next job starts a fresh one
         self._closed = False
+        #: why the worker this slot had was found dead between jobs (recorded with the next job)
+        self._replaced_after: str | None = None
 
     @property
     def worker_pid(self) -> int | None:
@@ -208,7 +210,9 @@ class EvalSlot:
                     "slot": self.index, "pid": self.worker_pid, "started": self._workers_started,
                     **({"retried_after": lost} if lost else {}),
                     **({"fresh_process": True} if restarted else {}),
+                    **({"replaced_after": self._replaced_after} if self._replaced_after else {}),
                 }
+                self._replaced_after = None
                 return record
 
     def close(self) -> None:
@@ -220,7 +224,12 @@ class EvalSlot:
 
     def _run_once(self, job: dict[str, Any]) -> dict[str, Any]:
         if self._worker is not None and (self._retiring or not self._worker.alive()):
-            self._replace()  # it ended after its last answer, or died while idle: not this job's fault
+            if not self._retiring:  # died while idle (not this job's fault): the record and the log say why
+                self._replaced_after = self._worker.death()
+                log = self.store_dir / "workers" / f"slot{self.index}.log"
+                with contextlib.suppress(OSError), log.open("a") as f:
+                    f.write(f"autorl grader: slot {self.index}: {self._replaced_after} while idle; replaced\n")
+            self._replace()  # it ended after its last answer, or died while idle
         if self._worker is None:
             logs = self.store_dir / "workers"
             self._worker = _Worker(self.config.python, self.env, logs / f"slot{self.index}.log")

@@ -7,7 +7,7 @@
 <sweep>/keys/<run_key>/a<N>/payload.json what attempt N runs (autorl run's arguments, the homes)
 <sweep>/keys/<run_key>/a<N>/job.json     where it runs (executor, job id, pid, GPUs, submitted)
 <sweep>/keys/<run_key>/a<N>/outcome.json how it ended: a result, or an infrastructure failure and why
-<sweep>/keys/<run_key>/a<N>/result.json  the run's result (run id = run key + attempt; run_key, sweep)
+<sweep>/keys/<run_key>/a<N>/result.json  the run's result (run id = run key, sweep id, attempt; run_key, sweep)
 <sweep>/keys/<run_key>/a<N>/run.log      autorl run's output
 <sweep>/keys/<run_key>/a<N>/grader/      the grader's store, copied from the node's local disk
 ```

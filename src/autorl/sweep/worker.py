@@ -1,9 +1,9 @@
 """One attempt on a compute node: ``autorl run`` as its own process, its files copied into the sweep directory.
 
 The run's ``AUTORL_HOME`` is a scratch home on the node's local disk (``AUTORL_SWEEP_SCRATCH``, else the
-temporary directory): its ledger, grader stores and LLM gateway records live there, so no SQLite file is opened
-on a network filesystem. The run's workspace, which its record names, is kept in the attempt's folder of the
-study (under ``AUTORL_HOME/sweeps``, or where the spec says), not in scratch space that outlives nothing. The shared home's ``models/`` and ``datasets/`` are linked into it (a
+temporary directory): its ledger, grader stores, LLM gateway records and workspace live there, so no SQLite
+file is opened on a network filesystem and no workspace sits inside the study folder or the shared home, which
+the run's sandbox masks. The shared home's ``models/`` and ``datasets/`` are linked into it (a
 model is downloaded or built once) and the task's hidden folder is copied from it (the same items, drawn with
 the same secret, on every node). At the end the result, read from the scratch ledger (never from a file the
 agent can write), and the grader's store are copied into the attempt's folder.
@@ -16,6 +16,7 @@ coordinator may retry.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import signal
@@ -33,6 +34,10 @@ from autorl.sweep.store import INFRA, RESULT, read_json, write_json
 #: the program that runs one cell (tests and benchmarks put a fake run here; see docs/sweep.md)
 RUN_PROGRAM_ENV = "AUTORL_SWEEP_RUN_PROGRAM"
 SCRATCH_ENV = "AUTORL_SWEEP_SCRATCH"
+#: MiB of the scratch disk held back while a run goes, freed once it ends so that its record can be written
+#: even when its agent filled the disk
+RESERVE_ENV = "AUTORL_SWEEP_RESERVE_MB"
+DEFAULT_RESERVE_MB = 64
 #: seconds a run gets to clean up after SIGINT before it is killed
 STOP_GRACE_S = 20.0
 
@@ -44,6 +49,12 @@ def scratch_home(payload: dict[str, Any]) -> Path:
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(home.parent.parent, 0o700)
     return home
+
+
+def run_id(payload: dict[str, Any]) -> str:
+    """The attempt's run id, ``<run_key>-<sweep_id>-a<N>``: unique to one execution, so two studies whose cells
+    coincide (same agent, task, model and seed under another name or folder) never share a record or a folder."""
+    return f"{payload['run_key']}-{payload['sweep_id']}-a{payload['attempt']}"
 
 
 def _link_shared(home: Path, shared: Path, task: str) -> None:
@@ -63,6 +74,51 @@ def _link_shared(home: Path, shared: Path, task: str) -> None:
                 shutil.rmtree(target, ignore_errors=True)
                 shutil.copytree(source, target, symlinks=True)
                 os.chmod(target, 0o700)
+
+
+def _reserve(home: Path, name: str) -> Path | None:
+    """A file of ``AUTORL_SWEEP_RESERVE_MB`` MiB (default 64) on the scratch disk, its blocks allocated; an
+    ``OSError`` (no room for it) fails the attempt before its run starts."""
+    raw = os.environ.get(RESERVE_ENV, str(DEFAULT_RESERVE_MB))
+    try:
+        size = int(float(raw) * 2**20)
+    except ValueError:
+        raise OSError(f"{RESERVE_ENV} must be a number of MiB, not {raw!r}") from None
+    if size <= 0:
+        return None
+    path = home.parent / f".reserve-{name}"
+    with path.open("wb") as f:
+        try:
+            os.posix_fallocate(f.fileno(), 0, size)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # no fallocate here: write zeros
+                raise
+            block = bytes(2**20)
+            for start in range(0, size, len(block)):
+                f.write(block[: size - start])
+            f.flush()
+            os.fsync(f.fileno())
+    return path
+
+
+def _recover(payload: dict[str, Any], home: Path, runs_dir: Path, env: dict[str, str], log: Path) -> None:
+    """Record, from its grader's store, a run of this attempt that ended without its record (its agent filled
+    the disk, say): ``autorl recover`` with the room the reserve gave back. A run whose scored submissions are
+    in its store is then a result, never an infrastructure failure retried for another chance."""
+    from autorl.ledger import Ledger
+
+    if payload.get("program") or not (home / "autorl.db").is_file():
+        return
+    ledger = Ledger(home / "autorl.db")
+    try:
+        lost = [str(r["run_id"]) for r in ledger.live()
+                if Path(str(r.get("workspace") or "/")).is_relative_to(runs_dir)]
+    finally:
+        ledger.close()
+    for run_id in lost:
+        with log.open("ab") as err:
+            subprocess.run([sys.executable, "-c", "from autorl.cli import main; main()", "recover", run_id],
+                           stdout=err, stderr=err, env=env, stdin=subprocess.DEVNULL, check=False)
 
 
 def _command(payload: dict[str, Any], runs_dir: Path) -> list[str]:
@@ -140,24 +196,35 @@ def run_attempt(attempt_dir: str | Path) -> dict[str, Any]:
     try:
         home = scratch_home(payload)
         _link_shared(home, Path(payload["home"]), payload["options"]["task"])
-        runs_dir = attempt_dir / "runs"  # the workspace stays with the study's record of the attempt
+        runs_dir = home / "runs" / run_id(payload)
         # nothing of the engine reaches the run: no RAY_ADDRESS, no session directory named
         env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k != "AUTORL_FILE_PATH"}
         env["AUTORL_HOME"] = str(home)
         # the run's agent must not see the shared home (every task's hidden items and secret, the ledger) nor the
         # study folder (other runs' results and grader stores): the run's sandbox masks both
-        hide = [str(Path(payload["home"])), str(Path(payload["sweep_dir"])), os.environ.get("AUTORL_SANDBOX_HIDE", "")]
+        # nor any study's scratch home under this scratch root (other studies' hidden items, secrets, ledgers
+        # and grader stores), whatever disk it is on
+        hide = [str(Path(payload["home"])), str(Path(payload["sweep_dir"])), str(home.parent.parent),
+                os.environ.get("AUTORL_SANDBOX_HIDE", "")]
         env["AUTORL_SANDBOX_HIDE"] = os.pathsep.join(p for p in hide if p)
         if payload.get("gpus") is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in payload["gpus"])
         log = attempt_dir / "run.log"
-        with log.open("ab") as err:
-            proc = subprocess.Popen(_command(payload, runs_dir), stdout=subprocess.PIPE, stderr=err, env=env,
-                                    stdin=subprocess.DEVNULL)
-            _CHILD[0] = proc
-            out, _ = proc.communicate()
+        reserve = _reserve(home, run_id(payload))
+        try:
+            with log.open("ab") as err:
+                proc = subprocess.Popen(_command(payload, runs_dir), stdout=subprocess.PIPE, stderr=err, env=env,
+                                        stdin=subprocess.DEVNULL)
+                _CHILD[0] = proc
+                out, _ = proc.communicate()
+        finally:
+            if reserve is not None:
+                reserve.unlink(missing_ok=True)
         code = proc.returncode
         recorded = None if code == 0 else _recorded(home, runs_dir)
+        if code != 0 and recorded is None:
+            _recover(payload, home, runs_dir, env, log)
+            recorded = _recorded(home, runs_dir)
         if code == 0 or recorded is not None:
             result = _result(payload, home, out.decode()) if recorded is None else recorded
             if code != 0:
@@ -165,7 +232,7 @@ def run_attempt(attempt_dir: str | Path) -> dict[str, Any]:
             _copy_store(result, attempt_dir)
             row = result["row"]
             result["meta"]["runner_run_id"] = row["run_id"]
-            row.update(run_id=f"{payload['run_key']}-a{payload['attempt']}", run_key=payload["run_key"],
+            row.update(run_id=run_id(payload), run_key=payload["run_key"],
                        sweep=payload["sweep"])
             result["meta"]["sweep"] = {"name": payload["sweep"], "dir": payload["sweep_dir"],
                                        "run_key": payload["run_key"], "attempt": payload["attempt"]}

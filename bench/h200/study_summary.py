@@ -1,0 +1,74 @@
+"""The summary of bench/h200/study.sh: per phase (study, first) each run's wall time, end and score, and each
+submission's latency (accepted to scored) with its grader worker; the study's report; the hf backend's GSM8K-shaped
+figure. Writes OUT/summary.json and OUT/summary.md.
+
+    python bench/h200/study_summary.py OUT
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def runs(sweep: Path) -> list[dict[str, Any]]:
+    out = []
+    for attempt in sorted(sweep.glob("keys/*/a*")):
+        outcome = _read(attempt / "outcome.json") or {}
+        result = _read(attempt / "result.json") or {}
+        row = result.get("row") or {}
+        subs = []
+        for s in result.get("submissions") or []:
+            start, end = s.get("created_at"), s.get("finished_at")
+            latency = round(end - start, 2) if isinstance(start, int | float) and isinstance(end, int | float) else None
+            subs.append({"id": s.get("submission_id"), "latency_s": latency, "score": s.get("score"),
+                         "worker": (s.get("extra") or {}).get("worker")})
+        out.append({"attempt": attempt.name, "run_id": row.get("run_id"), "seed": row.get("seed"),
+                    "outcome": outcome.get("kind"), "reason": outcome.get("reason"),
+                    "attempt_wall_s": outcome.get("duration_s"), "run_wall_s": row.get("duration_s"),
+                    "test_score": row.get("test_score"), "improvement": row.get("improvement"),
+                    "submissions": subs})
+    return out
+
+
+def main(out: Path) -> dict[str, Any]:
+    summary: dict[str, Any] = {}
+    for phase in ("study", "first"):
+        sweep = out / "sweeps" / phase
+        if sweep.is_dir():
+            summary[phase] = {"wall": _read(out / f"{phase}-wall.json"), "runs": runs(sweep),
+                              "report": _read(out / f"{phase}-report.json")}
+    summary["gsm_hf"] = _read(out / "gsm-hf.json")
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    lines = ["# Study on one GPU (bench/h200/study.sh)", ""]
+    for phase in ("study", "first"):
+        if phase not in summary:
+            continue
+        wall = (summary[phase]["wall"] or {}).get("wall_s")
+        lines += [f"## {phase} (whole phase {wall} s)", "",
+                  "| run | seed | outcome | run wall s | test | improvement | submission latencies s |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        for r in summary[phase]["runs"]:
+            lat = ", ".join(str(s["latency_s"]) for s in r["submissions"]) or "-"
+            lines.append(f"| {r['run_id']} | {r['seed']} | {r['outcome']} | {r['run_wall_s']} | {r['test_score']} "
+                         f"| {r['improvement']} | {lat} |")
+        for c in (summary[phase]["report"] or {}).get("cells", []):
+            lines.append(f"\nmean improvement {c.get('mean')} (95% CI {c.get('ci95')}) over {c.get('runs')} runs")
+        lines.append("")
+    lines += ["## hf backend, 1,319-item 8-shot GSM8K-shaped set", "", "```", json.dumps(summary["gsm_hf"])[:2000],
+              "```", ""]
+    (out / "summary.md").write_text("\n".join(lines))
+    return summary
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
