@@ -123,6 +123,7 @@ def run(
         services.stop()
     gateway = services.gateway
     ending = Ending(outcome=agent_run.outcome, finished=time.time(), watch=dict(agent_run.watch),
-                    gateway=gateway.summary, gateway_error=gateway.error, grader_restarts=services.grader.restarts)
+                    gateway=gateway.summary, gateway_error=gateway.error, grader_restarts=services.grader.restarts,
+                    configured_model=agent_run.configured_model)
     return finish(facts, collected, ending, plan.benchmark, home, audit=audit, audit_budget_s=audit_budget_s,
                   say=say)

@@ -64,7 +64,7 @@ def run_cmd(
         ["improvement 95% CI", fmt(r["improvement_ci95"]), fmt(r["dev_improvement_ci95"])],
         ["p-value", fmt_p(r["p_value"]), "-"],
     ])
-    typer.echo(f"submissions: {r['submissions']}  success: {r['success']}  ({r['end_reason']})  "
+    typer.echo(f"submissions: {r['submissions']}  test-scored (success): {r['success']}  beat baseline: {r.get('beat_baseline')}  ({r['end_reason']})  "
                f"duration: {r['duration_s']:.0f} s  sandbox: {r['sandbox']}\nworkspace: {r['workspace']}")
     if r["best_score"] is None:
         typer.echo("no test score: this run has no result (the dev figures are the agent's feedback, not a result)")

@@ -144,7 +144,8 @@ def _reattach(study: Any) -> None:
             attempt.outcome = {"kind": "infra", "reason": f"{gone} (not recorded yet: run `sweep run` again)"}
 
 
-REPORT_COLUMNS = ("task", "model", "agent", "config", "runs", "failed", "success rate", "mean improvement",
+REPORT_COLUMNS = ("task", "model", "agent", "config", "runs", "failed", "test-scored rate",
+                  "beat baseline rate", "mean improvement",
                   "95% CI (over runs)", "per-run improvements [95% CI]")
 
 
@@ -153,8 +154,9 @@ def _report_cells(report: dict[str, Any]) -> list[list[str]]:
     for c in report["cells"]:
         per_run = "; ".join(f"s{r['seed']}: {fmt(r['improvement'])} {fmt(r['improvement_ci95'])}"
                             + (f" ({r['end_reason']})" if not r["success"] else "") for r in c["per_run"])
-        out.append([c["task"], c["base_model"], c["agent"], c["config_hash"], str(c["runs"]), str(c["failures"]),
-                    f"{c['success_rate']:.0%}", fmt(c["mean"]), fmt(c["ci95"]), per_run])
+        agent = c["agent"] + (f" ({c['driver_model']})" if c.get("driver_model") else "")
+        out.append([c["task"], c["base_model"], agent, c["config_hash"], str(c["runs"]), str(c["failures"]),
+                    f"{c['success_rate']:.0%}", f"{c['beat_baseline_rate']:.0%}", fmt(c["mean"]), fmt(c["ci95"]), per_run])
     return out
 
 

@@ -16,6 +16,7 @@ from autorl.agents.base import AgentContext
 from autorl.agents.process import agent_environment, run_agent
 from autorl.errors import AutorlError
 from autorl.lease import guarded
+from autorl.metrics import configured_model
 from autorl.progress import SubmissionPrinter
 from autorl.watch import Watcher, interval_from_env
 
@@ -36,6 +37,8 @@ class AgentRun:
 
     outcome: dict[str, Any]
     watch: dict[str, int]
+    #: the model the agent's environment names (its configuration's and the operator's variables), if any
+    configured_model: str | None = None
 
 
 def _context(plan: Plan, assets: Assets, place: Place, services: Services, deadline: float, seed: int) -> AgentContext:
@@ -79,7 +82,7 @@ def run_the_agent(plan: Plan, assets: Assets, place: Place, services: Services, 
     say(f"agent {outcome.reason} after {outcome.duration_s:.0f} s; finishing evaluations in flight")
     gateway.close()  # the agent is done: no more model calls
     return AgentRun(asdict(outcome), {"passes": watcher.passes, "entries": watcher.entries,
-                                      "copied_bytes": watcher.copied_bytes})
+                                      "copied_bytes": watcher.copied_bytes}, configured_model(env))
 
 
 def _describe(choice: SandboxChoice) -> str:

@@ -21,6 +21,7 @@ from autorl.errors import GraderError
 from autorl.gateway.record import SUMMARY_NAME
 from autorl.grader.records import state_from_store
 from autorl.ledger import record_run
+from autorl.metrics import driver_model, process_metrics
 from autorl.resources import cached_instruct_variants
 from autorl.results import RunResult, run_row
 
@@ -107,6 +108,7 @@ class Ending:
         grader_restarts: the grader's restarts during the run (None: unknown).
         orchestrator: who finished the run (``lost_at``, ``detail``, ``recovered_at``, ``how``).
         end_reason: the row's ``end_reason`` in place of the one the outcome and the scores give.
+        configured_model: the model the agent's environment named, or None.
     """
 
     outcome: dict[str, Any]
@@ -117,6 +119,8 @@ class Ending:
     gateway_error: str | None = None
     grader_restarts: list[dict[str, Any]] | None = None
     end_reason: str | None = None
+    #: the model the agent's environment named (the row's ``driver_model`` when no call went through the gateway)
+    configured_model: str | None = None
 
 
 def gateway_totals(gateway_dir: str | None) -> dict[str, Any] | None:
@@ -140,7 +144,13 @@ def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Pa
                  "source": GATEWAY_USAGE_SOURCE}
     row = run_row(run_id=facts.run_id, started=facts.started, finished=ending.finished, task=facts.task,
                   agent=facts.agent, base_model=facts.base_model, workspace=facts.workspace, seed=facts.seed,
-                  sandbox=facts.sandbox, state=state, test=test, outcome=ending.outcome, llm_usage=usage)
+                  sandbox=facts.sandbox, state=state, test=test, outcome=ending.outcome, llm_usage=usage,
+                  metrics=process_metrics(state["submissions"], best=state["best"],
+                                          baseline_score=state["baseline_score"], agent_started=facts.agent_started,
+                                          deadline=facts.deadline, agent_duration_s=ending.outcome.get("duration_s"),
+                                          base_hash=_base_hash(facts, state["submissions"]),
+                                          refusals=state.get("refusals") or []).to_dict(),
+                  driver_model=driver_model(summary, ending.configured_model))
     if ending.end_reason:
         row.end_reason = ending.end_reason
     elif collected.grader_lost:
@@ -173,6 +183,19 @@ def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Pa
     run_dir = Path(facts.workspace) if facts.workspace else home / "runs" / facts.task / facts.run_id
     return RunResult(facts.run_id, row.record(), state["submissions"], state.get("baseline"), test,
                      dict(ending.outcome), run_dir, meta)
+
+
+def _base_hash(facts: RunFacts, submissions: list[dict[str, Any]]) -> str | None:
+    # the base model's content digest, comparable with the grader's digest of each submission (a copy of the
+    # base submitted as is has the same); the base's files are the harness's, out of the agent's reach
+    if not facts.model_path or not any(s.get("content_hash") for s in submissions):
+        return None
+    from autorl.evaluation.identity import model_hash
+
+    try:
+        return model_hash(Path(facts.model_path)) if Path(facts.model_path).is_dir() else None
+    except OSError:
+        return None
 
 
 def _known_variants(spec: str, home: Path) -> list[Path]:

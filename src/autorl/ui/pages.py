@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from autorl.aggregate import FAILURE_RULE
+from autorl.metrics import SCALAR_METRICS
 from autorl.ui.data import RUN_COLUMNS
 from autorl.ui.shell import fmt, layout, status_badge
 
@@ -166,7 +167,8 @@ def run_page(detail: dict[str, Any], timeline_svg: str, logs: dict[str, dict[str
     mode = row.get("sandbox") or sandbox.get("mode")
     headline = [("test baseline", row.get("baseline"), "num"), ("test score", row.get("best_score"), "num"),
                 ("improvement", row.get("improvement"), "num"), ("95% CI", row.get("improvement_ci95"), "ci"),
-                ("p value", row.get("p_value"), "num"), ("success", row.get("success"), "text")]
+                ("p value", row.get("p_value"), "num"), ("finished with a test score (success)", row.get("success"), "text"),
+                ("beat baseline (95% CI above 0)", row.get("beat_baseline"), "text")]
     no_headline = ("<p class='note'>no headline: this run has no held-out test score"
                    f"{' yet' if live else ''}.</p>") if row.get("improvement") is None else ""
     dev = [("k (scored submissions)", row.get("dev_k"), "num"), ("dev baseline", row.get("dev_baseline"), "num"),
@@ -174,6 +176,7 @@ def run_page(detail: dict[str, Any], timeline_svg: str, logs: dict[str, dict[str
            ("dev 95% CI", row.get("dev_improvement_ci95"), "ci")]
     other = [("submissions", row.get("submissions"), "num"), ("duration", row.get("duration_s"), "secs"),
              ("end", row.get("end_reason"), "text")]
+    process = [(name.replace("_", " "), row.get(name), "num") for name in SCALAR_METRICS]
     network = f" (network {sandbox.get('network')})" if sandbox.get("network") else ""
     about = [("run id", rid, "text"), ("task", row.get("task"), "text"), ("agent", row.get("agent"), "text"),
              ("base model", row.get("base_model"), "text"), ("model source", meta.get("model_source"), "text"),
@@ -220,6 +223,7 @@ def run_page(detail: dict[str, Any], timeline_svg: str, logs: dict[str, dict[str
 <div><h2>Headline: held-out test</h2>{no_headline}{_meta_list(headline)}
 <h2>Dev: best of k on dev, optimistic</h2><p class="note">the best of the k dev scores the agent saw; biased
 upward by the choice among k, not the run's result.</p>{_meta_list(dev)}{_meta_list(other)}
+<h2>Process (the grader's record)</h2>{_meta_list(process)}
 <h2>Run</h2>{about_html}
 {"<h2>Audit</h2><ul id='audit'>" + flags + "</ul>" if flags else ""}</div></div>
 {"<h2>Submissions</h2><table><thead><tr><th>id</th><th>status</th><th>score</th><th>95% CI</th><th>improvement</th><th>path (as the agent gave it)</th><th>error</th></tr></thead><tbody>" + sub_rows + "</tbody></table>" if sub_rows else ""}

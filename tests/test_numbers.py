@@ -1,0 +1,209 @@
+"""The figures the field reads, against hand-computed runs: the process metrics (the reference harness's names),
+from the grader's records only."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autorl.metrics import METRIC_NAMES, metric_means, process_metrics
+from autorl.results import CSV_COLUMNS
+
+from .conftest import cli, echo_answers, write_stub_checkpoint
+from .scripted_llm import serve_in_thread
+from .test_run import agent_folder, run_json
+
+
+def _sub(i: int, at: float, status: str = "done", score: float | None = None, digest: str = "x") -> dict[str, Any]:
+    return {"submission_id": i, "created_at": at, "status": status, "score": score, "content_hash": f"{digest}{i}"
+            if digest == "x" else digest}
+
+
+def test_process_metrics_by_hand() -> None:
+    # the agent starts at t=1000 with a 600 s budget and runs 450 s; dev baseline 25
+    subs = [
+        _sub(3, 1100.0, score=40.0),
+        _sub(1, 1010.0, status="failed"),
+        _sub(2, 1030.0, score=25.0, digest="base-digest"),  # the base model submitted as is
+        _sub(4, 1200.0, score=30.0),
+        _sub(5, 1300.0, score=55.0),
+        _sub(6, 1400.0, status="failed", digest="base-digest"),
+    ]
+    # two refused attempts (a path outside the output folder at t=1005, an unreadable time: last)
+    refused = [{"created_at": 1005.0, "kind": "outside_output"}, {"created_at": None, "kind": "invalid_checkpoint"}]
+    m = process_metrics(subs, best={"submission_id": 5, "score": 55.0}, baseline_score=25.0, agent_started=1000.0,
+                        deadline=1600.0, agent_duration_s=450.0, base_hash="base-digest", refusals=refused)
+    assert m.valid_submission_rate == pytest.approx(4 / 8, abs=1e-4)
+    # attempts in order: refused (1005), 1 failed (1010), 2 scored (1030)
+    assert m.first_valid_idx == 2 and m.first_valid_delay == pytest.approx(30.0)
+    assert m.score_trajectory == [[30.0, 25.0], [100.0, 40.0], [200.0, 30.0], [300.0, 55.0]]
+    # 25 is not above the baseline of 25: the first improvement is submission 3, at 100 s
+    assert m.time_to_first_improvement == pytest.approx(100.0) and m.time_to_best == pytest.approx(300.0)
+    # 25 -> 40 up, 40 -> 30 down, 30 -> 55 up
+    assert m.monotonic_ratio == pytest.approx(2 / 3, abs=1e-4)
+    assert m.copy_model_count == 2
+    assert m.time_used_ratio == pytest.approx(0.75) and m.last_submit_gap == pytest.approx(200.0)
+
+
+def test_process_metrics_of_a_run_without_submissions_or_clock() -> None:
+    m = process_metrics([], best=None, baseline_score=None, agent_started=None, deadline=None,
+                        agent_duration_s=None)
+    assert m.to_dict() == {**dict.fromkeys(METRIC_NAMES), "score_trajectory": [], "copy_model_count": 0}
+    # a record's odd values (a string time, an infinite score) are left out, never raised on
+    odd = [{"submission_id": 1, "created_at": "soon", "status": "done", "score": float("inf")}]
+    m = process_metrics(odd, best=None, baseline_score=0.0, agent_started=0.0, deadline=10.0, agent_duration_s=99.0)
+    assert m.valid_submission_rate == 0.0 and m.score_trajectory == [] and m.time_used_ratio == 1.0
+
+
+def test_metric_means_over_seeds() -> None:
+    rows = [{"monotonic_ratio": 0.5, "copy_model_count": 1, "time_to_best": None},
+            {"monotonic_ratio": 1.0, "copy_model_count": 0, "time_to_best": 12.0}, {}]
+    means = metric_means(rows)
+    assert means["monotonic_ratio"] == 0.75 and means["copy_model_count"] == 0.5 and means["time_to_best"] == 12.0
+    assert means["first_valid_idx"] is None and "score_trajectory" not in means
+
+
+@pytest.fixture(scope="module")
+def scripted_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One recorded run of a scripted agent whose submissions are known: the base model copied as is (25 on dev),
+    a broken checkpoint, a better one (60), a worse one (40); it forges its own metrics files too."""
+    tmp = tmp_path_factory.mktemp("numbers")
+    home = tmp / "home"
+    base = write_stub_checkpoint(tmp / "stub-base", {**echo_answers(5), **echo_answers(6, "test")})
+    agent = agent_folder(tmp / "agents", "numbers", """
+        cp -rL "$MODEL_PATH" "$OUTPUT_DIR/copy"
+        submit copy
+        mkdir -p "$OUTPUT_DIR/bad" && echo x > "$OUTPUT_DIR/bad/config.json"
+        submit bad
+        make_ckpt better 12 null 21
+        submit better
+        make_ckpt worse 8
+        submit worse
+        mkdir -p "$WORKSPACE/reports"
+        echo '{"valid_submission_rate": 1.0, "copy_model_count": 0}' > "$WORKSPACE/reports/metrics.json"
+        echo '{"row": {"valid_submission_rate": 1.0, "copy_model_count": 0}}' > "$WORKSPACE/result.json"
+    """, env_vars={"CHAT_MODEL": "configured-model"})
+    row = run_json(home, "--agent", str(agent), "--task", "echo", "--model", str(base), "--timeout", "60",
+                   "--backend", "scripted")
+    result = json.loads((Path(str(row["workspace"])) / "result.json").read_text())
+    db = sqlite3.connect(Path(result["meta"]["store_dir"]) / "grader.db")
+    created = [r[0] for r in db.execute("SELECT created_at FROM submissions ORDER BY id")]
+    db.close()
+    return {"home": home, "row": row, "result": result, "created": created}
+
+
+@pytest.mark.e2e
+def test_process_metrics_of_a_scripted_run(scripted_run: dict[str, Any]) -> None:
+    row, meta, created = scripted_run["row"], scripted_run["result"]["meta"], scripted_run["created"]
+    start, deadline = meta["agent_started"], meta["deadline"]
+    statuses = [s["status"] for s in scripted_run["result"]["submissions"]]
+    # the broken checkpoint was refused at the door: an attempt, not a submission
+    assert statuses == ["done", "done", "done"] and len(meta["refusals"]) == 1
+    # the agent's forged figures are not the run's: the grader's records are
+    assert row["valid_submission_rate"] == 0.75 and row["copy_model_count"] == 1
+    assert row["first_valid_idx"] == 0 and row["first_valid_delay"] == pytest.approx(created[0] - start, abs=1e-3)
+    assert row["score_trajectory"] == [[pytest.approx(created[i] - start, abs=1e-3), score]
+                                       for i, score in ((0, 25.0), (1, 60.0), (2, 40.0))]
+    assert row["time_to_first_improvement"] == pytest.approx(created[1] - start, abs=1e-3)
+    assert row["time_to_best"] == row["time_to_first_improvement"] and row["best_submission"] == 2
+    assert row["monotonic_ratio"] == 0.5
+    assert row["last_submit_gap"] == pytest.approx(deadline - created[2], abs=1e-3)
+    ran = scripted_run["result"]["agent"]["duration_s"]
+    assert row["time_used_ratio"] == pytest.approx(ran / (deadline - start), abs=1e-3)
+    assert scripted_run["result"]["row"]["monotonic_ratio"] == 0.5
+
+
+@pytest.mark.e2e
+def test_process_metrics_in_results_csv_and_the_run_page(scripted_run: dict[str, Any]) -> None:
+    # the new columns come last, after every column an older results.csv had
+    tail = (*METRIC_NAMES, "beat_baseline", "driver_model")
+    assert CSV_COLUMNS[-len(tail):] == tail
+    proc = cli("results", "--format", "csv", env={"AUTORL_HOME": str(scripted_run["home"])})
+    assert proc.returncode == 0, proc.stderr
+    (line,) = list(csv.DictReader(io.StringIO(proc.stdout)))
+    assert float(line["valid_submission_rate"]) == 0.75 and line["copy_model_count"] == "1"
+    assert len(json.loads(line["score_trajectory"])) == 3
+
+    import httpx
+
+    from autorl.ui.app import create_app
+
+    with serve_in_thread(create_app(scripted_run["home"] / "autorl.db")) as port, \
+            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as client:
+        page = client.get(f"/runs/{scripted_run['row']['run_id']}").text
+    assert "<h2>Process (the grader's record)</h2>" in page and "valid submission rate" in page
+    assert "finished with a test score (success)" in page and "beat baseline (95% CI above 0)" in page
+
+
+# -- success named for what it is, beat_baseline ----------------------------------------------------------
+def test_beat_baseline_is_the_headline_interval_above_zero() -> None:
+    from autorl.results import beat_baseline, upgrade_row
+
+    assert beat_baseline([0.5, 9.0]) is True
+    # an interval touching or crossing 0, none, or a malformed one: no
+    for ci in ([0.0, 3.0], [-1.0, 3.0], None, [1.0], ["1", 2.0], [True, 2.0], "[1, 2]"):
+        assert beat_baseline(ci) is False, ci
+    # rows recorded before the column get it from their headline interval (never from the dev one)
+    assert upgrade_row({"dev_k": 2, "improvement_ci95": [1.0, 2.0]})["beat_baseline"] is True
+    old = {"baseline": 20.0, "best_score": 30.0, "improvement": 10.0, "improvement_ci95": [2.0, 18.0],
+           "test_score": None}
+    assert upgrade_row(old)["beat_baseline"] is False
+
+
+def test_study_report_counts_beat_baseline_apart_from_success() -> None:
+    from autorl.sweep.report import build_report
+
+    def row(seed: int, imp: float | None, ci: list[float] | None) -> dict[str, Any]:
+        return {"run_id": f"r{seed}", "task": "t", "agent": "a", "base_model": "m", "config_hash": "c", "seed": seed,
+                "improvement": imp, "improvement_ci95": ci, "success": imp is not None,
+                "beat_baseline": bool(ci and ci[0] > 0), "monotonic_ratio": 0.25 * seed}
+
+    # a finished run with a zero gain is a "success" (it has a test score), and does not beat the baseline
+    (cell,) = build_report([row(0, 0.0, [-2.0, 2.0]), row(1, 6.0, [1.0, 11.0]), row(2, None, None)])["cells"]
+    assert cell["success_rate"] == pytest.approx(2 / 3) and cell["beat_baseline_rate"] == pytest.approx(1 / 3)
+    assert [r["beat_baseline"] for r in cell["per_run"]] == [False, True, False]
+    assert cell["process_means"]["monotonic_ratio"] == pytest.approx(0.25)
+
+
+@pytest.mark.e2e
+def test_a_scripted_run_beats_its_baseline_and_says_what_success_means(scripted_run: dict[str, Any]) -> None:
+    row = scripted_run["row"]
+    # by hand: the best on dev (submission 2) answers 21 of 30 test items against the base's 6: 70 - 20
+    assert row["improvement"] == pytest.approx(50.0) and row["improvement_ci95"][0] > 0
+    assert row["success"] is True and row["beat_baseline"] is True
+    # it called no model through the gateway: the driver model is the one its configuration names
+    assert row["driver_model"] == "configured-model"
+
+
+# -- driver_model ---------------------------------------------------------------------------------------------
+def test_driver_model_from_the_gateway_record_most_tokens_first() -> None:
+    from autorl.metrics import configured_model, driver_model
+
+    summary = {"by_model": {
+        "small": {"calls": 9, "prompt_tokens": 100, "completion_tokens": 20},
+        "big": {"calls": 2, "prompt_tokens": 5000, "completion_tokens": 900},
+        "refused-only": {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0},
+        "odd": "not counts",
+    }}
+    # the model the agent's configuration names does not override what it called
+    assert driver_model(summary, "configured") == "big, small"
+    assert driver_model({"by_model": {}}, "configured") == driver_model(None, "configured") == "configured"
+    assert driver_model(None) is None
+    assert configured_model({"MODEL_NAME": "m2", "CHAT_MODEL": "m1"}) == "m1"
+    assert configured_model({"CHAT_MODEL": ""}) is None
+
+
+def test_study_cells_are_split_by_driver_model() -> None:
+    from autorl.sweep.report import build_report
+
+    rows = [{"run_id": f"r{i}", "task": "t", "agent": "llm", "base_model": "m", "config_hash": "c", "seed": i,
+             "improvement": 1.0, "improvement_ci95": None, "success": True, "driver_model": d}
+            for i, d in enumerate(["gpt-a", "gpt-a", "gpt-b"])]
+    cells = build_report(rows)["cells"]
+    assert sorted((c["driver_model"], c["runs"]) for c in cells) == [("gpt-a", 2), ("gpt-b", 1)]
