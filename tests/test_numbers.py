@@ -71,8 +71,9 @@ def test_metric_means_over_seeds() -> None:
 
 @pytest.fixture(scope="module")
 def scripted_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One recorded run of a scripted agent whose submissions are known: the base model copied as is (25 on dev),
-    a broken checkpoint, a better one (60), a worse one (40); it forges its own metrics files too."""
+    """One recorded run of a scripted agent whose submissions are known: the base model copied as is (25 on dev,
+    20 on test), a broken checkpoint, a better one (60 on dev, 70 on test), a worse one on dev that is better
+    on test (40, 90), submitted twice; it forges its own metrics files too."""
     tmp = tmp_path_factory.mktemp("numbers")
     home = tmp / "home"
     base = write_stub_checkpoint(tmp / "stub-base", {**echo_answers(5), **echo_answers(6, "test")})
@@ -83,7 +84,8 @@ def scripted_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         submit bad
         make_ckpt better 12 null 21
         submit better
-        make_ckpt worse 8
+        make_ckpt worse 8 null 27
+        submit worse
         submit worse
         mkdir -p "$WORKSPACE/reports"
         echo '{"valid_submission_rate": 1.0, "copy_model_count": 0}' > "$WORKSPACE/reports/metrics.json"
@@ -104,31 +106,33 @@ def test_process_metrics_of_a_scripted_run(scripted_run: dict[str, Any]) -> None
     start, deadline = meta["agent_started"], meta["deadline"]
     statuses = [s["status"] for s in scripted_run["result"]["submissions"]]
     # the broken checkpoint was refused at the door: an attempt, not a submission
-    assert statuses == ["done", "done", "done"] and len(meta["refusals"]) == 1
+    assert statuses == ["done", "done", "done", "done"] and len(meta["refusals"]) == 1
     # the agent's forged figures are not the run's: the grader's records are
-    assert row["valid_submission_rate"] == 0.75 and row["copy_model_count"] == 1
+    assert row["valid_submission_rate"] == 0.8 and row["copy_model_count"] == 1
     assert row["first_valid_idx"] == 0 and row["first_valid_delay"] == pytest.approx(created[0] - start, abs=1e-3)
     assert row["score_trajectory"] == [[pytest.approx(created[i] - start, abs=1e-3), score]
-                                       for i, score in ((0, 25.0), (1, 60.0), (2, 40.0))]
+                                       for i, score in ((0, 25.0), (1, 60.0), (2, 40.0), (3, 40.0))]
     assert row["time_to_first_improvement"] == pytest.approx(created[1] - start, abs=1e-3)
     assert row["time_to_best"] == row["time_to_first_improvement"] and row["best_submission"] == 2
-    assert row["monotonic_ratio"] == 0.5
-    assert row["last_submit_gap"] == pytest.approx(deadline - created[2], abs=1e-3)
+    # 25 -> 60 up, 60 -> 40 down, 40 -> 40 not down
+    assert row["monotonic_ratio"] == pytest.approx(2 / 3, abs=1e-4)
+    assert row["last_submit_gap"] == pytest.approx(deadline - created[3], abs=1e-3)
     ran = scripted_run["result"]["agent"]["duration_s"]
     assert row["time_used_ratio"] == pytest.approx(ran / (deadline - start), abs=1e-3)
-    assert scripted_run["result"]["row"]["monotonic_ratio"] == 0.5
+    assert scripted_run["result"]["row"]["valid_submission_rate"] == 0.8
 
 
 @pytest.mark.e2e
 def test_process_metrics_in_results_csv_and_the_run_page(scripted_run: dict[str, Any]) -> None:
     # the new columns come last, after every column an older results.csv had
-    tail = (*METRIC_NAMES, "beat_baseline", "driver_model")
+    tail = (*METRIC_NAMES, "beat_baseline", "driver_model", "test_best_of_k", "test_best_of_k_k",
+            "test_best_of_k_submission", "test_selection_gap")
     assert CSV_COLUMNS[-len(tail):] == tail
     proc = cli("results", "--format", "csv", env={"AUTORL_HOME": str(scripted_run["home"])})
     assert proc.returncode == 0, proc.stderr
     (line,) = list(csv.DictReader(io.StringIO(proc.stdout)))
-    assert float(line["valid_submission_rate"]) == 0.75 and line["copy_model_count"] == "1"
-    assert len(json.loads(line["score_trajectory"])) == 3
+    assert float(line["valid_submission_rate"]) == 0.8 and line["copy_model_count"] == "1"
+    assert len(json.loads(line["score_trajectory"])) == 4
 
     import httpx
 
@@ -207,3 +211,67 @@ def test_study_cells_are_split_by_driver_model() -> None:
             for i, d in enumerate(["gpt-a", "gpt-a", "gpt-b"])]
     cells = build_report(rows)["cells"]
     assert sorted((c["driver_model"], c["runs"]) for c in cells) == [("gpt-a", 2), ("gpt-b", 1)]
+
+
+# -- the peers' protocol: best of k on test ----------------------------------------------------------------------
+def test_best_of_k_by_hand() -> None:
+    from autorl.metrics import test_best_of_k
+    from autorl.runs.finish import distinct_scored
+
+    tests = [{"submission_id": 2, "status": "done", "score": 70.0}, {"submission_id": 1, "status": "done", "score": 20.0},
+             {"submission_id": 4, "status": "done", "score": 90.0}, {"submission_id": 5, "status": "failed", "score": None},
+             {"submission_id": 6, "status": "done", "score": 90.0}]
+    assert test_best_of_k(tests, {"status": "done", "score": 70.0}) == {
+        "test_best_of_k": 90.0, "test_best_of_k_k": 4, "test_best_of_k_submission": 4, "test_selection_gap": 20.0}
+    assert set(test_best_of_k(None, None).values()) == {None}
+    subs = [{"submission_id": i, "status": st, "score": sc, "content_hash": h, "duplicate_of": d}
+            for i, st, sc, h, d in [(1, "done", 1.0, "a", None), (2, "done", 2.0, "b", None), (3, "failed", None, "c", None),
+                                    (4, "done", 2.0, "b", 2), (5, "done", 3.0, "a", None), (6, "done", 0.0, "d", None)]]
+    # the best (2) is scored already; a submission whose content was seen is not scored again
+    assert distinct_scored(subs, exclude=2) == [1, 6]
+
+
+@pytest.mark.e2e
+def test_best_of_k_on_test_beside_an_unchanged_headline(scripted_run: dict[str, Any]) -> None:
+    row = scripted_run["row"]
+    # the dev-selected checkpoint (2) is the headline; the worse one on dev (3) is the best on test: 90 - 70
+    assert row["best_submission"] == 2 and row["best_score"] == pytest.approx(70.0)
+    assert row["test_best_of_k"] == pytest.approx(90.0) and row["test_best_of_k_submission"] == 3
+    # three distinct contents (the copy of the base, 2 and 3; 4 repeats 3): each scored on test once
+    assert row["test_best_of_k_k"] == 3 and row["test_selection_gap"] == pytest.approx(20.0)
+    db = sqlite3.connect(Path(scripted_run["result"]["meta"]["store_dir"]) / "grader.db")
+    tested = sorted(r[0] for r in db.execute("SELECT submission_id FROM test_scores"))
+    db.close()
+    assert tested == [1, 2, 3]
+
+
+@pytest.mark.e2e
+def test_no_test_all_scores_only_the_selected_checkpoint(tmp_path: Path) -> None:
+    base = write_stub_checkpoint(tmp_path / "stub-base", {**echo_answers(5), **echo_answers(6, "test")})
+    agent = agent_folder(tmp_path / "agents", "two", """
+        make_ckpt a 12 null 21
+        submit a
+        make_ckpt b 8 null 27
+        submit b
+    """)
+    row = run_json(tmp_path / "home", "--agent", str(agent), "--task", "echo", "--model", str(base), "--timeout",
+                   "60", "--backend", "scripted", "--no-test-all", "--no-audit")
+    assert row["best_score"] == pytest.approx(70.0) and row["test_best_of_k"] is None
+    assert row["test_best_of_k_k"] is None and row["test_selection_gap"] is None
+
+
+def test_a_study_spec_turns_the_peer_figure_off() -> None:
+    from autorl.errors import UsageError
+    from autorl.sweep.keys import Resolver
+    from autorl.sweep.spec import expand_options
+
+    base = {"agent": "llm", "task": "arith", "model": "autorl:tiny", "timeout": 60}
+    resolver = Resolver()
+    (off,) = expand_options({**base, "test_all": False})
+    plain = resolver.identify(expand_options(base)[0])
+    cell = resolver.identify(off)
+    assert "--no-test-all" in cell.run_args() and "--no-test-all" not in plain.run_args()
+    # existing studies keep their keys; turning it off is another key
+    assert "test_all" not in plain.identity and cell.run_key != plain.run_key
+    with pytest.raises(UsageError, match="test_all must be true or false"):
+        expand_options({**base, "test_all": "no"})

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 __all__ = ["CONFIG_MODEL_VARIABLES", "METRIC_NAMES", "SCALAR_METRICS", "ProcessMetrics", "configured_model", "driver_model",
-           "metric_means", "process_metrics"]
+           "metric_means", "process_metrics", "test_best_of_k"]
 
 #: the variables of an agent's environment (its configuration's and the operator's) that name its model
 CONFIG_MODEL_VARIABLES = ("CHAT_MODEL", "OPENAI_MODEL", "LLM_MODEL", "MODEL_NAME")
@@ -149,3 +149,19 @@ def driver_model(gateway_summary: Mapping[str, Any] | None, configured: str | No
 def configured_model(env: Mapping[str, str]) -> str | None:
     """The model an agent's environment names (:data:`CONFIG_MODEL_VARIABLES`, first set one), or None."""
     return next((env[k][:200] for k in CONFIG_MODEL_VARIABLES if env.get(k)), None)
+
+
+def test_best_of_k(tests: Sequence[Mapping[str, Any]] | None, headline: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The peers' figure: the best test score among the k distinct scored submissions each scored once on the
+    test split (``tests``: the grader's test records), its submission, k, and the selection gap (that score
+    minus the headline's test score). Optimistic: the choice among k is made on the test split itself; the
+    headline (the dev-selected checkpoint) does not change. All None when the run has no such evaluations."""
+    scored = [t for t in tests or () if t.get("status") == "done" and _number(t.get("score")) is not None]
+    if not scored:
+        return {"test_best_of_k": None, "test_best_of_k_k": None, "test_best_of_k_submission": None,
+                "test_selection_gap": None}
+    top = max(scored, key=lambda t: (float(t["score"]), -int(t["submission_id"])))
+    head = _number((headline or {}).get("score")) if (headline or {}).get("status") == "done" else None
+    return {"test_best_of_k": float(top["score"]), "test_best_of_k_k": len(scored),
+            "test_best_of_k_submission": int(top["submission_id"]),
+            "test_selection_gap": round(float(top["score"]) - head, 4) if head is not None else None}

@@ -93,6 +93,13 @@ class RunRow:
     #: the model(s) the agent called, most tokens first (the gateway's record), else the one its configuration
     #: names
     driver_model: str | None = None
+    #: the peers' protocol beside ours (optimistic, never the headline): the best test score among the k
+    #: distinct scored submissions, each scored once on the test split after the run, its submission, k, and
+    #: the selection gap (that score minus the headline test score)
+    test_best_of_k: float | None = None
+    test_best_of_k_k: int | None = None
+    test_best_of_k_submission: int | None = None
+    test_selection_gap: float | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunRow:
@@ -178,7 +185,7 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
             test: Mapping[str, Any] | None, outcome: Mapping[str, Any],
             llm_usage: Mapping[str, Any] | None = None, run_key: str | None = None,
             sweep: str | None = None, metrics: Mapping[str, Any] | None = None,
-            driver_model: str | None = None) -> RunRow:
+            driver_model: str | None = None, best_of_k: Mapping[str, Any] | None = None) -> RunRow:
     """The row of a finished run, from the grader's state and test evaluation and the agent's outcome.
 
     The headline is the dev-selected checkpoint scored once on the test split, paired against the test
@@ -232,6 +239,7 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
         **{k: v for k, v in (metrics or {}).items() if k in _FIELD_NAMES},
         beat_baseline=beat_baseline(head.get("improvement_ci95")),
         driver_model=driver_model,
+        **{k: v for k, v in (best_of_k or {}).items() if k.startswith("test_") and k in _FIELD_NAMES},
     )
 
 

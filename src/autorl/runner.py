@@ -48,6 +48,7 @@ def run(
     eval_timeout: float = 3600.0,
     grace_s: float = 10.0,
     final_test: bool = True,
+    test_all: bool = True,
     limit: int | None = None,
     audit: bool = True,
     sandbox: str = "auto",
@@ -114,7 +115,7 @@ def run(
         facts = replace(facts, deadline=deadline, agent_started=deadline - timeout)
         live.update_live(place.run_id, deadline=facts.deadline, agent_started=facts.agent_started)
         agent_run = run_the_agent(plan, assets, place, services, stack, home, deadline, seed, grace_s, say)
-        collected = collect_from(services.grader, place.store_dir, task, eval_timeout, final_test, say)
+        collected = collect_from(services.grader, place.store_dir, task, eval_timeout, final_test, say, test_all)
     except BaseException:
         live.end_run(place.run_id)  # nothing will be recorded for it
         raise

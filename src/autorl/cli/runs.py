@@ -34,6 +34,9 @@ def run_cmd(
                                 help="auto (bwrap where it works, else none with a warning), bwrap or none."),
     network: str = typer.Option("on", "--network", help="on, or off: the agent reaches only the grader (bwrap)."),
     no_audit: bool = typer.Option(False, "--no-audit", help="Skip the cheat audit at the end (autorl audit runs it)."),
+    no_test_all: bool = typer.Option(False, "--no-test-all",
+                                     help="Skip scoring every distinct submission on test (the optimistic "
+                                          "best-of-k peer figure; the headline is unchanged)."),
     audit_budget: float = typer.Option(900.0, "--audit-budget", help="The audit's time budget in seconds."),
     llm_budget_usd: float | None = typer.Option(None, "--llm-budget-usd",
                                                 help="The LLM gateway refuses the agent's model calls past this cost."),
@@ -51,7 +54,7 @@ def run_cmd(
                  agent_credentials=agent_credential, limit=limit,
                  sandbox=sandbox, network=network,
                  benchmark_options=parse_pairs(benchmark_option, "--benchmark-option"), audit=not no_audit,
-                 audit_budget_s=audit_budget, llm_budget_usd=llm_budget_usd, llm_budget_tokens=llm_budget_tokens,
+                 audit_budget_s=audit_budget, test_all=not no_test_all, llm_budget_usd=llm_budget_usd, llm_budget_tokens=llm_budget_tokens,
                  llm_prices=llm_prices)
     if as_json:
         print_json(result.row)

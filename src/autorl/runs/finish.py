@@ -21,7 +21,7 @@ from autorl.errors import GraderError
 from autorl.gateway.record import SUMMARY_NAME
 from autorl.grader.records import state_from_store
 from autorl.ledger import record_run
-from autorl.metrics import driver_model, process_metrics
+from autorl.metrics import driver_model, process_metrics, test_best_of_k
 from autorl.resources import cached_instruct_variants
 from autorl.results import RunResult, run_row
 
@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from autorl.progress import Say
     from autorl.runs.facts import RunFacts
 
-__all__ = ["GATEWAY_USAGE_SOURCE", "Collected", "Ending", "build_result", "collect", "collect_from", "finish",
+__all__ = ["GATEWAY_USAGE_SOURCE", "Collected", "Ending", "build_result", "collect", "collect_from",
+           "distinct_scored", "finish",
            "gateway_totals", "orchestrator", "record"]
 
 #: the gateway's totals: its own counts from the upstreams' usage fields, not the agent's word
@@ -48,12 +49,16 @@ class Collected:
     state: dict[str, Any]
     test: dict[str, Any] | None
     grader_lost: str | None = None
+    #: every distinct scored submission's test evaluation (the peers' best-of-k), when asked for
+    test_all: list[dict[str, Any]] | None = None
 
 
-def collect(admin: GraderClient, eval_timeout: float, final_test: bool,
-            say: Say) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def collect(admin: GraderClient, eval_timeout: float, final_test: bool, say: Say,
+            test_all: bool = False) -> tuple[dict[str, Any], dict[str, Any] | None, list[dict[str, Any]] | None]:
     """From the grader's own store only: evaluations in flight finished (up to ``eval_timeout`` s), the run
-    closed, the best on dev scored once on the test split. Returns the grader's state and that test evaluation."""
+    closed, the best on dev scored once on the test split; with ``test_all`` every other distinct scored
+    submission too, once each (the peers' protocol, never the headline). Returns the grader's state, the best's
+    test evaluation and, with ``test_all``, every test evaluation."""
     _wait_for_evaluations(admin, eval_timeout)
     admin.close_run()
     state = admin.state()
@@ -61,7 +66,34 @@ def collect(admin: GraderClient, eval_timeout: float, final_test: bool,
     if final_test and state["best"] is not None:
         say(f"scoring the best submission ({state['best']['submission_id']}) on the hidden test split")
         test = admin.evaluate_test()
-    return state, test
+    if not (final_test and test_all and test is not None):
+        return state, test, None
+    tests = [test]
+    others = distinct_scored(state["submissions"], exclude=state["best"]["submission_id"])
+    if others:
+        say(f"scoring {len(others)} other submission(s) on the test split for the best-of-k figure (not the result)")
+    for sid in others:
+        try:
+            tests.append(admin.evaluate_test(sid))
+        except GraderError as exc:  # one that cannot be scored is left out of k, said so
+            tests.append({"submission_id": sid, "status": "failed", "score": None, "error": str(exc)[:300]})
+    return state, test, tests
+
+
+def distinct_scored(submissions: list[dict[str, Any]], exclude: int | None = None) -> list[int]:
+    """The scored submissions with distinct content (the earliest of equal ones; ``exclude``'s content counts
+    as seen), in submission order."""
+    done = sorted((s for s in submissions if s.get("status") == "done" and s.get("score") is not None),
+                  key=lambda s: int(s["submission_id"]))
+    seen = {s.get("content_hash") for s in done if s["submission_id"] == exclude}
+    out = []
+    for s in done:
+        digest = s.get("content_hash") or f"#{s['submission_id']}"
+        if s["submission_id"] == exclude or s.get("duplicate_of") is not None or digest in seen:
+            continue
+        seen.add(digest)
+        out.append(int(s["submission_id"]))
+    return out
 
 
 def _wait_for_evaluations(admin: GraderClient, timeout: float) -> None:
@@ -76,11 +108,12 @@ def _wait_for_evaluations(admin: GraderClient, timeout: float) -> None:
 
 
 def collect_from(grader: GraderProcess, store_dir: Path, task: str, eval_timeout: float, final_test: bool,
-                 say: Say) -> Collected:
+                 say: Say, test_all: bool = False) -> Collected:
     """:func:`collect` from a grader that answers (made again when it was started again under the call); from
     its store file when the grader is gone for good."""
     try:
-        return Collected(*grader.surviving(lambda: collect(grader.admin, eval_timeout, final_test, say)))
+        state, test, tests = grader.surviving(lambda: collect(grader.admin, eval_timeout, final_test, say, test_all))
+        return Collected(state, test, test_all=tests)
     except GraderError:
         if grader.alive:
             raise
@@ -150,7 +183,8 @@ def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Pa
                                           deadline=facts.deadline, agent_duration_s=ending.outcome.get("duration_s"),
                                           base_hash=_base_hash(facts, state["submissions"]),
                                           refusals=state.get("refusals") or []).to_dict(),
-                  driver_model=driver_model(summary, ending.configured_model))
+                  driver_model=driver_model(summary, ending.configured_model),
+                  best_of_k=test_best_of_k(collected.test_all, test))
     if ending.end_reason:
         row.end_reason = ending.end_reason
     elif collected.grader_lost:

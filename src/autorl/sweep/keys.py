@@ -146,6 +146,8 @@ class Resolver:
         }
         if o.get("agent_credentials"):  # only when given: the keys of studies without them stay as they were
             identity["agent_credentials"] = o["agent_credentials"]
+        if o.get("test_all") is False:  # the same: only when the peer figure is turned off
+            identity["test_all"] = False
         return Cell(options=o, run_key=run_key(identity), identity=identity)
 
 

@@ -39,6 +39,7 @@ CELL_DEFAULTS: dict[str, Any] = {
     "audit_budget": 900.0,
     "llm_budget_usd": None,
     "llm_budget_tokens": None,
+    "test_all": True,
 }
 #: keys that describe the study, not a cell
 STUDY_KEYS = ("name", "include", "exclude", "retries", "max_parallel", "executor", "slurm", "ray", "local")
@@ -88,6 +89,8 @@ class Cell:
             args += ["--benchmark-option", f"{k}={json.dumps(v)}"]
         if not o["audit"]:
             args.append("--no-audit")
+        if not o["test_all"]:
+            args.append("--no-test-all")
         return args
 
 
@@ -194,6 +197,8 @@ def check_options(o: dict[str, Any]) -> dict[str, Any]:
         raise UsageError(f"spec: network must be on or off, not {o['network']!r}")
     if not isinstance(o["audit"], bool):
         raise UsageError(f"spec: audit must be true or false, not {o['audit']!r}")
+    if not isinstance(o["test_all"], bool):
+        raise UsageError(f"spec: test_all must be true or false, not {o['test_all']!r}")
     for name in TABLE_KEYS:
         if not isinstance(o[name], dict) or not all(isinstance(k, str) and k for k in o[name]):
             raise UsageError(f"spec: {name} must be a table of NAME = value")

@@ -177,6 +177,9 @@ def run_page(detail: dict[str, Any], timeline_svg: str, logs: dict[str, dict[str
     other = [("submissions", row.get("submissions"), "num"), ("duration", row.get("duration_s"), "secs"),
              ("end", row.get("end_reason"), "text")]
     process = [(name.replace("_", " "), row.get(name), "num") for name in SCALAR_METRICS]
+    peers = [("best of k on test", row.get("test_best_of_k"), "num"), ("k", row.get("test_best_of_k_k"), "num"),
+             ("submission", row.get("test_best_of_k_submission"), "num"),
+             ("selection gap (minus the headline)", row.get("test_selection_gap"), "num")]
     network = f" (network {sandbox.get('network')})" if sandbox.get("network") else ""
     about = [("run id", rid, "text"), ("task", row.get("task"), "text"), ("agent", row.get("agent"), "text"),
              ("base model", row.get("base_model"), "text"), ("model source", meta.get("model_source"), "text"),
@@ -224,6 +227,9 @@ def run_page(detail: dict[str, Any], timeline_svg: str, logs: dict[str, dict[str
 <h2>Dev: best of k on dev, optimistic</h2><p class="note">the best of the k dev scores the agent saw; biased
 upward by the choice among k, not the run's result.</p>{_meta_list(dev)}{_meta_list(other)}
 <h2>Process (the grader's record)</h2>{_meta_list(process)}
+<h2>Peers' protocol: best of k on test, optimistic</h2><p class="note">every distinct scored submission scored
+once on test after the run, the best taken: chosen on the test split itself, so biased upward; not the run's
+result.</p>{_meta_list(peers)}
 <h2>Run</h2>{about_html}
 {"<h2>Audit</h2><ul id='audit'>" + flags + "</ul>" if flags else ""}</div></div>
 {"<h2>Submissions</h2><table><thead><tr><th>id</th><th>status</th><th>score</th><th>95% CI</th><th>improvement</th><th>path (as the agent gave it)</th><th>error</th></tr></thead><tbody>" + sub_rows + "</tbody></table>" if sub_rows else ""}
