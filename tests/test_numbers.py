@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from autorl.metrics import METRIC_NAMES, metric_means, process_metrics
+from autorl.metrics import EFFICIENCY_COLUMNS, METRIC_NAMES, metric_means, process_metrics
 from autorl.results import CSV_COLUMNS
 
 from .conftest import cli, echo_answers, write_stub_checkpoint
@@ -126,7 +126,7 @@ def test_process_metrics_of_a_scripted_run(scripted_run: dict[str, Any]) -> None
 def test_process_metrics_in_results_csv_and_the_run_page(scripted_run: dict[str, Any]) -> None:
     # the new columns come last, after every column an older results.csv had
     tail = (*METRIC_NAMES, "beat_baseline", "driver_model", "test_best_of_k", "test_best_of_k_k",
-            "test_best_of_k_submission", "test_selection_gap")
+            "test_best_of_k_submission", "test_selection_gap", *EFFICIENCY_COLUMNS)
     assert CSV_COLUMNS[-len(tail):] == tail
     proc = cli("results", "--format", "csv", env={"AUTORL_HOME": str(scripted_run["home"])})
     assert proc.returncode == 0, proc.stderr
@@ -275,3 +275,36 @@ def test_a_study_spec_turns_the_peer_figure_off() -> None:
     assert "test_all" not in plain.identity and cell.run_key != plain.run_key
     with pytest.raises(UsageError, match="test_all must be true or false"):
         expand_options({**base, "test_all": "no"})
+
+
+# -- efficiency -------------------------------------------------------------------------------------------------
+def test_efficiency_by_hand() -> None:
+    from autorl.gpus import GpuAssignment, parse_gpus
+    from autorl.metrics import efficiency
+
+    # 2 agent GPUs for 1800 s, 1 grader GPU for the run's 3600 s: 7200 GPU-seconds, 2 GPU-hours; +6 points, $3
+    e = efficiency(gpu_counts={"agent": 2, "grader": 1}, agent_s=1800.0, run_s=3600.0, improvement=6.0, cost_usd=3.0)
+    assert e == {"agent_gpu_seconds": 3600.0, "grader_gpu_seconds": 3600.0, "improvement_per_gpu_hour": 3.0,
+                 "improvement_per_usd": 2.0}
+    # no GPU, no cost, no headline: no ratio (never a division by 0)
+    none = efficiency(gpu_counts={"agent": 0, "grader": 0}, agent_s=10.0, run_s=20.0, improvement=6.0, cost_usd=0.0)
+    assert none["agent_gpu_seconds"] == 0.0 and none["improvement_per_gpu_hour"] is None
+    assert none["improvement_per_usd"] is None
+    assert efficiency(gpu_counts=None, agent_s=None, run_s=None, improvement=None, cost_usd=None) == dict.fromkeys(e)
+    # what each role had: --gpus as given; without it the agent sees every GPU and the grader uses one
+    assert parse_gpus("agent=0-2,grader=3", [(str(i), f"u{i}") for i in range(4)]).counts(4) == {"agent": 3, "grader": 1}
+    assert GpuAssignment().counts(8) == {"agent": 8, "grader": 1} and GpuAssignment().counts(0) == {"agent": 0, "grader": 0}
+
+
+@pytest.mark.e2e
+def test_efficiency_of_a_scripted_run(scripted_run: dict[str, Any]) -> None:
+    from autorl.gpus import visible_gpus
+
+    row = scripted_run["row"]
+    n = len(visible_gpus())
+    ran = scripted_run["result"]["agent"]["duration_s"]
+    assert row["agent_gpu_seconds"] == pytest.approx(n * ran, abs=0.1)
+    # no model called through the gateway: no cost, no gain per dollar
+    assert row["llm_cost_usd"] is None and row["improvement_per_usd"] is None
+    if n == 0:
+        assert row["grader_gpu_seconds"] == 0.0 and row["improvement_per_gpu_hour"] is None

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["CONFIG_MODEL_VARIABLES", "METRIC_NAMES", "SCALAR_METRICS", "ProcessMetrics", "configured_model", "driver_model",
-           "metric_means", "process_metrics", "test_best_of_k"]
+__all__ = ["CONFIG_MODEL_VARIABLES", "EFFICIENCY_COLUMNS", "METRIC_NAMES", "SCALAR_METRICS", "ProcessMetrics", "configured_model", "driver_model",
+           "efficiency", "metric_means", "process_metrics", "test_best_of_k"]
 
 #: the variables of an agent's environment (its configuration's and the operator's) that name its model
 CONFIG_MODEL_VARIABLES = ("CHAT_MODEL", "OPENAI_MODEL", "LLM_MODEL", "MODEL_NAME")
@@ -57,11 +57,15 @@ METRIC_NAMES: tuple[str, ...] = tuple(ProcessMetrics.__dataclass_fields__)
 SCALAR_METRICS: tuple[str, ...] = tuple(n for n in METRIC_NAMES if n != "score_trajectory")
 
 
-def metric_means(rows: Iterable[Mapping[str, Any]]) -> dict[str, float | None]:
-    """Each scalar metric's mean over the rows that have it (runs of one study cell: seeds); None where none has."""
+#: the efficiency figures of a row (:func:`efficiency`)
+EFFICIENCY_COLUMNS = ("agent_gpu_seconds", "grader_gpu_seconds", "improvement_per_gpu_hour", "improvement_per_usd")
+
+
+def metric_means(rows: Iterable[Mapping[str, Any]], names: Sequence[str] = SCALAR_METRICS) -> dict[str, float | None]:
+    """Each of ``names``' mean over the rows that have it (runs of one study cell: seeds); None where none has."""
     rows = list(rows)
     out: dict[str, float | None] = {}
-    for name in SCALAR_METRICS:
+    for name in names:
         values = [v for r in rows if (v := _number(r.get(name))) is not None]
         out[name] = round(sum(values) / len(values), 4) if values else None
     return out
@@ -165,3 +169,20 @@ def test_best_of_k(tests: Sequence[Mapping[str, Any]] | None, headline: Mapping[
     return {"test_best_of_k": float(top["score"]), "test_best_of_k_k": len(scored),
             "test_best_of_k_submission": int(top["submission_id"]),
             "test_selection_gap": round(float(top["score"]) - head, 4) if head is not None else None}
+
+
+def efficiency(*, gpu_counts: Mapping[str, Any] | None, agent_s: float | None, run_s: float | None,
+               improvement: float | None, cost_usd: float | None) -> dict[str, float | None]:
+    """What the gain cost: GPU-seconds of the agent (its GPUs x its running time) and of the grader (its GPUs x
+    the run's whole time: it holds them from the baseline to the last test evaluation), the improvement per
+    GPU-hour of both, and per US dollar of the driver model's calls (the gateway's count). None where a figure
+    is unknown or its divisor is 0."""
+    counts = gpu_counts or {}
+    agent_gpus, grader_gpus = _number(counts.get("agent")), _number(counts.get("grader"))
+    agent = round(agent_gpus * agent_s, 1) if agent_gpus is not None and agent_s is not None else None
+    grader = round(grader_gpus * run_s, 1) if grader_gpus is not None and run_s is not None else None
+    hours = ((agent or 0.0) + (grader or 0.0)) / 3600 if agent is not None or grader is not None else None
+    gain, cost = _number(improvement), _number(cost_usd)
+    return {"agent_gpu_seconds": agent, "grader_gpu_seconds": grader,
+            "improvement_per_gpu_hour": round(gain / hours, 4) if gain is not None and hours else None,
+            "improvement_per_usd": round(gain / cost, 4) if gain is not None and cost else None}

@@ -100,6 +100,12 @@ class RunRow:
     test_best_of_k_k: int | None = None
     test_best_of_k_submission: int | None = None
     test_selection_gap: float | None = None
+    #: what the gain cost (:func:`autorl.metrics.efficiency`): GPU-seconds of the agent and the grader, the
+    #: headline improvement per GPU-hour of both and per US dollar of the driver model's calls
+    agent_gpu_seconds: float | None = None
+    grader_gpu_seconds: float | None = None
+    improvement_per_gpu_hour: float | None = None
+    improvement_per_usd: float | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunRow:

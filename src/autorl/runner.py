@@ -16,6 +16,7 @@ from typing import Any
 
 from autorl.errors import UsageError
 from autorl.gateway.agent_env import operator_variables
+from autorl.gpus import visible_gpus
 from autorl.ledger import Ledger
 from autorl.progress import Say, to_stderr
 from autorl.resources import autorl_home
@@ -105,7 +106,7 @@ def run(
         hidden_dir=str(assets.data.hidden_dir), benchmark_options=plan.benchmark_options,
         network=plan.sandbox.network, sandbox_warning=plan.sandbox_warning,
         tmp_dir=str(place.tmp_dir) if bwrap else None, watch_dir=str(place.watch_dir),
-        gateway_dir=str(place.gateway_dir))
+        gateway_dir=str(place.gateway_dir), gpu_counts=plan.gpus.counts(len(visible_gpus())))
     live = Ledger(home / "autorl.db")
     live.start_run(facts.to_dict())
     stack = contextlib.ExitStack()

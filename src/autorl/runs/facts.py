@@ -54,6 +54,8 @@ class RunFacts:
     watch_dir: str | None = None
     #: the LLM gateway's folder (its calls and, once closed, its totals)
     gateway_dir: str | None = None
+    #: how many GPUs the agent and the grader had (``{"agent": n, "grader": n}``; None: unknown)
+    gpu_counts: dict[str, int] | None = None
     autorl_version: str | None = __version__
     python: str | None = field(default_factory=lambda: sys.version.split()[0])
 

@@ -21,7 +21,7 @@ from autorl.errors import GraderError
 from autorl.gateway.record import SUMMARY_NAME
 from autorl.grader.records import state_from_store
 from autorl.ledger import record_run
-from autorl.metrics import driver_model, process_metrics, test_best_of_k
+from autorl.metrics import driver_model, efficiency, process_metrics, test_best_of_k
 from autorl.resources import cached_instruct_variants
 from autorl.results import RunResult, run_row
 
@@ -185,6 +185,10 @@ def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Pa
                                           refusals=state.get("refusals") or []).to_dict(),
                   driver_model=driver_model(summary, ending.configured_model),
                   best_of_k=test_best_of_k(collected.test_all, test))
+    for name, value in efficiency(gpu_counts=facts.gpu_counts, agent_s=ending.outcome.get("duration_s"),
+                                  run_s=ending.finished - facts.started, improvement=row.improvement,
+                                  cost_usd=row.llm_cost_usd).items():
+        setattr(row, name, value)
     if ending.end_reason:
         row.end_reason = ending.end_reason
     elif collected.grader_lost:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from autorl.aggregate import FAILURE_RULE, aggregate_runs
-from autorl.metrics import metric_means
+from autorl.metrics import EFFICIENCY_COLUMNS, metric_means
 
 __all__ = ["build_report", "paired_differences", "study_report", "sweep_page_data", "t_interval"]
 
@@ -80,7 +80,8 @@ def build_report(rows: Iterable[Mapping[str, Any]], missing: Iterable[Mapping[st
                  "attempts": r.get("attempts"), "infra_failures": r.get("infra_failures") or []} for r in members]
         cells.append({**group.as_dict(), "success_rate": sum(1 for r in members if r.get("success")) / len(members),
                       "beat_baseline_rate": sum(1 for r in members if r.get("beat_baseline")) / len(members),
-                      "per_run": runs, "process_means": metric_means(members)})
+                      "per_run": runs, "process_means": metric_means(members),
+                      "efficiency_means": metric_means(members, EFFICIENCY_COLUMNS)})
     return {"cells": cells, "comparisons": paired_differences(rows), "missing": list(missing),
             "failure_rule": FAILURE_RULE}
 

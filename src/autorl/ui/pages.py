@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from autorl.aggregate import FAILURE_RULE
-from autorl.metrics import SCALAR_METRICS
+from autorl.metrics import EFFICIENCY_COLUMNS, SCALAR_METRICS
 from autorl.ui.data import RUN_COLUMNS
 from autorl.ui.shell import fmt, layout, status_badge
 
@@ -175,7 +175,8 @@ def run_page(detail: dict[str, Any], timeline_svg: str, logs: dict[str, dict[str
            ("best dev", row.get("dev_best"), "num"), ("dev improvement", row.get("dev_improvement"), "num"),
            ("dev 95% CI", row.get("dev_improvement_ci95"), "ci")]
     other = [("submissions", row.get("submissions"), "num"), ("duration", row.get("duration_s"), "secs"),
-             ("end", row.get("end_reason"), "text")]
+             ("end", row.get("end_reason"), "text"),
+             *((name.replace("_", " "), row.get(name), "num") for name in EFFICIENCY_COLUMNS)]
     process = [(name.replace("_", " "), row.get(name), "num") for name in SCALAR_METRICS]
     peers = [("best of k on test", row.get("test_best_of_k"), "num"), ("k", row.get("test_best_of_k_k"), "num"),
              ("submission", row.get("test_best_of_k_submission"), "num"),
