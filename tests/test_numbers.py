@@ -77,7 +77,10 @@ def scripted_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("numbers")
     home = tmp / "home"
     base = write_stub_checkpoint(tmp / "stub-base", {**echo_answers(5), **echo_answers(6, "test")})
-    agent = agent_folder(tmp / "agents", "numbers", """
+    victim = tmp / "victim.txt"
+    victim.write_text("untouched")
+    agent = agent_folder(tmp / "agents", "numbers", f"""
+        ln -s {victim} "$WORKSPACE/card.md"; ln -s {victim} "$WORKSPACE/trajectory.svg"
         cp -rL "$MODEL_PATH" "$OUTPUT_DIR/copy"
         submit copy
         mkdir -p "$OUTPUT_DIR/bad" && echo x > "$OUTPUT_DIR/bad/config.json"
@@ -88,8 +91,8 @@ def scripted_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         submit worse
         submit worse
         mkdir -p "$WORKSPACE/reports"
-        echo '{"valid_submission_rate": 1.0, "copy_model_count": 0}' > "$WORKSPACE/reports/metrics.json"
-        echo '{"row": {"valid_submission_rate": 1.0, "copy_model_count": 0}}' > "$WORKSPACE/result.json"
+        echo '{{"valid_submission_rate": 1.0, "copy_model_count": 0}}' > "$WORKSPACE/reports/metrics.json"
+        echo '{{"row": {{"valid_submission_rate": 1.0, "copy_model_count": 0}}}}' > "$WORKSPACE/result.json"
     """, env_vars={"CHAT_MODEL": "configured-model"})
     row = run_json(home, "--agent", str(agent), "--task", "echo", "--model", str(base), "--timeout", "60",
                    "--backend", "scripted")
@@ -97,7 +100,7 @@ def scripted_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     db = sqlite3.connect(Path(result["meta"]["store_dir"]) / "grader.db")
     created = [r[0] for r in db.execute("SELECT created_at FROM submissions ORDER BY id")]
     db.close()
-    return {"home": home, "row": row, "result": result, "created": created}
+    return {"home": home, "row": row, "result": result, "created": created, "victim": victim}
 
 
 @pytest.mark.e2e
@@ -308,3 +311,35 @@ def test_efficiency_of_a_scripted_run(scripted_run: dict[str, Any]) -> None:
     assert row["llm_cost_usd"] is None and row["improvement_per_usd"] is None
     if n == 0:
         assert row["grader_gpu_seconds"] == 0.0 and row["improvement_per_gpu_hour"] is None
+
+
+# -- the run card -----------------------------------------------------------------------------------------------
+@pytest.mark.e2e
+def test_run_card_and_its_trajectory(scripted_run: dict[str, Any]) -> None:
+    import xml.etree.ElementTree as ET
+
+    ws = Path(str(scripted_run["row"]["workspace"]))
+    # the agent left links at both names: they were replaced, never written through
+    assert scripted_run["victim"].read_text() == "untouched"
+    assert not (ws / "card.md").is_symlink() and not (ws / "trajectory.svg").is_symlink()
+    card = (ws / "card.md").read_text()
+    for needed in ("| test score | 70 |", "| improvement | 50 |", "| beat baseline (95% CI above 0) | yes |",
+                   "| driver model | configured-model |", "| dev k (scored submissions) | 4 |",
+                   "| best of k on test (optimistic peer figure) | 90 |", "| selection gap | 20 |",
+                   "scored once on the hidden test split", "| sandbox |", "| config hash |", "| autorl |",
+                   "| copy model count | 1 |", "![score trajectory](trajectory.svg)"):
+        assert needed in card, needed
+    svg = ET.parse(ws / "trajectory.svg").getroot()
+    assert svg.tag.endswith("svg") and svg.find(".//{http://www.w3.org/2000/svg}line[@id='baseline']") is not None
+
+
+def test_a_card_never_stops_a_run(tmp_path: Path) -> None:
+    from autorl.ui.card import card_markdown, write_card
+
+    # odd values are shown on one line, without breaking the table
+    odd = {"row": {"agent": "a|b\nc", "driver_model": "x`y", "run_id": "r"}, "meta": {"sandbox": "not a table"}}
+    assert "| driver model | x'y |" in card_markdown(odd)
+    # a run folder that cannot be written: no card, nothing raised
+    (tmp_path / "file").write_text("")
+    assert write_card({**odd, "run_dir": str(tmp_path / "file" / "below")}) is None
+    assert write_card({"row": {}}) is None

@@ -54,8 +54,12 @@ def run_cmd(
                  agent_credentials=agent_credential, limit=limit,
                  sandbox=sandbox, network=network,
                  benchmark_options=parse_pairs(benchmark_option, "--benchmark-option"), audit=not no_audit,
-                 audit_budget_s=audit_budget, test_all=not no_test_all, llm_budget_usd=llm_budget_usd, llm_budget_tokens=llm_budget_tokens,
+                 audit_budget_s=audit_budget, test_all=not no_test_all, llm_budget_usd=llm_budget_usd,
+                 llm_budget_tokens=llm_budget_tokens,
                  llm_prices=llm_prices)
+    from autorl.ui.card import write_card
+
+    write_card(result.to_dict())  # card.md + trajectory.svg beside result.json
     if as_json:
         print_json(result.row)
         return
