@@ -343,3 +343,33 @@ def test_a_card_never_stops_a_run(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     assert write_card({**odd, "run_dir": str(tmp_path / "file" / "below")}) is None
     assert write_card({"row": {}}) is None
+
+
+# -- the noise floor --------------------------------------------------------------------------------------------
+def test_spread_by_hand() -> None:
+    from autorl.noise import spread
+
+    s = spread([50.0, 52.0, 54.0])
+    assert s["mean"] == 52.0 and s["sd"] == pytest.approx(2.0) and s["range"] == 4.0 and s["min"] == 50.0
+
+
+def test_noise_floor_of_a_greedy_evaluation_is_zero_and_kept(tmp_path: Path) -> None:
+    from autorl.noise import noise_path, read_floor
+
+    home = tmp_path / "home"
+    model = write_stub_checkpoint(tmp_path / "ckpt", echo_answers(9))
+    proc = cli("noise", "--task", "echo", "--model", str(model), "--repeats", "3", "--backend", "scripted", "--json",
+               env={"AUTORL_HOME": str(home)})
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    # greedy: three equal scores, item by item; each repeat had its own seed
+    assert record["greedy"] is True and record["deterministic"] is True
+    assert record["scores"] == [45.0, 45.0, 45.0] and record["sd"] == 0.0 and record["seeds"] == [0, 1, 2]
+    floor = read_floor(home, "echo", str(model))
+    assert floor is not None and floor["sd"] == 0.0 and floor["repeats"] == 3
+    # a kept file that is not a record is no floor
+    noise_path(home, "echo", str(model), "dev").write_text("[1, 2")
+    assert read_floor(home, "echo", str(model)) is None
+    bad = cli("noise", "--task", "echo", "--model", str(model), "--repeats", "1", "--backend", "scripted",
+              env={"AUTORL_HOME": str(home)})
+    assert bad.returncode != 0 and "--repeats must be between 2" in bad.stderr and "Traceback" not in bad.stderr

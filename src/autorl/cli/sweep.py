@@ -145,7 +145,7 @@ def _reattach(study: Any) -> None:
 
 
 REPORT_COLUMNS = ("task", "model", "agent", "config", "runs", "failed", "test-scored rate",
-                  "beat baseline rate", "mean improvement",
+                  "beat baseline rate", "mean improvement", "noise floor (sd)",
                   "95% CI (over runs)", "per-run improvements [95% CI]")
 
 
@@ -156,7 +156,8 @@ def _report_cells(report: dict[str, Any]) -> list[list[str]]:
                             + (f" ({r['end_reason']})" if not r["success"] else "") for r in c["per_run"])
         agent = c["agent"] + (f" ({c['driver_model']})" if c.get("driver_model") else "")
         out.append([c["task"], c["base_model"], agent, c["config_hash"], str(c["runs"]), str(c["failures"]),
-                    f"{c['success_rate']:.0%}", f"{c['beat_baseline_rate']:.0%}", fmt(c["mean"]), fmt(c["ci95"]), per_run])
+                    f"{c['success_rate']:.0%}", f"{c['beat_baseline_rate']:.0%}", fmt(c["mean"]),
+                    fmt((c.get("noise_floor") or {}).get("sd")), fmt(c["ci95"]), per_run])
     return out
 
 

@@ -105,6 +105,12 @@ def study_report(study: Any) -> dict[str, Any]:
         rows.append(row)
     report = build_report(rows, missing)
     report["sweep"] = study.name
+    from autorl.noise import read_floor
+    from autorl.resources import autorl_home
+
+    home = autorl_home()
+    for cell in report["cells"]:  # the floor `autorl noise` measured for the cell's task and base model
+        cell["noise_floor"] = read_floor(home, cell["task"], cell["base_model"])
     return report
 
 
