@@ -129,7 +129,8 @@ def test_process_metrics_of_a_scripted_run(scripted_run: dict[str, Any]) -> None
 def test_process_metrics_in_results_csv_and_the_run_page(scripted_run: dict[str, Any]) -> None:
     # the new columns come last, after every column an older results.csv had
     tail = (*METRIC_NAMES, "beat_baseline", "driver_model", "test_best_of_k", "test_best_of_k_k",
-            "test_best_of_k_submission", "test_selection_gap", *EFFICIENCY_COLUMNS)
+            "test_best_of_k_submission", "test_selection_gap", *EFFICIENCY_COLUMNS, "off_target",
+            "off_target_regressed")
     assert CSV_COLUMNS[-len(tail):] == tail
     proc = cli("results", "--format", "csv", env={"AUTORL_HOME": str(scripted_run["home"])})
     assert proc.returncode == 0, proc.stderr
@@ -249,18 +250,45 @@ def test_best_of_k_on_test_beside_an_unchanged_headline(scripted_run: dict[str, 
 
 
 @pytest.mark.e2e
-def test_no_test_all_scores_only_the_selected_checkpoint(tmp_path: Path) -> None:
+def test_no_test_all_and_an_off_target_regression(tmp_path: Path) -> None:
     base = write_stub_checkpoint(tmp_path / "stub-base", {**echo_answers(5), **echo_answers(6, "test")})
+    # the best on dev (a) forgot every test item the base knew
     agent = agent_folder(tmp_path / "agents", "two", """
-        make_ckpt a 12 null 21
+        make_ckpt a 12
         submit a
         make_ckpt b 8 null 27
         submit b
     """)
-    row = run_json(tmp_path / "home", "--agent", str(agent), "--task", "echo", "--model", str(base), "--timeout",
-                   "60", "--backend", "scripted", "--no-test-all", "--no-audit")
-    assert row["best_score"] == pytest.approx(70.0) and row["test_best_of_k"] is None
+    home = tmp_path / "home"
+    bad = cli("run", "--agent", str(agent), "--task", "echo", "--model", str(base), "--timeout", "60",
+              "--backend", "scripted", "--off-target", "no-such-task", env={"AUTORL_HOME": str(home)})
+    assert bad.returncode != 0 and "no-such-task" in bad.stderr and "Traceback" not in bad.stderr
+    row = run_json(home, "--agent", str(agent), "--task", "echo", "--model", str(base), "--timeout",
+                   "60", "--backend", "scripted", "--no-test-all", "--no-audit", "--off-target", "echo",
+                   "--off-target", "basics", "--off-target", "echo")
+    assert row["best_score"] == pytest.approx(0.0) and row["test_best_of_k"] is None
     assert row["test_best_of_k_k"] is None and row["test_selection_gap"] is None
+    echo, basics = row["off_target"]
+    # by hand: the base answers 6 of 30 test items (20), the selected checkpoint none: -20, interval below 0
+    assert echo["task"] == "echo" and echo["base"] == pytest.approx(20.0) and echo["selected"] == 0.0
+    assert echo["change"] == pytest.approx(-20.0) and echo["ci95"][1] < 0 and echo["regressed"] is True
+    # the built-in general set runs offline; neither stub answers it
+    assert basics["task"] == "basics" and basics["base"] == 0.0 and basics["regressed"] is False
+    assert row["off_target_regressed"] is True
+    card = (Path(str(row["workspace"])) / "card.md").read_text()
+    assert "| echo: change [95% CI] | -20 [" in card and "REGRESSED" in card
+
+
+def test_the_basics_set_is_answerable() -> None:
+    from autorl.default_plugins.basics import Basics, _questions
+    from autorl.scoring import Item
+
+    questions = _questions()
+    assert len(questions) == 300 and len({q for _, q, _ in questions}) > 200
+    bench = Basics({})
+    for qid, question, answer in questions[:8]:
+        item = Item(id=qid, input={"question": question}, reference=str(answer))
+        assert bench.score(item, f" {answer}\n") == 1.0 and bench.score(item, f" {answer + 1}") == 0.0
 
 
 def test_a_study_spec_turns_the_peer_figure_off() -> None:

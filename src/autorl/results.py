@@ -106,6 +106,11 @@ class RunRow:
     grader_gpu_seconds: float | None = None
     improvement_per_gpu_hour: float | None = None
     improvement_per_usd: float | None = None
+    #: off-target regression: per named benchmark, the base's and the selected checkpoint's test scores and
+    #: the paired change with its interval (``task``, ``base``, ``selected``, ``change``, ``ci95``,
+    #: ``p_value``, ``regressed``, ``error``); ``off_target_regressed`` when any change's interval is below 0
+    off_target: list[dict[str, Any]] | None = None
+    off_target_regressed: bool | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunRow:

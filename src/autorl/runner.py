@@ -24,6 +24,7 @@ from autorl.results import RunResult
 from autorl.runs.agent import run_the_agent
 from autorl.runs.facts import RunFacts
 from autorl.runs.finish import Ending, collect_from, finish
+from autorl.runs.offtarget import check_tasks, score_off_target, selected_snapshot
 from autorl.runs.place import make_place
 from autorl.runs.plan import acquire, resolve
 from autorl.runs.services import baseline, start_services
@@ -50,6 +51,7 @@ def run(
     grace_s: float = 10.0,
     final_test: bool = True,
     test_all: bool = True,
+    off_target: Sequence[str] = (),
     limit: int | None = None,
     audit: bool = True,
     sandbox: str = "auto",
@@ -93,6 +95,7 @@ def run(
     home = autorl_home()
     agent_env = operator_variables(agent_credentials, agent_env or {})
     plan = resolve(agent, task, backend, gpus, sandbox, network, agent_env, benchmark_options, backend_options, say)
+    off_tasks = check_tasks(off_target)  # an unknown off-target name stops the run before anything starts
     assets = acquire(plan, model, home)
     place = make_place(plan, assets, home, runs_dir, port, timeout, say)
     services = start_services(plan, assets, place, home, eval_timeout, limit, llm_budget_usd, llm_budget_tokens,
@@ -123,9 +126,16 @@ def run(
     finally:
         stack.close()
         services.stop()
+    off = None
+    if off_tasks:
+        best = collected.state.get("best")
+        say(f"scoring the selected checkpoint and the base on off-target {', '.join(off_tasks)}")
+        off = score_off_target(off_tasks, base_dir=assets.model.path, backend=plan.backend,
+                               selected=selected_snapshot(place.store_dir, best["submission_id"]) if best else None,
+                               backend_options=plan.backend_options, home=home, limit=limit)
     gateway = services.gateway
     ending = Ending(outcome=agent_run.outcome, finished=time.time(), watch=dict(agent_run.watch),
                     gateway=gateway.summary, gateway_error=gateway.error, grader_restarts=services.grader.restarts,
-                    configured_model=agent_run.configured_model)
+                    configured_model=agent_run.configured_model, off_target=off)
     return finish(facts, collected, ending, plan.benchmark, home, audit=audit, audit_budget_s=audit_budget_s,
                   say=say)

@@ -34,6 +34,10 @@ def run_cmd(
                                 help="auto (bwrap where it works, else none with a warning), bwrap or none."),
     network: str = typer.Option("on", "--network", help="on, or off: the agent reaches only the grader (bwrap)."),
     no_audit: bool = typer.Option(False, "--no-audit", help="Skip the cheat audit at the end (autorl audit runs it)."),
+    off_target: list[str] = typer.Option([], "--off-target",
+                                         help="After the run, score the selected checkpoint and the base on this "
+                                              "benchmark too (repeatable): the change elsewhere, flagged when it "
+                                              "is significantly negative."),
     no_test_all: bool = typer.Option(False, "--no-test-all",
                                      help="Skip scoring every distinct submission on test (the optimistic "
                                           "best-of-k peer figure; the headline is unchanged)."),
@@ -54,7 +58,8 @@ def run_cmd(
                  agent_credentials=agent_credential, limit=limit,
                  sandbox=sandbox, network=network,
                  benchmark_options=parse_pairs(benchmark_option, "--benchmark-option"), audit=not no_audit,
-                 audit_budget_s=audit_budget, test_all=not no_test_all, llm_budget_usd=llm_budget_usd,
+                 audit_budget_s=audit_budget, test_all=not no_test_all, off_target=off_target,
+                 llm_budget_usd=llm_budget_usd,
                  llm_budget_tokens=llm_budget_tokens,
                  llm_prices=llm_prices)
     from autorl.ui.card import write_card

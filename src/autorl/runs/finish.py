@@ -154,6 +154,8 @@ class Ending:
     end_reason: str | None = None
     #: the model the agent's environment named (the row's ``driver_model`` when no call went through the gateway)
     configured_model: str | None = None
+    #: each off-target benchmark's base and selected scores (:func:`autorl.runs.offtarget.score_off_target`)
+    off_target: list[dict[str, Any]] | None = None
 
 
 def gateway_totals(gateway_dir: str | None) -> dict[str, Any] | None:
@@ -189,6 +191,9 @@ def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Pa
                                   run_s=ending.finished - facts.started, improvement=row.improvement,
                                   cost_usd=row.llm_cost_usd).items():
         setattr(row, name, value)
+    if ending.off_target is not None:
+        row.off_target = ending.off_target
+        row.off_target_regressed = any(o.get("regressed") for o in ending.off_target)
     if ending.end_reason:
         row.end_reason = ending.end_reason
     elif collected.grader_lost:

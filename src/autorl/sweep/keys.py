@@ -148,6 +148,8 @@ class Resolver:
             identity["agent_credentials"] = o["agent_credentials"]
         if o.get("test_all") is False:  # the same: only when the peer figure is turned off
             identity["test_all"] = False
+        if o.get("off_target"):  # the same
+            identity["off_target"] = o["off_target"]
         return Cell(options=o, run_key=run_key(identity), identity=identity)
 
 

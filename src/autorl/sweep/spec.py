@@ -40,6 +40,7 @@ CELL_DEFAULTS: dict[str, Any] = {
     "llm_budget_usd": None,
     "llm_budget_tokens": None,
     "test_all": True,
+    "off_target": [],
 }
 #: keys that describe the study, not a cell
 STUDY_KEYS = ("name", "include", "exclude", "retries", "max_parallel", "executor", "slurm", "ray", "local")
@@ -47,7 +48,7 @@ REQUIRED = ("agent", "task", "model", "timeout")
 #: options a table is the value of (a list of tables expands)
 TABLE_KEYS = ("agent_env", "benchmark_options")
 #: options a list is the value of (a list of lists expands)
-LIST_KEYS = ("agent_credentials",)
+LIST_KEYS = ("agent_credentials", "off_target")
 SANDBOXES = ("auto", "bwrap", "none")
 NETWORKS = ("on", "off")
 
@@ -91,6 +92,8 @@ class Cell:
             args.append("--no-audit")
         if not o["test_all"]:
             args.append("--no-test-all")
+        for name in o["off_target"]:
+            args += ["--off-target", name]
         return args
 
 
@@ -209,6 +212,10 @@ def check_options(o: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
         raise UsageError("spec: agent_credentials must be a list of variable names")
     o["agent_credentials"] = sorted(set(names))
+    tasks = o["off_target"]
+    if not isinstance(tasks, list) or not all(isinstance(n, str) and n for n in tasks):
+        raise UsageError("spec: off_target must be a list of benchmark names")
+    o["off_target"] = list(dict.fromkeys(tasks))
     return o
 
 

@@ -67,6 +67,12 @@ def card_markdown(result: Mapping[str, Any]) -> str:
                 ("best of k on test (optimistic peer figure)", row.get("test_best_of_k")),
                 ("its k", row.get("test_best_of_k_k")), ("selection gap", row.get("test_selection_gap"))]),
         "\n![score trajectory](trajectory.svg)\n",
+        *(["## Off-target (test split, selected vs base)\n",
+           _table([(f"{_v(e.get('task'))}: change [95% CI]",
+                    f"{_v(e.get('change'))} {_v(e.get('ci95'))}"
+                    + (" REGRESSED" if e.get("regressed") else "") + (f" ({_v(e.get('error'))})" if e.get("error") else ""))
+                   for e in row.get("off_target") or [] if isinstance(e, Mapping)])]
+          if row.get("off_target") else []),
         "## Agent and models\n",
         _table([("agent", row.get("agent")), ("driver model", row.get("driver_model")),
                 ("base model", row.get("base_model")), ("model source", meta.get("model_source")),

@@ -231,12 +231,26 @@ upward by the choice among k, not the run's result.</p>{_meta_list(dev)}{_meta_l
 <h2>Peers' protocol: best of k on test, optimistic</h2><p class="note">every distinct scored submission scored
 once on test after the run, the best taken: chosen on the test split itself, so biased upward; not the run's
 result.</p>{_meta_list(peers)}
+{_off_target_html(row.get("off_target"))}
 <h2>Run</h2>{about_html}
 {"<h2>Audit</h2><ul id='audit'>" + flags + "</ul>" if flags else ""}</div></div>
 {"<h2>Submissions</h2><table><thead><tr><th>id</th><th>status</th><th>score</th><th>95% CI</th><th>improvement</th><th>path (as the agent gave it)</th><th>error</th></tr></thead><tbody>" + sub_rows + "</tbody></table>" if sub_rows else ""}
 {trajectory_html(turns)}
 {agent_files}{grader_html}"""
     return layout(title, body, LIVE_JS, nonce=nonce)
+
+
+def _off_target_html(entries: Any) -> str:
+    if not isinstance(entries, list) or not entries:
+        return ""
+    rows = "".join(
+        f"<tr><td>{fmt(e.get('task'))}</td><td class='num'>{fmt(e.get('base'))}</td>"
+        f"<td class='num'>{fmt(e.get('selected'))}</td><td class='num'>{fmt(e.get('change'))}</td>"
+        f"<td class='num'>{fmt(e.get('ci95'), 'ci')}</td>"
+        f"<td>{'<b>regressed</b>' if e.get('regressed') else fmt(e.get('error') or '')}</td></tr>"
+        for e in entries if isinstance(e, dict))
+    return ("<h2>Off-target (test split, selected vs base)</h2><table><thead><tr><th>task</th><th>base</th>"
+            "<th>selected</th><th>change</th><th>95% CI</th><th></th></tr></thead><tbody>" + rows + "</tbody></table>")
 
 
 def trajectory_html(traj: dict[str, Any] | None) -> str:
