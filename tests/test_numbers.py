@@ -401,3 +401,26 @@ def test_noise_floor_of_a_greedy_evaluation_is_zero_and_kept(tmp_path: Path) -> 
     bad = cli("noise", "--task", "echo", "--model", str(model), "--repeats", "1", "--backend", "scripted",
               env={"AUTORL_HOME": str(home)})
     assert bad.returncode != 0 and "--repeats must be between 2" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_study_card_shows_each_cell_beside_its_noise_floor(tmp_path: Path) -> None:
+    from autorl.sweep.report import build_report
+    from autorl.ui.card import write_study_card
+
+    rows = [{"run_id": f"r{i}", "task": "arith", "agent": "llm", "base_model": "autorl:tiny", "config_hash": "c",
+             "seed": i, "improvement": imp, "improvement_ci95": [imp - 1, imp + 1], "success": True,
+             "beat_baseline": imp > 1, "driver_model": "gpt-x", "off_target": [{"task": "basics"}],
+             "off_target_regressed": i == 0, "monotonic_ratio": 0.5}
+            for i, imp in enumerate([4.0, 6.0])]
+    report = build_report(rows)
+    report.update(sweep="s1")
+    report["cells"][0]["noise_floor"] = {"sd": 0.75}
+    path = write_study_card(report, tmp_path, {"agent": "llm", "seed": [0, 1]})
+    assert path is not None
+    card = path.read_text()
+    # by hand: mean 5, beat baseline 2 of 2, off-target regressed 1 of 2
+    assert "| arith | autorl:tiny | llm (gpt-x) | 2 | 1 | 1 | 5 |" in card
+    assert "| 0.75 | 0.5 |" in card and '"seed": [' in card
+    assert write_study_card(report, tmp_path / "missing" / "deeper") is not None  # parents are made
+    (tmp_path / "file").write_text("")
+    assert write_study_card(report, tmp_path / "file") is None

@@ -194,7 +194,11 @@ def report_cmd(
 
     if form not in ("table", "csv", "json", "markdown"):
         raise UsageError(f"--format must be table, csv, json or markdown, not {form!r}")
-    report = study_report(open_study(sweep_dir))
+    from autorl.ui.card import write_study_card
+
+    study = open_study(sweep_dir)
+    report = study_report(study)
+    write_study_card(report, study.dir.root, study.spec)  # the study's card.md beside its files
     if form == "json":
         print_json(report)
     else:

@@ -80,6 +80,8 @@ def build_report(rows: Iterable[Mapping[str, Any]], missing: Iterable[Mapping[st
                  "attempts": r.get("attempts"), "infra_failures": r.get("infra_failures") or []} for r in members]
         cells.append({**group.as_dict(), "success_rate": sum(1 for r in members if r.get("success")) / len(members),
                       "beat_baseline_rate": sum(1 for r in members if r.get("beat_baseline")) / len(members),
+                      "off_target_regressed_rate": sum(1 for r in members if r.get("off_target_regressed"))
+                      / len(members) if any(r.get("off_target") for r in members) else None,
                       "per_run": runs, "process_means": metric_means(members),
                       "efficiency_means": metric_means(members, EFFICIENCY_COLUMNS)})
     return {"cells": cells, "comparisons": paired_differences(rows), "missing": list(missing),

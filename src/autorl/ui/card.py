@@ -19,7 +19,7 @@ from autorl.metrics import EFFICIENCY_COLUMNS, SCALAR_METRICS
 from autorl.ui import charts
 from autorl.ui.data import timeline_of_result
 
-__all__ = ["CARD_NAME", "SVG_NAME", "card_markdown", "write_card"]
+__all__ = ["CARD_NAME", "SVG_NAME", "card_markdown", "study_card_markdown", "write_card", "write_study_card"]
 
 CARD_NAME = "card.md"
 SVG_NAME = "trajectory.svg"
@@ -114,5 +114,42 @@ def write_card(result: Mapping[str, Any]) -> Path | None:
         write_text_atomic(folder / SVG_NAME, svg, mode=0o644)
         write_text_atomic(folder / CARD_NAME, card_markdown(result), mode=0o644)
     except (OSError, ValueError, TypeError, KeyError):
+        return None
+    return folder / CARD_NAME
+
+
+def study_card_markdown(report: Mapping[str, Any], spec: Mapping[str, Any] | None = None) -> str:
+    """The card of a study report (:func:`autorl.sweep.report.study_report`): per cell the held-out test
+    improvement over seeds beside the noise floor, the rates, and the means of the process and cost figures."""
+    import json
+
+    lines = [f"# Study card: {_v(report.get('sweep'))}\n",
+             "Per (task, base model, agent, driver model, config hash) cell: the mean held-out test improvement "
+             "over seeds with its 95% t-interval (a run without a test score counts as 0), the test-scored rate "
+             "(`success`), the rate of runs whose own interval is above 0 (`beat_baseline`), the noise floor "
+             "measured by `autorl noise` (sd), and means over seeds. Each run's own card is `card.md` in its "
+             "folder.\n",
+             "| task | model | agent (driver) | runs | test-scored | beat baseline | mean improvement | 95% CI | "
+             "noise floor (sd) | off-target regressed | improvement per GPU-hour | monotonic ratio |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for c in report.get("cells") or []:
+        agent = f"{c.get('agent')} ({c.get('driver_model')})" if c.get("driver_model") else c.get("agent")
+        cells = [c.get("task"), c.get("base_model"), agent, c.get("runs"), c.get("success_rate"),
+                 c.get("beat_baseline_rate"), c.get("mean"), c.get("ci95"), (c.get("noise_floor") or {}).get("sd"),
+                 c.get("off_target_regressed_rate"), (c.get("efficiency_means") or {}).get("improvement_per_gpu_hour"),
+                 (c.get("process_means") or {}).get("monotonic_ratio")]
+        lines.append("| " + " | ".join(_v(v) for v in cells) + " |")
+    missing = report.get("missing") or []
+    lines.append(f"\nKeys without a result: {len(missing)}. Failures: {_v(report.get('failure_rule'))}\n")
+    if spec:
+        lines += ["## The spec\n", "```json", json.dumps(spec, indent=1, default=str, sort_keys=True), "```", ""]
+    return "\n".join(lines)
+
+
+def write_study_card(report: Mapping[str, Any], folder: Path, spec: Mapping[str, Any] | None = None) -> Path | None:
+    """``card.md`` into a study's folder; None (and nothing raised) when it cannot be written."""
+    try:
+        write_text_atomic(folder / CARD_NAME, study_card_markdown(report, spec), mode=0o644)
+    except (OSError, ValueError, TypeError):
         return None
     return folder / CARD_NAME
