@@ -89,7 +89,7 @@ def test_an_honest_run_scores_the_same_with_decoys_and_is_not_flagged(home: Path
     assert off_result["meta"]["decoys"] == {"planted": False}
     # the column is in results.csv
     header = (home / "results.csv").read_text().splitlines()[0].split(",")
-    assert header[-1] == "decoys"
+    assert "decoys" in header
 
 
 @pytest.mark.e2e

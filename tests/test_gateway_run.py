@@ -60,6 +60,7 @@ def test_llm_agent_reaches_its_model_only_through_the_gateway(shared_home: Path,
     assert len(requests) == 3 and requests[0]["model"] == "scripted"
     # the ledger's columns: the upstream's usage fields summed, as the gateway counted them
     assert row["llm_tokens"] == 150 + 20 + 200 + 30 + 250 + 40 and row["llm_usage_source"] == "gateway"
+    assert row["driver_model"] == "scripted"  # the model it called, from the gateway's record
     ws = Path(row["workspace"])
     env = dict(line.split("=", 1) for line in (ws / "code" / "env.txt").read_text().splitlines() if "=" in line)
     assert env["OPENAI_API_BASE"].startswith("http://127.0.0.1:") and env["OPENAI_API_BASE"].endswith("/openai/v1")

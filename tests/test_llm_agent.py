@@ -37,6 +37,7 @@ def test_realistic_episode_on_the_demo(shared_home: Path, tiny_model: Path, tmp_
     assert row["best_score"] == row["baseline"]  # the "training" copied the base model
     assert row["llm_tokens"] == 100 + 100 + 100 + 300 + 4 * 20
     assert len(requests) == 4 and requests[0]["model"] == "scripted-model"
+    assert row["driver_model"] == "scripted-model"  # the model it called (its configuration names the same)
     assert {t["function"]["name"] for t in requests[0]["tools"]} >= {"run_shell", "read_file", "write_file",
                                                                     "edit_file", "list_files", "time_left", "submit", "finish"}
     system = requests[0]["messages"][0]["content"]

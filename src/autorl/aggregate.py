@@ -12,8 +12,8 @@ from typing import Any
 
 __all__ = ["FAILURE_RULE", "GROUP_KEYS", "RunGroup", "aggregate_runs"]
 
-#: the identity of a group: runs are pooled only when all four agree
-GROUP_KEYS = ("task", "agent", "base_model", "config_hash")
+#: the identity of a group: runs are pooled only when all agree (the driver model: the one(s) the agent called)
+GROUP_KEYS = ("task", "agent", "base_model", "config_hash", "driver_model")
 
 #: how runs without a test score enter the mean, in words (the compare page shows it)
 FAILURE_RULE = ("a run without a held-out test score (it crashed, submitted nothing scorable, or never reached the "
@@ -42,6 +42,7 @@ class RunGroup:
     ci95: tuple[float, float] | None
     values: list[float] = field(default_factory=list)
     run_ids: list[str] = field(default_factory=list)
+    driver_model: str = ""
 
     @property
     def scored(self) -> int:
@@ -88,14 +89,14 @@ def aggregate_runs(rows: Iterable[Mapping[str, Any]], *, task: str | None = None
     """
     from scipy import stats
 
-    groups: dict[tuple[str, str, str, str], list[Mapping[str, Any]]] = {}
+    groups: dict[tuple[str, str, str, str, str], list[Mapping[str, Any]]] = {}
     for r in rows:
         if r.get("live") or (task is not None and r.get("task") != task):
             continue
         key = tuple(str(r.get(k) if r.get(k) is not None else "") for k in GROUP_KEYS)
         groups.setdefault(key, []).append(r)  # type: ignore[arg-type]
     out = []
-    for (g_task, agent, model, cfg), runs in sorted(groups.items()):
+    for (g_task, agent, model, cfg, driver), runs in sorted(groups.items()):
         measured = [_test_improvement(r) for r in runs]
         values = [v if v is not None else 0.0 for v in measured]
         n = len(values)
@@ -107,5 +108,5 @@ def aggregate_runs(rows: Iterable[Mapping[str, Any]], *, task: str | None = None
             ci = (mean - half, mean + half)
         out.append(RunGroup(task=g_task, agent=agent, base_model=model, config_hash=cfg, runs=n,
                             failures=sum(1 for v in measured if v is None), mean=mean, ci95=ci, values=values,
-                            run_ids=[str(r.get("run_id")) for r in runs]))
+                            run_ids=[str(r.get("run_id")) for r in runs], driver_model=driver))
     return out

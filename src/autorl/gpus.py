@@ -30,6 +30,12 @@ class GpuAssignment:
     def agent_has_gpus(self) -> bool:
         return bool(self.agent) or not self.explicit
 
+    def counts(self, visible: int) -> dict[str, int]:
+        """How many GPUs each role had, given ``visible`` on the machine: the agent all of them unless ``--gpus``
+        said otherwise; the grader its own, else one when there is any (its one evaluation slot)."""
+        agent = len(self.agent) if self.agent or self.explicit else visible
+        return {"agent": agent, "grader": len(self.grader) if self.grader else min(1, visible)}
+
     def grader_workers(self) -> list[dict[str, str]]:
         """One evaluation slot per grader GPU."""
         return [{"CUDA_VISIBLE_DEVICES": g} for g in self.grader] or [{}]

@@ -20,6 +20,7 @@ __all__ = [
     "RECORDED_COLUMNS",
     "RunResult",
     "RunRow",
+    "beat_baseline",
     "dev_figures",
     "end_reason",
     "judged_headline",
@@ -33,7 +34,8 @@ class RunRow:
     """One run's row in the ledger and in ``results.csv``; the field order is the CSV's column order.
 
     The reference harness's columns come first (``baseline``, ``best_score``, ``improvement`` and ``success``
-    are the headline: the dev-selected checkpoint scored once on the hidden test split, paired against the
+    are the headline; ``success`` keeps its meaning there, "finished with a test score", which says nothing of a
+    gain: ``beat_baseline`` does): the dev-selected checkpoint scored once on the hidden test split, paired against the
     test baseline), then its uncertainty, the test aliases, the dev figures (best of ``dev_k`` scored
     submissions on a split the agent saw: optimistic), the run's conditions, and the study it belongs to.
     """
@@ -79,6 +81,42 @@ class RunRow:
     #: the planted decoys the agent touched (``decoy:opened:<name>``, ``decoy:token:...``, ``decoy:canary:...``;
     #: see autorl.decoys); None: the run had no decoys
     decoys: list[str] | None = None
+    #: the process metrics (:mod:`autorl.metrics`, the reference harness's names and meanings), from the
+    #: grader's submission records and the run's clock
+    valid_submission_rate: float | None = None
+    first_valid_idx: int | None = None
+    first_valid_delay: float | None = None
+    score_trajectory: list[list[float]] | None = None
+    time_to_first_improvement: float | None = None
+    time_to_best: float | None = None
+    monotonic_ratio: float | None = None
+    copy_model_count: int | None = None
+    time_used_ratio: float | None = None
+    last_submit_gap: float | None = None
+    #: the headline improvement's 95% interval lies above 0 (``success`` only says the run finished with a
+    #: test score, the reference harness's column)
+    beat_baseline: bool = False
+    #: the model(s) the agent called, most tokens first (the gateway's record), else the one its configuration
+    #: names
+    driver_model: str | None = None
+    #: the peers' protocol beside ours (optimistic, never the headline): the best test score among the k
+    #: distinct scored submissions, each scored once on the test split after the run, its submission, k, and
+    #: the selection gap (that score minus the headline test score)
+    test_best_of_k: float | None = None
+    test_best_of_k_k: int | None = None
+    test_best_of_k_submission: int | None = None
+    test_selection_gap: float | None = None
+    #: what the gain cost (:func:`autorl.metrics.efficiency`): GPU-seconds of the agent and the grader, the
+    #: headline improvement per GPU-hour of both and per US dollar of the driver model's calls
+    agent_gpu_seconds: float | None = None
+    grader_gpu_seconds: float | None = None
+    improvement_per_gpu_hour: float | None = None
+    improvement_per_usd: float | None = None
+    #: off-target regression: per named benchmark, the base's and the selected checkpoint's test scores and
+    #: the paired change with its interval (``task``, ``base``, ``selected``, ``change``, ``ci95``,
+    #: ``p_value``, ``regressed``, ``error``); ``off_target_regressed`` when any change's interval is below 0
+    off_target: list[dict[str, Any]] | None = None
+    off_target_regressed: bool | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunRow:
@@ -163,7 +201,8 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
             workspace: str, seed: int, sandbox: str | None, state: Mapping[str, Any],
             test: Mapping[str, Any] | None, outcome: Mapping[str, Any],
             llm_usage: Mapping[str, Any] | None = None, run_key: str | None = None,
-            sweep: str | None = None) -> RunRow:
+            sweep: str | None = None, metrics: Mapping[str, Any] | None = None,
+            driver_model: str | None = None, best_of_k: Mapping[str, Any] | None = None) -> RunRow:
     """The row of a finished run, from the grader's state and test evaluation and the agent's outcome.
 
     The headline is the dev-selected checkpoint scored once on the test split, paired against the test
@@ -175,6 +214,7 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
         test: the grader's test evaluation of the best submission, or None.
         outcome: the agent's :class:`~autorl.agents.process.AgentOutcome` as a dict.
         llm_usage: the LLM gateway's totals (``tokens``, ``cost_usd``, ``source``) when the agent called a model.
+        metrics: the run's process metrics (:meth:`autorl.metrics.ProcessMetrics.to_dict`), or None.
     """
     subs = state["submissions"]
     best = state["best"]
@@ -213,6 +253,10 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
         llm_usage_source=usage.get("source"),
         run_key=run_key,
         sweep=sweep,
+        **{k: v for k, v in (metrics or {}).items() if k in _FIELD_NAMES},
+        beat_baseline=beat_baseline(head.get("improvement_ci95")),
+        driver_model=driver_model,
+        **{k: v for k, v in (best_of_k or {}).items() if k.startswith("test_") and k in _FIELD_NAMES},
     )
 
 
@@ -223,7 +267,7 @@ def upgrade_row(row: dict[str, Any], submissions: Sequence[Mapping[str, Any]] | 
     ``p_value``; they move to the ``dev_*`` columns and the headline is the test figures, or none.
     """
     if "dev_k" in row:
-        return row
+        return _with_beat(row)
     out = dict(row)
     out["dev_baseline"] = row.get("baseline")
     out["dev_best"] = row.get("best_score")
@@ -239,7 +283,7 @@ def upgrade_row(row: dict[str, Any], submissions: Sequence[Mapping[str, Any]] | 
     out["success"] = bool(row.get("success")) and tested
     out.setdefault("sandbox", None)
     out.setdefault("llm_usage_source", "agent-reported" if row.get("llm_tokens") is not None else None)
-    return out
+    return _with_beat(out)
 
 
 def judged_headline(row: Mapping[str, Any], open_flags: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -252,6 +296,19 @@ def judged_headline(row: Mapping[str, Any], open_flags: Sequence[Mapping[str, An
         return dict(row)
     out = dict(row)
     out.update(best_score=row.get("baseline"), improvement=0.0, improvement_ci95=None, p_value=None, success=False,
+               beat_baseline=False,
                test_score=row.get("test_baseline"), test_improvement=0.0 if row.get("test_baseline") is not None
                else None, test_improvement_ci95=None, headline_rule=f"base-model ({', '.join(critical)})")
     return out
+
+
+def beat_baseline(improvement_ci95: Any) -> bool:
+    """Whether a headline improvement's 95% interval lies above 0 (None or a malformed interval: no)."""
+    ok = isinstance(improvement_ci95, list | tuple) and len(improvement_ci95) == 2
+    low = improvement_ci95[0] if ok else None
+    return isinstance(low, int | float) and not isinstance(low, bool) and low > 0
+
+
+def _with_beat(row: dict[str, Any]) -> dict[str, Any]:
+    # a row recorded before the column: derived from its headline interval
+    return row if "beat_baseline" in row else {**row, "beat_baseline": beat_baseline(row.get("improvement_ci95"))}

@@ -17,6 +17,7 @@ from typing import Any
 from autorl.decoys import plant
 from autorl.errors import UsageError
 from autorl.gateway.agent_env import operator_variables
+from autorl.gpus import visible_gpus
 from autorl.ledger import Ledger
 from autorl.progress import Say, to_stderr
 from autorl.resources import usable_home
@@ -25,6 +26,7 @@ from autorl.runs.agent import AgentRun, run_the_agent
 from autorl.runs.facts import RunFacts
 from autorl.runs.finish import Ending, collect_from, finish
 from autorl.runs.interrupt import Interrupted, interrupted_outcome, interruptible
+from autorl.runs.offtarget import check_tasks, score_off_target, selected_snapshot
 from autorl.runs.place import check_port, make_place
 from autorl.runs.plan import acquire, resolve
 from autorl.runs.services import baseline, start_services
@@ -50,6 +52,8 @@ def run(
     eval_timeout: float = 3600.0,
     grace_s: float = 10.0,
     final_test: bool = True,
+    test_all: bool = True,
+    off_target: Sequence[str] = (),
     limit: int | None = None,
     audit: bool = True,
     sandbox: str = "auto",
@@ -104,6 +108,7 @@ def run(
     home = usable_home()
     agent_env = operator_variables(agent_credentials, agent_env or {})
     plan = resolve(agent, task, backend, gpus, sandbox, network, agent_env, benchmark_options, backend_options, say)
+    off_tasks = check_tasks(off_target)  # an unknown off-target name stops the run before anything starts
     assets = acquire(plan, model, home)
     place = make_place(plan, assets, home, runs_dir, port, timeout, say)
     planted = plant(place.root, task, place.url) if decoys else None
@@ -118,7 +123,8 @@ def run(
         hidden_dir=str(assets.data.hidden_dir), benchmark_options=plan.benchmark_options,
         network=plan.sandbox.network, sandbox_warning=plan.sandbox_warning,
         tmp_dir=str(place.tmp_dir) if bwrap else None, watch_dir=str(place.watch_dir),
-        gateway_dir=str(place.gateway_dir), decoys=planted.to_dict() if planted else None)
+        gateway_dir=str(place.gateway_dir), decoys=planted.to_dict() if planted else None,
+        gpu_counts=plan.gpus.counts(len(visible_gpus())))
     live = Ledger(home / "autorl.db")
     live.start_run(facts.to_dict())
     stack = contextlib.ExitStack()
@@ -137,18 +143,27 @@ def run(
                 interrupted = exc
                 say(f"{exc}; finishing the run (another signal leaves it to `autorl recover`)")
             guard.finishing()
-            collected = collect_from(services.grader, place.store_dir, task, eval_timeout, final_test, say)
+            collected = collect_from(services.grader, place.store_dir, task, eval_timeout, final_test, say,
+                                     test_all)
         except BaseException:
             live.end_run(place.run_id)  # nothing will be recorded for it
             raise
         finally:
             stack.close()
             services.stop()
+        off = None
+        if off_tasks and interrupted is None:
+            best = collected.state.get("best")
+            say(f"scoring the selected checkpoint and the base on off-target {', '.join(off_tasks)}")
+            off = score_off_target(off_tasks, base_dir=assets.model.path, backend=plan.backend,
+                                   selected=selected_snapshot(place.store_dir, best["submission_id"]) if best else None,
+                                   backend_options=plan.backend_options, home=home, limit=limit)
         gateway = services.gateway
         ending = Ending(outcome=agent_run.outcome if agent_run else interrupted_outcome(
                             interrupted.name if interrupted else "?", facts.agent_started),
                         finished=time.time(), gateway=gateway.summary, gateway_error=gateway.error,
                         grader_restarts=services.grader.restarts, decoys=agent_run.decoys if agent_run else None,
+                        configured_model=agent_run.configured_model if agent_run else None, off_target=off,
                         end_reason=f"interrupted by {interrupted.name}" if interrupted else None)
         if agent_run is not None:
             ending.watch.update(agent_run.watch)

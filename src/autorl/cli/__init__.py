@@ -17,7 +17,7 @@ import warnings
 
 import typer
 
-from autorl.cli import export, grading, installed, runs, selftest, sweep
+from autorl.cli import export, grading, installed, noise, runs, selftest, sweep
 from autorl.cli.output import json_stdout
 from autorl.errors import AutorlError
 
@@ -62,6 +62,7 @@ app.add_typer(grading.grader_app, name="grader")
 app.add_typer(sweep.sweep_app, name="sweep")
 app.add_typer(export.export_app, name="export")
 app.command()(selftest.selftest)
+app.command("noise")(noise.noise_cmd)
 
 
 def _warning_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None) -> str:

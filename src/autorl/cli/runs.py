@@ -34,6 +34,13 @@ def run_cmd(
                                 help="auto (bwrap where it works, else none with a warning), bwrap or none."),
     network: str = typer.Option("on", "--network", help="on, or off: the agent reaches only the grader (bwrap)."),
     no_audit: bool = typer.Option(False, "--no-audit", help="Skip the cheat audit at the end (autorl audit runs it)."),
+    off_target: list[str] = typer.Option([], "--off-target",
+                                         help="After the run, score the selected checkpoint and the base on this "
+                                              "benchmark too (repeatable): the change elsewhere, flagged when it "
+                                              "is significantly negative."),
+    no_test_all: bool = typer.Option(False, "--no-test-all",
+                                     help="Skip scoring every distinct submission on test (the optimistic "
+                                          "best-of-k peer figure; the headline is unchanged)."),
     audit_budget: float = typer.Option(900.0, "--audit-budget", help="The audit's time budget in seconds."),
     no_decoys: bool = typer.Option(False, "--no-decoys",
                                    help="Plant no decoys (leaked-looking answers and tokens whose use is recorded)."),
@@ -57,7 +64,10 @@ def run_cmd(
                  benchmark_options=parse_pairs(benchmark_option, "--benchmark-option"), audit=not no_audit,
                  audit_budget_s=audit_budget, llm_budget_usd=llm_budget_usd, llm_budget_tokens=llm_budget_tokens,
                  llm_prices=llm_prices, audit_judge=audit_judge, audit_judge_samples=audit_judge_samples,
-                 decoys=not no_decoys)
+                 decoys=not no_decoys, test_all=not no_test_all, off_target=off_target)
+    from autorl.ui.card import write_card
+
+    write_card(result.to_dict())  # card.md + trajectory.svg beside result.json
     if as_json:
         print_json(result.row)
     else:
@@ -76,7 +86,7 @@ def _print_run(r: dict[str, Any], audit: list[dict[str, Any]]) -> None:
         ["improvement 95% CI", fmt(r["improvement_ci95"]), fmt(r["dev_improvement_ci95"])],
         ["p-value", fmt_p(r["p_value"]), "-"],
     ])
-    typer.echo(f"submissions: {r['submissions']}  success: {r['success']}  ({r['end_reason']})  "
+    typer.echo(f"submissions: {r['submissions']}  test-scored (success): {r['success']}  beat baseline: {r.get('beat_baseline')}  ({r['end_reason']})  "
                f"duration: {r['duration_s']:.0f} s  sandbox: {r['sandbox']}\nworkspace: {r['workspace']}")
     if r["best_score"] is None:
         typer.echo("no test score: this run has no result (the dev figures are the agent's feedback, not a result)")

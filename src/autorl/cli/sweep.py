@@ -144,7 +144,8 @@ def _reattach(study: Any) -> None:
             attempt.outcome = {"kind": "infra", "reason": f"{gone} (not recorded yet: run `sweep run` again)"}
 
 
-REPORT_COLUMNS = ("task", "model", "agent", "config", "runs", "failed", "success rate", "mean improvement",
+REPORT_COLUMNS = ("task", "model", "agent", "config", "runs", "failed", "test-scored rate",
+                  "beat baseline rate", "mean improvement", "noise floor (sd)",
                   "95% CI (over runs)", "per-run improvements [95% CI]")
 
 
@@ -153,8 +154,10 @@ def _report_cells(report: dict[str, Any]) -> list[list[str]]:
     for c in report["cells"]:
         per_run = "; ".join(f"s{r['seed']}: {fmt(r['improvement'])} {fmt(r['improvement_ci95'])}"
                             + (f" ({r['end_reason']})" if not r["success"] else "") for r in c["per_run"])
-        out.append([c["task"], c["base_model"], c["agent"], c["config_hash"], str(c["runs"]), str(c["failures"]),
-                    f"{c['success_rate']:.0%}", fmt(c["mean"]), fmt(c["ci95"]), per_run])
+        agent = c["agent"] + (f" ({c['driver_model']})" if c.get("driver_model") else "")
+        out.append([c["task"], c["base_model"], agent, c["config_hash"], str(c["runs"]), str(c["failures"]),
+                    f"{c['success_rate']:.0%}", f"{c['beat_baseline_rate']:.0%}", fmt(c["mean"]),
+                    fmt((c.get("noise_floor") or {}).get("sd")), fmt(c["ci95"]), per_run])
     return out
 
 
@@ -193,7 +196,11 @@ def report_cmd(
 
     if form not in ("table", "csv", "json", "markdown"):
         raise UsageError(f"--format must be table, csv, json or markdown, not {form!r}")
-    report = study_report(open_study(sweep_dir))
+    from autorl.ui.card import write_study_card
+
+    study = open_study(sweep_dir)
+    report = study_report(study)
+    write_study_card(report, study.dir.root, study.spec)  # the study's card.md beside its files
     if form == "json":
         print_json(report)
     else:

@@ -19,6 +19,7 @@ from autorl.decoys import DecoyWatch, Planted
 from autorl.errors import AutorlError
 from autorl.grader.capability import capability_url
 from autorl.lease import guarded
+from autorl.metrics import configured_model
 from autorl.progress import SubmissionPrinter
 from autorl.watch import Watcher, interval_from_env
 
@@ -41,6 +42,8 @@ class AgentRun:
     watch: dict[str, int]
     #: the decoys read while the agent ran (``opened``) and how that was watched (``method``)
     decoys: dict[str, Any] | None = None
+    #: the model the agent's environment names (its configuration's and the operator's variables), if any
+    configured_model: str | None = None
 
 
 def _import_path() -> dict[str, str]:
@@ -111,7 +114,8 @@ def run_the_agent(plan: Plan, assets: Assets, place: Place, services: Services, 
     gateway.close()  # the agent is done: no more model calls
     return AgentRun(record, {"passes": watcher.passes, "entries": watcher.entries,
                              "copied_bytes": watcher.copied_bytes},
-                    {"opened": opened, "method": decoy_watch.method} if decoy_watch is not None else None)
+                    {"opened": opened, "method": decoy_watch.method} if decoy_watch is not None else None,
+                    configured_model(env))
 
 
 def _states(root: Path, planted: Planted) -> dict[str, tuple[int, int]]:

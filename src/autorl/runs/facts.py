@@ -56,6 +56,8 @@ class RunFacts:
     gateway_dir: str | None = None
     #: the decoys planted in the workspace (autorl.decoys.Planted as a dict; None: none planted)
     decoys: dict[str, Any] | None = None
+    #: how many GPUs the agent and the grader had (``{"agent": n, "grader": n}``; None: unknown)
+    gpu_counts: dict[str, int] | None = None
     autorl_version: str | None = __version__
     python: str | None = field(default_factory=lambda: sys.version.split()[0])
 

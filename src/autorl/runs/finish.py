@@ -21,6 +21,7 @@ from autorl.errors import GraderError
 from autorl.gateway.record import SUMMARY_NAME
 from autorl.grader.records import state_from_store
 from autorl.ledger import record_run
+from autorl.metrics import driver_model, efficiency, process_metrics, test_best_of_k
 from autorl.resources import cached_instruct_variants
 from autorl.results import RunResult, run_row
 
@@ -31,7 +32,8 @@ if TYPE_CHECKING:
     from autorl.progress import Say
     from autorl.runs.facts import RunFacts
 
-__all__ = ["GATEWAY_USAGE_SOURCE", "Collected", "Ending", "build_result", "collect", "collect_from", "finish",
+__all__ = ["GATEWAY_USAGE_SOURCE", "Collected", "Ending", "build_result", "collect", "collect_from",
+           "distinct_scored", "finish",
            "gateway_totals", "orchestrator", "record"]
 
 #: the gateway's totals: its own counts from the upstreams' usage fields, not the agent's word
@@ -47,12 +49,16 @@ class Collected:
     state: dict[str, Any]
     test: dict[str, Any] | None
     grader_lost: str | None = None
+    #: every distinct scored submission's test evaluation (the peers' best-of-k), when asked for
+    test_all: list[dict[str, Any]] | None = None
 
 
-def collect(admin: GraderClient, eval_timeout: float, final_test: bool,
-            say: Say) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def collect(admin: GraderClient, eval_timeout: float, final_test: bool, say: Say,
+            test_all: bool = False) -> tuple[dict[str, Any], dict[str, Any] | None, list[dict[str, Any]] | None]:
     """From the grader's own store only: evaluations in flight finished (up to ``eval_timeout`` s), the run
-    closed, the best on dev scored once on the test split. Returns the grader's state and that test evaluation."""
+    closed, the best on dev scored once on the test split; with ``test_all`` every other distinct scored
+    submission too, once each (the peers' protocol, never the headline). Returns the grader's state, the best's
+    test evaluation and, with ``test_all``, every test evaluation."""
     _wait_for_evaluations(admin, eval_timeout)
     admin.close_run()
     state = admin.state()
@@ -60,7 +66,34 @@ def collect(admin: GraderClient, eval_timeout: float, final_test: bool,
     if final_test and state["best"] is not None:
         say(f"scoring the best submission ({state['best']['submission_id']}) on the hidden test split")
         test = admin.evaluate_test()
-    return state, test
+    if not (final_test and test_all and test is not None):
+        return state, test, None
+    tests = [test]
+    others = distinct_scored(state["submissions"], exclude=state["best"]["submission_id"])
+    if others:
+        say(f"scoring {len(others)} other submission(s) on the test split for the best-of-k figure (not the result)")
+    for sid in others:
+        try:
+            tests.append(admin.evaluate_test(sid))
+        except GraderError as exc:  # one that cannot be scored is left out of k, said so
+            tests.append({"submission_id": sid, "status": "failed", "score": None, "error": str(exc)[:300]})
+    return state, test, tests
+
+
+def distinct_scored(submissions: list[dict[str, Any]], exclude: int | None = None) -> list[int]:
+    """The scored submissions with distinct content (the earliest of equal ones; ``exclude``'s content counts
+    as seen), in submission order."""
+    done = sorted((s for s in submissions if s.get("status") == "done" and s.get("score") is not None),
+                  key=lambda s: int(s["submission_id"]))
+    seen = {s.get("content_hash") for s in done if s["submission_id"] == exclude}
+    out = []
+    for s in done:
+        digest = s.get("content_hash") or f"#{s['submission_id']}"
+        if s["submission_id"] == exclude or s.get("duplicate_of") is not None or digest in seen:
+            continue
+        seen.add(digest)
+        out.append(int(s["submission_id"]))
+    return out
 
 
 def _wait_for_evaluations(admin: GraderClient, timeout: float) -> None:
@@ -75,11 +108,12 @@ def _wait_for_evaluations(admin: GraderClient, timeout: float) -> None:
 
 
 def collect_from(grader: GraderProcess, store_dir: Path, task: str, eval_timeout: float, final_test: bool,
-                 say: Say) -> Collected:
+                 say: Say, test_all: bool = False) -> Collected:
     """:func:`collect` from a grader that answers (made again when it was started again under the call); from
     its store file when the grader is gone for good."""
     try:
-        return Collected(*grader.surviving(lambda: collect(grader.admin, eval_timeout, final_test, say)))
+        state, test, tests = grader.surviving(lambda: collect(grader.admin, eval_timeout, final_test, say, test_all))
+        return Collected(state, test, test_all=tests)
     except GraderError:
         if grader.alive:
             raise
@@ -107,6 +141,7 @@ class Ending:
         grader_restarts: the grader's restarts during the run (None: unknown).
         orchestrator: who finished the run (``lost_at``, ``detail``, ``recovered_at``, ``how``).
         end_reason: the row's ``end_reason`` in place of the one the outcome and the scores give.
+        configured_model: the model the agent's environment named, or None.
     """
 
     outcome: dict[str, Any]
@@ -119,6 +154,10 @@ class Ending:
     end_reason: str | None = None
     #: the decoys read while the agent ran and how that was watched (None: not watched; access times then)
     decoys: dict[str, Any] | None = None
+    #: the model the agent's environment named (the row's ``driver_model`` when no call went through the gateway)
+    configured_model: str | None = None
+    #: each off-target benchmark's base and selected scores (:func:`autorl.runs.offtarget.score_off_target`)
+    off_target: list[dict[str, Any]] | None = None
 
 
 def gateway_totals(gateway_dir: str | None) -> dict[str, Any] | None:
@@ -142,7 +181,21 @@ def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Pa
                  "source": GATEWAY_USAGE_SOURCE}
     row = run_row(run_id=facts.run_id, started=facts.started, finished=ending.finished, task=facts.task,
                   agent=facts.agent, base_model=facts.base_model, workspace=facts.workspace, seed=facts.seed,
-                  sandbox=facts.sandbox, state=state, test=test, outcome=ending.outcome, llm_usage=usage)
+                  sandbox=facts.sandbox, state=state, test=test, outcome=ending.outcome, llm_usage=usage,
+                  metrics=process_metrics(state["submissions"], best=state["best"],
+                                          baseline_score=state["baseline_score"], agent_started=facts.agent_started,
+                                          deadline=facts.deadline, agent_duration_s=ending.outcome.get("duration_s"),
+                                          base_hash=_base_hash(facts, state["submissions"]),
+                                          refusals=state.get("refusals") or []).to_dict(),
+                  driver_model=driver_model(summary, ending.configured_model),
+                  best_of_k=test_best_of_k(collected.test_all, test))
+    for name, value in efficiency(gpu_counts=facts.gpu_counts, agent_s=ending.outcome.get("duration_s"),
+                                  run_s=ending.finished - facts.started, improvement=row.improvement,
+                                  cost_usd=row.llm_cost_usd).items():
+        setattr(row, name, value)
+    if ending.off_target is not None:
+        row.off_target = ending.off_target
+        row.off_target_regressed = any(o.get("regressed") for o in ending.off_target)
     row.decoys, decoy_meta = decoys.record(facts.decoys, facts.workspace, ending.decoys,
                                            [facts.store_dir, facts.gateway_dir])
     if ending.end_reason:
@@ -177,6 +230,19 @@ def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Pa
     run_dir = Path(facts.workspace) if facts.workspace else home / "runs" / facts.task / facts.run_id
     return RunResult(facts.run_id, row.record(), state["submissions"], state.get("baseline"), test,
                      dict(ending.outcome), run_dir, meta)
+
+
+def _base_hash(facts: RunFacts, submissions: list[dict[str, Any]]) -> str | None:
+    # the base model's content digest, comparable with the grader's digest of each submission (a copy of the
+    # base submitted as is has the same); the base's files are the harness's, out of the agent's reach
+    if not facts.model_path or not any(s.get("content_hash") for s in submissions):
+        return None
+    from autorl.evaluation.identity import model_hash
+
+    try:
+        return model_hash(Path(facts.model_path)) if Path(facts.model_path).is_dir() else None
+    except OSError:
+        return None
 
 
 def _known_variants(spec: str, home: Path) -> list[Path]:

@@ -150,6 +150,10 @@ class Resolver:
             identity["audit_judge"] = {"model": o["audit_judge"], "samples": o["audit_judge_samples"]}
         if o.get("decoys") is False:  # only when off: the keys of studies with decoys stay as they were
             identity["decoys"] = False
+        if o.get("test_all") is False:  # the same: only when the peer figure is turned off
+            identity["test_all"] = False
+        if o.get("off_target"):  # the same
+            identity["off_target"] = o["off_target"]
         return Cell(options=o, run_key=run_key(identity), identity=identity)
 
 

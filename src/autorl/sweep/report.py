@@ -1,5 +1,6 @@
 """A study's answer, with its uncertainty: per (agent, task, model) cell the mean held-out test improvement over
-seeds with a t-interval, the success rate, failed runs counted, each run's own interval beside it; agent against
+seeds with a t-interval, the success rate (``success``: finished with a test score, the reference harness's
+column, whatever the score) and the rate of runs whose improvement's 95% interval is above 0 (``beat_baseline``), failed runs counted, each run's own interval beside it; agent against
 agent paired by (task, model, seed). Cells whose runs differ in config hash are never pooled.
 
 Pure functions over ledger rows (:func:`build_report`); :func:`study_report` reads a study's counted results from
@@ -14,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from autorl.aggregate import FAILURE_RULE, aggregate_runs
+from autorl.metrics import EFFICIENCY_COLUMNS, metric_means
 from autorl.results import judged_headline
 
 __all__ = ["build_report", "paired_differences", "study_report", "sweep_page_data", "t_interval"]
@@ -74,10 +76,15 @@ def build_report(rows: Iterable[Mapping[str, Any]], missing: Iterable[Mapping[st
         members = [by_id[i] for i in group.run_ids]
         runs = [{"run_id": r["run_id"], "run_key": r.get("run_key"), "seed": r.get("seed"),
                  "improvement": r.get("improvement"), "improvement_ci95": r.get("improvement_ci95"),
-                 "success": bool(r.get("success")), "end_reason": r.get("end_reason"),
+                 "success": bool(r.get("success")), "beat_baseline": bool(r.get("beat_baseline")),
+                 "end_reason": r.get("end_reason"),
                  "attempts": r.get("attempts"), "infra_failures": r.get("infra_failures") or []} for r in members]
         cells.append({**group.as_dict(), "success_rate": sum(1 for r in members if r.get("success")) / len(members),
-                      "per_run": runs})
+                      "beat_baseline_rate": sum(1 for r in members if r.get("beat_baseline")) / len(members),
+                      "off_target_regressed_rate": sum(1 for r in members if r.get("off_target_regressed"))
+                      / len(members) if any(r.get("off_target") for r in members) else None,
+                      "per_run": runs, "process_means": metric_means(members),
+                      "efficiency_means": metric_means(members, EFFICIENCY_COLUMNS)})
     return {"cells": cells, "comparisons": paired_differences(rows), "missing": list(missing),
             "failure_rule": FAILURE_RULE, "decoys": bait_taken(rows)}
 
@@ -133,6 +140,12 @@ def study_report(study: Any) -> dict[str, Any]:
         rows.append(row)
     report = build_report(rows, missing)
     report["sweep"] = study.name
+    from autorl.noise import read_floor
+    from autorl.resources import autorl_home
+
+    home = autorl_home()
+    for cell in report["cells"]:  # the floor `autorl noise` measured for the cell's task and base model
+        cell["noise_floor"] = read_floor(home, cell["task"], cell["base_model"])
     return report
 
 

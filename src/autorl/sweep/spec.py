@@ -42,6 +42,8 @@ CELL_DEFAULTS: dict[str, Any] = {
     "llm_budget_tokens": None,
     "audit_judge": None,
     "audit_judge_samples": 1,
+    "test_all": True,
+    "off_target": [],
 }
 #: keys that describe the study, not a cell
 STUDY_KEYS = ("name", "include", "exclude", "retries", "max_parallel", "executor", "slurm", "ray", "local")
@@ -49,7 +51,7 @@ REQUIRED = ("agent", "task", "model", "timeout")
 #: options a table is the value of (a list of tables expands)
 TABLE_KEYS = ("agent_env", "benchmark_options")
 #: options a list is the value of (a list of lists expands)
-LIST_KEYS = ("agent_credentials",)
+LIST_KEYS = ("agent_credentials", "off_target")
 SANDBOXES = ("auto", "bwrap", "none")
 NETWORKS = ("on", "off")
 
@@ -95,6 +97,10 @@ class Cell:
             args += ["--audit-judge", str(o["audit_judge"]), "--audit-judge-samples", str(o["audit_judge_samples"])]
         if o.get("decoys") is False:
             args.append("--no-decoys")
+        if not o["test_all"]:
+            args.append("--no-test-all")
+        for name in o["off_target"]:
+            args += ["--off-target", name]
         return args
 
 
@@ -208,6 +214,8 @@ def check_options(o: dict[str, Any]) -> dict[str, Any]:
         raise UsageError(f"spec: audit must be true or false, not {o['audit']!r}")
     if not isinstance(o["decoys"], bool):
         raise UsageError(f"spec: decoys must be true or false, not {o['decoys']!r}")
+    if not isinstance(o["test_all"], bool):
+        raise UsageError(f"spec: test_all must be true or false, not {o['test_all']!r}")
     for name in TABLE_KEYS:
         if not isinstance(o[name], dict) or not all(isinstance(k, str) and k for k in o[name]):
             raise UsageError(f"spec: {name} must be a table of NAME = value")
@@ -218,6 +226,10 @@ def check_options(o: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
         raise UsageError("spec: agent_credentials must be a list of variable names")
     o["agent_credentials"] = sorted(set(names))
+    tasks = o["off_target"]
+    if not isinstance(tasks, list) or not all(isinstance(n, str) and n for n in tasks):
+        raise UsageError("spec: off_target must be a list of benchmark names")
+    o["off_target"] = list(dict.fromkeys(tasks))
     return o
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from autorl.aggregate import FAILURE_RULE
+from autorl.metrics import EFFICIENCY_COLUMNS, SCALAR_METRICS
 from autorl.ui.data import RUN_COLUMNS
 from autorl.ui.shell import fmt, layout, status_badge
 
@@ -166,14 +167,20 @@ def run_page(detail: dict[str, Any], timeline_svg: str, logs: dict[str, dict[str
     mode = row.get("sandbox") or sandbox.get("mode")
     headline = [("test baseline", row.get("baseline"), "num"), ("test score", row.get("best_score"), "num"),
                 ("improvement", row.get("improvement"), "num"), ("95% CI", row.get("improvement_ci95"), "ci"),
-                ("p value", row.get("p_value"), "num"), ("success", row.get("success"), "text")]
+                ("p value", row.get("p_value"), "num"), ("finished with a test score (success)", row.get("success"), "text"),
+                ("beat baseline (95% CI above 0)", row.get("beat_baseline"), "text")]
     no_headline = ("<p class='note'>no headline: this run has no held-out test score"
                    f"{' yet' if live else ''}.</p>") if row.get("improvement") is None else ""
     dev = [("k (scored submissions)", row.get("dev_k"), "num"), ("dev baseline", row.get("dev_baseline"), "num"),
            ("best dev", row.get("dev_best"), "num"), ("dev improvement", row.get("dev_improvement"), "num"),
            ("dev 95% CI", row.get("dev_improvement_ci95"), "ci")]
     other = [("submissions", row.get("submissions"), "num"), ("duration", row.get("duration_s"), "secs"),
-             ("end", row.get("end_reason"), "text")]
+             ("end", row.get("end_reason"), "text"),
+             *((name.replace("_", " "), row.get(name), "num") for name in EFFICIENCY_COLUMNS)]
+    process = [(name.replace("_", " "), row.get(name), "num") for name in SCALAR_METRICS]
+    peers = [("best of k on test", row.get("test_best_of_k"), "num"), ("k", row.get("test_best_of_k_k"), "num"),
+             ("submission", row.get("test_best_of_k_submission"), "num"),
+             ("selection gap (minus the headline)", row.get("test_selection_gap"), "num")]
     network = f" (network {sandbox.get('network')})" if sandbox.get("network") else ""
     about = [("run id", rid, "text"), ("task", row.get("task"), "text"), ("agent", row.get("agent"), "text"),
              ("base model", row.get("base_model"), "text"), ("model source", meta.get("model_source"), "text"),
@@ -220,12 +227,30 @@ def run_page(detail: dict[str, Any], timeline_svg: str, logs: dict[str, dict[str
 <div><h2>Headline: held-out test</h2>{no_headline}{_meta_list(headline)}
 <h2>Dev: best of k on dev, optimistic</h2><p class="note">the best of the k dev scores the agent saw; biased
 upward by the choice among k, not the run's result.</p>{_meta_list(dev)}{_meta_list(other)}
+<h2>Process (the grader's record)</h2>{_meta_list(process)}
+<h2>Peers' protocol: best of k on test, optimistic</h2><p class="note">every distinct scored submission scored
+once on test after the run, the best taken: chosen on the test split itself, so biased upward; not the run's
+result.</p>{_meta_list(peers)}
+{_off_target_html(row.get("off_target"))}
 <h2>Run</h2>{about_html}
 {"<h2>Audit</h2><ul id='audit'>" + flags + "</ul>" if flags else ""}</div></div>
 {"<h2>Submissions</h2><table><thead><tr><th>id</th><th>status</th><th>score</th><th>95% CI</th><th>improvement</th><th>path (as the agent gave it)</th><th>error</th></tr></thead><tbody>" + sub_rows + "</tbody></table>" if sub_rows else ""}
 {trajectory_html(turns)}
 {agent_files}{grader_html}"""
     return layout(title, body, LIVE_JS, nonce=nonce)
+
+
+def _off_target_html(entries: Any) -> str:
+    if not isinstance(entries, list) or not entries:
+        return ""
+    rows = "".join(
+        f"<tr><td>{fmt(e.get('task'))}</td><td class='num'>{fmt(e.get('base'))}</td>"
+        f"<td class='num'>{fmt(e.get('selected'))}</td><td class='num'>{fmt(e.get('change'))}</td>"
+        f"<td class='num'>{fmt(e.get('ci95'), 'ci')}</td>"
+        f"<td>{'<b>regressed</b>' if e.get('regressed') else fmt(e.get('error') or '')}</td></tr>"
+        for e in entries if isinstance(e, dict))
+    return ("<h2>Off-target (test split, selected vs base)</h2><table><thead><tr><th>task</th><th>base</th>"
+            "<th>selected</th><th>change</th><th>95% CI</th><th></th></tr></thead><tbody>" + rows + "</tbody></table>")
 
 
 def trajectory_html(traj: dict[str, Any] | None) -> str:
