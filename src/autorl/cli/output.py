@@ -9,6 +9,8 @@ from typing import Any
 
 import typer
 
+from autorl.display import fmt_p
+
 __all__ = ["console", "fmt", "fmt_p", "markdown", "print_json", "table"]
 
 
@@ -56,8 +58,3 @@ def fmt(v: Any, digits: int = 2) -> str:
     return str(v)
 
 
-def fmt_p(p: Any) -> str:
-    """A p-value cell (``<0.001`` below a thousandth)."""
-    if isinstance(p, int | float) and 0 <= p < 0.001:
-        return "<0.001"
-    return fmt(p, 3)

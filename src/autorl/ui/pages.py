@@ -166,7 +166,7 @@ def run_page(detail: dict[str, Any], timeline_svg: str, logs: dict[str, dict[str
     mode = row.get("sandbox") or sandbox.get("mode")
     headline = [("test baseline", row.get("baseline"), "num"), ("test score", row.get("best_score"), "num"),
                 ("improvement", row.get("improvement"), "num"), ("95% CI", row.get("improvement_ci95"), "ci"),
-                ("p value", row.get("p_value"), "num"), ("success", row.get("success"), "text")]
+                ("p value", row.get("p_value"), "p"), ("success", row.get("success"), "text")]
     no_headline = ("<p class='note'>no headline: this run has no held-out test score"
                    f"{' yet' if live else ''}.</p>") if row.get("improvement") is None else ""
     dev = [("k (scored submissions)", row.get("dev_k"), "num"), ("dev baseline", row.get("dev_baseline"), "num"),

@@ -10,6 +10,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from autorl.display import fmt_p
+
 CSS = """
 :root { --fg:#1f2328; --muted:#656d76; --line:#d0d7de; --bg:#f6f8fa; --accent:#0969da; }
 * { box-sizing: border-box; }
@@ -78,6 +80,8 @@ def fmt(value: Any, kind: str = "num") -> str:
         return f"[{value[0]:.1f}, {value[1]:.1f}]"
     if kind == "secs" and is_num(value):
         return f"{value / 60:.1f} min" if value >= 120 else f"{value:.0f} s"
+    if kind == "p":
+        return fmt_p(value)
     if kind == "pct" and is_num(value):
         return f"{value:.0%}"
     if isinstance(value, float):
