@@ -11,7 +11,7 @@ import pytest
 
 from autorl.display import fmt_ci, fmt_p, fmt_signed
 from autorl.ledger import Ledger
-from autorl.results import RunRow
+from autorl.results import RunResult, RunRow, run_row
 
 from .conftest import cli
 
@@ -70,3 +70,51 @@ def test_the_dashboard_shows_p_by_the_same_rule(tmp_path: Path) -> None:
             httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as client:
         page = client.get("/runs/20260101-000000-tiny").text
     assert "<dt>p value</dt><dd>4.7e-06</dd>" in page and "0.00</dd>" not in page.split("p value")[1][:40]
+
+
+def _run_result(tmp_path: Path) -> RunResult:
+    """A run's result as the run's finish builds it: the row from the grader's state and test evaluation."""
+    subs = [{"submission_id": 1, "status": "done", "score": 40.0, "improvement": 15.0, "improvement_ci95": [5.0, 25.0]},
+            {"submission_id": 2, "status": "done", "score": 55.0, "improvement": 30.0, "improvement_ci95": [20.0, 40.0]},
+            {"submission_id": 3, "status": "failed", "score": None}]
+    dev_base = {"split": "dev", "score": 25.0, "config_hash": "c0ffee"}
+    state = {"submissions": subs, "best": {"submission_id": 2, "score": 55.0}, "baseline_score": 25.0,
+             "baseline": dev_base}
+    test = {"status": "done", "score": 52.0, "baseline_score": 20.0, "improvement": 32.0,
+            "improvement_ci95": [24.9, 39.1], "p_value": TINY_P}
+    row = run_row(run_id="20261201T100000-a1", started=0.0, finished=60.0, task="arith", agent="example",
+                  base_model="autorl:tiny", workspace=str(tmp_path), seed=0, sandbox="bwrap", state=state, test=test,
+                  outcome={"timed_out": True, "exit_code": None, "reason": "timeout"})
+    return RunResult(row.run_id, row.record(), subs, dev_base, test, {"exit_code": None}, tmp_path)
+
+
+def test_a_run_result_reads_in_a_notebook(tmp_path: Path) -> None:
+    """The repr was a 5,080-character dump; now one line with the test headline, and named figures."""
+    r = _run_result(tmp_path)
+    text = repr(r)
+    assert text == ("<RunResult 20261201T100000-a1 arith agent=example model=autorl:tiny: test 20.0 -> 52.0, "
+                    "improvement +32.0 [+24.9, +39.1], p=4.7e-06, k=2>")
+    assert (r.test_baseline, r.test_score, r.improvement, r.improvement_ci95, r.p_value) == (
+        20.0, 52.0, 32.0, (24.9, 39.1), TINY_P)
+    assert (r.dev_baseline, r.dev_best, r.dev_improvement, r.dev_improvement_ci95, r.k) == (
+        25.0, 55.0, 30.0, (20.0, 40.0), 2)
+    html = r._repr_html_()
+    assert "<th>p</th><td>4.7e-06</td>" in html and "dev (best of 2, optimistic)" in html and "#2: 55.0" in html
+    # the ambiguous names keep their values and say what to use instead
+    with pytest.warns(DeprecationWarning, match="dev_baseline_record"):
+        assert r.baseline == {"split": "dev", "score": 25.0, "config_hash": "c0ffee"}
+    with pytest.warns(DeprecationWarning, match="test_baseline"):
+        assert r.baseline_score == 20.0
+    # result.json keeps its key
+    assert r.to_dict()["baseline"] == r.dev_baseline_record and "dev_baseline_record" not in r.to_dict()
+
+
+def test_a_run_without_a_test_score_says_so_and_hostile_rows_do_not_break_the_repr(tmp_path: Path) -> None:
+    r = _run_result(tmp_path)
+    r.row.update(baseline=None, best_score=None, improvement=None, improvement_ci95=None, p_value=None)
+    assert "no test score, improvement - -, p=-, k=2" in repr(r)
+    # a row ingested from another machine's result.json: wrong types, markup in names
+    r.row.update(improvement="32", improvement_ci95=[1, "x"], p_value=True, dev_k="2", agent="<script>x</script>")
+    r.submissions.append({"submission_id": "<b>", "status": "done", "score": "NaN"})
+    assert r.improvement is None and r.improvement_ci95 is None and r.p_value is None and r.k == 0
+    assert "<script>" not in r._repr_html_() and "&lt;script&gt;" in r._repr_html_()

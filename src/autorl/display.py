@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["fmt_ci", "fmt_p", "fmt_signed", "is_number"]
+__all__ = ["as_number", "as_pair", "fmt_ci", "fmt_p", "fmt_signed", "is_number", "run_html", "run_repr"]
 
 #: below this a p-value is shown as a bound: a double cannot tell such values apart from each other
 P_FLOOR = 1e-300
@@ -45,3 +45,45 @@ def fmt_ci(ci: Any, digits: int = 1) -> str:
     if isinstance(ci, list | tuple) and len(ci) == 2 and all(is_number(v) for v in ci):
         return f"[{ci[0]:+.{digits}f}, {ci[1]:+.{digits}f}]"
     return "-"
+
+
+def as_number(value: Any) -> float | None:
+    """``value`` as a float when it is a finite number, else None."""
+    return float(value) if is_number(value) else None
+
+
+def as_pair(value: Any) -> tuple[float, float] | None:
+    """``value`` as an interval ``(low, high)`` when it is a pair of numbers, else None."""
+    if isinstance(value, list | tuple) and len(value) == 2 and all(is_number(v) for v in value):
+        return float(value[0]), float(value[1])
+    return None
+
+
+def _one(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+def run_repr(r: Any) -> str:
+    """One line for a run's result (:class:`~autorl.results.RunResult`): who, what, and the test headline."""
+    score = "no test score" if r.test_score is None else f"test {_one(r.test_baseline)} -> {_one(r.test_score)}"
+    return (f"<RunResult {r.run_id} {r.task} agent={r.agent_name} model={r.model}: {score}, "
+            f"improvement {fmt_signed(r.improvement)} {fmt_ci(r.improvement_ci95)}, p={fmt_p(r.p_value)}, k={r.k}>")
+
+
+def run_html(r: Any) -> str:
+    """A run's result as a notebook shows it: the headline table (test and dev side by side) and its dev scores."""
+    from html import escape
+
+    rows = [("", "test (the result)", f"dev (best of {r.k}, optimistic)"),
+            ("baseline", _one(r.test_baseline), _one(r.dev_baseline)),
+            ("score", _one(r.test_score), _one(r.dev_best)),
+            ("improvement", fmt_signed(r.improvement), fmt_signed(r.dev_improvement)),
+            ("95% CI", fmt_ci(r.improvement_ci95), fmt_ci(r.dev_improvement_ci95)),
+            ("p", fmt_p(r.p_value), "-")]
+    cells = "".join("<tr>" + "".join(f"<{t}>{escape(c)}</{t}>" for t, c in zip(("th", "td", "td"), row, strict=True))
+                    + "</tr>" for row in rows)
+    scored = [s for s in r.submissions if isinstance(s, dict) and s.get("status") == "done"
+              and is_number(s.get("score"))]
+    trail = ", ".join(f"#{s.get('submission_id')}: {float(s['score']):.1f}" for s in scored[:50])
+    return (f"<div><b>run {escape(str(r.run_id))}</b>: {escape(r.agent_name)} on {escape(r.task)} "
+            f"({escape(r.model)})<table>{cells}</table><p>dev scores by submission: {escape(trail) or 'none'}</p></div>")
