@@ -118,3 +118,37 @@ def test_a_run_without_a_test_score_says_so_and_hostile_rows_do_not_break_the_re
     r.submissions.append({"submission_id": "<b>", "status": "done", "score": "NaN"})
     assert r.improvement is None and r.improvement_ci95 is None and r.p_value is None and r.k == 0
     assert "<script>" not in r._repr_html_() and "&lt;script&gt;" in r._repr_html_()
+
+
+def _record_runs(home: Path, ids: list[str]) -> None:
+    ledger = Ledger(home / "autorl.db")
+    for i, run_id in enumerate(ids):
+        row = RunRow(run_id, "2026-01-01 00:00:00", "gsm8k", "claude-code-with-a-long-name",
+                     "Qwen/Qwen2.5-0.5B-Instruct", baseline=20.0, best_score=52.0, improvement=-32.0 + i,
+                     improvement_ci95=[-24.9, 39.1], p_value=TINY_P, dev_k=12, success=True, sandbox="bwrap",
+                     dev_best=61.0, dev_improvement=35.5)
+        ledger.ingest({"row": row.record(), "submissions": []})
+    ledger.close()
+
+
+def test_results_fit_80_columns_and_never_cut_a_run_id(home: Path) -> None:
+    """At 80 columns each of 15 columns was 1-2 characters and the run id, which `audit` and `recover` need,
+    was cut: the default is now the compact table; every id is whole on one line."""
+    home.mkdir(parents=True)
+    ids = ["20261201T100000", "20261201T100000-1", "20261201T100000-an-unusually-long-ingested-id"]
+    _record_runs(home, ids)
+    for width in ("80", "60"):
+        out = cli("results", check=True, env={"COLUMNS": width}).stdout
+        lines = out.splitlines()
+        assert max(len(line) for line in lines) <= max(int(width), len(ids[-1]) + 20), out
+        for run_id in ids:
+            assert any(line.split() and line.split()[0] == run_id for line in lines), (run_id, out)
+        assert "4.7e-06" in out and "--wide" in out and "dev best" not in out
+    wide = cli("results", "--wide", check=True, env={"COLUMNS": "80"}).stdout  # a pipe gets every column whole
+    assert "dev best (k)" in wide and "61.00 (12)" in wide and all(i in wide for i in ids)
+
+
+def test_an_empty_home_says_no_runs_yet(home: Path) -> None:
+    proc = cli("results")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"no runs yet in {home / 'autorl.db'}"
+    assert cli("results", "--json", check=True).stdout.strip() == "[]"

@@ -241,7 +241,7 @@ def test_results_show_the_test_headline_and_upgrade_older_rows(home: Path) -> No
     cells = [c.strip() for c in md[2].strip("|").split("|")]
     assert dict(zip(header, cells, strict=True))["improvement"] == "2.00"
     assert dict(zip(header, cells, strict=True))["dev best (k)"] == "60.00 (1)"
-    table = cli("results", check=True, env={"COLUMNS": "300"}).stdout
+    table = cli("results", "--wide", check=True, env={"COLUMNS": "300"}).stdout
     assert "held-out test" in table and "35.00" in table
 
 
@@ -279,7 +279,7 @@ def test_a_run_without_a_sandbox_says_so_everywhere(home: Path, tmp_path: Path, 
     assert results[-1]["sandbox"] == "none" and "no-sandbox(high)" in results[-1]["audit_flags"]
     with (home / "results.csv").open() as f:
         assert next(csv.DictReader(f))["sandbox"] == "none"
-    table = cli("results", env={"AUTORL_HOME": str(home), "COLUMNS": "300"}, check=True).stdout
+    table = cli("results", "--wide", env={"AUTORL_HOME": str(home), "COLUMNS": "300"}, check=True).stdout
     assert " none " in table and fmt_p(results[-1]["p_value"]) in table
 
 

@@ -26,14 +26,24 @@ def console() -> Any:
 
 
 def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], caption: str | None = None,
-          out: Any = None) -> None:
-    """A rich table on ``out`` (default: a console as wide as ``COLUMNS`` or the terminal)."""
+          out: Any = None, keep: Sequence[str] = ()) -> None:
+    """A rich table on ``out`` (default: a console as wide as ``COLUMNS`` or the terminal).
+
+    The columns named in ``keep`` (an id a user copies into the next command) are never cut or wrapped: the
+    others fold to make room.
+    """
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    shown = Table(title=title, caption=caption)
+    # a table with an id to keep drops the frame and shares padding: more room for the cells
+    shown = (Table(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+             if keep else Table(title=title, caption=caption))
     for c in columns:
-        shown.add_column(c)
+        if c in keep:
+            shown.add_column(c, no_wrap=True, min_width=max([len(c), *(len(r[columns.index(c)]) for r in rows)]))
+        else:
+            shown.add_column(c, overflow="fold")
     for r in rows:
         shown.add_row(*r)
     (out or Console()).print(shown)
