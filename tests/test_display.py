@@ -152,3 +152,35 @@ def test_an_empty_home_says_no_runs_yet(home: Path) -> None:
     proc = cli("results")
     assert proc.returncode == 0 and proc.stdout.strip() == f"no runs yet in {home / 'autorl.db'}"
     assert cli("results", "--json", check=True).stdout.strip() == "[]"
+
+
+def test_runs_with_different_time_budgets_are_not_pooled_and_the_page_says_why(tmp_path: Path) -> None:
+    """The compare page pooled a 120 s run with a 60 s run; a study cell pools by the same key."""
+    import httpx
+
+    from autorl.sweep.report import build_report
+    from autorl.ui import create_app
+
+    from .scripted_llm import serve_in_thread
+
+    rows = []
+    ledger = Ledger(tmp_path / "autorl.db")
+    for i, (budget, improvement) in enumerate([(120.0, 10.0), (120.0, 12.0), (60.0, 2.0), (None, 4.0)]):
+        row = RunRow(f"2026010{i + 1}T000000", f"2026-01-0{i + 1} 00:00:00", "arith", "a", "tiny", baseline=20.0,
+                     best_score=20.0 + improvement, improvement=improvement, success=True, config_hash="h1",
+                     sandbox="bwrap", timeout_s=budget, dev_k=1)
+        rows.append(row.to_dict())
+        ledger.ingest({"row": row.record(), "submissions": []})
+    ledger.close()
+    with serve_in_thread(create_app(tmp_path / "autorl.db")) as port, \
+            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as ui:
+        cmp = ui.get("/api/compare?task=arith").json()
+        page = ui.get("/compare?task=arith").text
+        svg = ui.get("/compare.svg?task=arith").text
+    by_budget = {g["timeout_s"]: g["values"] for g in cmp["groups"]}
+    assert by_budget == {120.0: [10.0, 12.0], 60.0: [2.0], None: [4.0]}  # an older row without a budget: alone
+    assert cmp["differs"] == {"arith · a": ["timeout_s"]}
+    assert "not pooled, the runs differ in timeout_s" in page and "2.0 min" in page and "60 s" in page
+    assert "a · tiny · h1 · 120 s" in svg and "a · tiny · h1 · 60 s" in svg
+    # a study's report pools by the same key
+    assert sorted(len(c["per_run"]) for c in build_report(rows)["cells"]) == [1, 1, 2]

@@ -47,7 +47,7 @@ def test_every_column_is_a_field_of_run_row_in_csv_order(tmp_path: Path) -> None
     names = tuple(f.name for f in dataclasses.fields(RunRow))
     assert names == CSV_COLUMNS
     # the columns that were there keep their order; the study's two come last
-    assert (*PREVIOUS_COLUMNS, "run_key", "sweep") == CSV_COLUMNS
+    assert (*PREVIOUS_COLUMNS, "run_key", "sweep", "timeout_s") == CSV_COLUMNS
     assert set(DEV_COLUMNS) <= set(CSV_COLUMNS)
     assert tuple(c for c in CSV_COLUMNS if c != "audit_flags") == RECORDED_COLUMNS
     ledger = Ledger(tmp_path / "autorl.db")

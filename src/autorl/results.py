@@ -78,6 +78,8 @@ class RunRow:
     #: a run's stable key inside a study (sweep), and the study's name; empty for a single run
     run_key: str | None = None
     sweep: str | None = None
+    #: the agent's time budget: runs with different budgets are not comparable (not pooled)
+    timeout_s: float | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunRow:
@@ -251,7 +253,7 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
             workspace: str, seed: int, sandbox: str | None, state: Mapping[str, Any],
             test: Mapping[str, Any] | None, outcome: Mapping[str, Any],
             llm_usage: Mapping[str, Any] | None = None, run_key: str | None = None,
-            sweep: str | None = None) -> RunRow:
+            sweep: str | None = None, timeout_s: float | None = None) -> RunRow:
     """The row of a finished run, from the grader's state and test evaluation and the agent's outcome.
 
     The headline is the dev-selected checkpoint scored once on the test split, paired against the test
@@ -301,6 +303,7 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
         llm_usage_source=usage.get("source"),
         run_key=run_key,
         sweep=sweep,
+        timeout_s=timeout_s,
     )
 
 

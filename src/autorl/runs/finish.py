@@ -140,7 +140,8 @@ def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Pa
                  "source": GATEWAY_USAGE_SOURCE}
     row = run_row(run_id=facts.run_id, started=facts.started, finished=ending.finished, task=facts.task,
                   agent=facts.agent, base_model=facts.base_model, workspace=facts.workspace, seed=facts.seed,
-                  sandbox=facts.sandbox, state=state, test=test, outcome=ending.outcome, llm_usage=usage)
+                  sandbox=facts.sandbox, state=state, test=test, outcome=ending.outcome, llm_usage=usage,
+                  timeout_s=facts.timeout_s)
     if ending.end_reason:
         row.end_reason = ending.end_reason
     elif collected.grader_lost:

@@ -160,7 +160,9 @@ def timeline_svg(tl: dict[str, Any], title: str = "", width: int = 760, height: 
 
 def _group_label(g: dict[str, Any]) -> str:
     cfg = str(g.get("config_hash") or "")
-    return f"{g['agent']} · {g['base_model']}" + (f" · {cfg[:8]}" if cfg else "")
+    budget = g.get("timeout_s")
+    return (f"{g['agent']} · {g['base_model']}" + (f" · {cfg[:8]}" if cfg else "")
+            + (f" · {budget:g} s" if isinstance(budget, int | float) else ""))
 
 
 def compare_svg(cmp: dict[str, Any], width: int = 860) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from autorl import untrusted
-from autorl.aggregate import FAILURE_RULE, aggregate_runs
+from autorl.aggregate import FAILURE_RULE, aggregate_runs, differences
 from autorl.ledger import Ledger
 from autorl.results import RunRow, dev_figures
 
@@ -342,4 +342,4 @@ def compare(rows: Iterable[dict[str, Any]], task: str) -> dict[str, Any]:
     its 95% t-interval over runs, failed runs counted as 0, one group per base model and config hash."""
     groups = aggregate_runs(rows, task=task)
     return {"task": task, "metric": "improvement", "failure_rule": FAILURE_RULE,
-            "groups": [g.as_dict() for g in groups]}
+            "groups": [g.as_dict() for g in groups], "differs": differences(groups)}
