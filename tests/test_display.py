@@ -184,3 +184,27 @@ def test_runs_with_different_time_budgets_are_not_pooled_and_the_page_says_why(t
     assert "a · tiny · h1 · 120 s" in svg and "a · tiny · h1 · 60 s" in svg
     # a study's report pools by the same key
     assert sorted(len(c["per_run"]) for c in build_report(rows)["cells"]) == [1, 1, 2]
+
+
+def test_a_study_result_reads_in_a_notebook_and_flattens_to_records(tmp_path: Path) -> None:
+    from autorl.sweep import StudyResult
+    from autorl.sweep.report import build_report
+
+    rows = [RunRow(f"2026010{i}T000000", "2026-01-01 00:00:00", "arith", agent, "tiny", improvement=imp,
+                   improvement_ci95=None if imp is None else [imp - 7.1, imp + 7.1], success=imp is not None, config_hash="h1",
+                   timeout_s=120.0, seed=i, run_key=f"k{i}").to_dict()
+            for i, (agent, imp) in enumerate([("a", 3.0), ("a", 3.0), ("b", None)])]
+    missing = [{"agent": "b", "task": "arith", "model": "tiny", "seed": 1, "run_key": "k9", "status": "failed",
+                "reasons": ["node lost"]}]
+    study = StudyResult({**build_report(rows, missing), "sweep": "s1"})
+    assert study["cells"][0]["runs"] == 2  # still the report dict
+    text = repr(study)
+    assert text.splitlines()[0] == ("<StudyResult s1: 2 cells, 3 runs, 1 without a result; "
+                                    "mean test improvement [95% CI] per cell:")
+    assert "a on arith (tiny, 120 s)  +3.0  [+3.0, +3.0]  2 runs, 0 failed" in text
+    assert "b on arith (tiny, 120 s)  +0.0  -  1 runs, 1 failed" in text
+    records = study.to_records()
+    assert [r["status"] for r in records] == ["done", "done", "done", "failed"]
+    assert {k for r in records for k, v in r.items() if isinstance(v, list | dict)} == set()  # flat: a DataFrame
+    assert records[0]["improvement_ci95_low"] == pytest.approx(-4.1) and records[3]["end_reason"] == "node lost"
+    assert "<td>a on arith (tiny, 120 s)</td>" in study._repr_html_()
