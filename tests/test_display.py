@@ -208,3 +208,37 @@ def test_a_study_result_reads_in_a_notebook_and_flattens_to_records(tmp_path: Pa
     assert {k for r in records for k, v in r.items() if isinstance(v, list | dict)} == set()  # flat: a DataFrame
     assert records[0]["improvement_ci95_low"] == pytest.approx(-4.1) and records[3]["end_reason"] == "node lost"
     assert "<td>a on arith (tiny, 120 s)</td>" in study._repr_html_()
+
+
+def test_the_runs_table_shows_run_id_p_audit_and_study_and_the_run_page_a_clean_audit(tmp_path: Path) -> None:
+    """The runs table had no run id, p-value or study column, and a clean run's audit result appeared nowhere."""
+    import re
+
+    import httpx
+
+    from autorl.ui import create_app
+
+    from .scripted_llm import serve_in_thread
+
+    _record_tiny_p(tmp_path)
+    ledger = Ledger(tmp_path / "autorl.db")
+    flagged = RunRow("20260102T000000", "2026-01-02 00:00:00", "arith", "b", "m", improvement=1.0, sweep="s1",
+                     p_value=0.0321).record()
+    ledger.ingest({"row": {**flagged, "decoys": 3}, "submissions": [],
+                   "audit": [{"name": "test_overlap", "severity": "high", "detail": "12 items", "evidence": []}]})
+    ledger.close()
+    with serve_in_thread(create_app(tmp_path / "autorl.db")) as port, \
+            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as client:
+        table = client.get("/").text
+        clean = client.get("/runs/20260101-000000-tiny").text
+        flagged_page = client.get("/runs/20260102T000000").text
+    heads = re.findall(r"<th>(?:<a [^>]*>)?([^<]+?)(?: [▲▼])?(?:</a>)?</th>", table)
+    assert heads[0] == "run" and {"p", "audit", "study"} <= set(heads) and "duration" not in heads
+    cells = {rid: dict(zip(heads, re.findall(r"<td[^>]*>(.*?)</td>", row), strict=True)) for rid, row in
+             re.findall(r'<tr data-run="([^"]+)">(.*?)</tr>', table, re.S)}
+    assert cells["20260101-000000-tiny"]["run"].endswith(">20260101-000000-tiny</a>")
+    assert cells["20260101-000000-tiny"]["p"] == "4.7e-06" and cells["20260101-000000-tiny"]["audit"] == "no flags"
+    assert cells["20260102T000000"]["p"] == "0.032" and cells["20260102T000000"]["study"] == "s1"
+    assert "test_overlap(high) · decoys 3" in cells["20260102T000000"]["audit"]
+    assert "<h2>Audit</h2><p id='audit'>no flags</p>" in clean
+    assert "<ul id='audit'><li><b>test_overlap</b> (high)" in flagged_page

@@ -25,11 +25,11 @@ from autorl.results import RunRow, dev_figures
 #: test (the dev-selected checkpoint scored once on test, against the test baseline); the dev figure is the
 #: best of k dev scores the agent saw, biased upward, and is labelled so.
 RUN_COLUMNS = (
-    ("timestamp", "date", "text"), ("task", "task", "text"), ("agent", "agent", "text"),
+    ("run_id", "run", "text"), ("task", "task", "text"), ("agent", "agent", "text"),
     ("base_model", "base model", "text"), ("sandbox", "sandbox", "sandbox"), ("baseline", "test baseline", "num"),
     ("best_score", "test score", "num"), ("improvement", "improvement (test)", "num"),
     ("improvement_ci95", "95% CI", "ci"), ("dev_improvement", "dev: best of k, optimistic", "dev"),
-    ("submissions", "submissions", "num"), ("duration_s", "duration", "secs"), ("status", "status", "text"),
+    ("p_value", "p", "p"), ("audit_flags", "audit", "audit"), ("sweep", "study", "text"), ("status", "status", "text"),
 )
 SORTABLE = {key for key, _, _ in RUN_COLUMNS if key != "improvement_ci95"}
 

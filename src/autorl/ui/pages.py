@@ -71,6 +71,17 @@ def dev_cell(row: dict[str, Any]) -> str:
     return f"{fmt(row.get('dev_improvement'))}{f' <span class=muted>(k={fmt(k)})</span>' if k is not None else ''}"
 
 
+def audit_cell(row: dict[str, Any]) -> str:
+    """The audit's open flags, or ``no flags`` (and what was overridden), and the decoys figure when recorded."""
+    flags, overridden = row.get("audit_flags"), row.get("audit_overridden")
+    text = (", ".join(str(f) for f in flags) if isinstance(flags, list) else str(flags)) if flags else "no flags"
+    if isinstance(overridden, list) and overridden:
+        text += f" ({len(overridden)} overridden)"
+    if row.get("decoys") is not None:
+        text += f" · decoys {fmt(row.get('decoys'))}"
+    return escape(text) if not flags else f"<span class='warning'>{escape(text)}</span>"
+
+
 def run_rows_html(rows: list[dict[str, Any]]) -> str:
     out = []
     for r in rows:
@@ -84,8 +95,10 @@ def run_rows_html(rows: list[dict[str, Any]]) -> str:
                     names = ", ".join(str(f) for f in flags) if isinstance(flags, list) else str(flags)
                     cell += f' <span class="flag" title="{escape(names)}">⚑</span>'
                 cells.append(f"<td>{cell}</td>")
-            elif key == "timestamp":
+            elif key == "run_id":
                 cells.append(f'<td><a href="/runs/{escape(quote(str(r["run_id"]), safe=""))}">{escape(str(value))}</a></td>')
+            elif kind == "audit":
+                cells.append(f"<td class='audit'>{audit_cell(r)}</td>")
             elif kind == "sandbox":
                 cells.append(f"<td>{sandbox_badge(value)}</td>")
             elif kind == "dev":
@@ -221,7 +234,7 @@ def run_page(detail: dict[str, Any], timeline_svg: str, logs: dict[str, dict[str
 <h2>Dev: best of k on dev, optimistic</h2><p class="note">the best of the k dev scores the agent saw; biased
 upward by the choice among k, not the run's result.</p>{_meta_list(dev)}{_meta_list(other)}
 <h2>Run</h2>{about_html}
-{"<h2>Audit</h2><ul id='audit'>" + flags + "</ul>" if flags else ""}</div></div>
+<h2>Audit</h2>{"<ul id='audit'>" + flags + "</ul>" if flags else "<p id='audit'>" + audit_cell(row) + "</p>"}</div></div>
 {"<h2>Submissions</h2><table><thead><tr><th>id</th><th>status</th><th>score</th><th>95% CI</th><th>improvement</th><th>path (as the agent gave it)</th><th>error</th></tr></thead><tbody>" + sub_rows + "</tbody></table>" if sub_rows else ""}
 {trajectory_html(turns)}
 {agent_files}{grader_html}"""
