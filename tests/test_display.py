@@ -242,3 +242,21 @@ def test_the_runs_table_shows_run_id_p_audit_and_study_and_the_run_page_a_clean_
     assert "test_overlap(high) · decoys 3" in cells["20260102T000000"]["audit"]
     assert "<h2>Audit</h2><p id='audit'>no flags</p>" in clean
     assert "<ul id='audit'><li><b>test_overlap</b> (high)" in flagged_page
+
+
+def test_the_grader_log_panel_leaves_out_the_orchestrators_polling(tmp_path: Path) -> None:
+    """The grader-log panel was mostly `GET /admin/state` lines."""
+    from autorl.grader.process import grader_log_path
+    from autorl.ui.data import grader_log
+    from autorl.ui.pages import _log_html
+
+    store = tmp_path / "store"
+    store.mkdir()
+    poll = 'INFO:     127.0.0.1:40000 - "GET /admin/state HTTP/1.1" 200 OK\n'
+    submit = 'INFO:     127.0.0.1:40001 - "POST /submit HTTP/1.1" 200 OK\n'
+    grader_log_path(store).write_text(poll * 50 + "evaluating submission 1\n" + submit + poll * 20)
+    log = grader_log(str(store))
+    assert log is not None and log["hidden"] == 70
+    assert log["text"] == "evaluating submission 1\n" + submit
+    html = _log_html("grader", log)
+    assert "70 polling lines (GET /admin/state) not shown" in html and "/admin/state HTTP" not in html

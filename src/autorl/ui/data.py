@@ -222,7 +222,18 @@ def grader_log(store_dir: str | None) -> dict[str, Any] | None:
     if not store_dir:
         return None
     store = Path(store_dir)
-    return tail(store, str(grader_log_path(store).relative_to(store)))
+    log = tail(store, str(grader_log_path(store).relative_to(store)))
+    if log is None or "text" not in log:
+        return log
+    # the orchestrator polls /admin/state every few seconds: those access lines buried everything else
+    lines = str(log["text"]).splitlines(keepends=True)
+    kept = [line for line in lines if not any(poll in line for poll in POLL_LINES)]
+    hidden = len(lines) - len(kept)
+    return {**log, "text": "".join(kept), "hidden": hidden} if hidden else log
+
+
+#: access-log lines of the orchestrator's polling, left out of the grader-log panel (counted instead)
+POLL_LINES = ('"GET /admin/state ',)
 
 
 def trajectory(workspace: Path, limit: int = 500) -> dict[str, Any] | None:

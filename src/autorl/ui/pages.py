@@ -166,6 +166,8 @@ def _log_html(name: str, log: dict[str, Any] | None) -> str:
     if "error" in log:
         return f"<p class='warning'>{NOT_SHOWN}: {escape(str(log['error']))}</p>"
     cut = "<p class='note'>last part only</p>" if log.get("truncated") else ""
+    if log.get("hidden"):
+        cut += f"<p class='note'>{fmt(log['hidden'])} polling lines (GET /admin/state) not shown</p>"
     return f"{cut}<pre class='log'>{escape(str(log.get('text') or ''))}</pre>"
 
 
