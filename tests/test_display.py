@@ -260,3 +260,20 @@ def test_the_grader_log_panel_leaves_out_the_orchestrators_polling(tmp_path: Pat
     assert log["text"] == "evaluating submission 1\n" + submit
     html = _log_html("grader", log)
     assert "70 polling lines (GET /admin/state) not shown" in html and "/admin/state HTTP" not in html
+
+
+def test_a_study_cell_of_equal_runs_does_not_show_a_zero_width_interval() -> None:
+    """Two equal improvements gave "[+0.0, +0.0]" although each run's own interval was +-7.1."""
+    from autorl.ui.sweep import sweep_page
+
+    dots = [{"value": 3.0, "seed": s, "success": True, "href": f"/runs/r{s}", "run_ci95": [-4.1, 10.1]}
+            for s in (0, 1)]
+    cell = {"agent": "a", "config_hash": "h1", "mean": 3.0, "ci95": [3.0, 3.0], "runs": 2, "failures": 0,
+            "success_rate": 1.0, "dots": dots}
+    data = {"sweep": "s1", "rows": [{"task": "arith", "model": "tiny", "agents": [cell]}], "comparisons": [],
+            "missing": [], "failure_rule": "x"}
+    page = sweep_page(data)
+    assert "no spread over runs (equal improvements); each run&#x27;s own interval ±7.1" in page
+    assert "[+3.0, +3.0]" not in page
+    cell["ci95"] = [1.0, 5.0]
+    assert "[+1.0, +5.0]" in sweep_page(data)
