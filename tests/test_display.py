@@ -277,3 +277,24 @@ def test_a_study_cell_of_equal_runs_does_not_show_a_zero_width_interval() -> Non
     assert "[+3.0, +3.0]" not in page
     cell["ci95"] = [1.0, 5.0]
     assert "[+1.0, +5.0]" in sweep_page(data)
+
+
+def test_the_run_timeline_shows_the_test_point_against_its_own_baseline(tmp_path: Path) -> None:
+    """The timeline drew the dev baseline and the test point on one axis without the test baseline."""
+    import xml.etree.ElementTree as ET
+
+    from autorl.ui.charts import timeline_svg
+    from autorl.ui.data import timeline_of_result
+
+    from .test_ui import fixture_result
+
+    result = fixture_result("20261101T100000", "arith", "a", "tiny", "2026-11-01", [40.0, 55.0], baseline=25.0,
+                            test=52.0)
+    result["test"]["baseline_score"] = 12.0  # the test split is harder than dev: a reference far from dev's
+    root = ET.fromstring(timeline_svg(timeline_of_result(result)))
+    ns = "{http://www.w3.org/2000/svg}"
+    by_id = {e.get("id"): e for e in root.iter() if e.get("id")}
+    dev_y, test_y = float(by_id["baseline"].get("y1") or 0), float(by_id["test-baseline"].get("y1") or 0)
+    assert test_y > dev_y  # lower on the chart: 12 < 25
+    texts = [t.text or "" for t in root.iter(f"{ns}text")]
+    assert "dev baseline 25" in texts and "test baseline 12" in texts and "test 52" in texts
