@@ -275,6 +275,7 @@ def test_a_run_without_a_sandbox_says_so_everywhere(home: Path, tmp_path: Path, 
     assert "--sandbox bwrap refuses to run without a sandbox" in proc.stderr
     row = json.loads(proc.stdout)
     assert row["sandbox"] == "none" and row["improvement"] == pytest.approx(50.0)
+    assert row["timeout_s"] == 60.0  # the budget is recorded: runs of other budgets are not pooled with it
     results = json.loads(cli("results", "--json", env={"AUTORL_HOME": str(home)}, check=True).stdout)
     assert results[-1]["sandbox"] == "none" and "no-sandbox(high)" in results[-1]["audit_flags"]
     with (home / "results.csv").open() as f:
