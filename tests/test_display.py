@@ -298,3 +298,17 @@ def test_the_run_timeline_shows_the_test_point_against_its_own_baseline(tmp_path
     assert test_y > dev_y  # lower on the chart: 12 < 25
     texts = [t.text or "" for t in root.iter(f"{ns}text")]
     assert "dev baseline 25" in texts and "test baseline 12" in texts and "test 52" in texts
+
+
+def test_the_compare_chart_title_fits_its_figure() -> None:
+    """The title started over the plot (x=290 of 860) and its ~90 characters ran past the right edge."""
+    import xml.etree.ElementTree as ET
+
+    from autorl.ui.charts import compare_svg
+
+    group = {"agent": "a", "base_model": "tiny", "config_hash": "h1", "timeout_s": 120.0, "mean": 3.0,
+             "ci95": [1.0, 5.0], "values": [1.0, 5.0], "runs": 2, "failures": 0, "failure_rate": 0.0}
+    root = ET.fromstring(compare_svg({"task": "arith", "groups": [group]}))
+    title = next(t for t in root.iter("{http://www.w3.org/2000/svg}text") if t.get("class") == "title")
+    # 14 px bold text averages under 8 px a character
+    assert float(title.get("x") or 0) + 8 * len(title.text or "") <= float(root.get("width") or 0)

@@ -190,7 +190,8 @@ def compare_svg(cmp: dict[str, Any], width: int = 860) -> str:
     def x(v: float) -> float:
         return float(left + pw * (v - lo) / (hi - lo))
 
-    body = [f'<text class="title" x="{left}" y="22">{escape(str(cmp.get("task", "")))}: held-out test improvement '
+    # the title starts at the left edge, not over the plot: from there it ran past the figure's right edge
+    body = [f'<text class="title" x="10" y="22">{escape(str(cmp.get("task", "")))}: held-out test improvement '
             f'(mean, 95% CI over runs; failed runs count as 0)</text>', '<g class="grid">']
     for v in nice_ticks(lo, hi, 6):
         body.append(f'<line x1="{x(v):.1f}" x2="{x(v):.1f}" y1="{top}" y2="{top + row_h * len(groups)}"/>')
