@@ -240,6 +240,9 @@ def test_the_runs_table_shows_run_id_p_audit_and_study_and_the_run_page_a_clean_
     assert cells["20260101-000000-tiny"]["p"] == "4.7e-06" and cells["20260101-000000-tiny"]["audit"] == "no flags"
     assert cells["20260102T000000"]["p"] == "0.032" and cells["20260102T000000"]["study"] == "s1"
     assert "test_overlap(high) · decoys 3" in cells["20260102T000000"]["audit"]
+    # names wrap, the run id and the numbers do not: every cell's class says which
+    assert '<td class="wrap">m</td>' in table and "<td><a href=\"/runs/20260102T000000\">" in table
+    assert "td.wrap { white-space: normal;" in table
     assert "<h2>Audit</h2><p id='audit'>no flags</p>" in clean
     assert "<ul id='audit'><li><b>test_overlap</b> (high)" in flagged_page
 

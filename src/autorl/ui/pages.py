@@ -98,13 +98,14 @@ def run_rows_html(rows: list[dict[str, Any]]) -> str:
             elif key == "run_id":
                 cells.append(f'<td><a href="/runs/{escape(quote(str(r["run_id"]), safe=""))}">{escape(str(value))}</a></td>')
             elif kind == "audit":
-                cells.append(f"<td class='audit'>{audit_cell(r)}</td>")
+                cells.append(f"<td class='audit wrap'>{audit_cell(r)}</td>")
             elif kind == "sandbox":
                 cells.append(f"<td>{sandbox_badge(value)}</td>")
             elif kind == "dev":
                 cells.append(f'<td class="num">{dev_cell(r)}</td>')
             else:
-                css = ' class="num"' if kind in ("num", "secs") else ""
+                # names wrap (a long model id), numbers and the run id never do: the table fits a 1400 px window
+                css = ' class="num"' if kind in ("num", "secs") else ' class="wrap"' if kind == "text" else ""
                 cells.append(f"<td{css}>{fmt(value, kind)}</td>")
         out.append(f'<tr data-run="{escape(str(r["run_id"]))}">{"".join(cells)}</tr>')
     if not out:

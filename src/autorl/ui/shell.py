@@ -24,7 +24,8 @@ main { padding: 16px 24px 48px; max-width: 1400px; }
 h1 { font-size: 20px; margin: 8px 0 12px; } h2 { font-size: 16px; margin: 24px 0 8px; }
 table { border-collapse: collapse; width: 100%; }
 th, td { border-bottom: 1px solid var(--line); padding: 6px 8px; text-align: left; white-space: nowrap; }
-th { background: var(--bg); position: sticky; top: 0; } th a { color: var(--fg); text-decoration: none; }
+th { background: var(--bg); position: sticky; top: 0; white-space: normal; }
+td.wrap { white-space: normal; overflow-wrap: anywhere; min-width: 5em; } th a { color: var(--fg); text-decoration: none; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr:hover td { background: #f3f6fa; }
 a { color: var(--accent); }
