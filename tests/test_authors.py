@@ -212,8 +212,11 @@ def test_doctor_reports_each_piece_with_what_to_do(tmp_path: Path) -> None:
     oc = checks["OpenCompass environment"]
     assert oc["ok"] is False and "cannot import opencompass" in oc["detail"] and "pip install opencompass" in oc["fix"]
     assert checks["GPUs"]["ok"] or checks["GPUs"]["fix"]
-    table = cli("doctor", env=env, check=True).stdout
+    table = cli("doctor", env={**env, "COLUMNS": "80"}, check=True).stdout
     assert "OpenCompass" in table
+    # every fix, an install command above all, is whole on one line to copy (not wrapped into table fragments)
+    lines = table.splitlines()
+    assert all(any(c["fix"] in line for line in lines) for c in checks.values() if c["fix"]), table
 
 
 def test_local_grader_fixture_serves_a_real_grader(local_grader) -> None:  # type: ignore[no-untyped-def]

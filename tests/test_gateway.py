@@ -321,7 +321,7 @@ def test_taps_follow_each_shape_split_anywhere() -> None:
 
 
 def test_the_dashboard_shows_the_gateway_record_as_the_trajectory(tmp_path: Path, upstream: Any) -> None:
-    from autorl.ui import data, pages
+    from autorl.ui import trajectory
 
     base, up = upstream
     up.words = ["<script>alert(1)</script>", " done"]
@@ -330,12 +330,12 @@ def test_the_dashboard_shows_the_gateway_record_as_the_trajectory(tmp_path: Path
         chat(gw)
         chat(gw)
         chat(gw)
-    traj = data.gateway_trajectory({"meta": {"llm_gateway": {"record_dir": str(record)}}})
+    traj = trajectory.gateway_trajectory({"meta": {"llm_gateway": {"record_dir": str(record)}}})
     assert traj is not None and [t["kind"] for t in traj["turns"]] == ["turn", "turn", "turn", "event"]
     assert traj["turns"][0]["content"] == "<script>alert(1)</script> done"
     assert traj["turns"][1]["usage"] == {"prompt_tokens": 11, "completion_tokens": 2}
     assert "refused" in traj["turns"][3]["event"] and "budget" in traj["turns"][3]["detail"]
-    html = pages.trajectory_html(traj)
+    html = trajectory.trajectory_html(traj)
     assert "recorded by the LLM gateway" in html and "3 turns, 33 in / 6 out tokens" in html
     assert "<script>alert" not in html and "&lt;script&gt;" in html
-    assert data.gateway_trajectory({"meta": {}}) is None
+    assert trajectory.gateway_trajectory({"meta": {}}) is None

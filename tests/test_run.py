@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from autorl.display import fmt_p
+
 from .conftest import cli, echo_answers, write_stub_checkpoint
 
 SUBMIT = 'curl -s -X POST "$GRADING_SERVER_URL/submit" -H "Content-Type: application/json" ' \
@@ -239,7 +241,7 @@ def test_results_show_the_test_headline_and_upgrade_older_rows(home: Path) -> No
     cells = [c.strip() for c in md[2].strip("|").split("|")]
     assert dict(zip(header, cells, strict=True))["improvement"] == "2.00"
     assert dict(zip(header, cells, strict=True))["dev best (k)"] == "60.00 (1)"
-    table = cli("results", check=True, env={"COLUMNS": "300"}).stdout
+    table = cli("results", "--wide", check=True, env={"COLUMNS": "300"}).stdout
     assert "held-out test" in table and "35.00" in table
 
 
@@ -273,12 +275,13 @@ def test_a_run_without_a_sandbox_says_so_everywhere(home: Path, tmp_path: Path, 
     assert "--sandbox bwrap refuses to run without a sandbox" in proc.stderr
     row = json.loads(proc.stdout)
     assert row["sandbox"] == "none" and row["improvement"] == pytest.approx(50.0)
+    assert row["timeout_s"] == 60.0  # the budget is recorded: runs of other budgets are not pooled with it
     results = json.loads(cli("results", "--json", env={"AUTORL_HOME": str(home)}, check=True).stdout)
     assert results[-1]["sandbox"] == "none" and "no-sandbox(high)" in results[-1]["audit_flags"]
     with (home / "results.csv").open() as f:
         assert next(csv.DictReader(f))["sandbox"] == "none"
-    table = cli("results", env={"AUTORL_HOME": str(home), "COLUMNS": "300"}, check=True).stdout
-    assert " none " in table and "<0.001" in table
+    table = cli("results", "--wide", env={"AUTORL_HOME": str(home), "COLUMNS": "300"}, check=True).stdout
+    assert " none " in table and fmt_p(results[-1]["p_value"]) in table
 
 
 def test_runs_started_in_the_same_second_get_their_own_run_ids(tmp_path: Path) -> None:

@@ -304,6 +304,11 @@ def test_lost_jobs_are_retried_and_bad_outcomes_are_not(home: Path, tmp_path: Pa
         assert cell["runs"] == 3 and cell["failures"] == 1 and cell["success_rate"] == pytest.approx(2 / 3)
         assert cell["values"] == [5.0, 0.0, 5.0] or sorted(cell["values"]) == [0.0, 5.0, 5.0]
         assert all(r["attempts"] == 2 and r["infra_failures"] == ["node lost (fake)"] for r in cell["per_run"])
+        # the loader reads the same report back from the study's files, running nothing
+        from autorl.sweep import StudyResult, load
+
+        loaded = load("study")
+        assert isinstance(report, StudyResult) and loaded == report and len(loaded.to_records()) == 3
         # with no retry left, a lost key is reported as having no result, with its reasons
         Flaky = get_executors()["flaky"][0]
         Flaky.seen.clear()  # type: ignore[attr-defined]

@@ -10,10 +10,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["FAILURE_RULE", "GROUP_KEYS", "RunGroup", "aggregate_runs"]
+__all__ = ["FAILURE_RULE", "GROUP_KEYS", "RunGroup", "aggregate_runs", "differences"]
 
-#: the identity of a group: runs are pooled only when all agree (the driver model: the one(s) the agent called)
-GROUP_KEYS = ("task", "agent", "base_model", "config_hash", "driver_model")
+#: the identity of a group: runs are pooled only when all of these agree (a study's cells differ in them too; the
+#: driver model: the one(s) the agent called); a row recorded before a setting was kept has none for it, a group
+#: of its own
+GROUP_KEYS = ("task", "agent", "base_model", "config_hash", "driver_model", "timeout_s", "sandbox")
 
 #: how runs without a test score enter the mean, in words (the compare page shows it)
 FAILURE_RULE = ("a run without a held-out test score (it crashed, submitted nothing scorable, or never reached the "
@@ -43,6 +45,8 @@ class RunGroup:
     values: list[float] = field(default_factory=list)
     run_ids: list[str] = field(default_factory=list)
     driver_model: str = ""
+    timeout_s: float | None = None
+    sandbox: str | None = None
 
     @property
     def scored(self) -> int:
@@ -89,14 +93,14 @@ def aggregate_runs(rows: Iterable[Mapping[str, Any]], *, task: str | None = None
     """
     from scipy import stats
 
-    groups: dict[tuple[str, str, str, str, str], list[Mapping[str, Any]]] = {}
+    groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
     for r in rows:
         if r.get("live") or (task is not None and r.get("task") != task):
             continue
         key = tuple(str(r.get(k) if r.get(k) is not None else "") for k in GROUP_KEYS)
-        groups.setdefault(key, []).append(r)  # type: ignore[arg-type]
+        groups.setdefault(key, []).append(r)
     out = []
-    for (g_task, agent, model, cfg, driver), runs in sorted(groups.items()):
+    for (g_task, agent, model, cfg, driver, *_), runs in sorted(groups.items()):
         measured = [_test_improvement(r) for r in runs]
         values = [v if v is not None else 0.0 for v in measured]
         n = len(values)
@@ -108,5 +112,22 @@ def aggregate_runs(rows: Iterable[Mapping[str, Any]], *, task: str | None = None
             ci = (mean - half, mean + half)
         out.append(RunGroup(task=g_task, agent=agent, base_model=model, config_hash=cfg, runs=n,
                             failures=sum(1 for v in measured if v is None), mean=mean, ci95=ci, values=values,
-                            run_ids=[str(r.get("run_id")) for r in runs], driver_model=driver))
+                            run_ids=[str(r.get("run_id")) for r in runs], driver_model=driver,
+                            timeout_s=_timeout(runs[0]),
+                            sandbox=None if runs[0].get("sandbox") is None else str(runs[0].get("sandbox"))))
     return out
+
+
+def _timeout(row: Mapping[str, Any]) -> float | None:
+    value = row.get("timeout_s")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def differences(groups: Iterable[RunGroup]) -> dict[str, list[str]]:
+    """For each agent with more than one group, the settings (of :data:`GROUP_KEYS`) in which its groups differ:
+    why its runs were not pooled."""
+    by_agent: dict[str, list[RunGroup]] = {}
+    for g in groups:
+        by_agent.setdefault(f"{g.task} · {g.agent}", []).append(g)
+    return {agent: [k for k in GROUP_KEYS if len({str(getattr(g, k)) for g in gs}) > 1]
+            for agent, gs in by_agent.items() if len(gs) > 1}

@@ -211,11 +211,9 @@ def _loaded(data: str) -> dict[str, Any]:
 
 
 def csv_value(value: Any) -> Any:
-    """A cell of ``results.csv``: floats to 4 decimals, lists as JSON, None as empty."""
-    if isinstance(value, float):
-        return round(value, 4)
+    """A cell of ``results.csv``: numbers at full precision (a float's ``repr``), lists as JSON, None as empty."""
     if isinstance(value, list | tuple):
-        return json.dumps([round(v, 4) if isinstance(v, float) else v for v in value])
+        return json.dumps(list(value))
     return "" if value is None else value
 
 

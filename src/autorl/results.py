@@ -9,10 +9,15 @@ interval, the test evaluation's comparison); nothing here recomputes a score.
 from __future__ import annotations
 
 import datetime as dt
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from autorl.display import as_number as _number
+from autorl.display import as_pair as _pair
+from autorl.display import run_html, run_repr
 
 __all__ = [
     "CSV_COLUMNS",
@@ -117,6 +122,8 @@ class RunRow:
     #: ``p_value``, ``regressed``, ``error``); ``off_target_regressed`` when any change's interval is below 0
     off_target: list[dict[str, Any]] | None = None
     off_target_regressed: bool | None = None
+    #: the agent's time budget: runs with different budgets are not comparable (not pooled)
+    timeout_s: float | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunRow:
@@ -141,14 +148,20 @@ RECORDED_COLUMNS: tuple[str, ...] = tuple(c for c in CSV_COLUMNS if c != "audit_
 DEV_COLUMNS = ("dev_baseline", "dev_best", "dev_improvement", "dev_improvement_ci95", "dev_k")
 
 
-@dataclass
+@dataclass(repr=False)
 class RunResult:
-    """The outcome of one run; ``row`` is its ledger / results.csv row (:meth:`RunRow.record`)."""
+    """The outcome of one run; ``row`` is its ledger / results.csv row (:meth:`RunRow.record`).
+
+    In a notebook the named properties say which split a figure is on: the headline (``test_baseline``,
+    ``test_score``, ``improvement``, ``improvement_ci95``, ``p_value``) is the held-out test split; the
+    ``dev_*`` figures are the best of ``k`` scored submissions on the split the agent saw (optimistic).
+    """
 
     run_id: str
     row: dict[str, Any]
     submissions: list[dict[str, Any]]
-    baseline: dict[str, Any] | None
+    #: the grader's dev baseline evaluation (``result.json`` keeps it under ``baseline``)
+    dev_baseline_record: dict[str, Any] | None
     test: dict[str, Any] | None
     agent: dict[str, Any]
     run_dir: Path
@@ -157,9 +170,92 @@ class RunResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The run as ``result.json`` holds it."""
-        d = asdict(self)
+        d = {("baseline" if k == "dev_baseline_record" else k): v for k, v in asdict(self).items()}
         d["run_dir"] = str(self.run_dir)
         return d
+
+    @property
+    def task(self) -> str:
+        return str(self.row.get("task"))
+
+    @property
+    def agent_name(self) -> str:
+        return str(self.row.get("agent"))
+
+    @property
+    def model(self) -> str:
+        return str(self.row.get("base_model"))
+
+    @property
+    def test_baseline(self) -> float | None:
+        """The base model's score on the held-out test split."""
+        return _number(self.row.get("baseline"))
+
+    @property
+    def test_score(self) -> float | None:
+        """The dev-selected checkpoint's score on the held-out test split (the result)."""
+        return _number(self.row.get("best_score"))
+
+    @property
+    def improvement(self) -> float | None:
+        """``test_score - test_baseline``, paired on the same items."""
+        return _number(self.row.get("improvement"))
+
+    @property
+    def improvement_ci95(self) -> tuple[float, float] | None:
+        return _pair(self.row.get("improvement_ci95"))
+
+    @property
+    def p_value(self) -> float | None:
+        """The paired test's p-value for the test improvement."""
+        return _number(self.row.get("p_value"))
+
+    @property
+    def success(self) -> bool:
+        return bool(self.row.get("success"))
+
+    @property
+    def k(self) -> int:
+        """How many submissions were scored on dev (the dev figures are the best of these)."""
+        return int(_number(self.row.get("dev_k")) or 0)
+
+    @property
+    def dev_baseline(self) -> float | None:
+        return _number(self.row.get("dev_baseline"))
+
+    @property
+    def dev_best(self) -> float | None:
+        """The best of ``k`` dev scores: optimistic, the agent saw them."""
+        return _number(self.row.get("dev_best"))
+
+    @property
+    def dev_improvement(self) -> float | None:
+        return _number(self.row.get("dev_improvement"))
+
+    @property
+    def dev_improvement_ci95(self) -> tuple[float, float] | None:
+        return _pair(self.row.get("dev_improvement_ci95"))
+
+    @property
+    def baseline(self) -> dict[str, Any] | None:
+        """Deprecated: the dev baseline's record; use ``dev_baseline_record`` (or ``test_baseline``)."""
+        warnings.warn("RunResult.baseline is the dev baseline's record: use dev_baseline_record, or "
+                      "test_baseline / dev_baseline for the scores", DeprecationWarning, stacklevel=2)
+        return self.dev_baseline_record
+
+    @property
+    def baseline_score(self) -> float | None:
+        """Deprecated: the test baseline's score; use ``test_baseline``."""
+        warnings.warn("RunResult.baseline_score is the test baseline: use test_baseline (or dev_baseline)",
+                      DeprecationWarning, stacklevel=2)
+        return self.test_baseline
+
+    def __repr__(self) -> str:
+        return run_repr(self)
+
+    def _repr_html_(self) -> str:
+        return run_html(self)
+
 
 
 def _scored(submissions: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -202,7 +298,8 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
             test: Mapping[str, Any] | None, outcome: Mapping[str, Any],
             llm_usage: Mapping[str, Any] | None = None, run_key: str | None = None,
             sweep: str | None = None, metrics: Mapping[str, Any] | None = None,
-            driver_model: str | None = None, best_of_k: Mapping[str, Any] | None = None) -> RunRow:
+            driver_model: str | None = None, best_of_k: Mapping[str, Any] | None = None,
+            timeout_s: float | None = None) -> RunRow:
     """The row of a finished run, from the grader's state and test evaluation and the agent's outcome.
 
     The headline is the dev-selected checkpoint scored once on the test split, paired against the test
@@ -257,6 +354,7 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
         beat_baseline=beat_baseline(head.get("improvement_ci95")),
         driver_model=driver_model,
         **{k: v for k, v in (best_of_k or {}).items() if k.startswith("test_") and k in _FIELD_NAMES},
+        timeout_s=timeout_s,
     )
 
 

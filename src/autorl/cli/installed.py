@@ -65,8 +65,13 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
     if as_json:
         print_json([c.to_dict() for c in rows])
         return
+    # a long fix is a command to copy: printed whole below the table, never wrapped into fragments
+    long = [c for c in rows if len(c.fix) > 24]
     table("autorl doctor", ["", "check", "status", "to do"],
-          [["ok" if c.ok else "--", c.name, c.detail, c.fix] for c in rows])
+          [["ok" if c.ok else "--", c.name, c.detail, f"see [{long.index(c) + 1}] below" if c in long else c.fix]
+           for c in rows])
+    for n, c in enumerate(long, 1):
+        typer.echo(f"[{n}] {c.name}:\n    {c.fix}")
 
 
 def new(

@@ -11,6 +11,8 @@ from typing import Any
 
 import typer
 
+from autorl.display import fmt_p
+
 __all__ = ["console", "fmt", "fmt_p", "json_stdout", "markdown", "print_json", "table"]
 
 #: the real standard output while a ``--json`` command runs (its fd 1 then goes to stderr)
@@ -59,14 +61,24 @@ def console() -> Any:
 
 
 def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], caption: str | None = None,
-          out: Any = None) -> None:
-    """A rich table on ``out`` (default: a console as wide as ``COLUMNS`` or the terminal)."""
+          out: Any = None, keep: Sequence[str] = ()) -> None:
+    """A rich table on ``out`` (default: a console as wide as ``COLUMNS`` or the terminal).
+
+    The columns named in ``keep`` (an id a user copies into the next command) are never cut or wrapped: the
+    others fold to make room.
+    """
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    shown = Table(title=title, caption=caption)
+    # a table with an id to keep drops the frame and shares padding: more room for the cells
+    shown = (Table(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+             if keep else Table(title=title, caption=caption))
     for c in columns:
-        shown.add_column(c)
+        if c in keep:
+            shown.add_column(c, no_wrap=True, min_width=max([len(c), *(len(r[columns.index(c)]) for r in rows)]))
+        else:
+            shown.add_column(c, overflow="fold")
     for r in rows:
         shown.add_row(*r)
     (out or Console()).print(shown)
@@ -91,8 +103,3 @@ def fmt(v: Any, digits: int = 2) -> str:
     return str(v)
 
 
-def fmt_p(p: Any) -> str:
-    """A p-value cell (``<0.001`` below a thousandth)."""
-    if isinstance(p, int | float) and 0 <= p < 0.001:
-        return "<0.001"
-    return fmt(p, 3)

@@ -9,7 +9,8 @@ from typing import Any
 import typer
 
 from autorl.cli.options import parse_pairs
-from autorl.cli.output import fmt, fmt_p, markdown, print_json, table
+from autorl.cli.output import console, fmt, fmt_p, markdown, print_json, table
+from autorl.display import fmt_ci, fmt_signed
 from autorl.errors import UsageError
 
 
@@ -99,6 +100,23 @@ RESULT_COLUMNS = ("run_id", "task", "agent", "base_model", "baseline", "score", 
                   "dev best (k)", "dev improvement", "submissions", "success", "sandbox", "audit")
 
 
+#: the compact default of `autorl results`: what a researcher scans for, readable at 80 columns
+COMPACT_COLUMNS = ("run id", "task", "agent", "model", "test improvement [CI]", "p", "k", "status")
+
+
+def _status(r: dict[str, Any]) -> str:
+    if r.get("audit_flags"):
+        return "flagged"
+    return "ok" if r.get("success") else "no result" if r.get("improvement") is None else "failed"
+
+
+def _compact_cells(r: dict[str, Any]) -> list[str]:
+    ci = fmt_ci(r.get("improvement_ci95"))
+    improvement = "-" if r.get("improvement") is None else f"{fmt_signed(r.get('improvement'))} {ci}"
+    return [str(r["run_id"]), str(r["task"]), str(r["agent"]), str(r["base_model"]), improvement,
+            fmt_p(r.get("p_value")), str(r.get("dev_k") or 0), _status(r)]
+
+
 def _result_cells(r: dict[str, Any]) -> list[str]:
     dev_best = "-" if r.get("dev_best") is None else f"{fmt(r['dev_best'])} ({r.get('dev_k')})"
     return [str(r["run_id"]), str(r["task"]), str(r["agent"]), str(r["base_model"]), fmt(r.get("baseline")),
@@ -112,6 +130,7 @@ def results(
     fmt_name: str = typer.Option("table", "--format", help="table, csv, json or markdown."),
     task: str | None = typer.Option(None, "--task", help="Only this task."),
     ingest: list[Path] = typer.Option([], "--ingest", help="Add result.json files from other machines (repeatable)."),
+    wide: bool = typer.Option(False, "--wide", help="Every column, not only the compact 80-column table."),
 ) -> None:
     """List recorded runs."""
     from autorl.ledger import Ledger, ingest_files, write_csv
@@ -133,15 +152,21 @@ def results(
         for r in flying:
             typer.echo(f"{r['status']}: run {r['run_id']} ({r['task']}, {r['agent']}; {r['detail']})"
                        + (f"; record it with: {r['recover']}" if r.get("recover") else ""), err=True)
+    if not rows and form in ("table", "markdown"):
+        typer.echo("no runs yet" + (f" for task {task!r}" if task else "") + f" in {home / 'autorl.db'}")
+        return
     if form == "json":
         print_json(rows)
     elif form == "csv":
         write_csv(rows, sys.stdout, lineterminator="\n")
     elif form == "markdown":
         markdown(RESULT_COLUMNS, [_result_cells(r) for r in rows])
-    else:
+    elif wide:
         table("runs (score, improvement, CI: held-out test; dev: best of k on dev, optimistic)",
-              RESULT_COLUMNS, [_result_cells(r) for r in rows])
+              RESULT_COLUMNS, [_result_cells(r) for r in rows], keep=("run_id",), out=console())
+    else:
+        table("runs (held-out test; k: dev submissions scored)", COMPACT_COLUMNS,
+              [_compact_cells(r) for r in rows], keep=("run id", "p", "k", "status"), caption="--wide: every column")
 
 
 def recover(

@@ -188,7 +188,7 @@ def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Pa
                                           base_hash=_base_hash(facts, state["submissions"]),
                                           refusals=state.get("refusals") or []).to_dict(),
                   driver_model=driver_model(summary, ending.configured_model),
-                  best_of_k=test_best_of_k(collected.test_all, test))
+                  best_of_k=test_best_of_k(collected.test_all, test), timeout_s=facts.timeout_s)
     for name, value in efficiency(gpu_counts=facts.gpu_counts, agent_s=ending.outcome.get("duration_s"),
                                   run_s=ending.finished - facts.started, improvement=row.improvement,
                                   cost_usd=row.llm_cost_usd).items():

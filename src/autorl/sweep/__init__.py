@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autorl.sweep.executors import Executor, Launch, get_executor, get_executors
+from autorl.sweep.result import StudyResult
 
 if TYPE_CHECKING:
     from autorl.sweep.coordinator import Study, Update
 
-__all__ = ["Executor", "Launch", "get_executor", "get_executors", "ingest", "plan", "sweep"]
+__all__ = ["Executor", "Launch", "StudyResult", "get_executor", "get_executors", "ingest", "load", "plan", "sweep"]
 
 
 def sweep(
@@ -32,8 +33,8 @@ def sweep(
     retries: int | None = None,
     sweep_dir: str | Path | None = None,
     on_update: Update | None = None,
-) -> dict[str, Any]:
-    """Run (or resume) a study and return its report.
+) -> StudyResult:
+    """Run (or resume) a study and return its report (a dict; in a notebook, a table; ``to_records()`` flat rows).
 
     Args:
         spec: a ``sweep.toml``/YAML path, or the same as a dict (keys: ``autorl run``'s option names, each a
@@ -55,7 +56,15 @@ def sweep(
                       retries=retries, sweep_dir=Path(sweep_dir).expanduser() if sweep_dir else None,
                       on_update=on_update)
     study.refresh()
-    return study_report(study)
+    return StudyResult(study_report(study))
+
+
+def load(sweep: str | Path) -> StudyResult:
+    """The report of a study from its files (a name under ``AUTORL_HOME/sweeps`` or its directory), running nothing."""
+    from autorl.sweep.coordinator import open_study
+    from autorl.sweep.report import study_report
+
+    return StudyResult(study_report(open_study(sweep)))
 
 
 def plan(spec: str | Path | Mapping[str, Any], sweep_dir: str | Path | None = None) -> Study:

@@ -161,7 +161,8 @@ def sweep_page_data(study: Any) -> dict[str, Any]:
             "agent": c["agent"], "config_hash": c["config_hash"], "mean": c["mean"], "ci95": c["ci95"],
             "runs": c["runs"], "failures": c["failures"], "success_rate": c["success_rate"],
             "dots": [{"value": _improvement(r), "seed": r["seed"], "success": r["success"],
-                      "href": f"/runs/{r['run_id']}"} for r in c["per_run"]],
+                      "href": f"/runs/{r['run_id']}", "run_ci95": r.get("improvement_ci95")}
+                     for r in c["per_run"]],
         })
     return {"sweep": study.name, "rows": [grid[k] for k in sorted(grid)], "comparisons": report["comparisons"],
             "missing": report["missing"], "failure_rule": report["failure_rule"]}

@@ -26,6 +26,7 @@ import autorl.ui.charts as charts
 import autorl.ui.data as data
 import autorl.ui.pages as pages
 import autorl.ui.sweep as sweep
+import autorl.ui.trajectory as trajectory
 from autorl.ledger import Ledger
 from autorl.ui.shell import not_found
 
@@ -158,7 +159,7 @@ def create_app(db_path: Path, *, hosts: Iterable[str] = ()) -> ASGIApp:
         # agent-written files through autorl.untrusted only; the grader's log from the grader's store only
         logs = {"agent.log": data.tail(ws, "agent.log") if ws else None}
         # the model calls as the LLM gateway recorded them, else the agent's own trajectory file
-        turns = data.gateway_trajectory(d.get("result")) or (data.trajectory(ws) if ws else None)
+        turns = trajectory.gateway_trajectory(d.get("result")) or (trajectory.trajectory(ws) if ws else None)
         grader = data.grader_log(d.get("store_dir"))
         return html(pages.run_page, d, timeline_figure(d), logs, turns, grader)
 

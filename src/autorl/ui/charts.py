@@ -75,6 +75,8 @@ def timeline_svg(tl: dict[str, Any], title: str = "", width: int = 760, height: 
         values += [base["score"], *(base.get("ci95") or [])]
     if test:
         values += [test["score"], *(test.get("ci95") or [])]
+        if isinstance(test.get("baseline_score"), int | float):
+            values.append(test["baseline_score"])
     y_lo = max(0.0, min(values, default=0.0) - 5)
     y_hi = min(100.0, max(values, default=100.0) + 5) if values else 100.0
     if y_hi - y_lo < 10:
@@ -102,7 +104,7 @@ def timeline_svg(tl: dict[str, Any], title: str = "", width: int = 760, height: 
                         f'height="{max(1.0, y(ci[0]) - y(ci[1])):.1f}" fill="#9aa5b1" fill-opacity="0.18"/>')
         body.append(f'<line id="baseline" x1="{left}" x2="{left + pw}" y1="{y(base["score"]):.1f}" '
                     f'y2="{y(base["score"]):.1f}" stroke="#52606d" stroke-width="1.5" stroke-dasharray="6 4"/>')
-        body.append(f'<text x="{left + pw + 6}" y="{y(base["score"]) + 4:.1f}" class="muted">baseline '
+        body.append(f'<text x="{left + pw + 6}" y="{y(base["score"]) + 4:.1f}" class="muted">dev baseline '
                     f'{tick_label(base["score"])}</text>')
     # the deadline
     if tl.get("timeout_s"):
@@ -150,6 +152,14 @@ def timeline_svg(tl: dict[str, Any], title: str = "", width: int = 760, height: 
         body.append(f'<path id="test-score" d="M{tx},{ty - 7:.1f} L{tx + 7},{ty:.1f} L{tx},{ty + 7:.1f} '
                     f'L{tx - 7},{ty:.1f} Z" fill="#e8590c"><title>test score {test["score"]:.2f}</title></path>')
         body.append(f'<text x="{tx + 12}" y="{ty + 4:.1f}">test {tick_label(test["score"])}</text>')
+        tb = test.get("baseline_score")
+        if isinstance(tb, int | float) and not isinstance(tb, bool):  # the test point's own reference, not dev's
+            by = y(float(tb))
+            body.append(f'<line id="test-baseline" x1="{tx - 10}" x2="{tx + 10}" y1="{by:.1f}" y2="{by:.1f}" '
+                        f'stroke="#e8590c" stroke-width="2" stroke-dasharray="3 2"><title>test baseline '
+                        f'{float(tb):.2f}</title></line>')
+            body.append(f'<text x="{tx + 12}" y="{by + 4:.1f}" class="muted">test baseline {tick_label(float(tb))}'
+                        "</text>")
     # axes
     body.append(f'<g class="axis"><line x1="{left}" x2="{left}" y1="{top}" y2="{top + ph}"/>'
                 f'<line x1="{left}" x2="{left + pw}" y1="{top + ph}" y2="{top + ph}"/></g>')
@@ -169,7 +179,9 @@ def timeline_svg(tl: dict[str, Any], title: str = "", width: int = 760, height: 
 
 def _group_label(g: dict[str, Any]) -> str:
     cfg = str(g.get("config_hash") or "")
-    return f"{g['agent']} · {g['base_model']}" + (f" · {cfg[:8]}" if cfg else "")
+    budget = g.get("timeout_s")
+    return (f"{g['agent']} · {g['base_model']}" + (f" · {cfg[:8]}" if cfg else "")
+            + (f" · {budget:g} s" if isinstance(budget, int | float) else ""))
 
 
 def compare_svg(cmp: dict[str, Any], width: int = 860) -> str:
@@ -187,7 +199,8 @@ def compare_svg(cmp: dict[str, Any], width: int = 860) -> str:
     def x(v: float) -> float:
         return float(left + pw * (v - lo) / (hi - lo))
 
-    body = [f'<text class="title" x="{left}" y="22">{escape(str(cmp.get("task", "")))}: held-out test improvement '
+    # the title starts at the left edge, not over the plot: from there it ran past the figure's right edge
+    body = [f'<text class="title" x="10" y="22">{escape(str(cmp.get("task", "")))}: held-out test improvement '
             f'(mean, 95% CI over runs; failed runs count as 0)</text>', '<g class="grid">']
     for v in nice_ticks(lo, hi, 6):
         body.append(f'<line x1="{x(v):.1f}" x2="{x(v):.1f}" y1="{top}" y2="{top + row_h * len(groups)}"/>')

@@ -2,14 +2,11 @@
 
 Everything here is plain data (dicts and lists) so that the HTML pages, the SVG figures and the JSON API
 show the same numbers.
-A little over the usual module size: the runs table, a run's timeline and its agent-written logs and
-trajectories are all what one page shows, read through the same doorways.
+The agent's trajectory is :mod:`autorl.ui.trajectory`.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping
@@ -17,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from autorl import untrusted
-from autorl.aggregate import FAILURE_RULE, aggregate_runs
+from autorl.aggregate import FAILURE_RULE, aggregate_runs, differences
 from autorl.ledger import Ledger
 from autorl.results import RunRow, dev_figures
 
@@ -25,11 +22,11 @@ from autorl.results import RunRow, dev_figures
 #: test (the dev-selected checkpoint scored once on test, against the test baseline); the dev figure is the
 #: best of k dev scores the agent saw, biased upward, and is labelled so.
 RUN_COLUMNS = (
-    ("timestamp", "date", "text"), ("task", "task", "text"), ("agent", "agent", "text"),
+    ("run_id", "run", "text"), ("task", "task", "text"), ("agent", "agent", "text"),
     ("base_model", "base model", "text"), ("sandbox", "sandbox", "sandbox"), ("baseline", "test baseline", "num"),
     ("best_score", "test score", "num"), ("improvement", "improvement (test)", "num"),
     ("improvement_ci95", "95% CI", "ci"), ("dev_improvement", "dev: best of k, optimistic", "dev"),
-    ("submissions", "submissions", "num"), ("duration_s", "duration", "secs"), ("status", "status", "text"),
+    ("p_value", "p", "p"), ("audit_flags", "audit", "audit"), ("sweep", "study", "text"), ("status", "status", "text"),
 )
 SORTABLE = {key for key, _, _ in RUN_COLUMNS if key != "improvement_ci95"}
 
@@ -193,11 +190,6 @@ def timeline_of_store(store: Mapping[str, Any], info: Mapping[str, Any]) -> dict
 
 #: the most of an agent-written log the run page shows (its tail)
 LOG_LIMIT = 16_000
-#: the most of a trajectory file read (its tail), and of one line of it
-TRAJECTORY_LIMIT = 4 << 20
-TRAJECTORY_LINE_LIMIT = 256 << 10
-
-
 def tail(root: Path, name: str, limit: int = LOG_LIMIT) -> dict[str, Any] | None:
     """The last ``limit`` bytes of ``root/name`` from its first whole line, as ``{"text": ...}``.
 
@@ -224,119 +216,18 @@ def grader_log(store_dir: str | None) -> dict[str, Any] | None:
     if not store_dir:
         return None
     store = Path(store_dir)
-    return tail(store, str(grader_log_path(store).relative_to(store)))
+    log = tail(store, str(grader_log_path(store).relative_to(store)))
+    if log is None or "text" not in log:
+        return log
+    # the orchestrator polls /admin/state every few seconds: those access lines buried everything else
+    lines = str(log["text"]).splitlines(keepends=True)
+    kept = [line for line in lines if not any(poll in line for poll in POLL_LINES)]
+    hidden = len(lines) - len(kept)
+    return {**log, "text": "".join(kept), "hidden": hidden} if hidden else log
 
 
-def trajectory(workspace: Path, limit: int = 500) -> dict[str, Any] | None:
-    """The agent's last ``limit`` turns from ``trajectory.jsonl`` (the llm agent) or ``transcript.jsonl`` (a
-    coding CLI), as ``{"source", "turns", "bad_lines", "truncated"}`` or ``{"source", "error"}``.
-
-    Agent-written: lines that are not JSON objects, too long or too deep are counted in ``bad_lines``; any
-    field of any type is shown as text.
-    """
-    for name in ("trajectory.jsonl", "transcript.jsonl"):
-        stats = untrusted.JsonlStats()
-        try:
-            records = list(untrusted.iter_jsonl(workspace, name, limit=TRAJECTORY_LIMIT,
-                                                max_line=TRAJECTORY_LINE_LIMIT, stats=stats, tail=True))
-        except untrusted.UntrustedFileError as exc:
-            if "does not exist" in str(exc):
-                continue
-            return {"source": name, "error": str(exc), "turns": [], "bad_lines": 0, "truncated": False}
-        turns = [_turn(r, name) for r in records[-limit:]]
-        return {"source": name, "turns": turns, "bad_lines": stats.bad_lines,
-                "truncated": stats.truncated or len(records) > limit}
-    return None
-
-
-def gateway_trajectory(result: Mapping[str, Any] | None, limit: int = 500) -> dict[str, Any] | None:
-    """The model calls of a finished run as the LLM gateway recorded them (for every agent), in the shape of
-    ``trajectory``; None when the run has no gateway record or no call in it."""
-    gateway = ((result or {}).get("meta") or {}).get("llm_gateway")
-    if not isinstance(gateway, Mapping) or not gateway.get("record_dir"):
-        return None
-    from autorl.gateway.record import read_calls
-
-    calls = read_calls(str(gateway["record_dir"]), limit=TRAJECTORY_LIMIT)
-    if not calls:
-        return None
-    turns = [_gateway_turn(k, c) for k, c in enumerate(calls, 1)][-limit:]
-    return {"source": "llm gateway", "recorded_by": "gateway", "turns": turns, "bad_lines": 0,
-            "truncated": len(calls) > limit}
-
-
-def _gateway_turn(step: int, call: Mapping[str, Any]) -> dict[str, Any]:
-    if call.get("outcome") != "ok":
-        return {"kind": "event", "event": f"call {step} {_text(call.get('outcome')) or ''}",
-                "detail": _text(call.get("error")) or ""}
-    response = call.get("response")
-    content: Any = response
-    calls = []
-    if isinstance(response, Mapping) and "events" in response:  # a stream: the text it carried
-        content = response.get("text")
-    elif isinstance(response, Mapping) and isinstance(response.get("choices"), list) and response["choices"]:
-        first = response["choices"][0]
-        message = first.get("message") if isinstance(first, Mapping) else None
-        if isinstance(message, Mapping):
-            content = message.get("content")
-            for tc in message.get("tool_calls") or [] if isinstance(message.get("tool_calls"), list) else []:
-                fn = tc.get("function") if isinstance(tc, Mapping) else None
-                if isinstance(fn, Mapping):
-                    calls.append({"id": _text(tc.get("id")), "name": _text(fn.get("name")),
-                                  "arguments": _text(fn.get("arguments"))})
-    raw_usage = call.get("usage")
-    usage: Mapping[str, Any] = raw_usage if isinstance(raw_usage, Mapping) else {}
-    return {"kind": "turn", "step": f"{step} ({_text(call.get('family'))} {_text(call.get('model'))})",
-            "content": _text(content), "tool_calls": calls, "tool_results": [],
-            "usage": {"prompt_tokens": _int(usage.get("prompt_tokens")),
-                      "completion_tokens": _int(usage.get("completion_tokens"))},
-            "latency_s": _num(call.get("latency_s"))}
-
-
-def _text(value: Any) -> str | None:
-    return None if value is None else value if isinstance(value, str) else _dump(value)
-
-
-def _dump(value: Any) -> str:
-    try:
-        return json.dumps(value, indent=1)
-    except (TypeError, ValueError, RecursionError):
-        return repr(value)[:4000]
-
-
-def _num(value: Any) -> float | None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    return float(value) if ok else None
-
-
-def _int(value: Any) -> int:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) else 0
-
-
-def _turn(record: dict[str, Any], source: str) -> dict[str, Any]:
-    """One trajectory record, every field reduced to text or a plain number (the record is the agent's)."""
-    if "event" in record:
-        return {"kind": "event", "event": _text(record["event"]) or "",
-                "detail": _dump({k: v for k, v in record.items() if k != "event"})}
-    message = record.get("message")
-    if "step" in record and isinstance(message, dict):
-        calls = []
-        raw_calls = message.get("tool_calls")
-        for call in raw_calls if isinstance(raw_calls, list) else []:
-            call = call if isinstance(call, dict) else {}
-            fn: dict[str, Any] = call["function"] if isinstance(call.get("function"), dict) else {}
-            calls.append({"id": _text(call.get("id")), "name": _text(fn.get("name")),
-                          "arguments": _text(fn.get("arguments"))})
-        results = record.get("tool_results")
-        usage: dict[str, Any] = record["usage"] if isinstance(record.get("usage"), dict) else {}
-        latency = record.get("latency_s")
-        return {"kind": "turn", "step": _text(record["step"]) or "", "content": _text(message.get("content")),
-                "tool_calls": calls,
-                "tool_results": [_text(r) or "" for r in (results if isinstance(results, list) else [])],
-                "usage": {"prompt_tokens": _int(usage.get("prompt_tokens")),
-                          "completion_tokens": _int(usage.get("completion_tokens"))},
-                "latency_s": _num(latency)}
-    return {"kind": "record", "source": source, "type": _text(record.get("type")), "detail": _dump(record)}
+#: access-log lines of the orchestrator's polling, left out of the grader-log panel (counted instead)
+POLL_LINES = ('"GET /admin/state ',)
 
 
 def compare(rows: Iterable[dict[str, Any]], task: str) -> dict[str, Any]:
@@ -344,4 +235,4 @@ def compare(rows: Iterable[dict[str, Any]], task: str) -> dict[str, Any]:
     its 95% t-interval over runs, failed runs counted as 0, one group per base model and config hash."""
     groups = aggregate_runs(rows, task=task)
     return {"task": task, "metric": "improvement", "failure_rule": FAILURE_RULE,
-            "groups": [g.as_dict() for g in groups]}
+            "groups": [g.as_dict() for g in groups], "differs": differences(groups)}

@@ -5,7 +5,6 @@ The runs, run and compare pages, each a function over :mod:`autorl.ui.data`'s pl
 
 from __future__ import annotations
 
-import json
 from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -13,7 +12,8 @@ from urllib.parse import quote, urlencode
 from autorl.aggregate import FAILURE_RULE
 from autorl.metrics import EFFICIENCY_COLUMNS, SCALAR_METRICS
 from autorl.ui.data import RUN_COLUMNS
-from autorl.ui.shell import fmt, layout, status_badge
+from autorl.ui.shell import NOT_SHOWN, fmt, layout, status_badge, untrusted_section
+from autorl.ui.trajectory import trajectory_html
 
 LIVE_JS = """
 (function () {
@@ -72,6 +72,17 @@ def dev_cell(row: dict[str, Any]) -> str:
     return f"{fmt(row.get('dev_improvement'))}{f' <span class=muted>(k={fmt(k)})</span>' if k is not None else ''}"
 
 
+def audit_cell(row: dict[str, Any]) -> str:
+    """The audit's open flags, or ``no flags`` (and what was overridden), and the decoys figure when recorded."""
+    flags, overridden = row.get("audit_flags"), row.get("audit_overridden")
+    text = (", ".join(str(f) for f in flags) if isinstance(flags, list) else str(flags)) if flags else "no flags"
+    if isinstance(overridden, list) and overridden:
+        text += f" ({len(overridden)} overridden)"
+    if row.get("decoys") is not None:
+        text += f" · decoys {fmt(row.get('decoys'))}"
+    return escape(text) if not flags else f"<span class='warning'>{escape(text)}</span>"
+
+
 def run_rows_html(rows: list[dict[str, Any]]) -> str:
     out = []
     for r in rows:
@@ -85,14 +96,17 @@ def run_rows_html(rows: list[dict[str, Any]]) -> str:
                     names = ", ".join(str(f) for f in flags) if isinstance(flags, list) else str(flags)
                     cell += f' <span class="flag" title="{escape(names)}">⚑</span>'
                 cells.append(f"<td>{cell}</td>")
-            elif key == "timestamp":
+            elif key == "run_id":
                 cells.append(f'<td><a href="/runs/{escape(quote(str(r["run_id"]), safe=""))}">{escape(str(value))}</a></td>')
+            elif kind == "audit":
+                cells.append(f"<td class='audit wrap'>{audit_cell(r)}</td>")
             elif kind == "sandbox":
                 cells.append(f"<td>{sandbox_badge(value)}</td>")
             elif kind == "dev":
                 cells.append(f'<td class="num">{dev_cell(r)}</td>')
             else:
-                css = ' class="num"' if kind in ("num", "secs") else ""
+                # names wrap (a long model id), numbers and the run id never do: the table fits a 1400 px window
+                css = ' class="num"' if kind in ("num", "secs") else ' class="wrap"' if kind == "text" else ""
                 cells.append(f"<td{css}>{fmt(value, kind)}</td>")
         out.append(f'<tr data-run="{escape(str(r["run_id"]))}">{"".join(cells)}</tr>')
     if not out:
@@ -138,22 +152,14 @@ def _meta_list(pairs: list[tuple[str, Any, str]]) -> str:
                                          for k, v, kind in pairs if v not in (None, "")) + "</dl>"
 
 
-def untrusted_section(title: str, inner: str, what: str = "written by the agent") -> str:
-    """Agent-written content, framed and labelled so that nobody takes it for the harness's own word."""
-    return (f'<section class="untrusted"><div class="untrusted-label">⚠ {escape(what)}: untrusted, shown as '
-            f'plain text</div><h2>{escape(title)}</h2>{inner}</section>')
-
-
-#: what an agent file that cannot be read safely (a link, a FIFO, a device) shows instead
-NOT_SHOWN = "not shown (not a regular file, or reached through a link)"
-
-
 def _log_html(name: str, log: dict[str, Any] | None) -> str:
     if log is None:
         return "<p class='muted'>none</p>"
     if "error" in log:
         return f"<p class='warning'>{NOT_SHOWN}: {escape(str(log['error']))}</p>"
     cut = "<p class='note'>last part only</p>" if log.get("truncated") else ""
+    if log.get("hidden"):
+        cut += f"<p class='note'>{fmt(log['hidden'])} polling lines (GET /admin/state) not shown</p>"
     return f"{cut}<pre class='log'>{escape(str(log.get('text') or ''))}</pre>"
 
 
@@ -167,7 +173,7 @@ def run_page(detail: dict[str, Any], timeline_svg: str, logs: dict[str, dict[str
     mode = row.get("sandbox") or sandbox.get("mode")
     headline = [("test baseline", row.get("baseline"), "num"), ("test score", row.get("best_score"), "num"),
                 ("improvement", row.get("improvement"), "num"), ("95% CI", row.get("improvement_ci95"), "ci"),
-                ("p value", row.get("p_value"), "num"), ("finished with a test score (success)", row.get("success"), "text"),
+                ("p value", row.get("p_value"), "p"), ("finished with a test score (success)", row.get("success"), "text"),
                 ("beat baseline (95% CI above 0)", row.get("beat_baseline"), "text")]
     no_headline = ("<p class='note'>no headline: this run has no held-out test score"
                    f"{' yet' if live else ''}.</p>") if row.get("improvement") is None else ""
@@ -233,7 +239,7 @@ once on test after the run, the best taken: chosen on the test split itself, so 
 result.</p>{_meta_list(peers)}
 {_off_target_html(row.get("off_target"))}
 <h2>Run</h2>{about_html}
-{"<h2>Audit</h2><ul id='audit'>" + flags + "</ul>" if flags else ""}</div></div>
+<h2>Audit</h2>{"<ul id='audit'>" + flags + "</ul>" if flags else "<p id='audit'>" + audit_cell(row) + "</p>"}</div></div>
 {"<h2>Submissions</h2><table><thead><tr><th>id</th><th>status</th><th>score</th><th>95% CI</th><th>improvement</th><th>path (as the agent gave it)</th><th>error</th></tr></thead><tbody>" + sub_rows + "</tbody></table>" if sub_rows else ""}
 {trajectory_html(turns)}
 {agent_files}{grader_html}"""
@@ -253,73 +259,25 @@ def _off_target_html(entries: Any) -> str:
             "<th>selected</th><th>change</th><th>95% CI</th><th></th></tr></thead><tbody>" + rows + "</tbody></table>")
 
 
-def trajectory_html(traj: dict[str, Any] | None) -> str:
-    """The agent's trajectory (its own record of what it did), every field escaped."""
-    if traj is None:
-        return ""
-    source = str(traj.get("source") or "trajectory")
-    if traj.get("error"):
-        return untrusted_section(f"Trajectory ({source})", f"<p class='warning'>{NOT_SHOWN}: {escape(str(traj['error']))}</p>")
-    turns = traj.get("turns") or []
-    steps = [t for t in turns if t["kind"] == "turn"]
-    total_in = sum(t["usage"]["prompt_tokens"] for t in steps)
-    total_out = sum(t["usage"]["completion_tokens"] for t in steps)
-    items = []
-    for t in turns:
-        if t["kind"] == "turn":
-            calls = "".join(f"<div><b>{escape(str(c.get('name')))}</b><pre>{escape(_pretty(c.get('arguments')))}</pre></div>"
-                            for c in t["tool_calls"])
-            results = "".join(f"<div class='muted'>result</div><pre>{escape(_pretty(r))}</pre>" for r in t["tool_results"])
-            u = t["usage"]
-            names = ", ".join(str(c.get("name")) for c in t["tool_calls"]) or "message"
-            latency = f"· {t['latency_s']:.1f} s" if t.get("latency_s") is not None else ""
-            items.append(f"""<details class="turn" data-step="{escape(str(t['step']))}"><summary>step {escape(str(t['step']))}: {escape(names)}
-<span class="muted">· {u['prompt_tokens']} in / {u['completion_tokens']} out tokens {latency}</span></summary>
-{f"<pre>{escape(str(t['content']))}</pre>" if t.get('content') else ""}{calls}{results}</details>""")
-        elif t["kind"] == "event":
-            items.append(f'<div class="muted">event: {escape(str(t["event"])[:200])} {escape(str(t["detail"])[:300])}</div>')
-        else:
-            items.append(f"<details class='turn'><summary>{escape(str(t.get('type') or 'record'))}</summary>"
-                         f"<pre>{escape(str(t['detail'])[:4000])}</pre></details>")
-    notes = []
-    if traj.get("bad_lines"):
-        notes.append(f"{int(traj['bad_lines'])} malformed line(s) skipped")
-    if traj.get("truncated"):
-        notes.append("earlier lines not shown")
-    note = f"<p class='note'>{escape('; '.join(notes))}</p>" if notes else ""
-    who = "recorded by the LLM gateway" if traj.get("recorded_by") == "gateway" else "agent-reported"
-    title = f"Trajectory ({source}: {len(steps)} turns, {total_in} in / {total_out} out tokens, {who})"
-    return untrusted_section(title, f"{note}<div id='trajectory'>{''.join(items)}</div>")
-
-
-def _pretty(value: Any) -> str:
-    if isinstance(value, str):
-        try:
-            return json.dumps(json.loads(value), indent=1)[:6000]
-        except (ValueError, RecursionError):
-            return value[:6000]
-    try:
-        return json.dumps(value, indent=1)[:6000]
-    except (TypeError, ValueError, RecursionError):
-        return repr(value)[:6000]
-
-
 def compare_page(tasks: list[str], task: str | None, cmp: dict[str, Any] | None, svg: str, *, nonce: str = "") -> str:
     opts = "".join(f'<option value="{escape(t)}"{" selected" if t == task else ""}>{escape(t)}</option>' for t in tasks)
     table = ""
     if cmp:
-        table = ("<table id='groups'><thead><tr><th>agent</th><th>base model</th><th>config hash</th><th>runs</th>"
+        table = ("<table id='groups'><thead><tr><th>agent</th><th>base model</th><th>config hash</th><th>time budget</th><th>sandbox</th><th>runs</th>"
                  "<th>failed (counted as 0)</th><th>mean test improvement</th><th>95% CI</th></tr></thead><tbody>"
                  + "".join(
                      f"<tr><td>{escape(str(g['agent']))}</td><td>{escape(str(g['base_model']))}</td>"
-                     f"<td>{escape(str(g['config_hash']))}</td><td class='num'>{g['runs']}</td>"
+                     f"<td>{escape(str(g['config_hash']))}</td><td class='num'>{fmt(g.get('timeout_s'), 'secs')}</td>"
+                     f"<td>{fmt(g.get('sandbox'), 'text')}</td><td class='num'>{g['runs']}</td>"
                      f"<td class='num'>{g['failures']} ({fmt(g['failure_rate'], 'pct')})</td>"
                      f"<td class='num'>{fmt(g['mean'])}</td><td class='num'>{fmt(g['ci95'], 'ci')}</td></tr>"
-                     for g in cmp["groups"]) + "</tbody></table>")
+                     for g in cmp["groups"]) + "</tbody></table>"
+                 + "".join(f"<p class='note differs'>{escape(who)}: not pooled, the runs differ in "
+                           f"{escape(', '.join(keys))}</p>" for who, keys in cmp.get("differs", {}).items()))
     q = urlencode({"task": task or ""})
     rule = (f"<p class='note' id='failure-rule'>Metric: the held-out test improvement (percentage points), never "
             f"dev; mean with a 95% t-interval over runs. Failures: {escape(FAILURE_RULE)}. Runs with different base "
-            f"models or config hashes are never pooled: each combination is its own row.</p>")
+            f"models, config hashes, time budgets or sandboxes are never pooled: each combination is its own row.</p>")
     body = f"""<h1>Compare agents</h1>
 <form class="filters" method="get" action="/compare"><label>task<select name="task">{opts}</select></label>
 <button type="submit">show</button></form>{rule}

@@ -10,6 +10,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from autorl.display import fmt_p
+
 CSS = """
 :root { --fg:#1f2328; --muted:#656d76; --line:#d0d7de; --bg:#f6f8fa; --accent:#0969da; }
 * { box-sizing: border-box; }
@@ -22,7 +24,8 @@ main { padding: 16px 24px 48px; max-width: 1400px; }
 h1 { font-size: 20px; margin: 8px 0 12px; } h2 { font-size: 16px; margin: 24px 0 8px; }
 table { border-collapse: collapse; width: 100%; }
 th, td { border-bottom: 1px solid var(--line); padding: 6px 8px; text-align: left; white-space: nowrap; }
-th { background: var(--bg); position: sticky; top: 0; } th a { color: var(--fg); text-decoration: none; }
+th { background: var(--bg); position: sticky; top: 0; white-space: normal; }
+td.wrap { white-space: normal; overflow-wrap: anywhere; min-width: 5em; } th a { color: var(--fg); text-decoration: none; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr:hover td { background: #f3f6fa; }
 a { color: var(--accent); }
@@ -78,6 +81,8 @@ def fmt(value: Any, kind: str = "num") -> str:
         return f"[{value[0]:.1f}, {value[1]:.1f}]"
     if kind == "secs" and is_num(value):
         return f"{value / 60:.1f} min" if value >= 120 else f"{value:.0f} s"
+    if kind == "p":
+        return fmt_p(value)
     if kind == "pct" and is_num(value):
         return f"{value:.0%}"
     if isinstance(value, float):
@@ -91,3 +96,13 @@ def status_badge(status: str) -> str:
 
 def not_found(what: str, *, nonce: str = "") -> str:
     return layout("not found", f"<h1>Not found</h1><p>{escape(what)}</p><p><a href='/'>all runs</a></p>", nonce=nonce)
+
+
+def untrusted_section(title: str, inner: str, what: str = "written by the agent") -> str:
+    """Agent-written content, framed and labelled so that nobody takes it for the harness's own word."""
+    return (f'<section class="untrusted"><div class="untrusted-label">⚠ {escape(what)}: untrusted, shown as '
+            f'plain text</div><h2>{escape(title)}</h2>{inner}</section>')
+
+
+#: what an agent file that cannot be read safely (a link, a FIFO, a device) shows instead
+NOT_SHOWN = "not shown (not a regular file, or reached through a link)"

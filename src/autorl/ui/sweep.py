@@ -98,10 +98,18 @@ def _cell(a: dict[str, Any], lo: float, hi: float, several: bool) -> str:
     cfg = f'<div class="cfg">config {escape(str(a.get("config_hash") or "")[:12])}</div>' if several else ""
     ci = a.get("ci95")
     ci_attr = ",".join(repr(float(v)) for v in ci) if ci else ""
+    ci_html = fmt(ci, "ci")
+    if ci and len(ci) == 2 and ci[0] == ci[1]:  # equal runs: no spread over runs, not certainty
+        halves = [(float(d["run_ci95"][1]) - float(d["run_ci95"][0])) / 2 for d in a.get("dots", [])
+                  if isinstance(d.get("run_ci95"), list) and len(d["run_ci95"]) == 2
+                  and all(is_num(v) for v in d["run_ci95"])]
+        ci_html = escape("no spread over runs (equal improvements)"
+                         + (f"; each run's own interval ±{max(halves):.1f}" if halves else ""))
     return (f'<div class="cell" data-agent="{escape(str(a["agent"]))}" data-config="{escape(str(a.get("config_hash")))}"'
             f' data-mean="{escape(repr(float(a["mean"])))}" data-ci="{escape(ci_attr)}">{cfg}{_strip(a, lo, hi)}'
             f'<div class="nums">mean <b class="mean-text">{fmt(float(a["mean"]))}</b> '
-            f'<span class="ci-text">{fmt(ci, "ci")}</span> · n={int(a["runs"])}{failed}</div></div>')
+            f'<span class="ci-text">{ci_html}</span> · '
+            f'n={int(a["runs"])}{failed}</div></div>')
 
 
 def _missing_status(m: dict[str, Any]) -> str:

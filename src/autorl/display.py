@@ -1,0 +1,89 @@
+"""How numbers read on a screen: the one rule for p-values, intervals and signed differences.
+
+The command line, the dashboard and a notebook's ``repr`` all print through these functions, so one p-value
+reads the same everywhere (``4.7e-06``, ``0.032``, ``<1e-300``). Files (CSV, JSON) keep full precision instead.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["as_number", "as_pair", "fmt_ci", "fmt_p", "fmt_signed", "is_number", "run_html", "run_repr"]
+
+#: below this a p-value is shown as a bound: a double cannot tell such values apart from each other
+P_FLOOR = 1e-300
+
+
+def is_number(value: Any) -> bool:
+    """A finite int or float (not a bool, not NaN or infinite)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def fmt_p(p: Any) -> str:
+    """A p-value: two significant digits, scientific below a thousandth, ``<1e-300`` at the floor, ``-`` for none.
+
+    >>> fmt_p(4.65e-06), fmt_p(0.0321), fmt_p(0.0), fmt_p(None)
+    ('4.7e-06', '0.032', '<1e-300', '-')
+    """
+    if not is_number(p) or p < 0:
+        return "-"
+    if p < P_FLOOR:
+        return f"<{P_FLOOR:.0e}"
+    if p < 1e-3:
+        return f"{p:.1e}"
+    return f"{p:.2g}"
+
+
+def fmt_signed(value: Any, digits: int = 1) -> str:
+    """A difference with its sign (``+2.5``), ``-`` for none."""
+    return f"{value:+.{digits}f}" if is_number(value) else "-"
+
+
+def fmt_ci(ci: Any, digits: int = 1) -> str:
+    """An interval of differences (``[+0.5, +4.1]``), ``-`` unless it is a pair of numbers."""
+    if isinstance(ci, list | tuple) and len(ci) == 2 and all(is_number(v) for v in ci):
+        return f"[{ci[0]:+.{digits}f}, {ci[1]:+.{digits}f}]"
+    return "-"
+
+
+def as_number(value: Any) -> float | None:
+    """``value`` as a float when it is a finite number, else None."""
+    return float(value) if is_number(value) else None
+
+
+def as_pair(value: Any) -> tuple[float, float] | None:
+    """``value`` as an interval ``(low, high)`` when it is a pair of numbers, else None."""
+    if isinstance(value, list | tuple) and len(value) == 2 and all(is_number(v) for v in value):
+        return float(value[0]), float(value[1])
+    return None
+
+
+def _one(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+def run_repr(r: Any) -> str:
+    """One line for a run's result (:class:`~autorl.results.RunResult`): who, what, and the test headline."""
+    score = "no test score" if r.test_score is None else f"test {_one(r.test_baseline)} -> {_one(r.test_score)}"
+    return (f"<RunResult {r.run_id} {r.task} agent={r.agent_name} model={r.model}: {score}, "
+            f"improvement {fmt_signed(r.improvement)} {fmt_ci(r.improvement_ci95)}, p={fmt_p(r.p_value)}, k={r.k}>")
+
+
+def run_html(r: Any) -> str:
+    """A run's result as a notebook shows it: the headline table (test and dev side by side) and its dev scores."""
+    from html import escape
+
+    rows = [("", "test (the result)", f"dev (best of {r.k}, optimistic)"),
+            ("baseline", _one(r.test_baseline), _one(r.dev_baseline)),
+            ("score", _one(r.test_score), _one(r.dev_best)),
+            ("improvement", fmt_signed(r.improvement), fmt_signed(r.dev_improvement)),
+            ("95% CI", fmt_ci(r.improvement_ci95), fmt_ci(r.dev_improvement_ci95)),
+            ("p", fmt_p(r.p_value), "-")]
+    cells = "".join("<tr>" + "".join(f"<{t}>{escape(c)}</{t}>" for t, c in zip(("th", "td", "td"), row, strict=True))
+                    + "</tr>" for row in rows)
+    scored = [s for s in r.submissions if isinstance(s, dict) and s.get("status") == "done"
+              and is_number(s.get("score"))]
+    trail = ", ".join(f"#{s.get('submission_id')}: {float(s['score']):.1f}" for s in scored[:50])
+    return (f"<div><b>run {escape(str(r.run_id))}</b>: {escape(r.agent_name)} on {escape(r.task)} "
+            f"({escape(r.model)})<table>{cells}</table><p>dev scores by submission: {escape(trail) or 'none'}</p></div>")
