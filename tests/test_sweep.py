@@ -185,6 +185,26 @@ def test_gpus_are_handed_out_disjointly(home: Path, tmp_path: Path, fake_run: Pa
         assert r["home"] != str(home)  # a node-local scratch home, never the shared ledger
 
 
+def test_one_gpu_holds_several_runs_at_once_with_runs_per_gpu(home: Path, tmp_path: Path, fake_run: Path,
+                                                                monkeypatch: pytest.MonkeyPatch, model: Path) -> None:
+    from autorl.errors import UsageError
+    from autorl.sweep import sweep
+
+    monkeypatch.setenv("FAKE_RUN_SLEEP", "1.5")
+    spec = {**_spec(tmp_path), "agent": _agents(tmp_path / "agents", "a")[0], "gpus": 1, "model": str(model),
+            "seed": [0, 1, 2]}
+    sweep(spec, executor_options={"gpus": "0,1", "runs_per_gpu": 2})
+    runs = sorted(_runs(fake_run), key=lambda r: r["start"])
+    assert len(runs) == 3
+    # three at once over two GPUs: the first two on different GPUs (the least shared first), the third shares one
+    assert max(r["start"] for r in runs) < min(r["end"] for r in runs)
+    assert sorted(r["cuda"] for r in runs) in (["0", "0", "1"], ["0", "1", "1"])
+    assert {r["cuda"] for r in runs[:2]} == {"0", "1"}
+    for bad in (0, "2", True):
+        with pytest.raises(UsageError, match="runs_per_gpu must be a positive integer"):
+            sweep({**spec, "name": f"bad{bad}"}, executor_options={"gpus": "0", "runs_per_gpu": bad})
+
+
 def test_kill_9_of_the_coordinator_then_resume(home: Path, tmp_path: Path, fake_run: Path, model: Path) -> None:
     spec = tmp_path / "study.json"
     spec.write_text(json.dumps({**_spec(tmp_path), "model": str(model)}))

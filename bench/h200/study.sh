@@ -43,7 +43,7 @@ case $phase in
  "timeout": $timeout, "backend": "$backend", "gpus": $gpus, "sandbox": "$sandbox", "audit": false$limit}
 SPEC
     slots=${STUDY_SLOTS:-3}; [ "$phase" = first ] && slots=1
-    if [ "$gpus" = 0 ]; then where=(--slots "$slots"); else where=(--gpus 0 --max-parallel "$slots"); fi
+    if [ "$gpus" = 0 ]; then where=(--slots "$slots"); else where=(--gpus 0 --option "runs_per_gpu=$slots"); fi
     start=$(date +%s)
     autorl sweep run "$out/$name.json" "${where[@]}" --dir "$out/sweeps/$name" --json > "$out/$name-report.json"
     echo "{\"phase\": \"$phase\", \"wall_s\": $(( $(date +%s) - start ))}" > "$out/$name-wall.json"

@@ -1,6 +1,8 @@
 """The ``local`` executor: a queue over this machine's GPUs (``--gpus 0-7``, or those ``nvidia-smi`` lists) or,
 on a CPU machine, ``--slots N``. Each run is its own ``autorl run`` process (through
-:mod:`autorl.sweep.worker`) in its own session, with a disjoint ``CUDA_VISIBLE_DEVICES``.
+:mod:`autorl.sweep.worker`) in its own session, with a disjoint ``CUDA_VISIBLE_DEVICES``; with
+``--option runs_per_gpu=N`` (spec ``[local] runs_per_gpu = N``) a GPU is handed to up to N runs at once (their
+grader engines sleep between submissions, so several runs fit one large GPU), a run's own GPUs always distinct.
 """
 
 from __future__ import annotations
@@ -61,8 +63,12 @@ class LocalExecutor(Executor):
         slots = self.options.get("slots")
         if slots is not None and (isinstance(slots, bool) or not isinstance(slots, int) or slots < 1):
             raise UsageError(f"--slots must be a positive integer, not {slots!r}")
-        self.slots: int = slots or max(1, len(self.devices))
-        self.free = list(self.devices)
+        per_gpu = self.options.get("runs_per_gpu", 1)
+        if isinstance(per_gpu, bool) or not isinstance(per_gpu, int) or per_gpu < 1:
+            raise UsageError(f"runs_per_gpu must be a positive integer, not {per_gpu!r}")
+        self.slots: int = slots or max(1, len(self.devices) * per_gpu)
+        #: each device once per run it may hold at once
+        self.free = [d for _ in range(per_gpu) for d in self.devices]
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.held: dict[int, list[str]] = {}
 
@@ -78,9 +84,12 @@ class LocalExecutor(Executor):
         return [self._start_one(launch) for launch in launches]
 
     def _start_one(self, launch: Launch) -> dict[str, Any] | None:
-        if len(self.procs) >= self.slots or launch.gpus > len(self.free):
+        # distinct devices, the least shared first
+        devices = sorted(set(self.free), key=lambda d: (-self.free.count(d), self.devices.index(d)))[: launch.gpus]
+        if len(self.procs) >= self.slots or len(devices) < launch.gpus:
             return None
-        devices, self.free = self.free[: launch.gpus], self.free[launch.gpus:]
+        for d in devices:
+            self.free.remove(d)
         self._set_gpus(launch.attempt_dir, devices)
         with (launch.attempt_dir / "worker.log").open("ab") as log:
             proc = subprocess.Popen([sys.executable, "-m", "autorl.sweep.worker", str(launch.attempt_dir)],
