@@ -41,7 +41,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autorl.errors import UsageError
-from autorl.sandbox.netns import RESOLV_NAME, new_socket_dir, probe_argv, slirp_available, slirp_hardened
+from autorl.sandbox.netns import (
+    NETNS_MAIN,
+    RESOLV_NAME,
+    new_socket_dir,
+    probe_argv,
+    slirp_available,
+    slirp_hardened,
+)
 from autorl.sandbox.relay import SOCKET_NAME, socket_name_for
 
 __all__ = [
@@ -298,7 +305,7 @@ def bwrap_argv(spec: SandboxSpec, argv: Sequence[str], *, executable: str, envir
         if spec.network:  # the launcher creates the directory, the relay and the route out
             assert slirp is not None
             socket_dir = new_socket_dir()
-            outer = [sys.executable, "-m", "autorl.sandbox.netns", "--slirp", slirp, "--socket-dir",
+            outer = [sys.executable, "-c", NETNS_MAIN, "--slirp", slirp, "--socket-dir",
                      str(socket_dir), *(["--port", str(spec.grader_port)] if spec.grader_port is not None else []),
                      *[a for p in spec.relay_ports for a in ("--also-port", str(p))],
                      *([] if harden else ["--no-harden"]), "--"]

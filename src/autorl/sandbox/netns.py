@@ -34,6 +34,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
 from autorl import wrapper
 from autorl.sandbox.relay import SOCKET_NAME, UnixToTcp, socket_name_for
@@ -42,6 +43,9 @@ from autorl.sandbox.relay import SOCKET_NAME, UnixToTcp, socket_name_for
 DNS_ADDRESS = "10.0.2.3"
 GATEWAY_ADDRESS = "10.0.2.2"
 RESOLV_NAME = "resolv.conf"
+#: What ``python -c`` runs for the launcher (``-m autorl.sandbox.netns`` would warn on stderr, which is the agent's
+#: log, that the package imported the module first)
+NETNS_MAIN = "import sys; from autorl.sandbox.netns import main; sys.exit(main())"
 _READY_TIMEOUT_S = 30.0
 _NS_GET_USERNS = 0xB701  # ioctl: the user namespace that owns a namespace
 #: slirp4netns parses the agent's packets outside the sandbox: where it can, it runs in an empty mount
@@ -126,6 +130,7 @@ class _Attached:
         block_r, self._block_w = os.pipe()
         argv = [bwrap_argv[0], "--info-fd", str(info_w), "--block-fd", str(block_r), *bwrap_argv[1:]]
         self.slirp: subprocess.Popen[bytes] | None = None
+        self._slirp_log: IO[bytes] | None = None
         self._exit_w: int | None = None
         try:
             self.bwrap = subprocess.Popen(argv, pass_fds=(info_w, block_r),
@@ -151,10 +156,13 @@ class _Attached:
         owner = _owning_userns(pid)
         if owner is not None:
             argv.append(f"--userns-path=/proc/self/fd/{owner}")
+        # slirp4netns's own words ("do_slirp is exiting") are not the agent's: they stay out of its log, and
+        # their tail joins the error where it fails to configure the network
+        self._slirp_log = log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close())
         try:
             self.slirp = subprocess.Popen([*argv, str(pid), "tap0"],
                                           pass_fds=(ready_w, exit_r, *([owner] if owner is not None else [])),
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL if quiet else None)
+                                          stdout=subprocess.DEVNULL, stderr=log)
         except OSError as exc:
             self.error = f"{slirp} cannot start: {exc}"
             return
@@ -168,7 +176,9 @@ class _Attached:
         finally:
             os.close(ready_r)
         if not ok:
-            self.error = f"{slirp} did not configure the network"
+            log.seek(0)
+            said = log.read()[-2000:].decode("utf-8", "replace").strip().splitlines()
+            self.error = f"{slirp} did not configure the network" + (f" ({said[-1]})" if said else "")
             return
         self.error = ""
 
@@ -194,6 +204,8 @@ class _Attached:
             except subprocess.TimeoutExpired:
                 self.slirp.kill()
                 self.slirp.wait()
+        if self._slirp_log is not None:
+            self._slirp_log.close()
 
 
 def _attach(slirp: str, bwrap_argv: Sequence[str], *, harden: bool, quiet: bool = False) -> _Attached:

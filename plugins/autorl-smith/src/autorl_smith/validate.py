@@ -88,8 +88,8 @@ def _agent_view(bench: Any, root: Path) -> tuple[Path, dict[str, list[Any]]]:
 
 
 def _leak_problems(agent: Path, items: dict[str, list[Any]], config: dict[str, Any]) -> list[str]:
+    from autorl import read_jsonl
     from autorl.audit import Source, check_overlap
-    from autorl.jsonio import read_jsonl
 
     out = []
     train = {normalized(r.get("question", "")) for r in read_jsonl(agent / "train.jsonl") if isinstance(r, dict)}

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from autorl import Backend, Benchmark, Completion, EvalConfig, GenerationRequest, Item
-from autorl.benchmark import OptionKind
 
 N_DEV, N_TEST = 20, 30
 SECRET = Path(__file__).resolve().parent / "secret" / "test_answers.jsonl"
@@ -31,7 +30,7 @@ class EchoBenchmark(Benchmark):
     name = "echo"
     version = "1"
     eval_config = EvalConfig(prompt_template="{question}", max_new_tokens=4)
-    declared_options: ClassVar[dict[str, OptionKind]] = {}  # chat_template only
+    declared_options: ClassVar[dict[str, type]] = {}  # chat_template only
 
     def prepare_train_data(self, target_dir: Path) -> None:
         target_dir.mkdir(parents=True, exist_ok=True)
