@@ -69,8 +69,9 @@ def test_a_weakened_install_gets_each_hole_reported(tmp_path: Path) -> None:
     # echo builds its hidden items from code and ships its test answers as package data
     assert echo["re-derivation"]["status"] == THROUGH and "all 20 hidden items" in echo["re-derivation"]["evidence"]
     assert echo["installed code"]["status"] == THROUGH and "test_answers.jsonl" in echo["installed code"]["evidence"]
-    # the agent's process does not inherit PYTHONPATH: the plugin is not importable in the run, and says so
-    assert weak["re-derivation"]["status"] == NA and "weak-exitcode" in weak["re-derivation"]["evidence"]
+    # the agent finds the orchestrator's modules (PYTHONPATH), so the plugin is importable in the run; its items
+    # are arith's, drawn with the secret: the red team's own draw shares too few of them
+    assert weak["re-derivation"]["status"] == HELD and "in common" in weak["re-derivation"]["evidence"]
     # the scorer that trusts an exit status scores an empty program, an early exit...: the evaluator shows it
     assert weak["scorer escapes"]["status"] == THROUGH and "scored 1.0" in weak["scorer escapes"]["evidence"]
     assert echo["scorer escapes"]["status"] == HELD
