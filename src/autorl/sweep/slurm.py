@@ -9,6 +9,8 @@ are kept in each attempt's ``job.json``, so that a later ``sweep run`` or ``swee
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import shutil
 from pathlib import Path
@@ -86,8 +88,8 @@ class SlurmExecutor(Executor):
         for (gpus, timeout_s), members in groups.items():
             executor = submitit.AutoExecutor(folder=str(self.folder / "%j"), cluster=self.cluster)
             executor.update_parameters(**self._parameters(gpus, timeout_s))
-            try:
-                with executor.batch():
+            try:  # submitit prints sbatch's complaint before raising it: it belongs in the one-line error only
+                with contextlib.redirect_stderr(io.StringIO()), executor.batch():
                     jobs = [executor.submit(run_attempt, str(launches[i].attempt_dir)) for i in members]
             except Exception as exc:  # sbatch refusing the array (bad partition, account, qos)
                 raise UsageError(f"slurm refused the job array: {str(exc).strip().splitlines()[-1][:300]}") from None
