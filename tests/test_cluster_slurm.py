@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -136,3 +137,37 @@ def test_a_real_tiny_run_through_slurm(real_study: Path, tmp_path: Path) -> None
     report = sweep(spec, executor="slurm")
     (cell,) = report["cells"]
     assert cell["runs"] == 1 and cell["success_rate"] == 1.0, report["cells"]
+
+
+def test_a_job_killed_outright_is_seen_gone_without_an_accounting_database(fake_study: Path, home: Path,
+                                                                          tmp_path: Path) -> None:
+    """SIGKILL to the job's worker (as a node lost): no result file, and this cluster's sacct knows
+    nothing; the controller's word ends the attempt, which is retried."""
+    hold = tmp_path / "hold"
+    hold.touch()
+    spec = tmp_path / "study.json"
+    spec.write_text(json.dumps(_spec(tmp_path, seed=0)))
+    coordinator = subprocess.Popen([sys.executable, "-c", "from autorl.cli import main; main()", "sweep", "run",
+                                    str(spec), "--executor", "slurm", "--json"],
+                                   env={**os.environ, "FAKE_RUN_HOLD": str(hold)}, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+    try:
+        keys = home / "sweeps" / "slurm-study" / "keys"
+        deadline = time.time() + 120
+        while time.time() < deadline and not list(keys.glob("*/a1/node.json")):
+            time.sleep(0.2)
+        (node,) = keys.glob("*/a1/node.json")
+        job = json.loads((node.parent / "job.json").read_text())
+        os.kill(json.loads(node.read_text())["pid"], signal.SIGKILL)  # the worker, as a lost node would
+        deadline = time.time() + 120
+        while time.time() < deadline and not list(keys.glob("*/a2")):
+            time.sleep(0.2)
+        hold.unlink()
+        out, err = coordinator.communicate(timeout=180)
+    finally:
+        coordinator.kill()
+    assert coordinator.returncode == 0, err
+    (cell,) = json.loads(out)["cells"]
+    assert cell["runs"] == 1 and cell["per_run"][0]["attempts"] == 2
+    first = json.loads((node.parent / "outcome.json").read_text())
+    assert first["kind"] == "infra" and first["reason"].startswith(f"slurm job {job['job_id']} ended "), first

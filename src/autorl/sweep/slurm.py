@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+import re
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -114,9 +116,10 @@ class SlurmExecutor(Executor):
         if handle is None:
             return "interrupted: the coordinator that held this local submitit job was gone"
         try:
-            if not handle.done():
+            done = bool(handle.done())
+            state = str(handle.state) if done else self._controller_state(str(job["job_id"]))
+            if state is None:
                 return None
-            state = str(handle.state)
         except Exception as exc:  # sacct unreachable for a moment: ask again at the next poll
             if self.cluster == "slurm":
                 return None
@@ -124,11 +127,31 @@ class SlurmExecutor(Executor):
         if state.split()[0].upper() in ("COMPLETED", "FINISHED", "DONE"):
             return "finished"
         reason = f"slurm job {job['job_id']} ended {state}"
-        try:
-            error = handle.exception()
+        try:  # (submitit's exception() waits until it sees the job done: only asked once it has)
+            error = handle.exception() if done else None
         except Exception:  # the job's result file is missing: the state says enough
             error = None
         return f"{reason}: {str(error).strip().splitlines()[-1][:200]}" if error else reason
+
+    def _controller_state(self, job_id: str) -> str | None:
+        """The state of a job that wrote no result, from the controller (``scontrol``) where ``sacct`` has
+        nothing to say (a cluster without an accounting database, or one that has not heard of the job yet):
+        None while it may still run. Without this, a job killed outright (SIGKILL, a node lost) on such a
+        cluster would be waited for forever."""
+        if self.cluster != "slurm":
+            return None
+        state = str(self._job({"job_id": job_id}).state).split()[0].upper()
+        if state not in ("UNKNOWN", ""):
+            return state if state in ENDED else None
+        try:
+            proc = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True,
+                                  timeout=30, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        found = re.search(r"\bJobState=(\S+)", proc.stdout)
+        if found is None:  # purged from the controller (MinJobAge) and never in an accounting database
+            return "GONE" if "invalid job id" in proc.stderr.lower() else None
+        return found.group(1) if found.group(1) in ENDED else None
 
     def cancel(self, job: dict[str, Any]) -> None:
         handle = self._job(job)
