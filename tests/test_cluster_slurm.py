@@ -123,7 +123,8 @@ def test_a_refused_array_is_a_one_line_error(fake_study: Path, home: Path, tmp_p
 
 
 @pytest.fixture
-def real_study(slurm: dict[str, str], study_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def real_study(slurm: dict[str, str], study_home: Path,  # noqa: F811 (the fixture of test_sweep_e2e)
+               monkeypatch: pytest.MonkeyPatch) -> Path:
     for key, value in slurm.items():
         monkeypatch.setenv(key, value)
     return study_home
