@@ -172,3 +172,37 @@ def test_a_job_killed_outright_is_seen_gone_without_an_accounting_database(fake_
     assert cell["runs"] == 1 and cell["per_run"][0]["attempts"] == 2
     first = json.loads((node.parent / "outcome.json").read_text())
     assert first["kind"] == "infra" and first["reason"].startswith(f"slurm job {job['job_id']} ended "), first
+
+
+#: submits, then the first attempt's agent waits (its workspace path names the attempt: <run_key>-<sweep>-a1)
+SUBMIT_THEN_WAIT = SUBMIT_COPY + 'case "$WORKSPACE" in *-a1/*) sleep 120;; esac\n'
+
+
+def test_a_real_run_stopped_by_scancel_is_retried(real_study: Path, tmp_path: Path) -> None:
+    """Slurm's SIGTERM reaches the run itself, which starts its orderly finish; the cluster's KillWait (5 s)
+    ends the job before the run is recorded, and the attempt is the infrastructure's failure, seen through the
+    controller (this cluster has no accounting database), and retried."""
+    agent = _agent(tmp_path / "agents", "waiter", SUBMIT_THEN_WAIT)
+    spec = tmp_path / "study.json"
+    spec.write_text(json.dumps({**_e2e_spec(tmp_path, [agent], [0], "stopped"),
+                                "slurm": {"cpus_per_task": 1, "time_margin_s": 600}}))
+    coordinator = subprocess.Popen([sys.executable, "-c", "from autorl.cli import main; main()", "sweep", "run",
+                                    str(spec), "--executor", "slurm", "--json"], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+    try:
+        keys = real_study / "sweeps" / "stopped" / "keys"
+        deadline = time.time() + 300
+        while time.time() < deadline and not any("submission 1:" in p.read_text(errors="replace")
+                                                 for p in keys.glob("*/a1/run.log")):
+            time.sleep(0.5)
+        (log,) = keys.glob("*/a1/run.log")
+        job = json.loads((log.parent / "job.json").read_text())
+        subprocess.run(["scancel", job["job_id"]], check=True)
+        out, err = coordinator.communicate(timeout=400)
+    finally:
+        coordinator.kill()
+    assert coordinator.returncode == 0, err
+    first = json.loads((log.parent / "outcome.json").read_text())
+    assert first["kind"] == "infra", first
+    (cell,) = json.loads(out)["cells"]
+    assert cell["runs"] == 1 and cell["per_run"][0]["attempts"] == 2 and cell["success_rate"] == 1.0
