@@ -112,7 +112,9 @@ def test_a_lost_ray_worker_is_retried(fake_study: Path, ray_address: str, home: 
     spec.write_text(json.dumps(_spec(tmp_path, ray_address, seed=0)))
     coordinator = subprocess.Popen([sys.executable, "-c", "from autorl.cli import main; main()", "sweep", "run",
                                     str(spec), "--executor", "ray", "--json"],
-                                   env={**os.environ, "FAKE_RUN_HOLD": str(hold)}, stdout=subprocess.PIPE,
+                                   env={**os.environ, "AUTORL_SWEEP_RUN_PROGRAM":  # held until let go
+                                        f"env FAKE_RUN_HOLD={hold} {os.environ['AUTORL_SWEEP_RUN_PROGRAM']}"},
+                                   stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)
     try:
         keys = home / "sweeps" / "ray-study" / "keys"
