@@ -1,4 +1,5 @@
-"""Developer sessions: `nox -s tests`, `nox -s plugins`, `nox -s lint`, `nox -s e2e`, `nox -s demo`, `nox -s harbor`."""
+"""Developer sessions: `nox -s tests`, `nox -s plugins`, `nox -s lint`, `nox -s e2e`, `nox -s demo`, `nox -s harbor`,
+`nox -s cluster`."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ ROOT = Path(__file__).parent
 CONSTRAINTS = ("-c", str(ROOT / "constraints.txt"))
 #: the harbor release the exported tasks are checked against (`autorl export harbor`)
 HARBOR = "harbor==0.25.0"
+#: the engines the cluster tests start (ray is large: about 70 MB of wheels)
+CLUSTER = ("ray==2.60.0", "submitit==1.5.4")
 PLUGINS = sorted(p.name for p in (ROOT / "plugins").iterdir() if (p / "pyproject.toml").is_file())
 
 
@@ -49,6 +52,17 @@ def e2e(session: nox.Session) -> None:
     """The end-to-end `autorl run` tests only (marked e2e: real grader, real agent subprocesses, the demo)."""
     session.install(*CONSTRAINTS, "-e", ".[test]", "-e", "tests/example_plugin")
     session.run("pytest", "-m", "e2e", *session.posargs)
+
+
+@nox.session
+def cluster(session: nox.Session) -> None:
+    """The executors on real engines (marked cluster): a single-node Slurm cluster and a `ray start --head` one."""
+    if shutil.which("slurmctld") is None and os.geteuid() == 0:  # the distribution's packages, where apt is
+        install = "apt-get install -y -q slurm-wlm munge >/dev/null"
+        session.run("sh", "-c", f"{install} || {{ apt-get update -q >/dev/null && {install}; }}", external=True)
+    session.install(*CONSTRAINTS, "-e", ".[test]", "-e", "tests/example_plugin", *CLUSTER)
+    session.run("pytest", "-m", "cluster", "tests/test_cluster_slurm.py", "tests/test_cluster_ray.py",
+                *session.posargs)
 
 
 @nox.session

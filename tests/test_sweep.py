@@ -32,6 +32,8 @@ FAKE_RUN = textwrap.dedent('''\
         sys.exit(130)
     signal.signal(signal.SIGINT, stopped)
     time.sleep(float(os.environ.get("FAKE_RUN_SLEEP", "0")))
+    while os.path.exists(os.environ.get("FAKE_RUN_HOLD") or "/nonexistent"):  # held until the test lets go
+        time.sleep(0.1)
     agent, seed = os.path.basename(opt("--agent")), int(opt("--seed"))
     improvement = {"a": 10.0, "b": 4.0}.get(agent, 0.0) + 2.0 * seed
     row = {"run_id": f"fake-{agent}-{seed}-{os.getpid()}", "timestamp": "2026-01-01 00:00:00", "task": opt("--task"),

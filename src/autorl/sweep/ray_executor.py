@@ -29,6 +29,13 @@ def _run(attempt_dir: str) -> dict[str, Any]:
     return run_attempt(attempt_dir)
 
 
+def passed_env() -> dict[str, str]:
+    """The coordinator's ``AUTORL_*`` variables (the scratch disk, the reserve, the run program, ...): a task on a
+    cluster started elsewhere runs in the environment of that cluster's raylet, not the coordinator's, so they
+    travel with each task (Slurm's ``sbatch`` exports the whole environment itself)."""
+    return {k: v for k, v in os.environ.items() if k.startswith("AUTORL_")}
+
+
 class RayExecutor(Executor):
     """Places each attempt as a Ray task."""
 
@@ -71,7 +78,8 @@ class RayExecutor(Executor):
         remote = ray.remote(_run)
         out: list[dict[str, Any] | None] = []
         for launch in launches:
-            opts: dict[str, Any] = {"num_gpus": launch.gpus, "num_cpus": 1, "max_retries": 0}
+            opts: dict[str, Any] = {"num_gpus": launch.gpus, "num_cpus": 1, "max_retries": 0,
+                                    "runtime_env": {"env_vars": passed_env()}}
             group = None
             if launch.gpus > 1:
                 from ray.util.placement_group import placement_group

@@ -9,8 +9,12 @@ are kept in each attempt's ``job.json``, so that a later ``sweep run`` or ``swee
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
+import re
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -86,8 +90,8 @@ class SlurmExecutor(Executor):
         for (gpus, timeout_s), members in groups.items():
             executor = submitit.AutoExecutor(folder=str(self.folder / "%j"), cluster=self.cluster)
             executor.update_parameters(**self._parameters(gpus, timeout_s))
-            try:
-                with executor.batch():
+            try:  # submitit prints sbatch's complaint before raising it: it belongs in the one-line error only
+                with contextlib.redirect_stderr(io.StringIO()), executor.batch():
                     jobs = [executor.submit(run_attempt, str(launches[i].attempt_dir)) for i in members]
             except Exception as exc:  # sbatch refusing the array (bad partition, account, qos)
                 raise UsageError(f"slurm refused the job array: {str(exc).strip().splitlines()[-1][:300]}") from None
@@ -112,9 +116,10 @@ class SlurmExecutor(Executor):
         if handle is None:
             return "interrupted: the coordinator that held this local submitit job was gone"
         try:
-            if not handle.done():
+            done = bool(handle.done())
+            state = str(handle.state) if done else self._controller_state(str(job["job_id"]))
+            if state is None:
                 return None
-            state = str(handle.state)
         except Exception as exc:  # sacct unreachable for a moment: ask again at the next poll
             if self.cluster == "slurm":
                 return None
@@ -122,11 +127,31 @@ class SlurmExecutor(Executor):
         if state.split()[0].upper() in ("COMPLETED", "FINISHED", "DONE"):
             return "finished"
         reason = f"slurm job {job['job_id']} ended {state}"
-        try:
-            error = handle.exception()
+        try:  # (submitit's exception() waits until it sees the job done: only asked once it has)
+            error = handle.exception() if done else None
         except Exception:  # the job's result file is missing: the state says enough
             error = None
         return f"{reason}: {str(error).strip().splitlines()[-1][:200]}" if error else reason
+
+    def _controller_state(self, job_id: str) -> str | None:
+        """The state of a job that wrote no result, from the controller (``scontrol``) where ``sacct`` has
+        nothing to say (a cluster without an accounting database, or one that has not heard of the job yet):
+        None while it may still run. Without this, a job killed outright (SIGKILL, a node lost) on such a
+        cluster would be waited for forever."""
+        if self.cluster != "slurm":
+            return None
+        state = str(self._job({"job_id": job_id}).state).split()[0].upper()
+        if state not in ("UNKNOWN", ""):
+            return state if state in ENDED else None
+        try:
+            proc = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True,
+                                  timeout=30, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        found = re.search(r"\bJobState=(\S+)", proc.stdout)
+        if found is None:  # purged from the controller (MinJobAge) and never in an accounting database
+            return "GONE" if "invalid job id" in proc.stderr.lower() else None
+        return found.group(1) if found.group(1) in ENDED else None
 
     def cancel(self, job: dict[str, Any]) -> None:
         handle = self._job(job)
