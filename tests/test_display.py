@@ -286,8 +286,7 @@ def test_the_run_timeline_shows_the_test_point_against_its_own_baseline(tmp_path
     """The timeline drew the dev baseline and the test point on one axis without the test baseline."""
     import xml.etree.ElementTree as ET
 
-    from autorl.ui.charts import timeline_svg
-    from autorl.ui.data import timeline_of_result
+    from autorl.charts import timeline_of_result, timeline_svg
 
     from .test_ui import fixture_result
 
@@ -307,7 +306,7 @@ def test_the_compare_chart_title_fits_its_figure() -> None:
     """The title started over the plot (x=290 of 860) and its ~90 characters ran past the right edge."""
     import xml.etree.ElementTree as ET
 
-    from autorl.ui.charts import compare_svg
+    from autorl.charts import compare_svg
 
     group = {"agent": "a", "base_model": "tiny", "config_hash": "h1", "timeout_s": 120.0, "mean": 3.0,
              "ci95": [1.0, 5.0], "values": [1.0, 5.0], "runs": 2, "failures": 0, "failure_rate": 0.0}

@@ -362,7 +362,7 @@ def test_run_card_and_its_trajectory(scripted_run: dict[str, Any]) -> None:
 
 
 def test_a_card_never_stops_a_run(tmp_path: Path) -> None:
-    from autorl.ui.card import card_markdown, write_card
+    from autorl.card import card_markdown, write_card
 
     # odd values are shown on one line, without breaking the table
     odd = {"row": {"agent": "a|b\nc", "driver_model": "x`y", "run_id": "r"}, "meta": {"sandbox": "not a table"}}
@@ -404,8 +404,8 @@ def test_noise_floor_of_a_greedy_evaluation_is_zero_and_kept(tmp_path: Path) -> 
 
 
 def test_study_card_shows_each_cell_beside_its_noise_floor(tmp_path: Path) -> None:
+    from autorl.card import write_study_card
     from autorl.sweep.report import build_report
-    from autorl.ui.card import write_study_card
 
     rows = [{"run_id": f"r{i}", "task": "arith", "agent": "llm", "base_model": "autorl:tiny", "config_hash": "c",
              "seed": i, "improvement": imp, "improvement_ci95": [imp - 1, imp + 1], "success": True,
