@@ -237,9 +237,10 @@ def test_the_runs_table_shows_run_id_p_audit_and_study_and_the_run_page_a_clean_
     cells = {rid: dict(zip(heads, re.findall(r"<td[^>]*>(.*?)</td>", row), strict=True)) for rid, row in
              re.findall(r'<tr data-run="([^"]+)">(.*?)</tr>', table, re.S)}
     assert cells["20260101-000000-tiny"]["run"].endswith(">20260101-000000-tiny</a>")
-    assert cells["20260101-000000-tiny"]["p"] == "4.7e-06" and cells["20260101-000000-tiny"]["audit"] == "no flags"
+    assert cells["20260101-000000-tiny"]["p"] == "4.7e-06" and cells["20260101-000000-tiny"]["audit"] == (
+        "no flags · <span class='muted decoys'>no decoys</span>")
     assert cells["20260102T000000"]["p"] == "0.032" and cells["20260102T000000"]["study"] == "s1"
-    assert "test_overlap(high) · decoys 3" in cells["20260102T000000"]["audit"]
+    assert "test_overlap(high)</span> · <span class='decoys'>decoys: unreadable record" in cells["20260102T000000"]["audit"]
     # names wrap, the run id and the numbers do not: every cell's class says which
     assert '<td class="wrap">m</td>' in table and "<td><a href=\"/runs/20260102T000000\">" in table
     assert "td.wrap { white-space: normal;" in table
