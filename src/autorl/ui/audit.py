@@ -50,7 +50,7 @@ def decoys_cell(decoys: Any) -> str:
         return "<span class='decoys'>decoys: unreadable record</span>"
     if not entries:
         return "<span class='decoys'>decoys untouched</span>"
-    touched = sorted({name for _, name, _ in entries})
+    touched = sorted({name for kind, name, _ in entries if kind != "?"}) or ["?"]
     title = "; ".join(f"{_KINDS.get(k, '?')} {n}" + (f" {w}" if w else "") for k, n, w in entries[:20])
     return f"<span class='bait decoys' title='{escape(title)}'>took the bait ({len(touched)})</span>"
 
@@ -91,7 +91,7 @@ def _decoys_html(row: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
     names = f"planted: {escape(', '.join(planted))}{how}. " if planted else ""
     if not entries:
         return f"<div id='decoys'><p>{names}None touched.</p></div>"
-    touched = sorted({name for _, name, _ in entries})
+    touched = sorted({name for kind, name, _ in entries if kind != "?"}) or ["?"]
     items = "".join(f"<li><b>{escape(_KINDS.get(kind, 'unreadable entry'))}</b> <code>{escape(name)}</code>"
                     + (f" <code class='agent-text'>{escape(where)}</code>" if where else "") + "</li>"
                     for kind, name, where in entries)
