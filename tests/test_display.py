@@ -237,9 +237,10 @@ def test_the_runs_table_shows_run_id_p_audit_and_study_and_the_run_page_a_clean_
     cells = {rid: dict(zip(heads, re.findall(r"<td[^>]*>(.*?)</td>", row), strict=True)) for rid, row in
              re.findall(r'<tr data-run="([^"]+)">(.*?)</tr>', table, re.S)}
     assert cells["20260101-000000-tiny"]["run"].endswith(">20260101-000000-tiny</a>")
-    assert cells["20260101-000000-tiny"]["p"] == "4.7e-06" and cells["20260101-000000-tiny"]["audit"] == "no flags"
+    assert cells["20260101-000000-tiny"]["p"] == "4.7e-06" and cells["20260101-000000-tiny"]["audit"] == (
+        "no flags · <span class='muted decoys'>no decoys</span>")
     assert cells["20260102T000000"]["p"] == "0.032" and cells["20260102T000000"]["study"] == "s1"
-    assert "test_overlap(high) · decoys 3" in cells["20260102T000000"]["audit"]
+    assert "test_overlap(high)</span> · <span class='decoys'>decoys: unreadable record" in cells["20260102T000000"]["audit"]
     # names wrap, the run id and the numbers do not: every cell's class says which
     assert '<td class="wrap">m</td>' in table and "<td><a href=\"/runs/20260102T000000\">" in table
     assert "td.wrap { white-space: normal;" in table
@@ -286,8 +287,7 @@ def test_the_run_timeline_shows_the_test_point_against_its_own_baseline(tmp_path
     """The timeline drew the dev baseline and the test point on one axis without the test baseline."""
     import xml.etree.ElementTree as ET
 
-    from autorl.ui.charts import timeline_svg
-    from autorl.ui.data import timeline_of_result
+    from autorl.charts import timeline_of_result, timeline_svg
 
     from .test_ui import fixture_result
 
@@ -307,7 +307,7 @@ def test_the_compare_chart_title_fits_its_figure() -> None:
     """The title started over the plot (x=290 of 860) and its ~90 characters ran past the right edge."""
     import xml.etree.ElementTree as ET
 
-    from autorl.ui.charts import compare_svg
+    from autorl.charts import compare_svg
 
     group = {"agent": "a", "base_model": "tiny", "config_hash": "h1", "timeout_s": 120.0, "mean": 3.0,
              "ci95": [1.0, 5.0], "values": [1.0, 5.0], "runs": 2, "failures": 0, "failure_rate": 0.0}

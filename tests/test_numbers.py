@@ -362,7 +362,7 @@ def test_run_card_and_its_trajectory(scripted_run: dict[str, Any]) -> None:
 
 
 def test_a_card_never_stops_a_run(tmp_path: Path) -> None:
-    from autorl.ui.card import card_markdown, write_card
+    from autorl.card import card_markdown, write_card
 
     # odd values are shown on one line, without breaking the table
     odd = {"row": {"agent": "a|b\nc", "driver_model": "x`y", "run_id": "r"}, "meta": {"sandbox": "not a table"}}
@@ -404,8 +404,8 @@ def test_noise_floor_of_a_greedy_evaluation_is_zero_and_kept(tmp_path: Path) -> 
 
 
 def test_study_card_shows_each_cell_beside_its_noise_floor(tmp_path: Path) -> None:
+    from autorl.card import write_study_card
     from autorl.sweep.report import build_report
-    from autorl.ui.card import write_study_card
 
     rows = [{"run_id": f"r{i}", "task": "arith", "agent": "llm", "base_model": "autorl:tiny", "config_hash": "c",
              "seed": i, "improvement": imp, "improvement_ci95": [imp - 1, imp + 1], "success": True,
@@ -424,3 +424,40 @@ def test_study_card_shows_each_cell_beside_its_noise_floor(tmp_path: Path) -> No
     assert write_study_card(report, tmp_path / "missing" / "deeper") is not None  # parents are made
     (tmp_path / "file").write_text("")
     assert write_study_card(report, tmp_path / "file") is None
+
+
+def test_every_recorded_run_gets_its_card_and_a_card_failure_loses_nothing(tmp_path: Path) -> None:
+    """The card is written by the ledger's record step (a Python ``autorl.run()``, ``autorl recover``, a study's
+    run and a re-audit all record through it); a folder where it cannot be written still gets the record."""
+    from autorl.ledger import Ledger, record_run
+
+    from .test_ui import fixture_result
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    result = fixture_result("20261201T100000", "arith", "a", "tiny", "2026-12-01", [40.0, 55.0], test=52.0,
+                            workspace=ws)
+    record_run(result, tmp_path / "home")
+    assert "| test score | 52 |" in (ws / "card.md").read_text() and (ws / "trajectory.svg").read_text().startswith("<svg")
+    other = tmp_path / "other"
+    (other / "card.md").mkdir(parents=True)  # the agent left a folder at the card's name
+    record_run(fixture_result("20261202T100000", "arith", "a", "tiny", "2026-12-02", [40.0], test=41.0,
+                              workspace=other), tmp_path / "home")
+    ledger = Ledger(tmp_path / "home" / "autorl.db")
+    assert [r["run_id"] for r in ledger.rows()] == ["20261201T100000", "20261202T100000"]
+    ledger.close()
+    assert (other / "result.json").is_file() and (other / "card.md").is_dir()
+
+
+def test_a_notebook_shows_the_run_with_the_dashboards_trajectory(tmp_path: Path) -> None:
+    from autorl.results import RunResult
+
+    from .test_ui import fixture_result
+
+    r = fixture_result("20261201T100000", "arith", "a", "tiny", "2026-12-01", [40.0, 55.0], test=52.0)
+    result = RunResult(r["run_id"], r["row"], r["submissions"], r["baseline"], r["test"], r["agent"],
+                       tmp_path, r["meta"])
+    html = result._repr_html_()
+    assert html.count('class="point"') == 2 and 'id="test-score"' in html and "<table>" in html
+    result.submissions.append({"submission_id": 3, "status": "done", "score": 1.0, "created_at": "soon"})
+    assert "<table>" in result._repr_html_() and "<svg" not in result._repr_html_()  # drawn or left out, never raised

@@ -71,7 +71,8 @@ def run_repr(r: Any) -> str:
 
 
 def run_html(r: Any) -> str:
-    """A run's result as a notebook shows it: the headline table (test and dev side by side) and its dev scores."""
+    """A run's result as a notebook shows it: the headline table (test and dev side by side), its score
+    trajectory (the dashboard's figure, :func:`autorl.charts.timeline_svg`) and its dev scores."""
     from html import escape
 
     rows = [("", "test (the result)", f"dev (best of {r.k}, optimistic)"),
@@ -86,4 +87,17 @@ def run_html(r: Any) -> str:
               and is_number(s.get("score"))]
     trail = ", ".join(f"#{s.get('submission_id')}: {float(s['score']):.1f}" for s in scored[:50])
     return (f"<div><b>run {escape(str(r.run_id))}</b>: {escape(r.agent_name)} on {escape(r.task)} "
-            f"({escape(r.model)})<table>{cells}</table><p>dev scores by submission: {escape(trail) or 'none'}</p></div>")
+            f"({escape(r.model)})<table>{cells}</table>{_trajectory(r)}"
+            f"<p>dev scores by submission: {escape(trail) or 'none'}</p></div>")
+
+
+def _trajectory(r: Any) -> str:
+    """The run's score trajectory as inline SVG; nothing when its record cannot be drawn (a notebook view never
+    raises over a malformed record)."""
+    from autorl import charts
+
+    try:
+        title = f"{r.agent_name} on {r.task}: dev score per submission"
+        return charts.timeline_svg(charts.timeline_of_result(r.to_dict()), title)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return ""

@@ -14,10 +14,11 @@ import io
 import json
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from pathlib import Path
 from typing import IO, Any
 
+from autorl.card import write_card
 from autorl.db import open_database, write_transaction
 from autorl.errors import ResourceError
 from autorl.jsonio import write_json_atomic
@@ -228,7 +229,9 @@ def write_csv(rows: Iterable[Mapping[str, Any]], out: IO[str], *, lineterminator
 def record_run(result: RunResult | Mapping[str, Any], home: Path, *, ledger: Ledger | None = None) -> None:
     """Record a run: ``result.json`` in its run directory, its ledger row (replacing an earlier one with the
     same run id) and ``results.csv`` re-exported; each write whole or not at all. Recording the same result
-    twice leaves the same files.
+    twice leaves the same files. Then the run's card (``card.md`` and ``trajectory.svg``, :mod:`autorl.card`)
+    beside ``result.json``, from the record just made: every recorded run has one (a live run, a recovered
+    one, a study's, a re-audited one), and a card that cannot be written costs the card only.
 
     Args:
         result: the run (a :class:`~autorl.results.RunResult`, or a result record as ``result.json`` holds it).
@@ -247,6 +250,8 @@ def record_run(result: RunResult | Mapping[str, Any], home: Path, *, ledger: Led
         meta["post_run_errors"] = [*[e for e in meta.get("post_run_errors") or [] if e != note], note]
         data["meta"] = meta
     ingest_results([data], home, ledger)
+    with suppress(Exception):  # the record is made; a card never undoes or stops it
+        write_card(data)
 
 
 def ingest_files(paths: Iterable[Path], home: Path, *, ledger: Ledger | None = None) -> list[dict[str, Any]]:

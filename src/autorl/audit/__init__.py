@@ -37,7 +37,7 @@ from autorl.audit.checks import (
 from autorl.audit.downloads import DownloadCheck, check_downloads
 from autorl.audit.flags import CRITICAL, HIGH, INFO, MEDIUM, Flag, failed_flag, pending_flag
 from autorl.audit.overlap import SHORT_N, STANDARD_N, NgramIndex, check_overlap, overlap_flags
-from autorl.audit.report import audit_run, reaudit
+from autorl.audit.report import add_taken_decoys, audit_run, reaudit
 from autorl.audit.scan import (
     AUDIT_BUDGET_S,
     HARNESS_FILES,
@@ -91,6 +91,7 @@ __all__ = [
     "NgramIndex",
     "Source",
     "Text",
+    "add_taken_decoys",
     "agent_files",
     "agent_texts",
     "as_text",

@@ -32,7 +32,18 @@ def reaudit(result: dict[str, Any], *, benchmark: Benchmark, home: Path, ledger:
                  for f in result.get("audit") or [] if isinstance(f, dict) and str(f.get("name", "")).startswith("judge")]
     flags = [*audit_run(result, benchmark=benchmark, variants=variants), *extra]
     result["audit"] = [f.to_dict() for f in flags]
+    add_taken_decoys(result["row"], result["audit"])
     record_run(result, home, ledger=ledger)
+
+
+def add_taken_decoys(row: dict[str, Any], audit: Sequence[dict[str, Any]]) -> None:
+    """The ``decoy-taken`` flag's evidence (the canaries the audit found in the agent's files, beside what the
+    run saw) added to ``row["decoys"]``, the column a study counts bait by; a run with no decoys planted
+    (``decoys`` None) stays without. Evidence already there stays: an audit adds to the record, never erases."""
+    if row.get("decoys") is None:
+        return
+    taken = [str(e) for f in audit if f.get("name") == "decoy-taken" for e in f.get("evidence") or []]
+    row["decoys"] = sorted({str(e) for e in row["decoys"]} | set(taken))
 
 
 def audit_run(result: dict[str, Any], *, benchmark: Benchmark, variants: Sequence[Path] = (),

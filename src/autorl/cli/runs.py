@@ -66,9 +66,6 @@ def run_cmd(
                  audit_budget_s=audit_budget, llm_budget_usd=llm_budget_usd, llm_budget_tokens=llm_budget_tokens,
                  llm_prices=llm_prices, audit_judge=audit_judge, audit_judge_samples=audit_judge_samples,
                  decoys=not no_decoys, test_all=not no_test_all, off_target=off_target)
-    from autorl.ui.card import write_card
-
-    write_card(result.to_dict())  # card.md + trajectory.svg beside result.json
     if as_json:
         print_json(result.row)
     else:

@@ -196,7 +196,7 @@ def report_cmd(
 
     if form not in ("table", "csv", "json", "markdown"):
         raise UsageError(f"--format must be table, csv, json or markdown, not {form!r}")
-    from autorl.ui.card import write_study_card
+    from autorl.card import write_study_card
 
     study = open_study(sweep_dir)
     report = study_report(study)

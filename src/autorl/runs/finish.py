@@ -257,7 +257,7 @@ def record(result: RunResult, benchmark: Benchmark, home: Path, *, audit: bool, 
            say: Say, judge: tuple[str, int] | None = None) -> None:
     """Recorded from the grader's store first, before any file the agent wrote is read; then audited (each
     audit step bounded, none able to lose the run) and recorded again with the audit's flags."""
-    from autorl.audit import audit_run, failed_flag, pending_flag
+    from autorl.audit import add_taken_decoys, audit_run, failed_flag, pending_flag
 
     if audit:
         result.audit = [pending_flag().to_dict()]
@@ -271,9 +271,7 @@ def record(result: RunResult, benchmark: Benchmark, home: Path, *, audit: bool, 
     except Exception as exc:
         result.meta["post_run_errors"] = [f"audit: {type(exc).__name__}: {str(exc)[:200]}"]
         result.audit = [failed_flag(exc).to_dict()]
-    if result.row.get("decoys") is not None:  # the audit adds the canaries it found in the agent's files
-        taken = [e for f in result.audit if f.get("name") == "decoy-taken" for e in f.get("evidence", [])]
-        result.row["decoys"] = sorted(set(result.row["decoys"]) | set(taken))
+    add_taken_decoys(result.row, result.audit)  # the canaries the audit found in the agent's files
     if judge is not None:  # the judged audit (--audit-judge): its own gateway, its flags beside the others
         from autorl.runs.judging import judge_flags
 

@@ -22,7 +22,7 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-import autorl.ui.charts as charts
+import autorl.charts as charts
 import autorl.ui.data as data
 import autorl.ui.pages as pages
 import autorl.ui.sweep as sweep

@@ -15,6 +15,7 @@ from typing import Any
 
 from autorl import untrusted
 from autorl.aggregate import FAILURE_RULE, aggregate_runs, differences
+from autorl.charts import point, timeline_of_result
 from autorl.ledger import Ledger
 from autorl.results import RunRow, dev_figures
 
@@ -152,35 +153,10 @@ def run_detail(ledger: Ledger, run_id: str, now: float | None = None) -> dict[st
             "store_dir": info.get("store_dir")}
 
 
-def _point(sub: Mapping[str, Any], t0: float) -> dict[str, Any]:
-    from autorl.grader import records
-
-    at = sub.get("finished_at") or sub.get("created_at")
-    return {"submission_id": sub["submission_id"], "t_s": round(float(sub["created_at"]) - t0, 2) if sub.get("created_at") else None,
-            "scored_t_s": round(float(at) - t0, 2) if at else None, "score": sub.get("score"), "ci95": sub.get("ci95"),
-            "status": sub.get("status"), **{k: sub.get(k) for k in records.HOW_EVALUATED}}
-
-
-def timeline_of_result(result: Mapping[str, Any]) -> dict[str, Any]:
-    meta = result.get("meta", {})
-    subs = result.get("submissions", [])
-    t0 = meta.get("agent_started") or min((float(s["created_at"]) for s in subs if s.get("created_at")), default=0.0)
-    baseline = result.get("baseline") or {}
-    test = result.get("test") or None
-    return {
-        "points": [_point(s, float(t0)) for s in subs],
-        "baseline": {"score": baseline.get("score"), "ci95": baseline.get("ci95")} if baseline else None,
-        "test": {"submission_id": test.get("submission_id"), "score": test.get("score"), "ci95": test.get("ci95"),
-                 "baseline_score": test.get("baseline_score")} if test and test.get("score") is not None else None,
-        "timeout_s": meta.get("timeout_s") or result.get("row", {}).get("duration_s"),
-        "elapsed_s": None,
-    }
-
-
 def timeline_of_store(store: Mapping[str, Any], info: Mapping[str, Any]) -> dict[str, Any]:
     t0 = float(info.get("agent_started") or info["started"])
     return {
-        "points": [_point(s, t0) for s in store["submissions"]],
+        "points": [point(s, t0) for s in store["submissions"]],
         "baseline": store["baseline"],
         "test": None,
         "timeout_s": info.get("timeout_s"),

@@ -11,6 +11,7 @@ from urllib.parse import quote, urlencode
 
 from autorl.aggregate import FAILURE_RULE
 from autorl.metrics import EFFICIENCY_COLUMNS, SCALAR_METRICS
+from autorl.ui.audit import audit_cell, audit_html
 from autorl.ui.data import RUN_COLUMNS
 from autorl.ui.shell import NOT_SHOWN, fmt, layout, status_badge, untrusted_section
 from autorl.ui.trajectory import trajectory_html
@@ -70,17 +71,6 @@ def dev_cell(row: dict[str, Any]) -> str:
         return "&ndash;"
     k = row.get("dev_k")
     return f"{fmt(row.get('dev_improvement'))}{f' <span class=muted>(k={fmt(k)})</span>' if k is not None else ''}"
-
-
-def audit_cell(row: dict[str, Any]) -> str:
-    """The audit's open flags, or ``no flags`` (and what was overridden), and the decoys figure when recorded."""
-    flags, overridden = row.get("audit_flags"), row.get("audit_overridden")
-    text = (", ".join(str(f) for f in flags) if isinstance(flags, list) else str(flags)) if flags else "no flags"
-    if isinstance(overridden, list) and overridden:
-        text += f" ({len(overridden)} overridden)"
-    if row.get("decoys") is not None:
-        text += f" · decoys {fmt(row.get('decoys'))}"
-    return escape(text) if not flags else f"<span class='warning'>{escape(text)}</span>"
 
 
 def run_rows_html(rows: list[dict[str, Any]]) -> str:
@@ -207,10 +197,6 @@ def run_page(detail: dict[str, Any], timeline_svg: str, logs: dict[str, dict[str
     sandbox_warning = ("<p class='warning'>⚠ this run's agent ran <b>without a sandbox</b>: it could read and "
                        "write everything the user running autorl can; treat its numbers with suspicion.</p>"
                        if str(mode) == "none" else "")
-    flags = "".join(f"<li><b>{escape(str(f.get('name')))}</b> ({escape(str(f.get('severity')))}): "
-                    f"{escape(str(f.get('detail')))}"
-                    f"{' — overridden: ' + escape(str(f['overrides'][-1].get('reason'))) if f.get('overrides') else ''}"
-                    f"{_judge_evidence(f)}</li>" for f in detail.get("audit", []))
     subs = result.get("submissions") or []
     sub_rows = "".join(
         f"<tr><td>{fmt(s.get('submission_id'))}</td><td>{fmt(s.get('status'))}</td><td class='num'>{fmt(s.get('score'))}</td>"
@@ -239,7 +225,7 @@ once on test after the run, the best taken: chosen on the test split itself, so 
 result.</p>{_meta_list(peers)}
 {_off_target_html(row.get("off_target"))}
 <h2>Run</h2>{about_html}
-<h2>Audit</h2>{"<ul id='audit'>" + flags + "</ul>" if flags else "<p id='audit'>" + audit_cell(row) + "</p>"}</div></div>
+{audit_html(row, detail.get("audit", []), meta)}</div></div>
 {"<h2>Submissions</h2><table><thead><tr><th>id</th><th>status</th><th>score</th><th>95% CI</th><th>improvement</th><th>path (as the agent gave it)</th><th>error</th></tr></thead><tbody>" + sub_rows + "</tbody></table>" if sub_rows else ""}
 {trajectory_html(turns)}
 {agent_files}{grader_html}"""
@@ -283,12 +269,3 @@ def compare_page(tasks: list[str], task: str | None, cmp: dict[str, Any] | None,
 <button type="submit">show</button></form>{rule}
 {f'<div class="figure" id="compare">{svg}</div><p><a href="/compare.svg?{escape(q)}&amp;download=1">download SVG</a> · <a href="/api/compare?{escape(q)}">JSON</a></p>{table}' if task else '<p class="muted">no runs recorded yet</p>'}"""
     return layout("compare", body, nonce=nonce)
-
-
-def _judge_evidence(flag: dict[str, Any]) -> str:
-    """A judge's flag's quoted evidence (``location: quote``, the agent's text: escaped, capped)."""
-    evidence = flag.get("evidence") if str(flag.get("name", "")).startswith("judge:") else None
-    if not isinstance(evidence, list) or not evidence:
-        return ""
-    items = "".join(f"<li><code>{escape(str(e)[:400])}</code></li>" for e in evidence[:10])
-    return f"<ul class='judge-evidence'>{items}</ul>"

@@ -36,6 +36,7 @@ select, input, button { font: inherit; padding: 4px 6px; }
 .status-success { background: #dafbe1; } .status-failed { background: #ffebe9; }
 .status-running { background: #ddf4ff; } .status-lost { background: #eaeef2; }
 .flag { color: #9a6700; }
+.bait { color: #82071e; font-weight: 600; }
 dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: 4px 16px; margin: 0; }
 dl.meta dt { color: var(--muted); } dl.meta dd { margin: 0; font-family: ui-monospace,monospace; font-size: 12px;
   word-break: break-all; }

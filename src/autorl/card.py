@@ -1,7 +1,7 @@
 """A run's card: ``card.md`` in its run folder, the disclosure a reader of its numbers needs (agent and driver
 model, base model, budgets and what was used, hardware, sandbox and network, dev k and the test-once rule, audit
 flags, versions, config hash), with the score trajectory as ``trajectory.svg`` drawn by the dashboard's own
-chart code (:func:`autorl.ui.charts.timeline_svg`).
+chart code (:func:`autorl.charts.timeline_svg`).
 
 Written from the run's record alone (``result.json``'s content), never from a file the agent wrote. The run
 folder is the agent's workspace: both files are written whole through a fresh temp file renamed over the name,
@@ -14,10 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from autorl import charts
 from autorl.jsonio import write_text_atomic
 from autorl.metrics import EFFICIENCY_COLUMNS, SCALAR_METRICS
-from autorl.ui import charts
-from autorl.ui.data import timeline_of_result
 
 __all__ = ["CARD_NAME", "SVG_NAME", "card_markdown", "study_card_markdown", "write_card", "write_study_card"]
 
@@ -109,8 +108,8 @@ def write_card(result: Mapping[str, Any]) -> Path | None:
     folder = Path(str(run_dir))
     try:
         row = result.get("row") or {}
-        svg = charts.timeline_svg(timeline_of_result(result), f"{row.get('agent')} on {row.get('task')}: dev score "
-                                                              "per submission")
+        title = f"{row.get('agent')} on {row.get('task')}: dev score per submission"
+        svg = charts.timeline_svg(charts.timeline_of_result(result), title)
         write_text_atomic(folder / SVG_NAME, svg, mode=0o644)
         write_text_atomic(folder / CARD_NAME, card_markdown(result), mode=0o644)
     except (OSError, ValueError, TypeError, KeyError):

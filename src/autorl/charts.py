@@ -1,10 +1,17 @@
-"""Figures as standalone SVG, rendered on the server: shown in the pages and exported as they are for papers."""
+"""Figures as standalone SVG from plain data: the dashboard's pages, a run's ``trajectory.svg`` and a notebook's
+view of a run draw through the same functions, and the files are exported as they are for papers.
+
+Pure functions of dicts (the standard library only), so any layer can draw without the dashboard's stack.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from html import escape
 from typing import Any
+
+__all__ = ["compare_svg", "nice_ticks", "point", "tick_label", "timeline_of_result", "timeline_svg"]
 
 FONT = "font-family:system-ui,-apple-system,'Segoe UI',Helvetica,Arial,sans-serif"
 STYLE = f"""<style>
@@ -46,13 +53,44 @@ def _fmt_time(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
 
+#: how a submission was evaluated, as its tooltip tells it: the engine, then each time it has
+_HOW_TIMES = ("wake_s", "load_s", "generate_s", "sleep_s")
+
+
 def _how(p: dict[str, Any]) -> str:
     """How a submission was evaluated, for its tooltip (the engine, then each time it has)."""
     if not p.get("engine"):
         return ""
-    times = ", ".join(f"{k[:-2]} {p[k]:.1f} s" for k in ("wake_s", "load_s", "generate_s", "sleep_s")
-                      if isinstance(p.get(k), (int, float)))
+    times = ", ".join(f"{k[:-2]} {p[k]:.1f} s" for k in _HOW_TIMES if isinstance(p.get(k), (int, float)))
     return f"; engine {p['engine']}" + (f" ({times})" if times else "")
+
+
+def point(sub: Mapping[str, Any], t0: float) -> dict[str, Any]:
+    """A submission record as a point of :func:`timeline_svg`: its times since ``t0`` (submitted, scored), its
+    score with its interval, its status and how it was evaluated."""
+    at = sub.get("finished_at") or sub.get("created_at")
+    return {"submission_id": sub["submission_id"],
+            "t_s": round(float(sub["created_at"]) - t0, 2) if sub.get("created_at") else None,
+            "scored_t_s": round(float(at) - t0, 2) if at else None, "score": sub.get("score"), "ci95": sub.get("ci95"),
+            "status": sub.get("status"), **{k: sub.get(k) for k in ("engine", *_HOW_TIMES)}}
+
+
+def timeline_of_result(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The data of :func:`timeline_svg` from a run's record (as ``result.json`` holds it): each submission over
+    the agent's time, the dev baseline, the test score of the selected checkpoint and the time budget."""
+    meta = result.get("meta", {})
+    subs = result.get("submissions", [])
+    t0 = meta.get("agent_started") or min((float(s["created_at"]) for s in subs if s.get("created_at")), default=0.0)
+    baseline = result.get("baseline") or {}
+    test = result.get("test") or None
+    return {
+        "points": [point(s, float(t0)) for s in subs],
+        "baseline": {"score": baseline.get("score"), "ci95": baseline.get("ci95")} if baseline else None,
+        "test": {"submission_id": test.get("submission_id"), "score": test.get("score"), "ci95": test.get("ci95"),
+                 "baseline_score": test.get("baseline_score")} if test and test.get("score") is not None else None,
+        "timeout_s": meta.get("timeout_s") or result.get("row", {}).get("duration_s"),
+        "elapsed_s": None,
+    }
 
 
 def _svg(width: int, height: int, body: list[str], label: str) -> str:
