@@ -82,7 +82,8 @@ def judge(evidence: Mapping[str, Any] | None, seen: Observed) -> list[Verdict]:
     def add(attack: str, status: str, why: str) -> None:
         v.append(Verdict(attack, status, _short(why)))
 
-    paths = ev.get("paths") if isinstance(ev.get("paths"), dict) else {}
+    given = ev.get("paths")
+    paths: dict[str, Any] = given if isinstance(given, dict) else {}
     read = {p: got for p, got in paths.items() if p not in seen.installed_paths}
     installed = {p: got for p, got in paths.items() if p in seen.installed_paths}
     if no_evidence:
