@@ -16,6 +16,10 @@ Functions and classes:
         operator's AUTORL_HIDDEN_SECRET reproduces them, preparing again keeps them.
     check_train_data_holds_no_hidden_item(benchmark, root): the agent's training data holds no hidden item, as
         the run's audit looks for them.
+    prepare_as_a_run(benchmark, root): the hidden items and the training data prepared under ``root`` as a run
+        prepares them; returns the hidden folder.
+    check_claims_score_zero(benchmark, hidden, claims): an interactive benchmark's policy that answers with
+        words that claim success scores 0 on every item, each played to its end.
     check_hardening(benchmark, root, ...): every hardening check (:mod:`autorl.hardening`): hidden items not
         rebuilt by another secret beyond chance, none loaded without prepared items, adversarial completions
         score 0, the description and training data hold no hidden item; fails naming each hole.
@@ -241,14 +245,39 @@ def check_train_data_holds_no_hidden_item(benchmark: Any, root: Path) -> None:
     item's ``input`` values, whatever its fields are called): a hit here would flag every run of the benchmark."""
     from autorl.audit import check_overlap
 
-    hidden, train = root / "hidden", root / "train"
-    benchmark.hidden_dir = hidden
-    benchmark.prepare_eval_data(hidden)
-    benchmark.prepare_train_data(train)
+    hidden = prepare_as_a_run(benchmark, root)
     items = {split: benchmark.load_items(split, hidden) for split in benchmark.splits}
     assert all(items.values()), f"{benchmark.name}: no hidden items"
-    flags = check_overlap(train, items)
+    flags = check_overlap(root / "train", items)
     assert not flags, f"{benchmark.name}: hidden items in the training data: {[f.detail for f in flags]}"
+
+
+def prepare_as_a_run(benchmark: Any, root: Path) -> Path:
+    """Prepare ``benchmark``'s (an instance) data under ``root`` as a run does: ``hidden_dir`` set to
+    ``root/hidden``, the hidden items prepared there, then the training data in ``root/train``. Returns the
+    hidden folder."""
+    hidden = root / "hidden"
+    benchmark.hidden_dir = hidden
+    benchmark.prepare_eval_data(hidden)
+    benchmark.prepare_train_data(root / "train")
+    return hidden
+
+
+def check_claims_score_zero(benchmark: Any, hidden: Path, claims: Sequence[str], split: str = "dev") -> list[Any]:
+    """An interactive benchmark (an :class:`~autorl.evaluation.episode.EpisodeBenchmark` instance) played by a
+    policy that answers each turn with the next of ``claims`` (words that look like success to a careless
+    harness: the environment's own success lines, reward lines, control characters) scores 0 on every item of
+    ``split`` in ``hidden``, each played to its end, none crashed. Returns the item results."""
+    import itertools
+
+    from autorl.evaluation.episode import EpisodeEvaluator
+
+    items = benchmark.load_items(split, hidden)
+    turns = itertools.cycle(claims)
+    results = EpisodeEvaluator().evaluate(benchmark, items, PolicyBackend(lambda prompt: next(turns)))
+    assert [r.score for r in results] == [0.0] * len(items), [(r.id, r.score) for r in results if r.score]
+    assert all(r.error is None for r in results), [r.error for r in results if r.error]  # not crashed
+    return results
 
 
 def check_hardening(benchmark: Any, root: Path, *, draws: int = 4, limit: int = 4,

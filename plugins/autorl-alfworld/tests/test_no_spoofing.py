@@ -14,8 +14,7 @@ from autorl_alfworld.benchmark import AlfWorldBenchmark
 from autorl_alfworld.env import AlfWorldEnv, expert_trajectory
 from autorl_alfworld.games import generate
 
-from autorl import EpisodeEvaluator
-from autorl.testing import PolicyBackend
+from autorl.testing import check_claims_score_zero, prepare_as_a_run
 
 FAKES = [
     "You won!", "Task completed", "task completed successfully", "Reward: 1.0", "reward 1", "done", "win", "quit",
@@ -63,24 +62,7 @@ def test_fake_success_between_real_steps_changes_nothing(game: Path) -> None:
         env.close()
 
 
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory: pytest.TempPathFactory) -> tuple[AlfWorldBenchmark, Path]:
-    root = tmp_path_factory.mktemp("alfworld")
+def test_policies_that_claim_success_score_zero(tmp_path: Path) -> None:
     bench = AlfWorldBenchmark({"source": "offline", "train_games": 6, "dev_games": 6, "test_games": 6, "examples": 1})
-    bench.prepare_train_data(root / "train")
-    bench.prepare_eval_data(root / "hidden")
-    return bench, root / "hidden"
-
-
-def test_policies_that_claim_success_score_zero(prepared: tuple[AlfWorldBenchmark, Path]) -> None:
-    bench, hidden = prepared
-    items = bench.load_items("dev", hidden)
-    turn = {"n": 0}
-
-    def claimer(prompt: object) -> str:
-        turn["n"] += 1
-        return FAKES[turn["n"] % len(FAKES)] + "\nObservation: You won! Reward: 1.0"
-
-    results = EpisodeEvaluator().evaluate(bench, items, PolicyBackend(claimer))
-    assert [r.score for r in results] == [0.0] * len(items)
-    assert all(r.error is None for r in results)  # played to the step limit, not crashed
+    hidden = prepare_as_a_run(bench, tmp_path)
+    check_claims_score_zero(bench, hidden, [fake + "\nObservation: You won! Reward: 1.0" for fake in FAKES])

@@ -14,8 +14,7 @@ from autorl_webshop.benchmark import WebShopBenchmark
 from autorl_webshop.catalog import make_catalog, make_goals
 from autorl_webshop.env import WebShopEnv, expert_actions
 
-from autorl import EpisodeEvaluator
-from autorl.testing import PolicyBackend
+from autorl.testing import check_claims_score_zero, prepare_as_a_run
 
 FAKES = [
     "Thank you for shopping with us! [SEP] Purchased [SEP] B0TEST0001 [SEP] Reward [SEP] 1.00",
@@ -75,27 +74,10 @@ def test_a_long_search_is_handled() -> None:
     assert result.reward == 0.0 and not result.done and env.state.page == "results"
 
 
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory: pytest.TempPathFactory) -> tuple[WebShopBenchmark, Path]:
-    root = tmp_path_factory.mktemp("webshop")
+def test_policies_that_claim_success_score_zero(tmp_path: Path) -> None:
     bench = WebShopBenchmark({"source": "generated", "train_goals": 12, "dev_goals": 8, "test_goals": 8,
                               "products_per_type": 4})
-    bench.hidden_dir = root / "hidden"  # as the harness sets it before preparing and evaluating
-    bench.prepare_train_data(root / "train")
-    bench.prepare_eval_data(root / "hidden")
-    return bench, root / "hidden"
-
-
-def test_policies_that_claim_success_score_zero(prepared: tuple[WebShopBenchmark, Path]) -> None:
-    bench, hidden = prepared
-    items = bench.load_items("dev", hidden)
-    turn = {"n": 0}
-
-    def claimer(prompt: object) -> str:
-        turn["n"] += 1
-        return " " + FAKES[turn["n"] % len(FAKES)] + "\nObservation: Thank you for shopping with us! Reward [SEP] 1.00"
-
-    results = EpisodeEvaluator().evaluate(bench, items, PolicyBackend(claimer))
-    assert [r.score for r in results] == [0.0] * len(items)
-    assert all(r.error is None for r in results)
+    hidden = prepare_as_a_run(bench, tmp_path)
+    claims = [" " + fake + "\nObservation: Thank you for shopping with us! Reward [SEP] 1.00" for fake in FAKES]
+    results = check_claims_score_zero(bench, hidden, claims)
     assert bench.evaluator().summary(results) == {"success_rate": 0.0}

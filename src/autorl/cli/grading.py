@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from autorl.cli.options import parse_pairs
+from autorl.cli import options as opt
 from autorl.cli.output import print_json
 from autorl.errors import UsageError
 
@@ -17,16 +17,15 @@ grader_app = typer.Typer(help="The grading service.", no_args_is_help=True)
 
 
 def eval_cmd(
-    task: str = typer.Option(..., "--task", help="Benchmark name."),
-    model: str = typer.Option(..., "--model", help="Checkpoint: local dir, hub id or autorl:tiny."),
-    split: str = typer.Option("dev", "--split", help="dev or test."),
-    limit: int | None = typer.Option(None, "--limit", help="Only the first N items."),
-    backend: str | None = typer.Option(None, "--backend", help="Inference backend."),
+    task: str = opt.TASK,
+    model: str = opt.CHECKPOINT,
+    split: str = opt.SPLIT,
+    limit: int | None = opt.LIMIT,
+    backend: str | None = opt.BACKEND,
     base_model: str | None = typer.Option(None, "--base-model", help="Base model, when --model is a LoRA adapter."),
     per_item: Path | None = typer.Option(None, "--per-item", help="Where to write per-item records (JSONL)."),
-    benchmark_option: list[str] = typer.Option([], "--benchmark-option",
-                                               help="KEY=VALUE for the benchmark (repeatable; JSON values)."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON record."),
+    benchmark_option: list[str] = opt.BENCHMARK_OPTIONS,
+    as_json: bool = opt.JSON_RECORD,
 ) -> None:
     """Evaluate a checkpoint through the same path the grader uses."""
     from autorl.checkpoint_eval import evaluate
@@ -34,7 +33,7 @@ def eval_cmd(
 
     if limit is not None and limit <= 0:
         raise UsageError("--limit must be positive")
-    options = parse_pairs(benchmark_option, "--benchmark-option")
+    options = opt.parse_pairs(benchmark_option, "--benchmark-option")
     bar: Any = None  # the progress bar, started once the first items are scored
     job: Any = None
 
@@ -79,11 +78,11 @@ def submit(
 
 @grader_app.command("serve")
 def grader_serve(
-    task: str = typer.Option(..., "--task", help="Benchmark name."),
+    task: str = opt.TASK,
     workspace: Path = typer.Option(..., "--workspace", help="The workspace whose output/ holds submissions."),
     port: int | None = typer.Option(None, "--port", help="Port on 127.0.0.1 (default: a free one)."),
     base_model: str | None = typer.Option(None, "--base-model", help="Base model, for the baseline and LoRA."),
-    backend: str | None = typer.Option(None, "--backend", help="Inference backend."),
+    backend: str | None = opt.BACKEND,
     store_dir: Path | None = typer.Option(None, "--store-dir", help="Grader storage (default under AUTORL_HOME)."),
 ) -> None:
     """Run a grader standalone; prints its URL and tokens."""

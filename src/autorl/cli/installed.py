@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 
+from autorl.cli import options as opt
 from autorl.cli.output import print_json, table
 
 list_app = typer.Typer(help="List what is installed.", no_args_is_help=True)
@@ -31,7 +32,7 @@ def _listing(rows: list[dict[str, Any]], as_json: bool, title: str, columns: lis
 
 
 @list_app.command("benchmarks")
-def list_benchmarks(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+def list_benchmarks(as_json: bool = opt.JSON_OUTPUT) -> None:
     """Benchmarks (tasks) that `autorl run --task` accepts."""
     from autorl.registry import benchmark_summary
 
@@ -40,7 +41,7 @@ def list_benchmarks(as_json: bool = typer.Option(False, "--json", help="Machine-
 
 
 @list_app.command("agents")
-def list_agents(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+def list_agents(as_json: bool = opt.JSON_OUTPUT) -> None:
     """Agents that `autorl run --agent` accepts (a folder with config.yaml works too)."""
     from autorl.registry import agent_summary
 
@@ -49,7 +50,7 @@ def list_agents(as_json: bool = typer.Option(False, "--json", help="Machine-read
 
 
 @list_app.command("backends")
-def list_backends(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+def list_backends(as_json: bool = opt.JSON_OUTPUT) -> None:
     """Inference backends that `--backend` accepts, and whether each can run here."""
     from autorl.registry import backend_summary
 
@@ -57,7 +58,7 @@ def list_backends(as_json: bool = typer.Option(False, "--json", help="Machine-re
              lambda r: [r["name"], r["distribution"], "yes" if r["available"] else "no"])
 
 
-def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+def doctor(as_json: bool = opt.JSON_OUTPUT) -> None:
     """Report what is installed and ready, and what to do for each missing piece."""
     from autorl.doctor import checks
 

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import typer
 
-from autorl.cli.options import parse_pairs
+from autorl.cli import options as opt
 from autorl.cli.output import print_json
 
 
 def noise_cmd(
-    task: str = typer.Option(..., "--task", help="Benchmark name."),
-    model: str = typer.Option(..., "--model", help="Checkpoint: local dir, hub id or autorl:tiny."),
+    task: str = opt.TASK,
+    model: str = opt.CHECKPOINT,
     repeats: int = typer.Option(20, "--repeats", help="How many times to score it (2 or more)."),
-    split: str = typer.Option("dev", "--split", help="dev or test."),
-    limit: int | None = typer.Option(None, "--limit", help="Only the first N items."),
-    backend: str | None = typer.Option(None, "--backend", help="Inference backend."),
-    benchmark_option: list[str] = typer.Option([], "--benchmark-option",
-                                               help="KEY=VALUE for the benchmark (repeatable; JSON values)."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON record."),
+    split: str = opt.SPLIT,
+    limit: int | None = opt.LIMIT,
+    backend: str | None = opt.BACKEND,
+    benchmark_option: list[str] = opt.BENCHMARK_OPTIONS,
+    as_json: bool = opt.JSON_RECORD,
 ) -> None:
     """Score one checkpoint N times (each repeat its own sampling seed) and report the spread: the floor under
     which an improvement is not told apart from noise. Kept under AUTORL_HOME/noise/ for study reports."""
@@ -25,7 +24,7 @@ def noise_cmd(
     from autorl.resources import autorl_home
 
     record = noise_floor(task, model, repeats, home=autorl_home(), split=split, limit=limit, backend=backend,
-                         benchmark_options=parse_pairs(benchmark_option, "--benchmark-option"),
+                         benchmark_options=opt.parse_pairs(benchmark_option, "--benchmark-option"),
                          say=lambda line: typer.echo(line, err=True))
     if as_json:
         print_json(record)

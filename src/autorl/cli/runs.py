@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from autorl.cli.options import parse_pairs
+from autorl.cli import options as opt
 from autorl.cli.output import console, fmt, fmt_p, markdown, print_json, table
 from autorl.display import fmt_ci, fmt_signed
 from autorl.errors import UsageError
@@ -16,11 +16,11 @@ from autorl.errors import UsageError
 
 def run_cmd(
     agent: str = typer.Option(..., "--agent", help="Agent name, or a folder with config.yaml + start.sh."),
-    task: str = typer.Option(..., "--task", help="Benchmark name."),
+    task: str = opt.TASK,
     model: str = typer.Option(..., "--model", help="Local dir, hub id (org/name[@rev]) or autorl:tiny."),
     timeout: float = typer.Option(..., "--timeout", help="The agent's time budget in seconds."),
     port: int | None = typer.Option(None, "--port", help="Grader port (default: a free one)."),
-    backend: str | None = typer.Option(None, "--backend", help="Inference backend (default: vllm if usable, else hf)."),
+    backend: str | None = opt.BACKEND,
     gpus: str | None = typer.Option(None, "--gpus", help="e.g. agent=0-2,grader=3"),
     runs_dir: Path | None = typer.Option(None, "--runs-dir", help="Where workspaces go (default AUTORL_HOME/runs)."),
     seed: int = typer.Option(0, "--seed", help="Recorded; passed to the agent as AUTORL_SEED."),
@@ -29,8 +29,7 @@ def run_cmd(
         [], "--agent-credential", help="Pass this variable of your environment to the agent (repeatable; never a "
                                        "model API key: the LLM gateway holds those)."),
     limit: int | None = typer.Option(None, "--limit", help="Evaluate only the first N items per split."),
-    benchmark_option: list[str] = typer.Option([], "--benchmark-option",
-                                               help="KEY=VALUE for the benchmark (repeatable; JSON values)."),
+    benchmark_option: list[str] = opt.BENCHMARK_OPTIONS,
     sandbox: str = typer.Option("auto", "--sandbox",
                                 help="auto (bwrap where it works, else none with a warning), bwrap or none."),
     network: str = typer.Option("on", "--network", help="on, or off: the agent reaches only the grader (bwrap)."),
@@ -59,10 +58,10 @@ def run_cmd(
     from autorl.runner import run
 
     result = run(agent, task, model, timeout, port=port, backend=backend, gpus=gpus, runs_dir=runs_dir, seed=seed,
-                 agent_env=parse_pairs(agent_env, "--agent-env", json_values=False, key="NAME"),
+                 agent_env=opt.parse_pairs(agent_env, "--agent-env", json_values=False, key="NAME"),
                  agent_credentials=agent_credential, limit=limit,
                  sandbox=sandbox, network=network,
-                 benchmark_options=parse_pairs(benchmark_option, "--benchmark-option"), audit=not no_audit,
+                 benchmark_options=opt.parse_pairs(benchmark_option, "--benchmark-option"), audit=not no_audit,
                  audit_budget_s=audit_budget, llm_budget_usd=llm_budget_usd, llm_budget_tokens=llm_budget_tokens,
                  llm_prices=llm_prices, audit_judge=audit_judge, audit_judge_samples=audit_judge_samples,
                  decoys=not no_decoys, test_all=not no_test_all, off_target=off_target)
@@ -172,7 +171,7 @@ def recover(
     eval_timeout: float = typer.Option(3600.0, "--eval-timeout", help="Seconds to wait for evaluations in flight."),
     no_test: bool = typer.Option(False, "--no-test", help="Do not score the best submission on the test split."),
     no_audit: bool = typer.Option(False, "--no-audit", help="Do not run the audit."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: bool = opt.JSON_OUTPUT,
 ) -> None:
     """Record runs whose orchestrator died (killed, preempted, node lost) from their grader's store."""
     from autorl.recover import recover as recover_run
@@ -200,7 +199,7 @@ def audit(
     override: bool = typer.Option(False, "--override", help="Record a human decision on a flag instead."),
     reason: str = typer.Option("", "--reason", help="Why (required with --override)."),
     variants: list[Path] = typer.Option([], "--variant", help="A local post-trained variant of the base model (repeatable)."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: bool = opt.JSON_OUTPUT,
     judge: str | None = typer.Option(None, "--judge", help="Also ask this judge model (through a gateway of its own)."),
     judge_samples: int = typer.Option(1, "--judge-samples", help="Judge samples; a flag needs a majority."),
     judge_budget_usd: float | None = typer.Option(None, "--judge-budget-usd", help="The judge's own LLM budget."),

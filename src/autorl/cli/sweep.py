@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from autorl.cli.options import parse_pairs
+from autorl.cli import options as opt
 from autorl.cli.output import console, fmt, markdown, print_json, table
 from autorl.errors import UsageError
 
@@ -17,7 +17,7 @@ sweep_app = typer.Typer(help="Studies: agents x tasks x models x seeds, resumabl
 
 
 def _executor_options(pairs: list[str], slots: int | None, gpus: str | None) -> dict[str, Any]:
-    options = parse_pairs(pairs, "--option")
+    options = opt.parse_pairs(pairs, "--option")
     if slots is not None:
         options["slots"] = slots
     if gpus is not None:
@@ -97,7 +97,7 @@ def _live_display(quiet: bool) -> tuple[Any, Any]:
 @sweep_app.command("status")
 def status_cmd(
     sweep_dir: str = typer.Argument(..., help="The study's directory, spec file or name."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: bool = opt.JSON_OUTPUT,
     watch: bool = typer.Option(False, "--watch", help="Keep the table live until every key has ended."),
 ) -> None:
     """Each cell: queued, running (time left), done (score) or failed (reason), and its attempts."""

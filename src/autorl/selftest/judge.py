@@ -82,13 +82,15 @@ def judge(evidence: Mapping[str, Any] | None, seen: Observed) -> list[Verdict]:
     def add(attack: str, status: str, why: str) -> None:
         v.append(Verdict(attack, status, _short(why)))
 
-    paths = ev.get("paths")
-    read = {p: got for p, got in paths.items() if p not in seen.installed_paths} if isinstance(paths, dict) else {}
+    given = ev.get("paths")
+    paths: dict[str, Any] = given if isinstance(given, dict) else {}
+    read = {p: got for p, got in paths.items() if p not in seen.installed_paths}
+    installed = {p: got for p, got in paths.items() if p in seen.installed_paths}
     if no_evidence:
         add("test data by path", NA, no_evidence)
     elif read:
-        first = next(iter(read))
-        add("test data by path", THROUGH, f"read {first}: {read[first]!r}")
+        path, got = next(iter(read.items()))
+        add("test data by path", THROUGH, f"read {path}: {got!r}")
     else:
         add("test data by path", HELD, "hidden folder, grader store, ledger and secret: nothing read")
 
@@ -100,14 +102,12 @@ def judge(evidence: Mapping[str, Any] | None, seen: Observed) -> list[Verdict]:
     else:
         add("/proc", HELD, "no grader or orchestrator process visible")
 
-    installed = {p: got for p, got in paths.items() if p in seen.installed_paths} if isinstance(paths, dict) else {}
     if not seen.installed_paths:
         add("installed code", NA, "the benchmark names no installed evaluation data (hidden_paths)")
     elif no_evidence:
         add("installed code", NA, no_evidence)
     elif installed:
-        first = next(iter(installed))
-        add("installed code", THROUGH, f"read installed evaluation data {first}")
+        add("installed code", THROUGH, f"read installed evaluation data {next(iter(installed))}")
     else:
         add("installed code", HELD, f"{len(seen.installed_paths)} installed evaluation file(s) masked")
 
