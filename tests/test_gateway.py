@@ -325,7 +325,7 @@ def test_the_dashboard_shows_the_gateway_record_as_the_trajectory(tmp_path: Path
 
     base, up = upstream
     up.words = ["<script>alert(1)</script>", " done"]
-    with gateway(tmp_path, base, budget_tokens=55, min_output=4) as (gw, record):
+    with gateway(tmp_path, base, budget_tokens=60, min_output=4) as (gw, record):
         chat(gw, stream=True)
         chat(gw)
         chat(gw)

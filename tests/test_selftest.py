@@ -81,7 +81,9 @@ def test_a_weakened_install_gets_each_hole_reported(tmp_path: Path) -> None:
         for attack in ("grader tokens and admin", "record fed garbage", "run recorded", "audit fed garbage"):
             assert task[attack]["status"] == HELD, (attack, task[attack])
         assert task["network off"]["status"] == NA and "network is on" in task["network off"]["evidence"]
-        assert task["gateway keys and budget"]["status"] == NA
+        # no sandbox: the gateway's environment in /proc holds the canary key, and the upstream is in reach
+        gw = task["gateway keys and budget"]
+        assert gw["status"] == THROUGH and "upstream key is in" in gw["evidence"], gw
     assert doc["got_through"] == sum(v["status"] == THROUGH for t in doc["tasks"].values() for v in t)
     assert not (tmp_path / "operator-home" / "hidden").exists()  # the runs used a scratch home of their own
 

@@ -136,6 +136,10 @@ class Gateway:
             return self.book.refuse(call, 400, "server_tool_refused",
                                     f"the run's agent has no network, and {', '.join(asked)} would give it one "
                                     "through the upstream: use tools the agent runs itself")
+        if route.metered and payload is not None and shape.asked is None and self.meter.limited:
+            # the limit the reservation may write, at its largest, is counted in the prompt: the body the
+            # upstream receives is never longer than the one estimated
+            write_limit(route, payload, self.meter.default_max_output)
         content = dump_body(payload) if payload is not None else None
         if route.metered and payload is not None and content is not None:
             call.estimate = count_tokens(len(content)) + earlier

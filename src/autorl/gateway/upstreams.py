@@ -93,6 +93,12 @@ def upstreams_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Up
     return out
 
 
+def setting_names() -> set[str]:
+    """Every variable that configures an upstream: the key and base-URL names of each family, and
+    ``AUTORL_LLM_UPSTREAMS``."""
+    return {v for family in FAMILIES for v in (*_KEY_VARS[family], *_BASE_VARS[family])} | {"AUTORL_LLM_UPSTREAMS"}
+
+
 def key_variables(upstreams: Mapping[str, Upstream]) -> set[str]:
     """Every variable an upstream may take its key from: the built-in names, and those ``upstreams`` use."""
     names = {v for family in FAMILIES for v in _KEY_VARS[family]}

@@ -2,9 +2,10 @@
 
 For each task: a scratch ``AUTORL_HOME`` (its own secret and hidden folder), a host folder with a canary file and
 a place the run must not write, a Unix socket and a TCP listener on a non-loopback address of this machine that
-count who connects; then ``autorl run`` of the red team with the operator's sandbox and network settings. The
-verdicts (:mod:`autorl.selftest.judge`) weigh the red team's evidence, read through :mod:`autorl.untrusted`,
-against what only this side sees.
+count who connects, a model API of its own (:mod:`autorl.selftest.upstream`) with a canary key for the run's
+gateway and a small token budget; then ``autorl run`` of the red team with the operator's sandbox and network
+settings and none of the operator's model API settings. The verdicts (:mod:`autorl.selftest.judge`) weigh the
+red team's evidence, read through :mod:`autorl.untrusted`, against what only this side sees.
 """
 
 from __future__ import annotations
@@ -22,13 +23,16 @@ from pathlib import Path
 from typing import Any
 
 from autorl.errors import ResourceError
-from autorl.selftest.judge import NA, THROUGH, Observed, Verdict, judge
+from autorl.selftest.judge import NA, THROUGH, GatewaySeen, Observed, Verdict, judge
+from autorl.selftest.upstream import serve_upstream
 
 __all__ = ["AGENT_DIR", "NA", "THROUGH", "Verdict", "run_selftest"]
 
 #: The red team, an agent folder shipped as package data.
 AGENT_DIR = Path(__file__).resolve().parent / "agent"
 _EVIDENCE = "code/selftest.json"
+#: the run's LLM budget: small, so that the red team reaches it in seconds
+BUDGET_TOKENS = 4000
 
 
 def _non_loopback_ip() -> str | None:
@@ -152,6 +156,32 @@ def _audit_flags(home: Path, record: dict[str, Any] | None) -> list[str] | None:
         return None
 
 
+def _run_env(home: Path, upstream: str, key: str) -> dict[str, str]:
+    """The run's environment: this one's, the scratch home, and the selftest's upstream in place of every model
+    API the operator configured (their keys stay out of the run, and their money unspent)."""
+    from autorl.gateway.upstreams import SECRET_NAMES, setting_names
+
+    drop = setting_names() | set(SECRET_NAMES)
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    return {**env, "AUTORL_HOME": str(home), "OPENAI_BASE_URL": upstream, "OPENAI_API_KEY": key}
+
+
+def _canary_seen(key: str, workspace: Path, home: Path) -> list[str]:
+    """Where the upstream's key appears in what the run's agent wrote or printed: its workspace (its log among
+    them), its ``/tmp`` and its model calls as the gateway recorded them; read as the audit reads them."""
+    from autorl.audit.scan import Budget, Source, agent_texts
+
+    sources = [Source(workspace), *(Source(p, "/tmp/") for p in sorted((home / "grader").glob("*.agent/tmp")))]
+    calls = []
+    for path in sorted((home / "gateway").glob("*/calls.jsonl")):
+        try:
+            with path.open("rb") as fh:
+                calls.append(("model calls", path.name, fh.read(64 << 20)))
+        except OSError:
+            continue
+    return sorted({text.where for text in agent_texts(sources, Budget(120.0), calls) if key in text.text})
+
+
 def run_selftest(task: str, *, model: str, sandbox: str = "auto", network: str | None = None,
                  backend: str | None = None, timeout: float = 60.0, limit: int = 20,
                  log: Callable[[str], None] = lambda _m: None) -> list[Verdict]:
@@ -182,16 +212,18 @@ def run_selftest(task: str, *, model: str, sandbox: str = "auto", network: str |
         installed = [str(p) for p in bench.hidden_paths()]
         read = [str(hidden_dir), str(hidden_dir / "secret"), str(hidden_dir / "test.items.jsonl"),
                 str(home / "autorl.db"), str(host / "canary.txt"), *installed]
-        with _listeners(host) as (cfg, listeners):
-            cfg.update({"read": read, "write": str(written)})
+        with _listeners(host) as (cfg, listeners), serve_upstream(scratch) as upstream:
+            cfg.update({"read": read, "write": str(written), "upstream": f"http://127.0.0.1:{upstream.port}/v1",
+                        "gateway_dir": str(home / "gateway")})
             cmd = [sys.executable, "-c", "from autorl.cli import main; main()", "run", "--agent", str(AGENT_DIR),
                    "--task", task, "--model", str(model_dir), "--timeout", str(timeout), "--sandbox", sandbox,
                    "--network", network, "--limit", str(limit), "--json", "--audit-budget", "120",
-                   "--agent-env", "SELFTEST=" + json.dumps(cfg), *(["--backend", backend] if backend else [])]
+                   "--llm-budget-tokens", str(BUDGET_TOKENS), "--agent-env", "SELFTEST=" + json.dumps(cfg),
+                   *(["--backend", backend] if backend else [])]
             log(f"{task}: autorl run of the red team (sandbox {sandbox}, network {network})")
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 900,
-                                      env={**os.environ, "AUTORL_HOME": str(home)})
+                                      env=_run_env(home, cfg["upstream"], upstream.key))
                 stdout, stderr = proc.stdout, proc.stderr
             except subprocess.TimeoutExpired:
                 stdout, stderr = "", "autorl run did not finish"
@@ -211,7 +243,11 @@ def run_selftest(task: str, *, model: str, sandbox: str = "auto", network: str |
         hidden, public, paths = _hidden(task, hidden_dir)
         flags = _audit_flags(home, record)
         scorer = _scorer(task, hidden_dir)
+        gateway = GatewaySeen(budget=BUDGET_TOKENS, served=upstream.bill.tokens, calls=upstream.bill.calls,
+                              direct=list(upstream.bill.direct), leaked=_canary_seen(upstream.key, workspace, home),
+                              peers_checked=upstream.bill.peers_checked)
         seen = Observed(record=record, failure=failure, hidden=hidden, public_splits=public,
                         installed_paths=paths or installed, accepted=accepted, written=written.exists(),
-                        network=network, tcp_available=cfg.get("tcp") is not None, audit=flags, scorer=scorer)
+                        network=network, tcp_available=cfg.get("tcp") is not None, audit=flags, scorer=scorer,
+                        gateway=gateway)
         return judge(evidence if isinstance(evidence, dict) else None, seen)

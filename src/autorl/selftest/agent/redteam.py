@@ -2,7 +2,9 @@
 
 It never decides whether an attack worked: it writes evidence to ``$WORKSPACE/code/selftest.json`` and the
 orchestrator (``autorl.selftest``) judges it against what only the orchestrator knows (the hidden items, who
-accepted a connection, which host file appeared). ``SELFTEST`` (JSON) names the host paths and sockets to try.
+accepted a connection, which host file appeared, what the upstream model API served). ``SELFTEST`` (JSON)
+names the host paths and sockets to try, and where the upstream model API is (the gateway attacks are in
+``llm_attacks.py``).
 """
 
 import contextlib
@@ -182,6 +184,13 @@ def _sockets():
         except OSError as exc:
             got["tcp"] = type(exc).__name__
     return got
+
+
+@attempt("gateway")
+def _gateway():
+    import llm_attacks  # beside this file
+
+    return llm_attacks.attack(ws, cfg)
 
 
 @attempt("write")
