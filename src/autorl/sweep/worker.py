@@ -1,12 +1,15 @@
 """One attempt on a compute node: ``autorl run`` as its own process, its files copied into the sweep directory.
 
 The run's ``AUTORL_HOME`` is a scratch home on the node's local disk (``AUTORL_SWEEP_SCRATCH``, else the
-temporary directory): its ledger, grader stores, LLM gateway records and workspace live there, so no SQLite
-file is opened on a network filesystem and no workspace sits inside the study folder or the shared home, which
-the run's sandbox masks. The shared home's ``models/`` and ``datasets/`` are linked into it (a
-model is downloaded or built once) and the task's hidden folder is copied from it (the same items, drawn with
-the same secret, on every node). At the end the result, read from the scratch ledger (never from a file the
-agent can write), and the grader's store are copied into the attempt's folder.
+temporary directory): its ledger, grader stores and LLM gateway records live there, so no SQLite file is opened
+on a network filesystem. The run's workspace, which its record names, is kept with the study's records, in the
+attempt's folder (``<sweep>/keys/<run_key>/a<N>/runs/``, under ``AUTORL_HOME/sweeps`` or where the spec says).
+The run's sandbox masks the shared home, the study folder and the whole scratch root and binds the workspace
+back alone, so the agent sees its own workspace and nothing else of either. The shared home's ``models/`` and
+``datasets/`` are linked into the scratch home (a model is downloaded or built once) and the task's hidden folder
+is copied from it (the same items, drawn with the same secret, on every node). At the end the result, read from
+the scratch ledger (never from a file the agent can write), and the grader's store are copied into the attempt's
+folder.
 
 An attempt ends in one of two ways: a *result* (``autorl run`` recorded the run, whatever the agent did) or an
 *infrastructure failure* (``autorl run`` did not finish: killed, preempted, out of disk, a crash), which the
@@ -34,8 +37,8 @@ from autorl.sweep.store import INFRA, RESULT, read_json, write_json
 #: the program that runs one cell (tests and benchmarks put a fake run here; see docs/sweep.md)
 RUN_PROGRAM_ENV = "AUTORL_SWEEP_RUN_PROGRAM"
 SCRATCH_ENV = "AUTORL_SWEEP_SCRATCH"
-#: MiB of the scratch disk held back while a run goes, freed once it ends so that its record can be written
-#: even when its agent filled the disk
+#: MiB held back on the scratch disk and on the study's disk while a run goes, freed once it ends so that its
+#: record can be written even when its agent filled either
 RESERVE_ENV = "AUTORL_SWEEP_RESERVE_MB"
 DEFAULT_RESERVE_MB = 64
 #: seconds a run gets to clean up after SIGINT before it is killed
@@ -76,17 +79,17 @@ def _link_shared(home: Path, shared: Path, task: str) -> None:
                 os.chmod(target, 0o700)
 
 
-def _reserve(home: Path, name: str) -> Path | None:
-    """A file of ``AUTORL_SWEEP_RESERVE_MB`` MiB (default 64) on the scratch disk, its blocks allocated; an
-    ``OSError`` (no room for it) fails the attempt before its run starts."""
+def _reserve(path: Path) -> None:
+    """A file of ``AUTORL_SWEEP_RESERVE_MB`` MiB (default 64) at ``path``, its blocks allocated; an ``OSError``
+    (no room for it) fails the attempt before its run starts."""
     raw = os.environ.get(RESERVE_ENV, str(DEFAULT_RESERVE_MB))
     try:
         size = int(float(raw) * 2**20)
     except ValueError:
         raise OSError(f"{RESERVE_ENV} must be a number of MiB, not {raw!r}") from None
     if size <= 0:
-        return None
-    path = home.parent / f".reserve-{name}"
+        return
+    _RESERVES.append(path)
     with path.open("wb") as f:
         try:
             os.posix_fallocate(f.fileno(), 0, size)
@@ -98,7 +101,6 @@ def _reserve(home: Path, name: str) -> Path | None:
                 f.write(block[: size - start])
             f.flush()
             os.fsync(f.fileno())
-    return path
 
 
 def _recover(payload: dict[str, Any], home: Path, runs_dir: Path, env: dict[str, str], log: Path) -> None:
@@ -144,13 +146,20 @@ def _tail(path: Path, lines: int = 1) -> str:
 
 
 def _copy_store(result: dict[str, Any], attempt_dir: Path) -> None:
+    """The grader's store and the watch's record, copied into the attempt's folder; a copy that fails (the study's
+    disk full) leaves the node's path in the record and says why: the result is recorded all the same."""
     meta = result.setdefault("meta", {})
     for key, name in (("store_dir", "grader"), ("watch_dir", "watch")):
         src = meta.get(key)
         if src and Path(src).is_dir():
             dst = attempt_dir / name
             shutil.rmtree(dst, ignore_errors=True)
-            shutil.copytree(src, dst, symlinks=True)
+            try:
+                shutil.copytree(src, dst, symlinks=True)
+            except (OSError, shutil.Error) as exc:
+                shutil.rmtree(dst, ignore_errors=True)
+                meta[f"{key}_not_copied"] = f"{type(exc).__name__}: {exc}"[:300]
+                continue
             meta[f"node_{key}"], meta[key] = src, str(dst)
 
 
@@ -196,30 +205,31 @@ def run_attempt(attempt_dir: str | Path) -> dict[str, Any]:
     try:
         home = scratch_home(payload)
         _link_shared(home, Path(payload["home"]), payload["options"]["task"])
-        runs_dir = home / "runs" / run_id(payload)
+        # the workspace stays with the study's record of the attempt; the sandbox binds it back alone
+        runs_dir = attempt_dir / "runs"
         # nothing of the engine reaches the run: no RAY_ADDRESS, no session directory named
         env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k != "AUTORL_FILE_PATH"}
         env["AUTORL_HOME"] = str(home)
-        # the run's agent must not see the shared home (every task's hidden items and secret, the ledger) nor the
-        # study folder (other runs' results and grader stores): the run's sandbox masks both
-        # nor any study's scratch home under this scratch root (other studies' hidden items, secrets, ledgers
-        # and grader stores), whatever disk it is on
+        # the run's agent must not see the shared home (every task's hidden items and secret, the ledger), the
+        # study folder (other runs' workspaces, results and grader stores) nor any study's scratch home under this
+        # scratch root (other studies' hidden items, secrets, ledgers and grader stores), whatever disk it is on:
+        # the run's sandbox masks them all and binds back only the run's own workspace, model and data
         hide = [str(Path(payload["home"])), str(Path(payload["sweep_dir"])), str(home.parent.parent),
                 os.environ.get("AUTORL_SANDBOX_HIDE", "")]
         env["AUTORL_SANDBOX_HIDE"] = os.pathsep.join(p for p in hide if p)
         if payload.get("gpus") is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in payload["gpus"])
         log = attempt_dir / "run.log"
-        reserve = _reserve(home, run_id(payload))
         try:
+            _reserve(home.parent / f".reserve-{run_id(payload)}")
+            _reserve(attempt_dir / ".reserve")
             with log.open("ab") as err:
                 proc = subprocess.Popen(_command(payload, runs_dir), stdout=subprocess.PIPE, stderr=err, env=env,
                                         stdin=subprocess.DEVNULL)
                 _CHILD[0] = proc
                 out, _ = proc.communicate()
         finally:
-            if reserve is not None:
-                reserve.unlink(missing_ok=True)
+            _release()
         code = proc.returncode
         recorded = None if code == 0 else _recorded(home, runs_dir)
         if code != 0 and recorded is None:
@@ -252,6 +262,14 @@ def run_attempt(attempt_dir: str | Path) -> dict[str, Any]:
 
 
 _CHILD: list[subprocess.Popen[bytes] | None] = [None]
+#: the reserve files made by this worker, removed when it is stopped
+_RESERVES: list[Path] = []
+
+
+def _release() -> None:
+    while _RESERVES:
+        with contextlib.suppress(OSError):
+            _RESERVES.pop().unlink(missing_ok=True)
 
 
 def _on_signal(signum: int, frame: Any) -> None:
@@ -263,6 +281,7 @@ def _on_signal(signum: int, frame: Any) -> None:
             child.wait(STOP_GRACE_S)
         except subprocess.TimeoutExpired:
             child.kill()
+    _release()
     attempt_dir = Path(sys.argv[1])
     if not (attempt_dir / "outcome.json").exists():
         write_json(attempt_dir / "outcome.json", {"kind": INFRA, "finished": time.time(),
