@@ -167,10 +167,11 @@ exit 0
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Any:
-    """A 1.1 GiB filesystem of its own (a tmpfs; mounting needs root): the grader keeps 1 GiB of its disk free."""
+    """A 1.25 GiB filesystem of its own (a tmpfs; mounting needs root): the grader keeps 1 GiB of its disk free
+    and the attempt's two reserves hold 128 MiB. Everything the filling agent can reach to write goes there, so a skip never leaves the real disk filled."""
     disk = tmp_path / "small-disk"
     disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1100m", "tmpfs", str(disk)], capture_output=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1250m", "tmpfs", str(disk)], capture_output=True)
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()[:200]}")
     try:
@@ -180,7 +181,7 @@ def small_disk(tmp_path: Path) -> Any:
 
 
 @pytest.mark.e2e
-def test_an_agent_that_fills_the_scratch_disk_still_gets_its_run_recorded_once(
+def test_an_agent_that_fills_the_study_disk_still_gets_its_run_recorded_once(
         tmp_path: Path, shared_home: Path, tiny_model: Path, small_disk: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from autorl.sweep import sweep
 
@@ -195,12 +196,14 @@ def test_an_agent_that_fills_the_scratch_disk_still_gets_its_run_recorded_once(
     (agent / "start.sh").write_text(FILLER)
     spec = {"name": "full", "agent": [str(agent)], "task": "arith", "model": "autorl:tiny", "seed": [0],
             "timeout": 60, "limit": 8, "audit": False}
-    report = sweep(spec)
-    (attempt,) = (home / "sweeps" / "full" / "keys").glob("*/a*")
+    # the workspace is kept in the study's folder: the study and the scratch homes share the small disk, which the
+    # agent fills (never the real one)
+    report = sweep(spec, sweep_dir=small_disk / "study")
+    (attempt,) = (small_disk / "study" / "keys").glob("*/a*")
     outcome = json.loads((attempt / "outcome.json").read_text())
     assert attempt.name == "a1" and outcome["kind"] == "result", (outcome, (attempt / "run.log").read_text()[-2000:])
     result = json.loads((attempt / "result.json").read_text())
     assert result["row"]["submissions"] >= 1 and result["row"]["test_score"] is not None
     (cell,) = report["cells"]
     assert cell["runs"] == 1 and not report["missing"]
-    assert not list(small_disk.rglob(".reserve-*"))  # the reserve was given back
+    assert not list(small_disk.rglob(".reserve*"))  # both reserves were given back
