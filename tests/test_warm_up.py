@@ -4,7 +4,6 @@ fails or never ends costs the run nothing but itself, and a submission racing it
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
