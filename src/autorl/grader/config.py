@@ -40,6 +40,10 @@ class GraderConfig:
     agent_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     admin_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     eval_timeout: float = 3600.0
+    #: load the base model's engine when the grader starts, so that the first submission finds it warm
+    warm_up: bool = True
+    #: seconds a warm-up may take (at most ``eval_timeout``) before its worker is replaced
+    warmup_timeout: float = 900.0
     max_submissions: int = 200
     max_queue: int = 16
     max_bytes: int = 64 * 2**30

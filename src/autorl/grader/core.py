@@ -182,9 +182,16 @@ class Grader:
                     self.store.update(sub["id"], comparison=comp)
 
     def _loop(self, slot: int) -> None:
+        # each slot warms its engine up before it takes a submission (slot 0 after the baseline, which the agent
+        # waits for): a submission sent meanwhile waits in the queue and then finds the engine loaded
+        warm = self.config.warm_up and self.config.base_model is not None and not self.closed
         while not self._stop.is_set():
             if slot == 0 and self._needs_baseline():
                 self._run_baseline(slot)
+                continue
+            if warm:
+                warm = False
+                self._slots[slot].warm_up()
                 continue
             sub = self.store.claim_next()
             if sub is None:

@@ -11,6 +11,11 @@ that does not load, say) fails at once, and that worker is replaced too: its eng
 A backend that starts one engine per process (vllm with its engine core in-process) has the worker ask for a
 fresh process instead of a second engine (the job then runs on a fresh worker, not counted as a failure), or
 end after its answer when it frees its engine between jobs. The worker's end is :mod:`autorl.grader.worker`.
+
+A slot warms up when the grader starts (:meth:`EvalSlot.warm_up`): its worker loads the run's base model and
+lets the engine idle, so that the first submission finds it warm whether the baseline was scored now or read
+from the cache. A warm-up that fails or outlasts its timeout costs nothing but itself: its worker is replaced,
+the first submission loads the engine as it would have without one, and its record and the slot's log say why.
 """
 
 from __future__ import annotations
@@ -173,6 +178,8 @@ class EvalSlot:
         self._closed = False
         #: why the worker this slot had was found dead between jobs (recorded with the next job)
         self._replaced_after: str | None = None
+        #: what the warm-up did or why it failed (recorded with the next job)
+        self._warmed: dict[str, Any] | None = None
 
     @property
     def worker_pid(self) -> int | None:
@@ -211,9 +218,45 @@ class EvalSlot:
                     **({"retried_after": lost} if lost else {}),
                     **({"fresh_process": True} if restarted else {}),
                     **({"replaced_after": self._replaced_after} if self._replaced_after else {}),
+                    **({"warm_up": self._warmed} if self._warmed else {}),
                 }
-                self._replaced_after = None
+                self._replaced_after = self._warmed = None
                 return record
+
+    def warm_up(self) -> dict[str, Any]:
+        """Start this slot's worker and load the run's base model into its engine (asleep where the backend sleeps
+        between evaluations), ahead of the first submission, which waits on the slot's lock meanwhile. Never
+        raises: a failure (within ``warmup_timeout``) replaces the worker and is returned, logged and recorded
+        with the next evaluation, which then loads the engine itself."""
+        started = time.time()
+        with self._lock:
+            if self._closed:
+                return {"error": "the grader is stopping"}
+            job = {"warm_up": True, **build_job(self.config, self.store_dir, None, "dev", "warmup",
+                                                self.store_dir / "engines" / f"slot{self.index}")}
+            job["log_path"] = str(self.store_dir / "logs" / f"warmup-slot{self.index}.log")
+            timeout = min(self.config.warmup_timeout, self.config.eval_timeout)
+            try:
+                info = self._run_once(job, timeout, "warm-up")
+            except (_Restart, _WorkerLost, EvalFailed) as exc:
+                self._replace()
+                stopping = "the grader is stopping" if self._closed else None
+                info = {"error": stopping or str(exc) or "the worker asked for a fresh process"}
+            info.update(took_s=round(time.time() - started, 3), finished_at=time.time())
+            self._warmed = info
+        if "error" in info:
+            said = f"warm-up failed ({info['error']}); the first evaluation loads the engine itself"
+        elif "skipped" in info:
+            said = f"warm-up not needed: {info['skipped']}"
+        else:
+            said = f"warm-up: engine {info.get('engine')} in {info.get('load_s')} s, asleep: {info.get('sleep_s') is not None}"
+        self._log(said)
+        return info
+
+    def _log(self, line: str) -> None:
+        log = self.store_dir / "workers" / f"slot{self.index}.log"
+        with contextlib.suppress(OSError), log.open("a") as f:
+            f.write(f"autorl grader: slot {self.index}: {line}\n")
 
     def close(self) -> None:
         """Stop the slot: a job in flight is killed (its caller gets :class:`EvalFailed`)."""
@@ -222,13 +265,11 @@ class EvalSlot:
         if worker is not None:
             worker.stop(grace=0.0 if self._lock.locked() else 10.0)
 
-    def _run_once(self, job: dict[str, Any]) -> dict[str, Any]:
+    def _run_once(self, job: dict[str, Any], timeout: float | None = None, what: str = "evaluation") -> dict[str, Any]:
         if self._worker is not None and (self._retiring or not self._worker.alive()):
             if not self._retiring:  # died while idle (not this job's fault): the record and the log say why
                 self._replaced_after = self._worker.death()
-                log = self.store_dir / "workers" / f"slot{self.index}.log"
-                with contextlib.suppress(OSError), log.open("a") as f:
-                    f.write(f"autorl grader: slot {self.index}: {self._replaced_after} while idle; replaced\n")
+                self._log(f"{self._replaced_after} while idle; replaced")
             self._replace()  # it ended after its last answer, or died while idle
         if self._worker is None:
             logs = self.store_dir / "workers"
@@ -236,12 +277,12 @@ class EvalSlot:
             self._workers_started += 1
         worker = self._worker
         nonce = secrets.token_hex(16)
-        timeout = self.config.eval_timeout
+        timeout = self.config.eval_timeout if timeout is None else timeout
         worker.send(encode_frame({**job, "nonce": nonce}))
         try:
             raw = worker.receive(time.monotonic() + timeout)
         except TimeoutError:
-            raise _WorkerLost(f"evaluation timed out after {timeout:.0f} s") from None
+            raise _WorkerLost(f"{what} timed out after {timeout:.0f} s") from None
         try:
             answer = json.loads(raw)
         except ValueError:

@@ -4,8 +4,10 @@
 jobs arrive as length-prefixed JSON frames on ``IN_FD``; each answer goes back on ``OUT_FD`` carrying the
 job's nonce. A job names a submission's :class:`~autorl.grader.snapshot.Snapshot` (or none: the run's base
 model). The backend stays loaded between jobs (``Backend.acquire``: reused, reloaded in place, or loaded
-afresh) and sleeps between them when its options say so. Each job's output goes to its own log file. After a
-failed job the worker exits (its engine is not trusted again); a crash or a hang is the slot's to handle.
+afresh) and sleeps between them when its options say so. A warm-up job (``"warm_up": true``) loads the base
+model's engine before any submission and lets it idle as between two jobs (:func:`warm_up`). Each job's output
+goes to its own log file. After a failed job the worker exits (its engine is not trusted again); a crash or a
+hang is the slot's to handle.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import os
 import struct
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -122,6 +125,25 @@ def run_job(job: dict[str, Any], backend: Backend | None = None) -> dict[str, An
     return record.to_dict()
 
 
+def warm_up(job: dict[str, Any], backend: Backend) -> dict[str, Any]:
+    """Load the run's base model into ``backend``'s engine before the first submission and let it idle (asleep
+    where its options say so), so that the first evaluation reuses the engine or swaps its weights in rather
+    than starting one. What was done, for the slot's log and the next evaluation's record."""
+    if not backend.keeps_engine():
+        return {"skipped": "the backend keeps no engine between evaluations"}
+    if backend.holds_engine():
+        return {"skipped": "an engine is loaded already"}
+    model_dir, _ = model_dirs({**job, "snapshot": None})
+    started = time.monotonic()
+    backend.model_dir = model_dir
+    engine = backend.acquire(model_dir)
+    loaded = time.monotonic()
+    backend.last_sleep_s = None
+    backend.idle()
+    return {"engine": engine, "load_s": round(loaded - started, 3),
+            "sleep_s": round(backend.last_sleep_s, 3) if backend.last_sleep_s is not None else None}
+
+
 class _Output:
     """Points this process's stdout and stderr (the file descriptors, so that native code's output follows) at
     one job's log, then back at the worker's own log."""
@@ -176,7 +198,7 @@ def serve(in_fd: int, out_fd: int) -> int:
                     backend = get_backend(job["backend"])(job.get("backend_options") or {})
                     backend_key = _backend_key(job)
                     backend.scratch_dir = Path(job["scratch_dir"]) if job.get("scratch_dir") else None
-                record = run_job(job, backend)
+                record = warm_up(job, backend) if job.get("warm_up") else run_job(job, backend)
             except EngineRestart as exc:  # not a failure: the slot runs this job again in a fresh worker
                 write_frame(out_fd, {"nonce": nonce, "ok": False, "restart": True, "error": str(exc)})
                 return 0

@@ -193,6 +193,10 @@ class Backend(ABC):
         of a second :meth:`load`, and a warm worker ends once its engine is freed. Option ``process_per_engine``."""
         return bool(self.options.get("process_per_engine", False))
 
+    def holds_engine(self) -> bool:
+        """Whether an engine is loaded (awake or asleep): the next :meth:`acquire` reuses it or swaps weights in."""
+        return self._loaded is not None
+
     def spent(self) -> bool:
         """Whether this process may start no more engines for this backend (:meth:`engine_per_process`)."""
         return self.engine_per_process() and self._engines_started > 0 and self._loaded is None
