@@ -76,3 +76,32 @@ def test_declared_options_take_their_types_and_values_only() -> None:
             check_options("b", declared, bad)
     with pytest.raises(UsageError, match="chat_template"):
         check_options("b", None, {"chat_template": "maybe"})
+
+
+#: every option each bundled benchmark reads: a declared name is one its code reads (see each plugin's README)
+BUNDLED_OPTIONS = {
+    "gsm8k": {"data_dir", "raw_dir"},
+    "humaneval": {"samples", "temperature", "k", "timeout_s", "isolation"},
+    "alfworld": {"chat", "max_new_tokens", "max_steps", "examples", "source", "official_dev", "train_games",
+                 "dev_games", "test_games"},
+    "webshop": {"chat", "max_new_tokens", "max_steps", "examples", "source", "products_per_type", "train_goals",
+                "dev_goals", "test_goals"},
+    "alpacaeval": {"max_new_tokens", "train_size", "dev_size", "data_dir"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(BUNDLED_OPTIONS))
+def test_every_bundled_benchmark_declares_its_options_and_refuses_others(name: str) -> None:
+    from autorl import get_benchmark
+    from autorl.errors import UnknownNameError, UsageError
+
+    try:
+        cls = get_benchmark(name)
+    except UnknownNameError:
+        pytest.skip(f"{name} is not installed")
+    assert set(cls.declared_options or {"<undeclared>"}) == BUNDLED_OPTIONS[name]
+    with pytest.raises(UsageError, match=f"--benchmark-option max_new_tokenz: {name} has no such option"):
+        cls({"max_new_tokenz": 10})
+    first = sorted(BUNDLED_OPTIONS[name])[0]
+    with pytest.raises(UsageError, match=f"--benchmark-option {first}="):
+        cls({first: [1, 2]})  # no declared kind takes a list

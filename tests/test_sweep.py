@@ -41,6 +41,8 @@ FAKE_RUN = textwrap.dedent('''\
            "improvement": improvement, "improvement_ci95": [improvement - 1, improvement + 1], "p_value": 0.01,
            "submissions": 1, "duration_s": 0.1, "success": True, "workspace": "/nonexistent", "seed": seed,
            "config_hash": "cfg", "end_reason": "agent finished"}
+    for key in filter(None, os.environ.get("FAKE_RUN_DROP", "").split(",")):  # an older version's row, a hostile one
+        row.pop(key)
     with open(log, "a") as f:
         f.write(json.dumps({"pid": os.getpid(), "seed": seed, "agent": agent, "start": start, "end": time.time(),
                             "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "gpus": opt("--gpus"),
@@ -432,3 +434,17 @@ def test_each_submission_is_printed_once_as_it_lands() -> None:
     assert lines[0].startswith("submission 1: dev 42.50 (95% CI 38.10-46.90), improvement +5.00 [1.00, 9.00]; ")
     assert lines[0].endswith(" s left") and 95 <= int(lines[0].split("; ")[1].split()[0]) <= 100
     assert lines[1].startswith("submission 2: no config.json; ")
+
+
+def test_a_result_the_ledger_cannot_hold_is_one_line_and_the_study_goes_on(
+        home: Path, tmp_path: Path, fake_run: Path, model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = tmp_path / "study.toml"
+    spec.write_text(f'name = "old"\nagent = {json.dumps(_agents(tmp_path / "agents", "a"))}\ntask = "arith"\n'
+                    f'model = "{model}"\nseed = [0, 1]\ntimeout = 30\n')
+    proc = cli("sweep", "run", str(spec), "--slots", "1", env={"AUTORL_HOME": str(home), "FAKE_RUN_DROP": "timestamp"})
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    said = [line for line in proc.stderr.splitlines() if "not recorded in the ledger" in line]
+    assert len(said) == 2 and all("its row has no timestamp" in line for line in said), proc.stderr
+    report = json.loads(cli("sweep", "report", str(spec), "--format", "json", env={"AUTORL_HOME": str(home)},
+                            check=True).stdout)
+    assert report["cells"][0]["runs"] == 2  # the study's own files still count both

@@ -31,6 +31,7 @@ def runs(sweep: Path) -> list[dict[str, Any]]:
             start, end = s.get("created_at"), s.get("finished_at")
             latency = round(end - start, 2) if isinstance(start, int | float) and isinstance(end, int | float) else None
             subs.append({"id": s.get("submission_id"), "latency_s": latency, "score": s.get("score"),
+                         "engine": s.get("engine"), "load_s": s.get("load_s"), "generate_s": s.get("generate_s"),
                          "worker": (s.get("extra") or {}).get("worker")})
         out.append({"attempt": attempt.name, "run_id": row.get("run_id"), "seed": row.get("seed"),
                     "outcome": outcome.get("kind"), "reason": outcome.get("reason"),
@@ -55,12 +56,13 @@ def main(out: Path) -> dict[str, Any]:
             continue
         wall = (summary[phase]["wall"] or {}).get("wall_s")
         lines += [f"## {phase} (whole phase {wall} s)", "",
-                  "| run | seed | outcome | run wall s | test | improvement | submission latencies s |",
-                  "| --- | --- | --- | --- | --- | --- | --- |"]
+                  "| run | seed | outcome | run wall s | test | improvement | submission latencies s | engines |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in summary[phase]["runs"]:
             lat = ", ".join(str(s["latency_s"]) for s in r["submissions"]) or "-"
+            engines = ", ".join(f"{s['engine']} ({s['load_s']} s)" for s in r["submissions"]) or "-"
             lines.append(f"| {r['run_id']} | {r['seed']} | {r['outcome']} | {r['run_wall_s']} | {r['test_score']} "
-                         f"| {r['improvement']} | {lat} |")
+                         f"| {r['improvement']} | {lat} | {engines} |")
         for c in (summary[phase]["report"] or {}).get("cells", []):
             lines.append(f"\nmean improvement {c.get('mean')} (95% CI {c.get('ci95')}) over {c.get('runs')} runs")
         lines.append("")

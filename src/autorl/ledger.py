@@ -24,7 +24,8 @@ from autorl.errors import ResourceError
 from autorl.jsonio import write_json_atomic
 from autorl.results import CSV_COLUMNS, RunResult, RunRow, judged_headline, upgrade_row
 
-__all__ = ["Ledger", "csv_value", "ingest_files", "ingest_results", "read_result", "record_run", "write_csv"]
+__all__ = ["Ledger", "check_result", "csv_value", "ingest_files", "ingest_results", "read_result", "record_run",
+           "write_csv"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -268,12 +269,21 @@ def read_result(path: Path) -> dict[str, Any]:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise ResourceError(f"{path} is not a run result: {exc}") from None
+    return check_result(data, path)
+
+
+def check_result(data: Any, where: Path | str) -> dict[str, Any]:
+    """``data`` if it is a run's record the ledger can hold (a row with its keys, submissions with their ids),
+    else a one-line :class:`ResourceError` naming ``where`` (an older version's file, a hostile one)."""
     row = data.get("row") if isinstance(data, dict) else None
-    if not isinstance(row, dict) or not isinstance(data.get("submissions", []), list):
-        raise ResourceError(f"{path} is not a run result: no row and submissions")
+    subs = data.get("submissions", []) if isinstance(data, dict) else None
+    if not isinstance(row, dict) or not isinstance(subs, list):
+        raise ResourceError(f"{where} is not a run result: no row and submissions")
     missing = [k for k in _REQUIRED if k not in row]
     if missing:
-        raise ResourceError(f"{path} is not a run result: its row has no {', '.join(missing)}")
+        raise ResourceError(f"{where} is not a run result: its row has no {', '.join(missing)}")
+    if not all(isinstance(s, dict) and "submission_id" in s for s in subs):
+        raise ResourceError(f"{where} is not a run result: a submission without its submission_id")
     return dict(data)
 
 

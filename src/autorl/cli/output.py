@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import sys
@@ -31,11 +32,13 @@ def print_json(data: Any) -> None:
 
 @contextlib.contextmanager
 def json_stdout(args: Sequence[str]) -> Iterator[None]:
-    """With ``--json`` among ``args``: while the command runs, whatever writes to fd 1 (a library's logs, a
+    """With ``--json`` (or ``--format json``) among ``args``: while the command runs, whatever writes to fd 1 (a library's logs, a
     subprocess's output) goes to stderr, and :func:`print_json` alone writes to the real standard output, so the
     output is one JSON document."""
     global _json_fd
-    if "--json" not in args or _json_fd is not None:
+    wants = "--json" in args or "--format=json" in args or any(
+        a == "--format" and b == "json" for a, b in itertools.pairwise(args))
+    if not wants or _json_fd is not None:
         yield
         return
     with contextlib.suppress(ValueError, OSError):

@@ -147,14 +147,23 @@ class Coordinator:
         self._ledger: Any = None
 
     def _ingest(self, attempt: Attempt) -> None:
+        """Record a counted result in the ledger; one that cannot be (a row without its keys: an older version's
+        file, a hostile one; a run id recorded for another execution) is one line on stderr, and the study goes
+        on: its report reads the attempt's own files."""
+        import sys
+
+        from autorl.errors import ResourceError
+        from autorl.ledger import Ledger, check_result
+
         result = attempt.result()
         if result is None:
             return
-        if self._ledger is None:
-            from autorl.ledger import Ledger
-
-            self._ledger = Ledger(self.ledger_home / "autorl.db")
-        self._ledger.ingest(result)
+        try:
+            if self._ledger is None:
+                self._ledger = Ledger(self.ledger_home / "autorl.db")
+            self._ledger.ingest(check_result(result, attempt.path / "result.json"))
+        except ResourceError as exc:
+            print(f"autorl sweep: not recorded in the ledger: {exc}", file=sys.stderr)
 
     def _settle(self, attempt: Attempt) -> bool:
         """Whether the attempt has ended (recording an infrastructure failure when its job is gone)."""

@@ -8,7 +8,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from autorl import (
     Benchmark,
@@ -71,6 +71,11 @@ class AlfWorldBenchmark(Benchmark, EpisodeBenchmark):
     (solved examples per prompt, 2), ``max_steps`` (50), ``chat`` (use the chat template)."""
 
     name = "alfworld"
+    #: ``--benchmark-option`` names and what each takes (anything else is refused before a run starts)
+    declared_options: ClassVar[dict[str, Any]] = {
+        "chat": bool, "max_new_tokens": int, "max_steps": int, "examples": int,
+        "source": ("auto", "official", "offline"), "official_dev": int,
+        "train_games": int, "dev_games": int, "test_games": int}
     version = "2"
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from autorl import (
     Benchmark,
@@ -137,6 +137,9 @@ class AlpacaEvalBenchmark(Benchmark):
     ``max_new_tokens`` (1024), ``chat_template`` (on)."""
 
     name = "alpacaeval"
+    #: ``--benchmark-option`` names and what each takes (anything else is refused before a run starts)
+    declared_options: ClassVar[dict[str, Any]] = {"max_new_tokens": int, "train_size": int, "dev_size": int,
+                                                  "data_dir": str}
     version = "2"
 
     eval_config = EvalConfig(prompt_template="{instruction}", chat_template=True, max_new_tokens=1024,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from autorl import (
     Benchmark,
@@ -57,6 +57,8 @@ class GSM8K(Benchmark):
     """GSM8K (grade-school math), 8-shot chain-of-thought."""
 
     name = "gsm8k"
+    #: ``--benchmark-option`` names and what each takes (anything else is refused before a run starts)
+    declared_options: ClassVar[dict[str, Any]] = {"data_dir": str, "raw_dir": str}
     version = "2"
     #: The dev slice is drawn with the secret from the public train split: anyone holding that split holds it.
     dev_public = True

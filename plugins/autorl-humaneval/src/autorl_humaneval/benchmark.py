@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from importlib import resources
 from math import comb
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from autorl import (
     Backend,
@@ -108,6 +108,9 @@ class HumanEval(Benchmark):
     """HumanEval (164 Python problems), pass@1 with greedy decoding."""
 
     name = "humaneval"
+    #: ``--benchmark-option`` names and what each takes (anything else is refused before a run starts)
+    declared_options: ClassVar[dict[str, Any]] = {"samples": int, "temperature": float, "k": int, "timeout_s": float,
+                                                  "isolation": ("bwrap", "unshare", "limits")}
     #: 2: tests run in a checker process; a pass is the checker's token, not an exit status.
     #: 3: the train/dev/test split is drawn with the installation's secret (it was the problems' order).
     #: 4: near-duplicate problems (``SIBLINGS``) stay in one part of the split.

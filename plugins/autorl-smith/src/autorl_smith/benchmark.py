@@ -97,6 +97,10 @@ class SmithBenchmark(Benchmark):
 
     folder: ClassVar[SmithFolder]
     source: ClassVar[Path]
+    source: ClassVar[Path]
+    #: ``--benchmark-option`` names and what each takes: ``chat_template`` (always taken) and the checkpoint
+    #: folder for the opencompass evaluator where the backend names none
+    declared_options: ClassVar[dict[str, Any]] = {"model_dir": str}
 
     def config(self) -> EvalConfig:
         cfg = eval_config_of(self.folder.config)

@@ -8,7 +8,7 @@ import json
 import random
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from autorl import (
     Benchmark,
@@ -88,6 +88,11 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
     ``examples`` (1), ``max_steps`` (15), ``chat``, ``max_new_tokens`` (32)."""
 
     name = "webshop"
+    #: ``--benchmark-option`` names and what each takes (anything else is refused before a run starts)
+    declared_options: ClassVar[dict[str, Any]] = {
+        "chat": bool, "max_new_tokens": int, "max_steps": int, "examples": int,
+        "source": ("auto", "official", "generated"), "products_per_type": int,
+        "train_goals": int, "dev_goals": int, "test_goals": int}
     version = "2"
     eval_config = EvalConfig(prompt_template="<instruction, solved example(s), 'Here is the task.'>\n"
                                              "Observation: {observation}\nAction:",
