@@ -183,8 +183,10 @@ def test_a_worker_that_dies_while_idle_says_why_in_the_next_record_and_the_log(t
         pid = first["extra"]["worker"]["pid"]
         os.kill(pid, signal.SIGKILL)
         end = time.monotonic() + 30
-        while Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z" and time.monotonic() < end:
-            time.sleep(0.05)  # dead (a zombie until the slot reaps it), as between two submissions
+        # dead and reapable, as between two submissions (a killed process shows as a zombie before its threads
+        # are gone, and cannot be reaped until they are): WNOWAIT leaves the reaping to the slot
+        while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None and time.monotonic() < end:
+            time.sleep(0.05)
         second = slot.run(as_snapshot(fine), "dev", "sub2")
         third = slot.run(as_snapshot(fine), "dev", "sub3")
     finally:
