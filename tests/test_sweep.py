@@ -399,6 +399,7 @@ def test_two_by_two_report_from_the_fake_runs(home: Path, tmp_path: Path, fake_r
     cli("sweep", "run", str(spec), "--slots", "2", env=env, check=True)
     dry = json.loads(cli("sweep", "run", str(spec), "--dry-run", "--json", env=env, check=True).stdout)
     assert [r["state"] for r in dry] == ["done"] * 4
+    assert "arith" in (home / "sweeps" / "two" / "card.md").read_text()  # `sweep run` leaves the study's card
     report = json.loads(cli("sweep", "report", "two", "--format", "json", env=env, check=True).stdout)
     files = [json.loads(p.read_text())["row"] for p in (home / "sweeps" / "two" / "keys").glob("*/a1/result.json")]
     for agent, cell in ((c["agent"], c) for c in report["cells"]):

@@ -34,7 +34,8 @@ def sweep(
     sweep_dir: str | Path | None = None,
     on_update: Update | None = None,
 ) -> StudyResult:
-    """Run (or resume) a study and return its report (a dict; in a notebook, a table; ``to_records()`` flat rows).
+    """Run (or resume) a study and return its report (a dict; in a notebook, a table; ``to_records()`` flat rows);
+    the study's ``card.md`` is written beside its files.
 
     Args:
         spec: a ``sweep.toml``/YAML path, or the same as a dict (keys: ``autorl run``'s option names, each a
@@ -56,7 +57,11 @@ def sweep(
                       retries=retries, sweep_dir=Path(sweep_dir).expanduser() if sweep_dir else None,
                       on_update=on_update)
     study.refresh()
-    return StudyResult(study_report(study))
+    report = study_report(study)
+    from autorl.card import write_study_card
+
+    write_study_card(report, study.dir.root, study.spec)  # the study's card.md beside its files, as each run's
+    return StudyResult(report)
 
 
 def load(sweep: str | Path) -> StudyResult:
