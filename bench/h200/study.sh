@@ -7,7 +7,8 @@
 # STUDY_CPU=1 runs the same phases on a CPU machine (autorl:tiny, the hf backend, a copy-and-submit agent, few
 # items; gsm-hf is skipped): the check that the script works before the GPU time is spent.
 # Settings: STUDY_SEEDS (default "0 1 2"), STUDY_AGENT (default bench/h200/gpu_agent), STUDY_MODEL (default
-# /tmp/vb/model), STUDY_TIMEOUT (default 240), STUDY_SLOTS (runs at once, default 3).
+# /tmp/vb/model), STUDY_TIMEOUT (default 240), STUDY_SLOTS (runs at once, default 3), STUDY_BACKEND (the grader's
+# backend on the GPU, default vllm; hf where vllm is not unpacked).
 set -euo pipefail
 phase=${1:?usage: study.sh study|first|gsm-hf|summary OUT}
 out=$(mkdir -p "${2:?usage: study.sh PHASE OUT}" && cd "$2" && pwd)
@@ -30,7 +31,7 @@ done
 AGENT
   model=autorl:tiny backend=hf gpus=0 timeout=${STUDY_TIMEOUT:-60} limit=', "limit": 8' sandbox=auto
 else
-  agent=${STUDY_AGENT:-$root/bench/h200/gpu_agent} model=${STUDY_MODEL:-/tmp/vb/model} backend=vllm gpus=1
+  agent=${STUDY_AGENT:-$root/bench/h200/gpu_agent} model=${STUDY_MODEL:-/tmp/vb/model} backend=${STUDY_BACKEND:-vllm} gpus=1
   timeout=${STUDY_TIMEOUT:-240} limit='' sandbox=bwrap
   export VLLM_USE_FLASHINFER_SAMPLER=0
 fi
