@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from autorl.sandbox import INNER_SOCKET_DIR, SandboxSpec, bwrap_argv, bwrap_available
-from autorl.sandbox.netns import DNS_ADDRESS, GATEWAY_ADDRESS, slirp_available
+from autorl.sandbox.netns import DNS_ADDRESS, GATEWAY_ADDRESS, NETNS_MAIN, slirp_available
 
 from .conftest import ROOT, cli, echo_answers, write_stub_checkpoint
 
@@ -356,7 +356,7 @@ def test_bwrap_command_reexposes_only_what_lies_strictly_under_hidden_places(tmp
     # network on with slirp4netns: the launcher outside, its own namespace, the relay inside
     on = bwrap_argv(SandboxSpec(workspace=ws, grader_port=4321, gpus=False, slirp="/usr/bin/slirp4netns"),
                     ["bash"], executable="bwrap")
-    assert on[:5] == [sys.executable, "-m", "autorl.sandbox.netns", "--slirp", "/usr/bin/slirp4netns"]
+    assert on[:5] == [sys.executable, "-c", NETNS_MAIN, "--slirp", "/usr/bin/slirp4netns"]
     bwrap_part = on[on.index("--") + 1:]
     assert bwrap_part[0] == "bwrap" and "--unshare-net" in bwrap_part
     assert bwrap_part[bwrap_part.index("--", 1) + 1:][:3] == [sys.executable, "-m", "autorl.sandbox.relay"]

@@ -200,10 +200,9 @@ def test_one_gpu_holds_several_runs_at_once_with_runs_per_gpu(home: Path, tmp_pa
     sweep(spec, executor_options={"gpus": "0,1", "runs_per_gpu": 2})
     runs = sorted(_runs(fake_run), key=lambda r: r["start"])
     assert len(runs) == 3
-    # three at once over two GPUs: the first two on different GPUs (the least shared first), the third shares one
+    # three at once over two GPUs: each GPU holds one or two of them (never three on one)
     assert max(r["start"] for r in runs) < min(r["end"] for r in runs)
     assert sorted(r["cuda"] for r in runs) in (["0", "0", "1"], ["0", "1", "1"])
-    assert {r["cuda"] for r in runs[:2]} == {"0", "1"}
     for bad in (0, "2", True):
         with pytest.raises(UsageError, match="runs_per_gpu must be a positive integer"):
             sweep({**spec, "name": f"bad{bad}"}, executor_options={"gpus": "0", "runs_per_gpu": bad})

@@ -199,7 +199,7 @@ def test_official_layout_is_found_split_and_masked(tmp_path: Path, monkeypatch: 
         assert f"Your task is to: {item.input['task']}." in env.reset()
         env.close()
     assert data / "json_2.1.1" / "valid_unseen" in bench.hidden_paths()
-    with pytest.raises(Exception, match="source must be"):
+    with pytest.raises(Exception, match='takes one of "auto", "official", "offline" for source'):
         AlfWorldBenchmark({"source": "somewhere"})
 
 
