@@ -102,9 +102,7 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
         super().__init__(options)
         self.max_steps = int(self.options.get("max_steps", 15))
         self.n_examples = int(self.options.get("examples", 1))
-        source = str(self.options.get("source", "auto"))
-        if source not in ("auto", "official", "generated"):
-            raise UsageError("webshop: source must be auto, official or generated")
+        source = str(self.options.get("source", "auto"))  # one of declared_options["source"] (checked above)
         if source == "auto":
             source = "official" if official.available() else "generated"
         elif source == "official" and not official.available():
