@@ -34,6 +34,8 @@ __all__ = [
 ]
 
 
+# A list of columns, one field each: its runs of same-shape lines (and those it shares with GraderConfig,
+# GatewayConfig and runs.facts.RunFacts, other records with fields of their own) are declarations, not logic.
 @dataclass
 class RunRow:
     """One run's row in the ledger and in ``results.csv``; the field order is the CSV's column order.

@@ -88,7 +88,8 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
     ``examples`` (1), ``max_steps`` (15), ``chat``, ``max_new_tokens`` (32)."""
 
     name = "webshop"
-    #: ``--benchmark-option`` names and what each takes (anything else is refused before a run starts)
+    #: ``--benchmark-option`` names and what each takes (anything else is refused before a run starts); alike
+    #: alfworld's, and config() too: each episode benchmark declares its own options and reads its own defaults
     declared_options: ClassVar[dict[str, Any]] = {
         "chat": bool, "max_new_tokens": int, "max_steps": int, "examples": int,
         "source": ("auto", "official", "generated"), "products_per_type": int,
