@@ -178,3 +178,15 @@ def test_a_live_run_whose_store_is_missing_or_not_a_store_shows_no_figures(tmp_p
                          "store_dir": str(store_dir)})
         assert live["submissions"] == 0 and live["dev_best"] is None and live["dev_k"] == 0
     assert not (tmp_path / "absent").exists()  # reading never creates a store
+
+
+def test_run_result_reads_its_figures_from_the_row_and_refuses_to_overwrite_them(tmp_path: Path) -> None:
+    row = {"task": "gsm8k", "agent": "claude", "base_model": "tiny", "baseline": 40.0, "best_score": 45.5,
+           "improvement_ci95": [1.0, 9.0], "success": 1, "dev_k": 3, "dev_best": "not a number"}
+    result = RunResult("r1", row, [], None, None, {}, tmp_path)
+    assert (result.task, result.agent_name, result.model) == ("gsm8k", "claude", "tiny")
+    assert (result.test_baseline, result.test_score, result.improvement_ci95) == (40.0, 45.5, (1.0, 9.0))
+    assert (result.success, result.k, result.dev_best, result.p_value) == (True, 3, None, None)
+    with pytest.raises(AttributeError, match="read from its row"):
+        result.test_score = 99.0  # type: ignore[misc]
+    assert result.test_score == 45.5 and RunResult.test_score.__doc__

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import datetime as dt
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from autorl.display import as_number as _number
 from autorl.display import as_pair as _pair
@@ -34,6 +34,8 @@ __all__ = [
 ]
 
 
+# A list of columns, one field each: its runs of same-shape lines (and those it shares with GraderConfig,
+# GatewayConfig and runs.facts.RunFacts, other records with fields of their own) are declarations, not logic.
 @dataclass
 class RunRow:
     """One run's row in the ledger and in ``results.csv``; the field order is the CSV's column order.
@@ -148,6 +150,32 @@ RECORDED_COLUMNS: tuple[str, ...] = tuple(c for c in CSV_COLUMNS if c != "audit_
 DEV_COLUMNS = ("dev_baseline", "dev_best", "dev_improvement", "dev_improvement_ci95", "dev_k")
 
 
+_T = TypeVar("_T")
+
+
+def _count(value: Any) -> int:
+    return int(_number(value) or 0)
+
+
+class _Column(Generic[_T]):
+    """A read-only attribute of :class:`RunResult`: its row's ``key``, read by ``read``."""
+
+    def __init__(self, key: str, read: Callable[[Any], _T], doc: str | None = None) -> None:
+        self.key, self.read, self.__doc__ = key, read, doc
+
+    @overload
+    def __get__(self, result: None, owner: type[Any]) -> _Column[_T]: ...
+
+    @overload
+    def __get__(self, result: RunResult, owner: type[Any]) -> _T: ...
+
+    def __get__(self, result: RunResult | None, owner: type[Any]) -> _Column[_T] | _T:
+        return self if result is None else self.read(result.row.get(self.key))
+
+    def __set__(self, result: RunResult, value: Any) -> None:
+        raise AttributeError(f"RunResult's {self.key} is read from its row")
+
+
 @dataclass(repr=False)
 class RunResult:
     """The outcome of one run; ``row`` is its ledger / results.csv row (:meth:`RunRow.record`).
@@ -174,67 +202,22 @@ class RunResult:
         d["run_dir"] = str(self.run_dir)
         return d
 
-    @property
-    def task(self) -> str:
-        return str(self.row.get("task"))
-
-    @property
-    def agent_name(self) -> str:
-        return str(self.row.get("agent"))
-
-    @property
-    def model(self) -> str:
-        return str(self.row.get("base_model"))
-
-    @property
-    def test_baseline(self) -> float | None:
-        """The base model's score on the held-out test split."""
-        return _number(self.row.get("baseline"))
-
-    @property
-    def test_score(self) -> float | None:
-        """The dev-selected checkpoint's score on the held-out test split (the result)."""
-        return _number(self.row.get("best_score"))
-
-    @property
-    def improvement(self) -> float | None:
-        """``test_score - test_baseline``, paired on the same items."""
-        return _number(self.row.get("improvement"))
-
-    @property
-    def improvement_ci95(self) -> tuple[float, float] | None:
-        return _pair(self.row.get("improvement_ci95"))
-
-    @property
-    def p_value(self) -> float | None:
-        """The paired test's p-value for the test improvement."""
-        return _number(self.row.get("p_value"))
-
-    @property
-    def success(self) -> bool:
-        return bool(self.row.get("success"))
-
-    @property
-    def k(self) -> int:
-        """How many submissions were scored on dev (the dev figures are the best of these)."""
-        return int(_number(self.row.get("dev_k")) or 0)
-
-    @property
-    def dev_baseline(self) -> float | None:
-        return _number(self.row.get("dev_baseline"))
-
-    @property
-    def dev_best(self) -> float | None:
-        """The best of ``k`` dev scores: optimistic, the agent saw them."""
-        return _number(self.row.get("dev_best"))
-
-    @property
-    def dev_improvement(self) -> float | None:
-        return _number(self.row.get("dev_improvement"))
-
-    @property
-    def dev_improvement_ci95(self) -> tuple[float, float] | None:
-        return _pair(self.row.get("dev_improvement_ci95"))
+    # the row's figures by name, each read as its type (the row is data read back from disk)
+    task = _Column("task", str)
+    agent_name = _Column("agent", str)
+    model = _Column("base_model", str)
+    test_baseline = _Column("baseline", _number, "The base model's score on the held-out test split.")
+    test_score = _Column("best_score", _number,
+                         "The dev-selected checkpoint's score on the held-out test split (the result).")
+    improvement = _Column("improvement", _number, "``test_score - test_baseline``, paired on the same items.")
+    improvement_ci95 = _Column("improvement_ci95", _pair)
+    p_value = _Column("p_value", _number, "The paired test's p-value for the test improvement.")
+    success = _Column("success", bool)
+    k = _Column("dev_k", _count, "How many submissions were scored on dev (the dev figures are the best of these).")
+    dev_baseline = _Column("dev_baseline", _number)
+    dev_best = _Column("dev_best", _number, "The best of ``k`` dev scores: optimistic, the agent saw them.")
+    dev_improvement = _Column("dev_improvement", _number)
+    dev_improvement_ci95 = _Column("dev_improvement_ci95", _pair)
 
     @property
     def baseline(self) -> dict[str, Any] | None:

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from autorl.resources import ResolvedModel
 
 
+# its path properties are alike in shape: each names one place of the layout, kept readable one by one
 @dataclass(frozen=True)
 class Workspace:
     root: Path

@@ -12,7 +12,7 @@ from autorl_alfworld.benchmark import AlfWorldBenchmark
 from autorl_alfworld.env import AlfWorldEnv, expert_trajectory
 from autorl_alfworld.games import TASK_TYPES, find_games, generate
 
-from autorl import Completion, EpisodeEvaluator, GenerationRequest
+from autorl import Completion, EpisodeEvaluator, GenerationRequest, UsageError
 from autorl.testing import PolicyBackend
 
 SMALL = {"source": "offline", "train_games": 6, "dev_games": 6, "test_games": 6, "examples": 1}
@@ -199,7 +199,7 @@ def test_official_layout_is_found_split_and_masked(tmp_path: Path, monkeypatch: 
         assert f"Your task is to: {item.input['task']}." in env.reset()
         env.close()
     assert data / "json_2.1.1" / "valid_unseen" in bench.hidden_paths()
-    with pytest.raises(Exception, match='takes one of "auto", "official", "offline" for source'):
+    with pytest.raises(UsageError, match='alfworld takes one of "auto", "official", "offline" for source'):
         AlfWorldBenchmark({"source": "somewhere"})
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from autorl_smith.folder import discover
 from autorl_smith.scorer import Request, score_all
+from smith_folders import cli, write_folder
 
 ROWS = [{"question": f"not ( {a} ) and ( {b} ) is", "answer": str((not a) and b)}
         for a in (True, False) for b in (True, False)] * 10
@@ -25,24 +26,9 @@ def evaluate(question, model_answer, reference_answer, **kwargs):
 
 def make_folder(root: Path, name: str, *, config: dict | None = None, eval_py: str = EVAL_PY,
                 rows: list | None = None, test_rows: list | None = None, extra: dict | None = None) -> Path:
-    folder = root / name
-    (folder / "data").mkdir(parents=True)
-    cfg = {"name": name, "eval_mode": "per_sample", "expose_files": [], "prompt_template": "Q: {question}\nA:",
-           "max_new_tokens": 6, "stop": ["\n"]}
-    cfg.update(config or {})
-    (folder / "config.yaml").write_text(json.dumps(cfg))
-    (folder / "eval.py").write_text(eval_py)
-    (folder / "data" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (rows or ROWS)))
-    if test_rows is not None:
-        (folder / "data" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in test_rows))
-    for rel, text in (extra or {}).items():
-        (folder / rel).write_text(text)
-    return folder
-
-
-def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", "from autorl.cli import main; main()", *args],
-                          capture_output=True, text=True, env={**os.environ, **env}, timeout=900)
+    return write_folder(root, name, eval_py=eval_py, train=rows or ROWS, test=test_rows, files=extra,
+                        config={"prompt_template": "Q: {question}\nA:", "max_new_tokens": 6, "stop": ["\n"],
+                                **(config or {})})
 
 
 def test_valid_folders_become_tasks_and_malformed_ones_warn(tmp_path: Path) -> None:

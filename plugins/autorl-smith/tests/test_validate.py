@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
+from smith_folders import cli, write_folder
 
 EXACT = '''
 def evaluate(question, model_answer, reference_answer, **kwargs):
@@ -37,24 +34,9 @@ def rows(start: int, n: int) -> list[dict[str, str]]:
 def make(root: Path, name: str, *, eval_py: str = EXACT, train: list[dict[str, Any]] | None = None,
          test: list[dict[str, Any]] | None = None, config: dict[str, Any] | None = None,
          description: str | None = "# Sums\n\nAdd two numbers.\n", files: dict[str, str] | None = None) -> Path:
-    folder = root / name
-    (folder / "data").mkdir(parents=True)
-    (folder / "config.yaml").write_text(yaml.safe_dump({"name": name, "eval_mode": "per_sample", "expose_files": [],
-                                                        **(config or {})}))
-    (folder / "eval.py").write_text(eval_py)
-    (folder / "data" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train or rows(0, 40)))
-    if test is not None:
-        (folder / "data" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in test))
-    if description is not None:
-        (folder / "description.md").write_text(description)
-    for rel, text in (files or {}).items():
-        (folder / rel).write_text(text)
-    return folder
-
-
-def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", "from autorl.cli import main; main()", *args],
-                          capture_output=True, text=True, env={**os.environ, **env}, timeout=600)
+    described = {"description.md": description} if description is not None else {}
+    return write_folder(root, name, eval_py=eval_py, train=train or rows(0, 40), test=test, config=config,
+                        files={**described, **(files or {})})
 
 
 def test_validate_passes_a_sound_folder_and_names_each_problem_of_unsound_ones(tmp_path: Path) -> None:

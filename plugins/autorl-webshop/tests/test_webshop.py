@@ -14,7 +14,7 @@ from autorl_webshop.env import WebShopEnv, expert_actions
 from autorl_webshop.reward import DIFFERENCES, normalize_color, reward, type_reward
 from autorl_webshop.search import SearchEngine
 
-from autorl import EpisodeEvaluator
+from autorl import EpisodeEvaluator, UsageError
 from autorl.testing import PolicyBackend
 
 SMALL = {"train_goals": 12, "dev_goals": 8, "test_goals": 8, "products_per_type": 4}
@@ -320,6 +320,8 @@ def test_webshop_published_data_builds_webshops_goals(tmp_path: Path, monkeypatc
     monkeypatch.setenv("WEBSHOP_DATA", str(tmp_path / "none"))
     with pytest.raises(Exception, match="no WebShop data"):
         WebShopBenchmark({"source": "official"})
+    with pytest.raises(UsageError, match='webshop takes one of "auto", "official", "generated" for source'):
+        WebShopBenchmark({"source": "offline"})
 
 
 def test_published_goals_hidden_by_the_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

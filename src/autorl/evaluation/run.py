@@ -59,6 +59,7 @@ def _sleep_figures(backend: Backend) -> dict[str, float]:
     return {"wake_s": round(backend.last_wake_s, 3), "sleep_s": round(backend.last_sleep_s or 0.0, 3)}
 
 
+# (its keyword-only parameters are alike in shape only to autorl.runner.run's: separate signatures)
 def evaluate_model(
     benchmark: Benchmark,
     backend: Backend,

@@ -17,7 +17,6 @@ from autorl import (
     EvalConfig,
     HiddenDataError,
     Item,
-    UsageError,
     hidden_secret,
     items_digest,
     secret_rng,
@@ -82,9 +81,7 @@ class AlfWorldBenchmark(Benchmark, EpisodeBenchmark):
         super().__init__(options)
         self.max_steps = int(self.options.get("max_steps", 50))
         self.n_examples = int(self.options.get("examples", 2))
-        source = str(self.options.get("source", "auto"))
-        if source not in ("auto", "official", "offline"):
-            raise UsageError("alfworld: source must be auto, official or offline")
+        source = str(self.options.get("source", "auto"))  # one of declared_options["source"] (checked above)
         if source == "auto":
             source = "official" if (official_root() / "valid_unseen").is_dir() else "offline"
         self.source = source

@@ -181,7 +181,7 @@ def _argv(args: Sequence[str], workdir: Path, hidden: Sequence[Path], mode: str)
 
 #: Plain data as JSON, on both sides of the model's process: tuples, dicts with any keys and sets tagged so
 #: that they come back as what they were, and nothing else accepted. ``NOT_PLAIN`` (set by the script) words
-#: the refusal to encode.
+#: the refusal to encode. encode and decode mirror each other on purpose (each the other's inverse).
 CODEC = r'''
 def encode(v):
     t = type(v)

@@ -88,7 +88,8 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
     ``examples`` (1), ``max_steps`` (15), ``chat``, ``max_new_tokens`` (32)."""
 
     name = "webshop"
-    #: ``--benchmark-option`` names and what each takes (anything else is refused before a run starts)
+    #: ``--benchmark-option`` names and what each takes (anything else is refused before a run starts); alike
+    #: alfworld's, and config() too: each episode benchmark declares its own options and reads its own defaults
     declared_options: ClassVar[dict[str, Any]] = {
         "chat": bool, "max_new_tokens": int, "max_steps": int, "examples": int,
         "source": ("auto", "official", "generated"), "products_per_type": int,
@@ -102,9 +103,7 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
         super().__init__(options)
         self.max_steps = int(self.options.get("max_steps", 15))
         self.n_examples = int(self.options.get("examples", 1))
-        source = str(self.options.get("source", "auto"))
-        if source not in ("auto", "official", "generated"):
-            raise UsageError("webshop: source must be auto, official or generated")
+        source = str(self.options.get("source", "auto"))  # one of declared_options["source"] (checked above)
         if source == "auto":
             source = "official" if official.available() else "generated"
         elif source == "official" and not official.available():
