@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -225,16 +226,114 @@ def test_opencompass_acc_evaluator_details_leave_the_accuracy(tmp_path: Path) ->
     details = {"type": "GEN", "0": {"correct": True}, "1": {"correct": [False]}}
     (out / "add.json").write_text(json.dumps({"accuracy": 50.0, "details": details}))
     assert read_results(tmp_path, 1) == [("add", 50.0, [1.0, 0.0])]
-    assert "run_cfg=dict(num_gpus=0)" in config_source("m", "datasets", "/model", 8, 4, num_gpus=0)
+    assert "run_cfg=dict(num_gpus=0)" in config_source({"path": "/d.jsonl"}, "/model", 8, 4, num_gpus=0)
 
 
-@pytest.mark.skipif(not os.environ.get("AUTORL_OPENCOMPASS_PYTHON"),
-                    reason="needs an OpenCompass environment (set AUTORL_OPENCOMPASS_PYTHON); it conflicts with trl")
-def test_opencompass_mode_end_to_end(tmp_path: Path, home: Path) -> None:
-    root = tmp_path / "benchmarks"
-    make_folder(root, "ocbbh", config={"eval_mode": "opencompass",
-                                       "opencompass_dataset": "opencompass.configs.datasets.bbh.bbh_gen",
-                                       "opencompass_dataset_var": "bbh_datasets"})
-    proc = cli("eval", "--task", "smith-ocbbh", "--model", "autorl:tiny", "--json",
-               env={"SMITH_BENCH_DIR": str(root), "AUTORL_HOME": str(home)})
-    assert proc.returncode == 0, proc.stderr
+ARITH = [{"question": f"What is {a}+{b}?", "answer": str(a + b)} for a in range(6) for b in range(5)]
+
+
+def _dataset_of(config_py: Path) -> dict:  # type: ignore[type-arg]
+    """The custom dataset's options, read from the config OpenCompass is given (without importing it)."""
+    call = next(n.value for n in ast.parse(config_py.read_text()).body
+                if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "datasets")
+    (entry,) = call.elts
+    assert [k.arg for k in entry.keywords] == ["evaluator", None]
+    return ast.literal_eval(entry.keywords[1].value)  # type: ignore[no-any-return]
+
+
+def test_opencompass_mode_gives_opencompass_the_given_items_and_only_they(tmp_path: Path, home: Path) -> None:
+    """The grader's hidden items (drawn with the secret) are what OpenCompass scores, as its local custom dataset
+    in a private folder: not the folder's eval file, not items it was not given."""
+    from autorl_smith.opencompass import prepare_run
+
+    from autorl.resources import prepare_data
+
+    test_rows = [{"question": f"What is {k}+100?", "answer": str(k + 100)} for k in range(20)]
+    make_folder(tmp_path / "b", "ocarith", rows=ARITH, test_rows=test_rows,
+                config={"eval_mode": "opencompass", "prompt_template": "Q: {question}\nA:"})
+    bench = _bench(tmp_path / "b", "ocarith")
+    data = prepare_data(bench)
+    items = bench.load_items("test", data.hidden_dir)[:4]
+    private, work = tmp_path / "private", tmp_path / "work"
+    private.mkdir()
+    command = prepare_run(bench, items, "/models/submission", private, work)
+    assert command[:2] == ["-m", "opencompass.cli.main"] and command[3:] == ["-w", str(work)]
+    config_py = Path(command[2])
+    assert config_py.parent == private
+    dataset = _dataset_of(config_py)
+    # no "type": OpenCompass fills it in as a local custom dataset, read from the file named here
+    assert {"type", "reader_cfg", "infer_cfg"}.isdisjoint(dataset)
+    assert (dataset["data_type"], dataset["infer_method"], dataset["human_prompt"]) == ("qa", "gen", "Q: {question}\nA:")
+    assert Path(dataset["path"]).parent == private and not Path(dataset["meta_path"]).exists()
+    rows = [json.loads(line) for line in Path(dataset["path"]).read_text().splitlines()]
+    assert rows == [{"question": i.input["question"], "answer": [i.reference]} for i in items]
+    assert len({r["question"] for r in rows}) == 4 and all(r in [*test_rows] for r in
+                                                           ({"question": r["question"], "answer": r["answer"][0]}
+                                                            for r in rows))
+    text = config_py.read_text()
+    assert str(tmp_path / "b") not in text and "test.jsonl" not in text and "read_base" not in text
+    assert "path='/models/submission'" in text
+
+
+def test_opencompass_mode_refuses_a_named_dataset(tmp_path: Path, home: Path) -> None:
+    """A folder that names an OpenCompass dataset would score OpenCompass's items, not the hidden split: refused
+    in one line, by validation and by the evaluator."""
+    from autorl_smith.opencompass import dataset_meta
+    from autorl_smith.validate import validate
+
+    from autorl import EvaluationError
+
+    folder = make_folder(tmp_path / "b", "ocbbh", rows=ARITH, extra={"description.md": "# sums\n"},
+                         config={"eval_mode": "opencompass",
+                                 "opencompass_dataset": "opencompass.configs.datasets.bbh.bbh_gen"})
+    problems = validate(folder)
+    assert any("opencompass_dataset must be a mapping" in p for p in problems), problems
+    with pytest.raises(EvaluationError, match="a named OpenCompass dataset is not read"):
+        dataset_meta("d", tmp_path / "d.jsonl", {"opencompass_dataset": "opencompass.configs.datasets.bbh.bbh_gen"})
+    with pytest.raises(EvaluationError, match="must be a mapping"):
+        dataset_meta("d", tmp_path / "d.jsonl", {"opencompass_dataset": {"path": "/elsewhere.jsonl"}})
+    meta = dataset_meta("d", tmp_path / "d.jsonl", {"opencompass_dataset": {"bot_prompt": "{answer}"}})
+    assert meta["path"] == str(tmp_path / "d.jsonl") and meta["bot_prompt"] == "{answer}"
+
+
+@pytest.mark.opencompass
+def test_opencompass_mode_agrees_with_per_sample(tmp_path: Path, home: Path, tiny_model: Path) -> None:
+    """A real OpenCompass (``nox -s opencompass``) and ``per_sample`` score the same hidden items of one folder
+    with the same model: the verdicts agree item by item."""
+    import dataclasses
+
+    from autorl.evaluation.run import evaluate_model
+    from autorl.registry import get_backend
+    from autorl.resources import prepare_data
+
+    if not os.environ.get("AUTORL_OPENCOMPASS_PYTHON"):
+        pytest.fail("needs an OpenCompass environment in AUTORL_OPENCOMPASS_PYTHON (nox -s opencompass makes one)")
+    from autorl.default_plugins.arith import public_pairs
+
+    # problems the tiny model was trained on, so that it gets some right: agreement is not all zeros
+    test_rows = [{"question": f"What is {a}+{b}?", "answer": str(a + b)} for a, b in public_pairs("train")[:48]]
+    make_folder(tmp_path / "b", "arith", rows=ARITH, test_rows=test_rows,
+                config={"prompt_template": "Q: {question}\nA:", "max_new_tokens": 6, "stop": ["\n"]})
+    per_sample = _bench(tmp_path / "b", "arith")
+    oc = type("OC", (type(per_sample),), {"folder": dataclasses.replace(per_sample.folder, eval_mode="opencompass")})()
+    records = {}
+    for label, bench in (("per_sample", per_sample), ("opencompass", oc)):
+        data = prepare_data(bench)
+        out = tmp_path / f"{label}.jsonl"
+        evaluate_model(bench, get_backend("hf")(), tiny_model, split="test", hidden_dir=data.hidden_dir,
+                       per_item_path=out)
+        records[label] = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert records["per_sample"].keys() == records["opencompass"].keys() and len(records["opencompass"]) == 24
+    scores = {k: (r["score"], records["opencompass"][k]["score"]) for k, r in records["per_sample"].items()}
+    print("per item (per_sample, opencompass):", scores)
+    assert all(a == b for a, b in scores.values()), scores
+    assert 0 < sum(a for a, _ in scores.values()) < len(scores)
+    # the same greedy text, OpenCompass's prediction up to the stop against per_sample's completion, but for
+    # an odd item: both decode in batches of padded prompts, and a near-tie between two digits can tip either way
+    (predictions,) = home.glob("hidden/smith/*/opencompass/*/*/predictions/submission/*.json")
+    said = [d["prediction"] for _, d in sorted((int(k), d) for k, d in json.loads(predictions.read_text()).items())]
+    texts = list(zip((s.split("\n")[0] for s in said), (r["completions"][0] for r in records["per_sample"].values()),
+                     strict=True))
+    differ = [(k, a, b) for k, (a, b) in enumerate(texts) if a != b]
+    print("texts that differ (item, opencompass, per_sample):", differ)
+    assert len(differ) <= len(texts) // 10, differ

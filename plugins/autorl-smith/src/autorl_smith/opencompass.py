@@ -1,8 +1,14 @@
 """``eval_mode: opencompass``: OpenCompass in its own environment, its results read with suspicion.
 
+It scores the items it is given (the grader's hidden split, drawn with the secret), and only they: they are
+written as OpenCompass's local custom dataset (a question/answer jsonl, no download) in a private temporary
+folder, with the folder's ``prompt_template`` as the prompt and exact match (EMEvaluator) as the scorer, which
+gives a verdict per item.
+
 OpenCompass conflicts with trl (datasets<4, numpy<2, httpx==0.27.2), so it runs under the interpreter named
 by ``AUTORL_OPENCOMPASS_PYTHON`` (or the folder's ``opencompass_python`` key). Its CLI exits 0 even when a
-task fails, so a run counts only if every dataset has a result file with a numeric accuracy.
+task fails, so a run counts only if the dataset has a result file with a numeric accuracy and a verdict for
+each item given.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import textwrap
 import time
 from collections.abc import Sequence
@@ -21,6 +28,7 @@ from autorl import EvaluationError, Evaluator, ItemResult, Progress
 
 if TYPE_CHECKING:
     from autorl import Backend, Benchmark, Item
+    from autorl_smith.benchmark import SmithBenchmark
 
 SETUP = ("python3 -m venv ~/.venvs/opencompass && ~/.venvs/opencompass/bin/pip install opencompass==0.5.4 "
          "'pyarrow<22' 'transformers<5', then export AUTORL_OPENCOMPASS_PYTHON=~/.venvs/opencompass/bin/python")
@@ -38,16 +46,38 @@ def interpreter(config: dict[str, Any]) -> str:
     return python
 
 
-def config_source(dataset_module: str, dataset_var: str, model_dir: str, max_out_len: int, batch_size: int,
+#: the custom-dataset options a folder may set under ``opencompass_dataset`` (OpenCompass's own meta keys)
+DATASET_KEYS = ("human_prompt", "bot_prompt")
+
+
+def dataset_meta(name: str, data_path: Path, config: dict[str, Any]) -> dict[str, Any]:
+    """OpenCompass's local custom dataset (a question/answer jsonl, no download) at ``data_path``, scored by exact
+    match with a verdict per item; the folder's ``prompt_template`` is its prompt."""
+    own = config.get("opencompass_dataset") or {}
+    if not isinstance(own, dict) or not all(k in DATASET_KEYS and isinstance(v, str) for k, v in own.items()):
+        raise EvaluationError(f"config.yaml: opencompass_dataset must be a mapping of {', '.join(DATASET_KEYS)} to "
+                              "text; the items scored are always the grader's (a named OpenCompass dataset is not "
+                              "read)")
+    return {"abbr": name, "path": str(data_path), "meta_path": str(data_path) + ".meta.json", "data_type": "qa",
+            "infer_method": "gen", "human_prompt": str(config.get("prompt_template", "{question}")), **own}
+
+
+def write_items(items: Sequence[Item], data_path: Path) -> None:
+    """The given items, and only they, in order, as the custom dataset's rows (the answer a list of one, as
+    EMEvaluator wants: given a string it would test the prediction against its characters)."""
+    with data_path.open("w", encoding="utf-8") as f:
+        for item in items:
+            f.write(json.dumps({"question": str(item.input.get("question", "")), "answer": [str(item.reference)]},
+                               ensure_ascii=False) + "\n")
+
+
+def config_source(dataset: dict[str, Any], model_dir: str, max_out_len: int, batch_size: int,
                   num_gpus: int = 1) -> str:
     return textwrap.dedent(f"""\
-        from mmengine.config import read_base
         from opencompass.models import HuggingFaceCausalLM
+        from opencompass.openicl.icl_evaluator import EMEvaluator
 
-        with read_base():
-            from {dataset_module} import {dataset_var} as _datasets
-
-        datasets = _datasets
+        datasets = [dict(evaluator=EMEvaluator, **{dataset!r})]
         models = [dict(
             type=HuggingFaceCausalLM, abbr="submission", path={model_dir!r}, tokenizer_path={model_dir!r},
             model_kwargs=dict(trust_remote_code=False), tokenizer_kwargs=dict(trust_remote_code=False),
@@ -76,7 +106,8 @@ def read_results(workdir: Path, expected: int) -> list[tuple[str, float, list[fl
         per_item = None
         # items are the numbered entries (OpenCompass adds others, such as "type": "GEN"); AccEvaluator's hold
         # no verdict, only the prediction and the reference: then the accuracy is all there is
-        entries = [d for k, d in details.items() if str(k).isdigit()] if isinstance(details, dict) else []
+        entries = ([d for _, d in sorted((int(k), d) for k, d in details.items() if str(k).isdigit())]
+                   if isinstance(details, dict) else details if isinstance(details, list) else [])
         if entries and all(isinstance(d, dict) and ("correct" in d or "is_correct" in d) for d in entries):
             per_item = [_correct(d.get("correct", d.get("is_correct"))) for d in entries]
         results.append((path.stem, float(accuracy), per_item))
@@ -89,7 +120,7 @@ def read_results(workdir: Path, expected: int) -> list[tuple[str, float, list[fl
 
 
 class OpenCompassEvaluator(Evaluator):
-    """Runs OpenCompass on the whole model; items are OpenCompass's own, reported per dataset."""
+    """Runs OpenCompass on the given items, written as its local custom dataset in a private temporary folder."""
 
     def evaluate(self, benchmark: Benchmark, items: Sequence[Item], backend: Backend,
                  progress: Progress | None = None) -> list[ItemResult]:
@@ -97,33 +128,44 @@ class OpenCompassEvaluator(Evaluator):
 
         assert isinstance(benchmark, SmithBenchmark)
         cfg = benchmark.folder.config
-        module, var = cfg.get("opencompass_dataset"), cfg.get("opencompass_dataset_var", "datasets")
-        if not module:
-            raise EvaluationError(f"{benchmark.folder.path}/config.yaml: opencompass mode needs opencompass_dataset")
         model_dir = getattr(backend, "model_dir", None) or benchmark.options.get("model_dir")
         if not model_dir:
             raise EvaluationError("the opencompass evaluator needs the checkpoint path (backend.model_dir)")
+        if not items:
+            return []
         python = interpreter(cfg)
         workdir = benchmark.work_dir() / "opencompass" / time.strftime("%Y%m%dT%H%M%S")
         workdir.mkdir(parents=True)
-        config_py = workdir / "autorl_config.py"
-        # OpenCompass's local runner asserts it has as many GPUs as a model asks for: none on a CPU machine
-        gpus = int(cfg.get("opencompass_num_gpus", 1 if shutil.which("nvidia-smi") else 0))
-        config_py.write_text(config_source(str(module), str(var), str(model_dir),
-                                           benchmark.config().max_new_tokens, int(cfg.get("batch_size", 16)), gpus))
-        log = workdir / "opencompass.log"
-        with log.open("w") as f:
-            proc = subprocess.run([python, "-m", "opencompass.cli.main", str(config_py), "-w", str(workdir)],
-                                  stdout=f, stderr=subprocess.STDOUT, timeout=float(cfg.get("timeout_s", 24 * 3600)))
-        results = read_results(workdir, int(cfg.get("opencompass_expected_datasets", 1)))
+        with tempfile.TemporaryDirectory(prefix="autorl-opencompass-") as private:
+            command = prepare_run(benchmark, items, str(model_dir), Path(private), workdir)
+            log = workdir / "opencompass.log"
+            with log.open("w") as f:
+                proc = subprocess.run([python, *command], stdout=f, stderr=subprocess.STDOUT,
+                                      timeout=float(cfg.get("timeout_s", 24 * 3600)))
+        results = read_results(workdir, 1)
         if proc.returncode != 0:
             raise EvaluationError(f"OpenCompass exited with {proc.returncode}; see {log}")
-        out: list[ItemResult] = []
-        for dataset, accuracy, per_item in results:
-            if per_item:
-                out += [ItemResult(f"{dataset}-{k}", v, [], None, {"dataset": dataset}) for k, v in enumerate(per_item)]
-            else:
-                out.append(ItemResult(dataset, accuracy / 100.0, [], None, {"dataset": dataset, "aggregate": True}))
+        (dataset, accuracy, per_item), = results
         if progress:
-            progress(len(out))
-        return out
+            progress(len(items))
+        if per_item is None:
+            raise EvaluationError(f"OpenCompass wrote no verdict per item for {dataset} (accuracy {accuracy}); "
+                                  f"see {workdir}")
+        if len(per_item) != len(items):
+            raise EvaluationError(f"OpenCompass scored {len(per_item)} items of the {len(items)} it was given; "
+                                  f"see {workdir}")
+        return [ItemResult(item.id, v, [], None, {"dataset": dataset}) for item, v in zip(items, per_item, strict=True)]
+
+
+def prepare_run(benchmark: SmithBenchmark, items: Sequence[Item], model_dir: str, private: Path,
+                workdir: Path) -> list[str]:
+    """Writes the items and the config into ``private``; the arguments for OpenCompass's Python."""
+    data_path = private / f"smith_{benchmark.folder.name.replace('-', '_')}.jsonl"
+    write_items(items, data_path)
+    cfg = benchmark.folder.config
+    # OpenCompass's local runner asserts it has as many GPUs as a model asks for: none on a CPU machine
+    gpus = int(cfg.get("opencompass_num_gpus", 1 if shutil.which("nvidia-smi") else 0))
+    config_py = private / "autorl_config.py"
+    config_py.write_text(config_source(dataset_meta(data_path.stem, data_path, cfg), model_dir,
+                                       benchmark.config().max_new_tokens, int(cfg.get("batch_size", 16)), gpus))
+    return ["-m", "opencompass.cli.main", str(config_py), "-w", str(workdir)]

@@ -51,8 +51,11 @@ def _config_problems(config: dict[str, Any]) -> list[str]:
     stop = config.get("stop") or []
     if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop):
         out.append("config.yaml: stop must be a list of non-empty strings")
-    if config.get("eval_mode") == "opencompass" and not config.get("opencompass_dataset"):
-        out.append("config.yaml: eval_mode opencompass needs opencompass_dataset")
+    own = config.get("opencompass_dataset")
+    if own is not None and not (isinstance(own, dict) and all(isinstance(v, str) for v in own.values())
+                                and set(own) <= {"human_prompt", "bot_prompt"}):
+        out.append("config.yaml: opencompass_dataset must be a mapping of human_prompt, bot_prompt to text (the "
+                   "items scored are the hidden split; a named OpenCompass dataset is not read)")
     return out
 
 
@@ -162,8 +165,6 @@ def validate(path: Path, sample: int = SAMPLE) -> list[str]:
     except (FolderError, OSError, UnicodeDecodeError) as exc:
         return [str(exc)]
     out = static_problems(folder)
-    if folder.eval_mode != "per_sample":
-        return out  # OpenCompass brings its own items and scorer
     cls = type(f"Smith_{folder.name}", (SmithBenchmark,), {"name": folder.task, "version": version_of(folder),
                                                           "folder": folder, "source": folder.path})
     bench = cls()
@@ -173,5 +174,6 @@ def validate(path: Path, sample: int = SAMPLE) -> list[str]:
         except (AutorlError, OSError, KeyError, ValueError) as exc:
             return [*out, f"preparing the data as grading does failed: {str(exc).splitlines()[0][:300]}"]
         out += _leak_problems(agent, items, folder.config)
-        out += scorer_problems(bench, [i for its in items.values() for i in its], sample)
+        if folder.eval_mode == "per_sample":  # the opencompass mode scores with OpenCompass's exact match
+            out += scorer_problems(bench, [i for its in items.values() for i in its], sample)
     return out
