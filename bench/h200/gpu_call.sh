@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine for the recorded study: gpu_call.sh PHASE OUT (PHASE as in study.sh: study, first,
 # gsm-hf; or setup alone). The first call after bench/h200/unpack.sh sets the machine up: the carried .whl/
-# (uvicorn) into /tmp/site2, .bw/ (bwrap and its libraries, run through bwrap-run) for the sandbox, and the
+# (uvicorn, starlette, httpx-sse: wheels the image lacks) into /tmp/site2, .bw/ (bwrap and its libraries, run through bwrap-run) for the sandbox, and the
 # random-initialised 1.5B model at /tmp/vb/model. Phases write to /tmp/study (AUTORL_HOME /tmp/study/home, shared
 # by the phases, so the `first` phase finds the study's baseline cached: the case where no engine was warm);
 # OUT gets the summary and the small files (records, logs), never the checkpoints.
