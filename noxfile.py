@@ -1,5 +1,6 @@
 """Developer sessions: `nox -s tests`, `nox -s plugins`, `nox -s lint`, `nox -s e2e`, `nox -s demo`, `nox -s harbor`,
-`nox -s cluster`."""
+`nox -s cluster`,
+`nox -s opencompass`."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ CONSTRAINTS = ("-c", str(ROOT / "constraints.txt"))
 HARBOR = "harbor==0.25.0"
 #: the engines the cluster tests start (ray is large: about 70 MB of wheels)
 CLUSTER = ("ray==2.60.0", "submitit==1.5.4")
+#: the OpenCompass the smith plugin's opencompass mode is checked against, in a venv of its own (it conflicts
+#: with trl); the CPU torch of constraints.txt keeps it from pulling a CUDA build
+OPENCOMPASS = ("opencompass==0.5.4", "pyarrow<22", "transformers<5", "torch==2.13.0")
 PLUGINS = sorted(p.name for p in (ROOT / "plugins").iterdir() if (p / "pyproject.toml").is_file())
 
 
@@ -101,3 +105,17 @@ def harbor(session: nox.Session) -> None:
         session.run(str(venv / "bin" / "python"), "-m", "pip", "install", "-q", HARBOR, external=True)
     session.run("pytest", "tests/test_harbor_run.py", *session.posargs,
                 env={"AUTORL_HARBOR": str(command)})
+
+
+@nox.session
+def opencompass(session: nox.Session) -> None:
+    """The smith plugin's opencompass mode against a real OpenCompass (marked opencompass): a folder's hidden items
+    scored by OpenCompass, as its local custom dataset with the tiny model, and by per_sample, item by item."""
+    session.install(*CONSTRAINTS, "-e", ".[test]", "-e", "plugins/autorl-smith")
+    venv = Path(session.cache_dir) / OPENCOMPASS[0].replace("==", "-")
+    python = venv / "bin" / "python"
+    if subprocess.run([str(python), "-c", "import opencompass"], capture_output=True).returncode != 0:
+        session.run(str(Path(session.bin) / "python"), "-m", "venv", "--clear", str(venv), external=True)
+        session.run(str(python), "-m", "pip", "install", "-q", *OPENCOMPASS, external=True)
+    session.run("pytest", "-m", "opencompass", "-s", "plugins/autorl-smith/tests/test_smith.py", *session.posargs,
+                env={"AUTORL_OPENCOMPASS_PYTHON": str(python)})
