@@ -140,7 +140,8 @@ class OpenCompassEvaluator(Evaluator):
             command = prepare_run(benchmark, items, str(model_dir), Path(private), workdir)
             log = workdir / "opencompass.log"
             with log.open("w") as f:
-                proc = subprocess.run([python, *command], stdout=f, stderr=subprocess.STDOUT,
+                # cwd: OpenCompass keeps a .cache/ of dataset sizes where it runs
+                proc = subprocess.run([python, *command], stdout=f, stderr=subprocess.STDOUT, cwd=workdir,
                                       timeout=float(cfg.get("timeout_s", 24 * 3600)))
         results = read_results(workdir, 1)
         if proc.returncode != 0:
