@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from autorl.cli import options as opt
+import autorl.cli.options as opt
 from autorl.cli.output import print_json
 from autorl.errors import UsageError
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from autorl.cli import options as opt
+import autorl.cli.options as opt
 from autorl.cli.output import print_json, table
 
 list_app = typer.Typer(help="List what is installed.", no_args_is_help=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from autorl.cli import options as opt
+import autorl.cli.options as opt
 from autorl.cli.output import print_json
 
 

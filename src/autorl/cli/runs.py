@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from autorl.cli import options as opt
+import autorl.cli.options as opt
 from autorl.cli.output import console, fmt, fmt_p, markdown, print_json, table
 from autorl.display import fmt_ci, fmt_signed
 from autorl.errors import UsageError

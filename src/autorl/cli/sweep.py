@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from autorl.cli import options as opt
+import autorl.cli.options as opt
 from autorl.cli.output import console, fmt, markdown, print_json, table
 from autorl.errors import UsageError
 

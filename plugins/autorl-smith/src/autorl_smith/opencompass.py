@@ -22,13 +22,24 @@ import textwrap
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from autorl import EvaluationError, Evaluator, ItemResult, Progress
 
 if TYPE_CHECKING:
-    from autorl import Backend, Benchmark, Item
-    from autorl_smith.benchmark import SmithBenchmark
+    from autorl import Backend, Benchmark, EvalConfig, Item
+    from autorl_smith.folder import SmithFolder
+
+
+class SmithTask(Protocol):
+    """What this evaluator reads of a smith benchmark (the benchmark module builds it: no import back)."""
+
+    folder: SmithFolder
+    options: dict[str, Any]
+
+    def config(self) -> EvalConfig: ...
+
+    def work_dir(self) -> Path: ...
 
 SETUP = ("python3 -m venv ~/.venvs/opencompass && ~/.venvs/opencompass/bin/pip install opencompass==0.5.4 "
          "'pyarrow<22' 'transformers<5', then export AUTORL_OPENCOMPASS_PYTHON=~/.venvs/opencompass/bin/python")
@@ -124,20 +135,20 @@ class OpenCompassEvaluator(Evaluator):
 
     def evaluate(self, benchmark: Benchmark, items: Sequence[Item], backend: Backend,
                  progress: Progress | None = None) -> list[ItemResult]:
-        from autorl_smith.benchmark import SmithBenchmark
-
-        assert isinstance(benchmark, SmithBenchmark)
-        cfg = benchmark.folder.config
-        model_dir = getattr(backend, "model_dir", None) or benchmark.options.get("model_dir")
+        if not hasattr(benchmark, "folder") or not hasattr(benchmark, "work_dir"):
+            raise EvaluationError(f"the opencompass evaluator scores smith folders, not {benchmark.name}")
+        task = cast("SmithTask", benchmark)  # only smith benchmarks name this evaluator (SmithBenchmark.evaluator)
+        cfg = task.folder.config
+        model_dir = getattr(backend, "model_dir", None) or task.options.get("model_dir")
         if not model_dir:
             raise EvaluationError("the opencompass evaluator needs the checkpoint path (backend.model_dir)")
         if not items:
             return []
         python = interpreter(cfg)
-        workdir = benchmark.work_dir() / "opencompass" / time.strftime("%Y%m%dT%H%M%S")
+        workdir = task.work_dir() / "opencompass" / time.strftime("%Y%m%dT%H%M%S")
         workdir.mkdir(parents=True)
         with tempfile.TemporaryDirectory(prefix="autorl-opencompass-") as private:
-            command = prepare_run(benchmark, items, str(model_dir), Path(private), workdir)
+            command = prepare_run(task, items, str(model_dir), Path(private), workdir)
             log = workdir / "opencompass.log"
             with log.open("w") as f:
                 # cwd: OpenCompass keeps a .cache/ of dataset sizes where it runs
@@ -158,7 +169,7 @@ class OpenCompassEvaluator(Evaluator):
         return [ItemResult(item.id, v, [], None, {"dataset": dataset}) for item, v in zip(items, per_item, strict=True)]
 
 
-def prepare_run(benchmark: SmithBenchmark, items: Sequence[Item], model_dir: str, private: Path,
+def prepare_run(benchmark: SmithTask, items: Sequence[Item], model_dir: str, private: Path,
                 workdir: Path) -> list[str]:
     """Writes the items and the config into ``private``; the arguments for OpenCompass's Python."""
     data_path = private / f"smith_{benchmark.folder.name.replace('-', '_')}.jsonl"
