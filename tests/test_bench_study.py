@@ -23,7 +23,7 @@ def test_the_study_script_runs_its_phases_and_summarises_them(tmp_path: Path, sh
     out = tmp_path / "out"
     env = {**os.environ, "STUDY_CPU": "1", "STUDY_SEEDS": "0", "STUDY_PYTHON": sys.executable,
            "AUTORL_HOME": str(home), "AUTORL_SWEEP_SCRATCH": str(tmp_path / "scratch")}
-    for phase in ("study", "gsm-hf", "summary"):
+    for phase in ("study", "first", "gsm-hf", "summary"):
         proc = subprocess.run(["bash", str(ROOT / "bench" / "h200" / "study.sh"), phase, str(out)], env=env,
                               capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-2000:]
@@ -33,6 +33,13 @@ def test_the_study_script_runs_its_phases_and_summarises_them(tmp_path: Path, sh
     assert len(run["submissions"]) == 3
     assert all(s["latency_s"] is not None and s["latency_s"] >= 0 for s in run["submissions"])
     assert summary["study"]["wall"]["wall_s"] >= 0 and summary["study"]["report"]["cells"][0]["runs"] == 1
+    # the study's run scored the baseline and found its engine loaded by it; the `first` phase's run (another
+    # study) read the baseline from the shared cache, so its warm-up loaded the engine while the agent started
+    assert not run["baseline_cached"] and run["warm_up"] == {**run["warm_up"], "skipped": "an engine is loaded already"}
+    (first,) = summary["first"]["runs"]
+    assert first["outcome"] == "result" and first["baseline_cached"]
+    assert first["warm_up"]["engine"] == "fresh" and first["warm_up"]["load_s"] > 0
+    assert first["submissions"][0]["engine"] != "fresh"  # the first submission found the warm engine
     assert summary["gsm_hf"] == {"skipped": "STUDY_CPU=1"}
     md = (out / "summary.md").read_text()
     assert run["run_id"] in md and "submission latencies" in md

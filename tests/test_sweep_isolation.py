@@ -47,6 +47,10 @@ def test_two_studies_with_coinciding_cells_keep_their_own_records_and_reports(
     keys = {name: sorted(p.name for p in (home / "sweeps" / name / "keys").iterdir()) for name in ("first", "second")}
     assert keys["first"] == keys["second"] and len(keys["first"]) == 2
     assert len([line for line in fake_run.read_text().splitlines() if '"pid"' in line]) == 4
+    # the base model's baseline is the one thing the studies share (by its key): one cache, the shared home's
+    for scratch_home in (tmp_path / "scratch").glob("autorl-sweep-*/*/home"):
+        assert (scratch_home / "baselines").resolve() == (home / "baselines").resolve()
+    assert len(list((tmp_path / "scratch").glob("autorl-sweep-*/*/home"))) == 2
     rows = json.loads(cli("results", "--json", env=env, check=True).stdout)
     assert len(rows) == 4 and len({r["run_id"] for r in rows}) == 4  # nothing replaced
     assert sorted(r["sweep"] for r in rows) == ["first", "first", "second", "second"]

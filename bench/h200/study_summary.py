@@ -33,7 +33,13 @@ def runs(sweep: Path) -> list[dict[str, Any]]:
             subs.append({"id": s.get("submission_id"), "latency_s": latency, "score": s.get("score"),
                          "engine": s.get("engine"), "load_s": s.get("load_s"), "generate_s": s.get("generate_s"),
                          "worker": (s.get("extra") or {}).get("worker")})
+        baseline = result.get("baseline") if isinstance(result.get("baseline"), dict) else {}
+        first = (subs[0]["worker"] or {}) if subs and isinstance(subs[0]["worker"], dict) else {}
         out.append({"attempt": attempt.name, "run_id": row.get("run_id"), "seed": row.get("seed"),
+                    # the dev baseline read from the cache (no engine loaded for it), and what the slot's warm-up did
+                    "baseline_cached": bool((baseline.get("extra") or {}).get("cached")),
+                    "baseline_s": round(baseline["duration_s"], 1) if isinstance(baseline.get("duration_s"), int | float)
+                    else None, "warm_up": first.get("warm_up"),
                     "outcome": outcome.get("kind"), "reason": outcome.get("reason"),
                     "attempt_wall_s": outcome.get("duration_s"), "run_wall_s": row.get("duration_s"),
                     "test_score": row.get("test_score"), "improvement": row.get("improvement"),
@@ -56,13 +62,18 @@ def main(out: Path) -> dict[str, Any]:
             continue
         wall = (summary[phase]["wall"] or {}).get("wall_s")
         lines += [f"## {phase} (whole phase {wall} s)", "",
-                  "| run | seed | outcome | run wall s | test | improvement | submission latencies s | engines |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+                  "| run | seed | outcome | run wall s | test | improvement | baseline | warm-up | submission latencies s "
+                  "| engines |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in summary[phase]["runs"]:
             lat = ", ".join(str(s["latency_s"]) for s in r["submissions"]) or "-"
             engines = ", ".join(f"{s['engine']} ({s['load_s']} s)" for s in r["submissions"]) or "-"
+            base = "cached" if r["baseline_cached"] else f"scored ({r['baseline_s']} s)"
+            warm = r["warm_up"] or {}
+            warmed = (f"{warm['engine']} in {warm.get('load_s')} s" if "engine" in warm
+                      else warm.get("skipped") or warm.get("error") or "-")
             lines.append(f"| {r['run_id']} | {r['seed']} | {r['outcome']} | {r['run_wall_s']} | {r['test_score']} "
-                         f"| {r['improvement']} | {lat} | {engines} |")
+                         f"| {r['improvement']} | {base} | {warmed} | {lat} | {engines} |")
         for c in (summary[phase]["report"] or {}).get("cells", []):
             lines.append(f"\nmean improvement {c.get('mean')} (95% CI {c.get('ci95')}) over {c.get('runs')} runs")
         lines.append("")

@@ -7,7 +7,10 @@ attempt's folder (``<sweep>/keys/<run_key>/a<N>/runs/``, under ``AUTORL_HOME/swe
 The run's sandbox masks the shared home, the study folder and the whole scratch root and binds the workspace
 back alone, so the agent sees its own workspace and nothing else of either. The shared home's ``models/`` and
 ``datasets/`` are linked into the scratch home (a model is downloaded or built once) and the task's hidden folder
-is copied from it (the same items, drawn with the same secret, on every node). At the end the result, read from
+is copied from it (the same items, drawn with the same secret, on every node). Its ``baselines/`` is linked too:
+a base model's score on the same hidden items is computed once and read by every later run, study or plain
+``autorl run`` with that home (the cache key covers the items, the evaluation settings and the model's bytes), so
+the engine warm-up, not a baseline, is what a later run's grader spends its first seconds on. At the end the result, read from
 the scratch ledger (never from a file the agent can write), and the grader's store are copied into the attempt's
 folder.
 
@@ -63,7 +66,7 @@ def run_id(payload: dict[str, Any]) -> str:
 def _link_shared(home: Path, shared: Path, task: str) -> None:
     from autorl.resources import file_lock, private_dir
 
-    for name in ("models", "datasets"):
+    for name in ("models", "datasets", "baselines"):
         (shared / name).mkdir(parents=True, exist_ok=True)
         link = home / name
         if not link.is_symlink() and not link.exists():
