@@ -20,6 +20,7 @@ from autorl import (
     HiddenDataError,
     Item,
     StepResult,
+    UsageError,
     write_hidden_items,
 )
 from autorl.default_plugins.arith import Arith
@@ -269,6 +270,30 @@ def test_episode_evaluator_steps_episodes_in_lockstep(tmp_path: Path) -> None:
     # one batched call per turn over the episodes still running: 4, 3, 2, then the long one alone
     assert be.calls == [4, 3, 2, 1, 1, 1]
     assert rec.item_scores == {"g1": 1.0, "g2": 1.0, "g3": 1.0, "g9": 0.0}
+
+
+class _OptionsBench(_CountBench):
+    declared_options = {**EpisodeBenchmark.EPISODE_OPTIONS, "target": int}
+    n_examples = 2
+
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        super().__init__(options)
+        self.read_episode_options()
+
+    def config(self) -> EvalConfig:
+        return self.episode_config()
+
+
+def test_an_episode_benchmark_takes_the_episode_options_with_its_own_defaults() -> None:
+    plain = _OptionsBench()
+    assert (plain.max_steps, plain.n_examples) == (6, 2)
+    assert plain.config() == EvalConfig(max_new_tokens=4)
+    bench = _OptionsBench({"max_steps": 3, "examples": 0, "chat": True, "max_new_tokens": 9, "target": 1})
+    assert (bench.max_steps, bench.n_examples) == (3, 0)
+    assert bench.config() == EvalConfig(max_new_tokens=9, chat_template=True)
+    assert _OptionsBench({"chat_template": False, "chat": True}).config().chat_template is False
+    with pytest.raises(UsageError, match=r"max_step: .*did you mean max_steps"):
+        _OptionsBench({"max_step": 3})
 
 
 def test_the_engine_picks_the_generation_evaluator_unless_the_benchmark_names_one() -> None:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from autorl.inference.base import GenerationRequest
+from autorl.inference.base import Decoding, GenerationRequest
 
 if TYPE_CHECKING:
     from autorl.inference.base import Backend
@@ -33,12 +33,14 @@ class Item:
 
 
 @dataclass(frozen=True)
-class EvalConfig:
+class EvalConfig(Decoding):
     """How the grader prompts and decodes; part of the config hash, and told to the agent verbatim.
 
     ``few_shot`` holds (prompt, answer) pairs already in the template's shape. In completion mode the
     prompt is ``prompt + answer + few_shot_separator`` for each example, then the item's prompt; in chat
-    mode each example becomes a user/assistant turn.
+    mode each example becomes a user/assistant turn. The decoding settings (``max_new_tokens``,
+    ``temperature``, ``top_p``, ``stop``, ``seed``) are :class:`~autorl.inference.base.Decoding`'s, and
+    ``num_samples`` completions are scored per item; those are keyword-only.
     """
 
     prompt_template: str = "{question}"
@@ -46,14 +48,8 @@ class EvalConfig:
     few_shot_separator: str = "\n\n"
     chat_template: bool = False
     system_prompt: str | None = None
-    # The decoding fields repeat GenerationRequest's on purpose: this is the benchmark's setting (hashed, shown
-    # to the agent), that is one backend call's; request() is the one place that maps the first onto the second.
-    max_new_tokens: int = 256
-    temperature: float = 0.0
-    top_p: float = 1.0
-    stop: tuple[str, ...] = ()
+    _: KW_ONLY
     num_samples: int = 1
-    seed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -79,8 +75,8 @@ class EvalConfig:
     def request(self, prompt: str | list[dict[str, str]], n: int = 1) -> GenerationRequest:
         """The backend request for ``prompt`` (from :meth:`render`, or an episode's turn) with these decoding
         settings and ``n`` completions."""
-        return GenerationRequest(prompt=prompt, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                                 top_p=self.top_p, stop=self.stop, n=n, seed=self.seed)
+        decoding = {f.name: getattr(self, f.name) for f in dataclasses.fields(Decoding)}
+        return GenerationRequest(prompt, n=n, **decoding)
 
 
 class Scorer(Protocol):

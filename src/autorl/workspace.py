@@ -6,33 +6,38 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, overload
 
 if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
     from autorl.resources import ResolvedModel
 
 
-# its path properties are alike in shape: each names one place of the layout, kept readable one by one
+class _Place:
+    """A read-only attribute of :class:`Workspace`: the path ``name`` below its root."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, workspace: None, owner: type[Any]) -> _Place: ...
+
+    @overload
+    def __get__(self, workspace: Workspace, owner: type[Any]) -> Path: ...
+
+    def __get__(self, workspace: Workspace | None, owner: type[Any]) -> _Place | Path:
+        return self if workspace is None else workspace.root / self.name
+
+
 @dataclass(frozen=True)
 class Workspace:
     root: Path
 
-    @property
-    def code(self) -> Path:
-        return self.root / "code"
-
-    @property
-    def output(self) -> Path:
-        return self.root / "output"
-
-    @property
-    def data(self) -> Path:
-        return self.root / "data"
-
-    @property
-    def agent_log(self) -> Path:
-        return self.root / "agent.log"
+    # the layout's places, one a line
+    code = _Place("code")
+    output = _Place("output")
+    data = _Place("data")
+    agent_log = _Place("agent.log")
 
     def model(self, model_name: str) -> Path:
         return self.root / "models" / model_name

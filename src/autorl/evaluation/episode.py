@@ -5,11 +5,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from autorl.scoring import Evaluator, ItemResult
+from autorl.scoring import EvalConfig, Evaluator, ItemResult
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from autorl.benchmark import OptionKind
     from autorl.inference.base import Backend
     from autorl.scoring import Item, Progress, Scorer
 
@@ -48,10 +52,37 @@ def episode_steps(history: list[tuple[str, str]], observation: str) -> list[tupl
 
 class EpisodeBenchmark(ABC):
     """What a benchmark provides to be evaluated episode by episode (mix into a Benchmark, and return an
-    :class:`EpisodeEvaluator` from its ``evaluator()``)."""
+    :class:`EpisodeEvaluator` from its ``evaluator()``).
 
-    #: Turns an episode may take before it ends unfinished.
+    The options every episode benchmark takes are :attr:`EPISODE_OPTIONS`: declare them among its own, read
+    them with :meth:`read_episode_options` in ``__init__`` and return :meth:`episode_config` from ``config()``.
+    """
+
+    #: ``max_steps`` and ``examples`` (read into :attr:`max_steps` and :attr:`n_examples` by
+    #: :meth:`read_episode_options`), ``chat`` and ``max_new_tokens`` (applied by :meth:`episode_config`):
+    #: ``declared_options = {**EpisodeBenchmark.EPISODE_OPTIONS, ...the benchmark's own}``.
+    EPISODE_OPTIONS: ClassVar[Mapping[str, OptionKind]] = MappingProxyType(
+        {"chat": bool, "max_new_tokens": int, "max_steps": int, "examples": int})
+    #: Turns an episode may take before it ends unfinished (option ``max_steps``; this is its default).
     max_steps: int = 50
+    #: Solved examples in each prompt (option ``examples``; this is its default).
+    n_examples: int = 0
+    # a Benchmark's, which an episode benchmark also is: what the two helpers below read
+    options: dict[str, Any]
+    eval_config: ClassVar[EvalConfig]
+
+    def read_episode_options(self) -> None:
+        """Set :attr:`max_steps` and :attr:`n_examples` from options ``max_steps`` and ``examples`` (the class's
+        values are the defaults)."""
+        self.max_steps = int(self.options.get("max_steps", self.max_steps))
+        self.n_examples = int(self.options.get("examples", self.n_examples))
+
+    def episode_config(self) -> EvalConfig:
+        """``eval_config`` with the chat template as option ``chat`` (or the harness's ``chat_template``) says
+        (default: not applied) and option ``max_new_tokens`` (default: ``eval_config``'s)."""
+        chat = bool(self.options.get("chat_template", self.options.get("chat", False)))
+        tokens = int(self.options.get("max_new_tokens", self.eval_config.max_new_tokens))
+        return self.eval_config.replace(chat_template=chat, max_new_tokens=tokens)
 
     @abstractmethod
     def make_env(self, item: Item) -> Environment:

@@ -13,25 +13,31 @@ import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 
-@dataclass(frozen=True)
-class GenerationRequest:
-    """One prompt (text, or chat messages to render with the tokenizer's chat template)."""
+@dataclass(frozen=True, kw_only=True)
+class Decoding:
+    """How completions are decoded (keyword-only), defined once for a benchmark's setting
+    (:class:`~autorl.scoring.EvalConfig`, which copies it into each request) and one backend call
+    (:class:`GenerationRequest`); here, so that the backend contract stays free of the benchmark's types."""
 
-    # the decoding fields mirror a benchmark's EvalConfig (autorl.benchmark) on purpose: the evaluator copies
-    # the benchmark's settings into each request, and the backend contract stays free of the benchmark's types
-
-    prompt: str | list[dict[str, str]]
     max_new_tokens: int = 256
     temperature: float = 0.0
     top_p: float = 1.0
     stop: tuple[str, ...] = ()
-    n: int = 1
     seed: int = 0
+
+
+@dataclass(frozen=True)
+class GenerationRequest(Decoding):
+    """One prompt (text, or chat messages to render with the tokenizer's chat template), decoded ``n`` times."""
+
+    prompt: str | list[dict[str, str]]
+    _: KW_ONLY
+    n: int = 1
 
 
 @dataclass

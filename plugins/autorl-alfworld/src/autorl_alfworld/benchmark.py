@@ -72,15 +72,13 @@ class AlfWorldBenchmark(Benchmark, EpisodeBenchmark):
     name = "alfworld"
     #: ``--benchmark-option`` names and what each takes (anything else is refused before a run starts)
     declared_options: ClassVar[dict[str, Any]] = {
-        "chat": bool, "max_new_tokens": int, "max_steps": int, "examples": int,
-        "source": ("auto", "official", "offline"), "official_dev": int,
+        **EpisodeBenchmark.EPISODE_OPTIONS, "source": ("auto", "official", "offline"), "official_dev": int,
         "train_games": int, "dev_games": int, "test_games": int}
     version = "2"
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
-        self.max_steps = int(self.options.get("max_steps", 50))
-        self.n_examples = int(self.options.get("examples", 2))
+        self.read_episode_options()
         source = str(self.options.get("source", "auto"))  # one of declared_options["source"] (checked above)
         if source == "auto":
             source = "official" if (official_root() / "valid_unseen").is_dir() else "offline"
@@ -97,11 +95,13 @@ class AlfWorldBenchmark(Benchmark, EpisodeBenchmark):
         temperature=0.0,
         stop=("\n",),
     )
+    #: the episode options' defaults (``max_steps``, ``examples``)
+    max_steps = 50
+    n_examples = 2
 
     def config(self) -> EvalConfig:
         """Options ``chat`` (or the harness's ``chat_template``) and ``max_new_tokens``."""
-        chat = bool(self.options.get("chat_template", self.options.get("chat", False)))
-        return self.eval_config.replace(chat_template=chat, max_new_tokens=int(self.options.get("max_new_tokens", 64)))
+        return self.episode_config()
 
     def description(self) -> str:
         text = DESCRIPTION.format(max_steps=self.max_steps, examples=self.n_examples)

@@ -181,32 +181,35 @@ def _argv(args: Sequence[str], workdir: Path, hidden: Sequence[Path], mode: str)
 
 #: Plain data as JSON, on both sides of the model's process: tuples, dicts with any keys and sets tagged so
 #: that they come back as what they were, and nothing else accepted. ``NOT_PLAIN`` (set by the script) words
-#: the refusal to encode. encode and decode mirror each other on purpose (each the other's inverse).
+#: the refusal to encode. encode and decode share the walk (JSON's own values as they are, lists item by item)
+#: and the tags; each is the other's inverse.
 CODEC = r'''
-def encode(v):
-    t = type(v)
-    if v is None or t in (bool, int, float, str):
+TAGS = {tuple: "t", dict: "d", set: "s", frozenset: "s"}
+
+def convert(v, tagged):
+    if v is None or type(v) in (bool, int, float, str):
         return v
-    if t is list:
-        return [encode(x) for x in v]
-    if t is tuple:
-        return {"t": [encode(x) for x in v]}
-    if t is dict:
-        return {"d": [[encode(k), encode(x)] for k, x in v.items()]}
-    if t in (set, frozenset):
-        return {"s": [encode(x) for x in v]}
-    raise TypeError(NOT_PLAIN.format(t.__name__))
+    if type(v) is list:
+        return [convert(x, tagged) for x in v]
+    return tagged(v)
+
+def encode(v):
+    return convert(v, encode_tagged)
+
+def encode_tagged(v):
+    tag = TAGS.get(type(v))
+    if tag is None:
+        raise TypeError(NOT_PLAIN.format(type(v).__name__))
+    return {tag: encode([[k, x] for k, x in v.items()] if tag == "d" else list(v))}
 
 class NotPlain(Exception):
     pass
 
 def decode(v):
-    t = type(v)
-    if v is None or t in (bool, int, float, str):
-        return v
-    if t is list:
-        return [decode(x) for x in v]
-    if t is dict and len(v) == 1:
+    return convert(v, decode_tagged)
+
+def decode_tagged(v):
+    if type(v) is dict and len(v) == 1:
         (tag, body), = v.items()
         if type(body) is list:
             if tag == "t":
@@ -346,6 +349,25 @@ def _workdir(uid: int) -> Path:
     return workdir
 
 
+def _timed_out(proc: subprocess.Popen[bytes], timeout_s: float) -> Outcome | None:
+    """Wait for ``proc``: the timeout's outcome when it has not ended within ``timeout_s``, else None."""
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return Outcome(False, "timeout", f"no result within {timeout_s:.0f} s")
+    return None
+
+
+def _verdict(passed: bool, returncode: int, stderr: bytearray, who: str = "") -> Outcome:
+    """The outcome of a process that ended in time: ``passed``, else killed by a signal (``who`` named), else
+    failed with the last line of its ``stderr``."""
+    if passed:
+        return Outcome(True, "passed")
+    if returncode < 0:
+        return Outcome(False, "killed", f"{who}killed by {signal.Signals(-returncode).name}")
+    return Outcome(False, "failed", _last_line(stderr))
+
+
 def run_program(source: str, *, limits: Limits = Limits(), hidden: Sequence[Path] = (),
                 mode: str | None = None) -> Outcome:
     """Run ``source`` as a Python program in the sandbox; passed means it exited with status 0 in time.
@@ -365,17 +387,11 @@ def run_program(source: str, *, limits: Limits = Limits(), hidden: Sequence[Path
         assert proc.stderr is not None
         reader, err = _drain(proc.stderr, OUTPUT_CAP)
         try:
-            proc.wait(timeout=limits.timeout_s)
-        except subprocess.TimeoutExpired:
-            return Outcome(False, "timeout", f"no result within {limits.timeout_s:.0f} s")
+            timeout = _timed_out(proc, limits.timeout_s)
         finally:
             _kill(proc)
             reader.join(timeout=5)
-        if proc.returncode == 0:
-            return Outcome(True, "passed")
-        if proc.returncode < 0:
-            return Outcome(False, "killed", f"killed by {signal.Signals(-proc.returncode).name}")
-        return Outcome(False, "failed", _last_line(err))
+        return timeout or _verdict(proc.returncode == 0, proc.returncode, err)
     finally:
         if os.getuid() == 0:
             _reap(uid)
@@ -437,9 +453,7 @@ def run_check(check: Check, *, limits: Limits = Limits(), hidden: Sequence[Path]
             checker.stdin.write((json.dumps(job) + "\n").encode())
             checker.stdin.close()
         try:
-            checker.wait(timeout=limits.timeout_s)
-        except subprocess.TimeoutExpired:
-            return Outcome(False, "timeout", f"no result within {limits.timeout_s:.0f} s")
+            timeout = _timed_out(checker, limits.timeout_s)
         finally:
             _kill(checker)
             _kill(server)
@@ -447,11 +461,8 @@ def run_check(check: Check, *, limits: Limits = Limits(), hidden: Sequence[Path]
                 _reap(uid)  # what the program forked holds its stderr open: gone before the readers finish
             for reader in readers:
                 reader.join(timeout=5)
-        if checker.returncode == 0 and bytes(result) == f"{token}\n".encode():
-            return Outcome(True, "passed")
-        if checker.returncode < 0:
-            return Outcome(False, "killed", f"checker killed by {signal.Signals(-checker.returncode).name}")
-        return Outcome(False, "failed", _last_line(error))
+        passed = checker.returncode == 0 and bytes(result) == f"{token}\n".encode()
+        return timeout or _verdict(passed, checker.returncode, error, "checker ")
     finally:
         for proc in (checker, server):
             if proc is not None and proc.returncode is None:

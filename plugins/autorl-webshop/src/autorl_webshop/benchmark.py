@@ -88,21 +88,21 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
     ``examples`` (1), ``max_steps`` (15), ``chat``, ``max_new_tokens`` (32)."""
 
     name = "webshop"
-    #: ``--benchmark-option`` names and what each takes (anything else is refused before a run starts); alike
-    #: alfworld's, and config() too: each episode benchmark declares its own options and reads its own defaults
+    #: ``--benchmark-option`` names and what each takes (anything else is refused before a run starts)
     declared_options: ClassVar[dict[str, Any]] = {
-        "chat": bool, "max_new_tokens": int, "max_steps": int, "examples": int,
-        "source": ("auto", "official", "generated"), "products_per_type": int,
+        **EpisodeBenchmark.EPISODE_OPTIONS, "source": ("auto", "official", "generated"), "products_per_type": int,
         "train_goals": int, "dev_goals": int, "test_goals": int}
     version = "2"
     eval_config = EvalConfig(prompt_template="<instruction, solved example(s), 'Here is the task.'>\n"
                                              "Observation: {observation}\nAction:",
                              max_new_tokens=32, temperature=0.0, stop=("\n",))
+    #: the episode options' defaults (``max_steps``, ``examples``)
+    max_steps = 15
+    n_examples = 1
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
-        self.max_steps = int(self.options.get("max_steps", 15))
-        self.n_examples = int(self.options.get("examples", 1))
+        self.read_episode_options()
         source = str(self.options.get("source", "auto"))  # one of declared_options["source"] (checked above)
         if source == "auto":
             source = "official" if official.available() else "generated"
@@ -115,8 +115,7 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
 
     def config(self) -> EvalConfig:
         """Options ``chat`` (or the harness's ``chat_template``) and ``max_new_tokens``."""
-        chat = bool(self.options.get("chat_template", self.options.get("chat", False)))
-        return self.eval_config.replace(chat_template=chat, max_new_tokens=int(self.options.get("max_new_tokens", 32)))
+        return self.episode_config()
 
     def description(self) -> str:
         if self.source == "official":
