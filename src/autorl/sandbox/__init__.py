@@ -160,6 +160,10 @@ class SandboxSpec:
     hidden: list[Path] = field(default_factory=list)
     #: hidden again after read_only, whatever covers them (evaluation data inside installed packages, storage)
     always_hidden: list[Path] = field(default_factory=list)
+    #: shown read-only last, at their resolved place, over every mask (always_hidden included): what the
+    #: benchmark names for the agent (:meth:`autorl.Benchmark.agent_paths`), e.g. a few files of a folder
+    #: whose data it hides
+    shown: list[Path] = field(default_factory=list)
     network: bool = True
     grader_port: int | None = None
     #: host directory holding the grader's Unix socket (network off)
@@ -293,6 +297,9 @@ def bwrap_argv(spec: SandboxSpec, argv: Sequence[str], *, executable: str, envir
         visible = not any(_inside(p, h) for h in hidden) or any(_inside(p, t) for t in shown)
         if p.exists() and visible and not _inside(ws, p) and not _inside(p, ws):
             args += _mask(p)
+    for real in dict.fromkeys(p.resolve() for p in spec.shown if p.exists()):
+        if not _inside(real, ws) and not _inside(ws, real):
+            args += ["--ro-bind", str(real), str(real)]
     if spec.gpus:
         for dev in gpu_devices():
             args += ["--dev-bind-try", dev, dev]
