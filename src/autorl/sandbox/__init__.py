@@ -293,10 +293,12 @@ def bwrap_argv(spec: SandboxSpec, argv: Sequence[str], *, executable: str, envir
     # mask again what is visible after all that; what is already absent stays absent (no mount point
     # appears that would give its name away)
     shown = [*binds, ws, spec.workspace]
-    for p in dict.fromkeys(spec.always_hidden):
-        visible = not any(_inside(p, h) for h in hidden) or any(_inside(p, t) for t in shown)
+    masked: list[Path] = []
+    for p in sorted(dict.fromkeys(spec.always_hidden), key=lambda p: len(p.parts)):
+        visible = not any(_inside(p, h) for h in [*hidden, *masked]) or any(_inside(p, t) for t in shown)
         if p.exists() and visible and not _inside(ws, p) and not _inside(p, ws):
             args += _mask(p)
+            masked.append(p)
     for real in dict.fromkeys(p.resolve() for p in spec.shown if p.exists()):
         if not _inside(real, ws) and not _inside(ws, real):
             args += ["--ro-bind", str(real), str(real)]
