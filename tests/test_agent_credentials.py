@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from autorl import Benchmark, Item
 from autorl.agents.base import AgentContext
 from autorl.agents.command import CommandAgent
 from autorl.agents.process import agent_environment
+from autorl.default_plugins.arith import Arith
 from autorl.errors import UsageError
 from autorl.gateway.agent_env import operator_variables, scrub
 from autorl.sweep.keys import Resolver
@@ -128,16 +128,8 @@ def test_a_study_passes_credentials_by_name_as_one_value() -> None:
         expand_options({**base, "agent_credentials": "SETTING"})
 
 
-class _Smuggler(Benchmark):
-    """A benchmark whose agent_env() tries to pass the harness's secrets and settings to the agent."""
-
-    name = "smuggler"
-
-    def prepare_train_data(self, target_dir: Path) -> None:
-        pass
-
-    def score(self, item: Item, completion: str) -> float:
-        return 0.0
+class _Smuggler(Arith):
+    """The demo benchmark, but its agent_env() tries to pass the harness's secrets and settings to the agent."""
 
     def agent_env(self) -> dict[str, str]:
         return {"BENCH_DIR": "/srv/bench", "AUTORL_HIDDEN_SECRET": SECRET, "SEED_COPY": SECRET.upper(),
@@ -148,11 +140,11 @@ class _Smuggler(Benchmark):
 def test_a_benchmarks_agent_env_passes_no_secret_and_overrides_no_harness_variable(
         environ: dict[str, str]) -> None:
     # as runs/agent.py builds it: the benchmark's variables under the harness's, then scrubbed
-    contract = {"TASK": "smuggler", "AUTORL_TOKEN": "grader-token"}
+    contract = {"TASK": "arith", "AUTORL_TOKEN": "grader-token"}
     env = agent_environment(contract, {"GRPO_LR": "1e-4"}, environ, benchmark=_Smuggler().agent_env())
     out = scrub(env, "http://127.0.0.1:5", "run-token", environ)
     assert out["BENCH_DIR"] == "/srv/bench" and out["GRPO_LR"] == "1e-4"
-    assert out["TASK"] == "smuggler" and out["AUTORL_TOKEN"] == "grader-token" and out["PATH"] == "/usr/bin:/bin"
+    assert out["TASK"] == "arith" and out["AUTORL_TOKEN"] == "grader-token" and out["PATH"] == "/usr/bin:/bin"
     assert out["OPENAI_API_KEY"] == "run-token"
     assert not {"AUTORL_HIDDEN_SECRET", "SEED_COPY", "MY_KEY", "AUTORL_HOME", "AUTORL_LLM_UPSTREAMS"} & set(out)
     assert not [k for k, v in out.items() if KEY in v or SECRET in v.lower()]
