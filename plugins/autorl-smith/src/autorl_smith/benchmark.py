@@ -205,7 +205,8 @@ class SmithBenchmark(Benchmark):
         root = self.folder.path.resolve()
         path = root / rel
         held = eval_file(root, self.folder.config)
-        if (root / "data") in path.parents or (held is not None and path.resolve() == held.resolve()) or path.resolve() != path:
+        is_data = (root / "data") in path.parents or (held is not None and path.resolve() == held.resolve())
+        if is_data or path.resolve() != path:
             raise UsageError(f"{self.name}: config.yaml exposes {rel!r}, which is data the agent must not get (under "
                              f"data/, the eval file, or a link); remove it from expose_files in {root}/config.yaml")
         return path
@@ -222,8 +223,10 @@ class SmithBenchmark(Benchmark):
         return {AGENT_FOLDER_ENV: str(self.folder.path.resolve())}
 
     def hidden_paths(self) -> list[Path]:
-        """The whole folder of benchmarks (other benchmarks' data included; :meth:`agent_paths` are shown over
-        it), this folder's data and eval file, and the grader's copy."""
+        """The whole folder of benchmarks where this one was found (other benchmarks' data included), this
+        folder wherever a link leads (:meth:`agent_paths` are shown over both), its data and eval file, and
+        the grader's copy."""
         root = self.folder.path.resolve()
         held = eval_file(root, self.folder.config)
-        return [root.parent, root / "data", *([held] if held else []), self.work_dir()]
+        return [self.folder.path.absolute().parent.resolve(), root, root / "data", *([held] if held else []),
+                self.work_dir()]
