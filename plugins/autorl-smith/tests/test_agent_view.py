@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from autorl_smith.benchmark import SmithBenchmark, version_of
+from autorl_smith.folder import SmithFolder, discover, load_folder
 from smith_folders import cli, write_folder
 
+from autorl import Item, UsageError
 from autorl.sandbox import bwrap_available
 
 BWRAP, WHY = bwrap_available()
-pytestmark = pytest.mark.skipif(BWRAP is None, reason=f"bubblewrap cannot run here: {WHY}")
 
 EXACT = ("def evaluate(question, model_answer, reference_answer, **kwargs):\n"
          "    return 1.0 if model_answer.strip() == reference_answer.strip() else 0.0\n")
@@ -75,6 +77,7 @@ def rows(start: int, n: int, tag: str) -> list[dict[str, Any]]:
     return [{"question": f"{tag} {k} + {k}", "answer": str(2 * k)} for k in range(start, start + n)]
 
 
+@pytest.mark.skipif(BWRAP is None, reason=f"bubblewrap cannot run here: {WHY}")
 def test_the_agent_sees_its_own_folders_files_and_nothing_else(tmp_path: Path, outside: Path) -> None:
     pytest.importorskip("torch", reason="the run's baseline needs the hf backend (autorl[hf])")
     root = outside / "benchmarks"
@@ -122,3 +125,42 @@ def test_the_agent_sees_its_own_folders_files_and_nothing_else(tmp_path: Path, o
     assert seen["prompt"] == "Q: 2+2\nA:" and seen["scores"] == [1.0, 0.0]
     # the grader scored from its own copy of the folder, made before the agent started
     assert (grader_copies.glob("probe-*/eval.py")) and "smith-probe" in proc.stdout
+
+
+def smith_class(folder: SmithFolder) -> type[SmithBenchmark]:
+    return type(f"Smith_{folder.name}", (SmithBenchmark,), {"name": folder.task, "version": version_of(folder),
+                                                            "folder": folder, "source": folder.path})
+
+
+def test_what_the_benchmark_shows_names_and_refuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "benchmarks"
+    own = write_folder(root, "probe", eval_py=EXACT, train=rows(0, 30, "TRAIN"), test=rows(100, 12, "HIDDEN"),
+                       config={"expose_files": ["hints.txt"]},
+                       files={"description.md": "# Probe\n", "hints.txt": "digits\n", "download_data.py": "\n"})
+    bench = smith_class(load_folder(own))()
+    assert bench.agent_paths() == [own / "config.yaml", own / "eval.py", own / "description.md", own / "hints.txt"]
+    assert bench.agent_env() == {"SMITH_AGENT_FOLDER": str(own)}
+    assert {root, own / "data", own / "data" / "test.jsonl"} <= set(bench.hidden_paths())
+    assert bench.exposed_files() == {"hints.txt": own / "hints.txt"}  # the folder's own, not the grader's copy
+    # an exposed file that is data, or a link to it, is refused in one line
+    (own / "hint-link.txt").symlink_to(own / "data" / "test.jsonl")
+    for exposed in ("data/train.jsonl", "data/test.jsonl", "hint-link.txt"):
+        cfg = json.loads((own / "config.yaml").read_text())
+        (own / "config.yaml").write_text(json.dumps({**cfg, "expose_files": [exposed]}))
+        with pytest.raises(UsageError, match=rf"^smith-probe: config.yaml exposes '{exposed}', which is data"):
+            smith_class(load_folder(own))().exposed_files()
+    # the agent's view: its files alone (no data, nothing else) make the one benchmark it discovers
+    seen = tmp_path / "seen" / "probe"
+    seen.mkdir(parents=True)
+    for name in ("config.yaml", "eval.py", "description.md", "hints.txt"):
+        shutil.copyfile(own / name, seen / name)
+    (seen / "config.yaml").write_text(json.dumps({**cfg, "expose_files": ["hints.txt"]}))
+    monkeypatch.setenv("SMITH_BENCH_DIR", str(root))
+    monkeypatch.setenv("SMITH_AGENT_FOLDER", str(seen))
+    [folder] = discover()
+    assert folder.agent_view and folder.path == seen
+    agent_bench = smith_class(folder)()
+    assert agent_bench.score(Item("x", {"question": "1 + 1"}, "2"), "2") == 1.0
+    assert agent_bench.description().startswith("# Probe")
+    with pytest.raises(UsageError, match=r"the agent's view of .* holds no data"):
+        agent_bench.prepare_train_data(tmp_path / "train")

@@ -9,13 +9,14 @@ import csv
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from smith_folders import folder_reply, scripted_driver
+
+from autorl.sandbox import bwrap_available
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 #: the walk-through's time budget here: the example agent trains, submits, and the run scores its pick
@@ -57,7 +58,7 @@ def test_the_readme_walkthrough_runs_to_a_recorded_test_score(tmp_path: Path) ->
     assert len(runs) == 1, proc.stderr[-3000:]
     result = json.loads(runs[0].read_text())
     assert isinstance(result["test"]["score"], float) and result["test"]["split"] == "test"
-    assert result["meta"]["sandbox"]["mode"].startswith("bwrap") or shutil.which("bwrap") is None
+    assert result["meta"]["sandbox"]["mode"].startswith("bwrap") or bwrap_available()[0] is None
     with (home / ".cache" / "autorl" / "results.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert [(r["task"], r["agent"]) for r in rows] == [("smith-products", "example")] and rows[0]["test_score"]
