@@ -47,6 +47,7 @@ BENCHMARK_MEMBERS = {
     "options", "hidden_dir",  # read
     "prepare_train_data", "prepare_eval_data", "score",  # implement
     "load_items", "hidden_items_hash", "config", "description", "evaluator", "exposed_files", "hidden_paths",
+    "agent_paths", "agent_env",
     "identity",  # override
 }
 

@@ -3,8 +3,11 @@ status 2, and nothing left behind (no workspace, no grader store, no row)."""
 
 from __future__ import annotations
 
+import os
 import re
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -105,3 +108,14 @@ def test_every_bundled_benchmark_declares_its_options_and_refuses_others(name: s
     first = sorted(BUNDLED_OPTIONS[name])[0]
     with pytest.raises(UsageError, match=f"--benchmark-option {first}="):
         cls({first: [1, 2]})  # no declared kind takes a list
+
+
+def test_a_missing_torch_names_the_extra_to_install_through_the_constraints(tmp_path: Path) -> None:
+    # a Python where torch cannot be imported, as on an install without the hf extra
+    blocked = "import sys; sys.modules['torch'] = None; from autorl.cli import main; main()"
+    proc = subprocess.run([sys.executable, "-c", blocked, "eval", "--task", "arith", "--model", "autorl:tiny"],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "AUTORL_HOME": str(tmp_path / "home")})
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].endswith(
+        "needs an optional dependency that is not installed: run `pip install -c constraints.txt 'autorl[hf]'`")

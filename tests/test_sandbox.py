@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
@@ -450,3 +451,32 @@ def test_the_orchestrator_names_more_folders_to_mask(tmp_path: Path, masked: boo
     attempts = json.loads((Path(json.loads(proc.stdout)["workspace"]) / "code" / "attempts.json").read_text())
     got = next(a["got"] for a in attempts if a["kind"] == "read" and a["target"].endswith("secret"))
     assert (got is None) if masked else (got == "THE SHARED SECRET")
+
+
+@needs_bwrap
+def test_what_a_benchmark_shows_lands_over_its_own_masks(tmp_path: Path) -> None:
+    # a benchmark hides its whole folder (always_hidden) and shows the agent one file of it (agent_paths); the
+    # folder lies where nothing else masks it (not under /tmp)
+    outside = Path(tempfile.mkdtemp(prefix=".autorl-test-", dir=Path.home()))
+    try:
+        _show_over_masks(tmp_path, outside)
+    finally:
+        shutil.rmtree(outside)
+
+
+def _show_over_masks(tmp_path: Path, outside: Path) -> None:
+    ws, sock, folder = tmp_path / "ws", tmp_path / "sock", outside / "bench" / "one"
+    for d in (ws, sock, folder / "data"):
+        d.mkdir(parents=True)
+    (folder / "config.yaml").write_text("shown\n")
+    (folder / "data" / "test.jsonl").write_text("hidden\n")
+    (outside / "bench" / "two.txt").write_text("other\n")
+    spec = SandboxSpec(workspace=ws, network=False, grader_port=1, socket_dir=sock, gpus=False,
+                       always_hidden=[outside / "bench", folder / "data"], shown=[folder / "config.yaml"])
+    script = (f"cat {folder}/config.yaml; cat {folder}/data/test.jsonl {outside}/bench/two.txt; ls -A {folder}; "
+              f"echo x >> {folder}/config.yaml || echo refused")
+    argv = bwrap_argv(spec, ["sh", "-c", script], executable=str(BWRAP), environ_path=os.environ["PATH"])
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    # data/ within the masked folder leaves no mount point behind that would give its name away
+    assert proc.stdout.splitlines() == ["shown", "config.yaml", "refused"], proc.stdout + proc.stderr
+    assert (folder / "config.yaml").read_text() == "shown\n"

@@ -165,6 +165,19 @@ class Benchmark(ABC):
         the sandbox must mask."""
         return []
 
+    def agent_paths(self) -> list[Path]:
+        """Files (or folders) of the benchmark's own that the agent's process may read, e.g. to load the
+        benchmark itself for its prompt and answer checking: shown read-only in the sandbox at the same path,
+        over every mask (:meth:`hidden_paths` included), so list only what holds no evaluation data."""
+        return []
+
+    def agent_env(self) -> dict[str, str]:
+        """Variables the agent's process gets, e.g. where to find :meth:`agent_paths`. The harness's variables
+        (the environment contract, the agent's, the operator's) win over them, and the agent's environment is
+        scrubbed after (:func:`autorl.gateway.agent_env.scrub`): no credential, upstream key, hidden-item
+        secret or harness ``AUTORL_*`` setting passes through them."""
+        return {}
+
     def identity(self) -> dict[str, Any]:
         """Settings outside :class:`~autorl.EvalConfig` that move scores (episode limits, judge, data source...);
         part of the eval-config hash."""

@@ -56,7 +56,7 @@ def _python_of(env_var: str, minimum: tuple[int, int], module: str, setup: str, 
 
 def checks() -> list[Check]:
     from autorl import __version__
-    from autorl.errors import AutorlError, PluginConflictError, PluginTypeError
+    from autorl.errors import AutorlError, PluginConflictError, PluginTypeError, extra_install
     from autorl.gpus import visible_gpus
     from autorl.registry import KINDS, plugin_summary, registrations
     from autorl.resources import autorl_home
@@ -93,7 +93,7 @@ def checks() -> list[Check]:
                          "SQLite (WAL) needs a local disk: set AUTORL_HOME to a local directory"))
     for reg in ({} if registry_error else registrations("backend")).values():
         ok = reg.cls.available()
-        fix = {"hf": "pip install 'autorl[hf]'", "vllm": "pip install vllm (needs a CUDA GPU)",
+        fix = {"hf": f"pip install {extra_install('hf')}", "vllm": "pip install vllm (needs a CUDA GPU)",
                "openai": ""}.get(reg.name, f"see the {reg.distribution} documentation")
         out.append(Check(f"backend {reg.name}", ok, "available" if ok else "not usable here", "" if ok else fix))
     gpus = visible_gpus()
@@ -101,7 +101,7 @@ def checks() -> list[Check]:
                      "" if gpus else "install the NVIDIA driver for GPU runs; CPU runs work without"))
     has_trl = importlib.util.find_spec("trl") is not None
     out.append(Check("example agent (trl)", has_trl, "trl installed" if has_trl else "trl missing",
-                     "" if has_trl else "pip install 'autorl[train]'"))
+                     "" if has_trl else f"pip install {extra_install('train')}"))
     out.append(_sandbox())
     offline = os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "yes")
     out.append(Check("Hugging Face hub", True, "offline (HF_HUB_OFFLINE)" if offline else "online downloads allowed"))

@@ -43,6 +43,13 @@ class PluginTypeError(AutorlError, TypeError):
     """A plugin registers something that is not a subclass of its kind's base class."""
 
 
+def extra_install(extra: str) -> str:
+    """What to pass ``pip install`` for one of autorl's extras (``hf``, ``train``): through ``constraints.txt``,
+    which pins torch to the build the project is tested with (pip would otherwise pull whichever CUDA build
+    is newest)."""
+    return f"-c constraints.txt 'autorl[{extra}]'"
+
+
 class MissingDependencyError(AutorlError):
     """An optional dependency is not installed; the message names the pip command."""
 

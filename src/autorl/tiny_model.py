@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from autorl.default_plugins.arith import public_pairs
-from autorl.errors import MissingDependencyError
+from autorl.errors import MissingDependencyError, extra_install
 
 RECIPE_VERSION = "2"  # 2: trained on arith v2's smaller public train set
 TARGET = 0.25
@@ -72,7 +72,7 @@ def build(target: Path, *, seed: int = 0, max_steps: int = 3000, lr: float = 1e-
         import torch
         from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
     except ImportError as exc:
-        raise MissingDependencyError("the built-in model autorl:tiny", "'autorl[hf]'") from exc
+        raise MissingDependencyError("the built-in model autorl:tiny", extra_install("hf")) from exc
     started = time.monotonic()
     train = public_pairs("train")
     corpus = [p + a for p, a in (_text(x, y) for x, y in train)]

@@ -29,12 +29,15 @@ class AgentOutcome:
     reason: str
 
 
-def agent_environment(contract: Mapping[str, str], extra: Mapping[str, str], base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The agent process's whole environment: the few :data:`PASSTHROUGH` variables of ``base`` (default: this
-    process's), then the contract (:attr:`AgentContext.env <autorl.agents.base.AgentContext.env>`), then the
-    agent's own ``extra``; nothing else of the orchestrator's environment."""
+def agent_environment(contract: Mapping[str, str], extra: Mapping[str, str], base: Mapping[str, str] | None = None,
+                      *, benchmark: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The agent process's whole environment: the ``benchmark``'s variables
+    (:meth:`~autorl.Benchmark.agent_env`), then the few :data:`PASSTHROUGH` variables of ``base`` (default:
+    this process's), then the contract (:attr:`AgentContext.env <autorl.agents.base.AgentContext.env>`), then
+    the agent's own ``extra``, each over the ones before; nothing else of the orchestrator's environment."""
     base = os.environ if base is None else base
-    env = {k: base[k] for k in PASSTHROUGH if k in base}
+    env = dict(benchmark or {})
+    env.update({k: base[k] for k in PASSTHROUGH if k in base})
     env.update(contract)
     env.update(extra)
     return env

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from autorl.errors import InvalidCheckpointError, MissingDependencyError
+from autorl.errors import InvalidCheckpointError, MissingDependencyError, extra_install
 from autorl.inference.base import is_adapter
 
 __all__ = ["import_torch", "load_causal_lm", "load_tokenizer", "tokenizer_dir"]
@@ -22,7 +22,7 @@ def import_torch() -> Any:
         import torch
         import transformers  # noqa: F401
     except ImportError as exc:
-        raise MissingDependencyError("the hf backend", "'autorl[hf]'") from exc
+        raise MissingDependencyError("the hf backend", extra_install("hf")) from exc
     return torch
 
 

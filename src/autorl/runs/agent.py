@@ -84,7 +84,9 @@ def run_the_agent(plan: Plan, assets: Assets, place: Place, services: Services, 
     ctx = _context(plan, assets, place, services, deadline, seed)
     gateway = services.gateway
     # the agent reaches models only through the gateway: no upstream key, the run's token instead
-    env = scrub(agent_environment(ctx.env, plan.agent.environment(ctx)), gateway.url, gateway.config.token)
+    # the benchmark's variables under the harness's, and scrubbed like the rest
+    env = scrub(agent_environment(ctx.env, plan.agent.environment(ctx), benchmark=plan.benchmark.agent_env()),
+                gateway.url, gateway.config.token)
     argv = plan.agent.command(ctx)
     bwrap = plan.sandbox.mode == "bwrap"
     if bwrap:
@@ -185,6 +187,7 @@ def _sandboxed(argv: list[str], plan: Plan, assets: Assets, place: Place, stack:
         tmp_dir=place.tmp_dir,
         slirp=choice.slirp,
         relay_ports=list(relay_ports),
+        shown=plan.benchmark.agent_paths(),
     )
     if not spec.network:
         sock_dir = Path(tempfile.mkdtemp(prefix="autorl-grader-"))

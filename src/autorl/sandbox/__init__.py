@@ -24,7 +24,8 @@ further host paths (``os.pathsep``-separated) the agent may read, e.g. a shared 
 Evaluation data stays hidden even when one of them holds it.
 
 A little over 300 lines: the spec, the bubblewrap command built from it and the choice of mode are one
-policy; the network namespace is :mod:`autorl.sandbox.netns`, the grader relay :mod:`autorl.sandbox.relay`.
+policy; the network namespace is :mod:`autorl.sandbox.netns`, the grader relay :mod:`autorl.sandbox.relay`, the
+host's places the orchestrator names (caches, ``AUTORL_SANDBOX_*``, a model's repo) :mod:`autorl.sandbox.host`.
 """
 
 from __future__ import annotations
@@ -36,11 +37,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from autorl.errors import UsageError
+from autorl.sandbox.host import extra_hidden, extra_read_only, hf_cache_dirs, model_bind_paths
 from autorl.sandbox.netns import (
     NETNS_MAIN,
     RESOLV_NAME,
@@ -160,6 +162,10 @@ class SandboxSpec:
     hidden: list[Path] = field(default_factory=list)
     #: hidden again after read_only, whatever covers them (evaluation data inside installed packages, storage)
     always_hidden: list[Path] = field(default_factory=list)
+    #: shown read-only last, at their resolved place, over every mask (always_hidden included): what the
+    #: benchmark names for the agent (:meth:`autorl.Benchmark.agent_paths`), e.g. a few files of a folder
+    #: whose data it hides
+    shown: list[Path] = field(default_factory=list)
     network: bool = True
     grader_port: int | None = None
     #: host directory holding the grader's Unix socket (network off)
@@ -235,18 +241,6 @@ def _mask(path: Path, tmp_dir: Path | None = None) -> list[str]:
     return []
 
 
-def model_bind_paths(model_path: Path) -> list[Path]:
-    """The model as given and resolved; a Hugging Face cache snapshot brings its repo (blobs) along."""
-    real = model_path.resolve()
-    paths = [real]
-    parts = real.parts
-    if "snapshots" in parts:
-        repo = Path(*parts[: parts.index("snapshots")])
-        if repo.name.startswith(("models--", "datasets--")):
-            paths.append(repo)
-    return paths
-
-
 def bwrap_argv(spec: SandboxSpec, argv: Sequence[str], *, executable: str, environ_path: str = "") -> list[str]:
     """The bubblewrap command that runs ``argv`` as ``spec`` says."""
     ws = spec.workspace.resolve()
@@ -289,10 +283,15 @@ def bwrap_argv(spec: SandboxSpec, argv: Sequence[str], *, executable: str, envir
     # mask again what is visible after all that; what is already absent stays absent (no mount point
     # appears that would give its name away)
     shown = [*binds, ws, spec.workspace]
-    for p in dict.fromkeys(spec.always_hidden):
-        visible = not any(_inside(p, h) for h in hidden) or any(_inside(p, t) for t in shown)
+    masked: list[Path] = []
+    for p in sorted(dict.fromkeys(spec.always_hidden), key=lambda p: len(p.parts)):
+        visible = not any(_inside(p, h) for h in [*hidden, *masked]) or any(_inside(p, t) for t in shown)
         if p.exists() and visible and not _inside(ws, p) and not _inside(p, ws):
             args += _mask(p)
+            masked.append(p)
+    for real in dict.fromkeys(p.resolve() for p in spec.shown if p.exists()):
+        if not _inside(real, ws) and not _inside(ws, real):
+            args += ["--ro-bind", str(real), str(real)]
     if spec.gpus:
         for dev in gpu_devices():
             args += ["--dev-bind-try", dev, dev]
@@ -322,26 +321,3 @@ def bwrap_argv(spec: SandboxSpec, argv: Sequence[str], *, executable: str, envir
         args += ["--ro-bind", str(resolv), str(resolv)]
     args += ["--chdir", str(spec.workspace), "--", *inner]
     return [*outer, *args]
-
-
-def extra_read_only(environ: Mapping[str, str] | None = None) -> list[Path]:
-    env = os.environ if environ is None else environ
-    return [Path(p).expanduser() for p in env.get("AUTORL_SANDBOX_RO", "").split(os.pathsep) if p]
-
-
-def extra_hidden(environ: Mapping[str, str] | None = None) -> list[Path]:
-    """More folders to mask, named by the orchestrator's ``AUTORL_SANDBOX_HIDE`` (``os.pathsep``-separated): a
-    study's worker names its shared autorl home and the study folder, whose models and data a run reaches
-    through links (its read-only binds re-expose just those after the masking)."""
-    env = os.environ if environ is None else environ
-    return [Path(p).expanduser() for p in env.get("AUTORL_SANDBOX_HIDE", "").split(os.pathsep) if p]
-
-
-def hf_cache_dirs(environ: Mapping[str, str] | None = None) -> list[Path]:
-    """The Hugging Face caches (hub, datasets) named by the environment or at their default place."""
-    env = os.environ if environ is None else environ
-    dirs = [Path(env[k]) for k in ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_CACHE",
-                                   "HF_DATASETS_CACHE") if env.get(k)]
-    cache = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    dirs.append(cache / "huggingface")
-    return dirs

@@ -20,11 +20,14 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autorl.errors import ResourceError
 from autorl.selftest.judge import NA, THROUGH, GatewaySeen, Observed, Verdict, judge
 from autorl.selftest.upstream import serve_upstream
+
+if TYPE_CHECKING:
+    from autorl.benchmark import Benchmark
 
 __all__ = ["AGENT_DIR", "NA", "THROUGH", "Verdict", "run_selftest"]
 
@@ -113,6 +116,13 @@ def _record(stdout: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and data.get("run_id") else None
 
 
+def _masked(bench: Benchmark) -> list[str]:
+    """The benchmark's hidden paths for the red team to read: all but the folders it shows the agent files of
+    (``agent_paths()``), whose listing names those files."""
+    shown = bench.agent_paths()
+    return [str(p) for p in bench.hidden_paths() if not any(p in s.parents for s in shown)]
+
+
 def _hidden(task: str, hidden_dir: Path) -> tuple[dict[str, set[str]], tuple[str, ...], list[str]]:
     from autorl.hardening import _portable
     from autorl.registry import get_benchmark
@@ -125,7 +135,7 @@ def _hidden(task: str, hidden_dir: Path) -> tuple[dict[str, set[str]], tuple[str
             items[split] = _portable(bench.load_items(split, hidden_dir), hidden_dir)
         except Exception:
             continue
-    return items, tuple(bench.public_splits), [str(p) for p in bench.hidden_paths()]
+    return items, tuple(bench.public_splits), _masked(bench)
 
 
 def _scorer(task: str, hidden_dir: Path) -> tuple[bool, bool, str] | None:
@@ -209,7 +219,7 @@ def run_selftest(task: str, *, model: str, sandbox: str = "auto", network: str |
         (host / "canary.txt").write_text("autorl selftest canary: readable only outside the run\n")
         written = host / "written-by-the-run.txt"
         hidden_dir = home / "hidden" / bench.name
-        installed = [str(p) for p in bench.hidden_paths()]
+        installed = _masked(bench)
         read = [str(hidden_dir), str(hidden_dir / "secret"), str(hidden_dir / "test.items.jsonl"),
                 str(home / "autorl.db"), str(host / "canary.txt"), *installed]
         with _listeners(host) as (cfg, listeners), serve_upstream(scratch) as upstream:

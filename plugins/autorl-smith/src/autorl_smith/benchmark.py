@@ -20,6 +20,7 @@ from autorl import (
     ItemResult,
     Progress,
     ResourceError,
+    UsageError,
     autorl_home,
     file_lock,
     has_hidden_items,
@@ -28,7 +29,7 @@ from autorl import (
     write_hidden_items,
     write_jsonl_atomic,
 )
-from autorl_smith.folder import SmithFolder, eval_file
+from autorl_smith.folder import AGENT_FILES, AGENT_FOLDER_ENV, SmithFolder, eval_file
 from autorl_smith.scorer import Request, score_all
 
 DOWNLOAD_TIMEOUT_S = 3600
@@ -97,7 +98,6 @@ class SmithBenchmark(Benchmark):
 
     folder: ClassVar[SmithFolder]
     source: ClassVar[Path]
-    source: ClassVar[Path]
     #: ``--benchmark-option`` names and what each takes: ``chat_template`` (always taken) and the checkpoint
     #: folder for the opencompass evaluator where the backend names none
     declared_options: ClassVar[dict[str, Any]] = {"model_dir": str}
@@ -112,7 +112,8 @@ class SmithBenchmark(Benchmark):
         return float(self.folder.config.get("eval_timeout_s", 30))
 
     def description(self) -> str:
-        own = self.work_dir() / "description.md" if self.work_dir().is_dir() else self.folder.path / "description.md"
+        grader = not self.folder.agent_view and self.work_dir().is_dir()
+        own = (self.work_dir() if grader else self.folder.path) / "description.md"
         text = own.read_text() if own.is_file() else f"# {self.name}\n\nA benchmark from {self.folder.path}.\n"
         return text.rstrip() + (
             "\n\n## Data\n`data/train.jsonl`: one JSON object a line, `{\"question\": ..., \"answer\": ...}`. "
@@ -125,6 +126,8 @@ class SmithBenchmark(Benchmark):
         return autorl_home() / "hidden" / "smith" / f"{self.folder.name}-{self.folder.version()}"
 
     def _prepare_folder(self) -> Path:
+        if self.folder.agent_view:
+            raise UsageError(f"{self.name}: the agent's view of {self.folder.path} holds no data; the grader prepares it")
         work = self.work_dir()
         with file_lock(work.with_name(work.name + ".lock")):
             if (work / ".ready").is_file():
@@ -174,8 +177,13 @@ class SmithBenchmark(Benchmark):
             {"source": how, "folder": str(self.folder.path), "version": self.folder.version(),
              "train": len(train), "dev": len(dev), "test": len(test)}, indent=2))
 
+    def _scoring_dir(self) -> Path:
+        """Where ``eval.py`` runs: the grader's own copy, made before the agent starts and out of its reach; in the
+        agent's process (its reward, say) the folder as it sees it, read-only under the sandbox."""
+        return self.folder.path if self.folder.agent_view else self._prepare_folder()
+
     def score(self, item: Item, completion: str) -> float:
-        work = self._prepare_folder()
+        work = self._scoring_dir()
         result = score_all(work / "eval.py", work, [Request(str(item.input.get("question", "")), completion,
                                                             str(item.reference))], self.timeout_s(),
                            self.folder.eval_digest)[0]
@@ -189,9 +197,36 @@ class SmithBenchmark(Benchmark):
         return SmithEvaluator()
 
     def exposed_files(self) -> dict[str, Path]:
-        work = self._prepare_folder()
-        return {Path(rel).name: work / rel for rel in self.folder.expose_files}
+        """The config's ``expose_files``, from the folder itself (the agent is shown them there too, see
+        :meth:`agent_paths`); refused in one line when one is data (under ``data/``, or the eval file)."""
+        return {Path(rel).name: self._agent_file(rel) for rel in self.folder.expose_files}
+
+    def _agent_file(self, rel: str) -> Path:
+        root = self.folder.path.resolve()
+        path = root / rel
+        held = eval_file(root, self.folder.config)
+        is_data = (root / "data") in path.parents or (held is not None and path.resolve() == held.resolve())
+        if is_data or path.resolve() != path:
+            raise UsageError(f"{self.name}: config.yaml exposes {rel!r}, which is data the agent must not get (under "
+                             f"data/, the eval file, or a link); remove it from expose_files in {root}/config.yaml")
+        return path
+
+    def agent_paths(self) -> list[Path]:
+        """What the agent's process may read of the folder to load the benchmark (``config.yaml``, ``eval.py``,
+        ``description.md``) and its exposed files: regular files, no link, nothing of its data."""
+        root = self.folder.path.resolve()
+        own = [root / rel for rel in AGENT_FILES if (root / rel).resolve() == root / rel and (root / rel).is_file()]
+        return [*own, *self.exposed_files().values()]
+
+    def agent_env(self) -> dict[str, str]:
+        """``SMITH_AGENT_FOLDER``: discovery in the agent's process loads this folder alone, from what it sees."""
+        return {AGENT_FOLDER_ENV: str(self.folder.path.resolve())}
 
     def hidden_paths(self) -> list[Path]:
-        held = eval_file(self.folder.path, self.folder.config)
-        return [self.folder.path / "data", *([held] if held else []), self.work_dir()]
+        """The whole folder of benchmarks where this one was found (other benchmarks' data included), this
+        folder wherever a link leads (:meth:`agent_paths` are shown over both), its data and eval file, and
+        the grader's copy."""
+        root = self.folder.path.resolve()
+        held = eval_file(root, self.folder.config)
+        return [self.folder.path.absolute().parent.resolve(), root, root / "data", *([held] if held else []),
+                self.work_dir()]

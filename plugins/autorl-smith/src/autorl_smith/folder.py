@@ -17,6 +17,11 @@ from autorl import PluginWarning
 
 EVAL_MODES = ("per_sample", "opencompass")
 DEFAULT_ROOT = Path("..") / "rl-smith" / "benchmarks"
+#: Set in the agent's process only (the benchmark's ``agent_env()``): the one folder it may load, as it sees it
+AGENT_FOLDER_ENV = "SMITH_AGENT_FOLDER"
+#: What the agent's process may read of its own folder (``agent_paths()``), besides the exposed files: enough to
+#: load the benchmark (its prompt settings and its ``evaluate``), never its data or ``download_data.py``
+AGENT_FILES = ("config.yaml", "eval.py", "description.md")
 
 
 class FolderError(ValueError):
@@ -32,6 +37,8 @@ class SmithFolder:
     config: dict[str, Any] = field(default_factory=dict)
     digest: str = ""
     eval_digest: str | None = None  # sha256 of eval.py when discovered: scoring refuses an eval.py changed since
+    #: loaded in the agent's process from what it may see of the folder (``AGENT_FILES``): no data, no grading
+    agent_view: bool = False
 
     @property
     def task(self) -> str:
@@ -81,7 +88,9 @@ def eval_file(folder: Path, config: dict[str, Any]) -> Path | None:
     return default if default.is_file() else None
 
 
-def load_folder(folder: Path) -> SmithFolder:
+def load_folder(folder: Path, *, agent_view: bool = False) -> SmithFolder:
+    """The folder as a benchmark, or :class:`FolderError`. With ``agent_view`` (in the agent's process) its data
+    is neither needed nor read."""
     cfg_path = folder / "config.yaml"
     if not cfg_path.is_file():
         raise FolderError("config.yaml: missing")
@@ -115,6 +124,10 @@ def load_folder(folder: Path) -> SmithFolder:
         raise FolderError(f"eval.py: syntax error on line {exc.lineno}") from None
     if not any(isinstance(n, ast.FunctionDef) and n.name == "evaluate" for n in tree.body):
         raise FolderError("eval.py: defines no function evaluate(question, model_answer, reference_answer, **kwargs)")
+    eval_sha = hashlib.sha256(eval_py.read_bytes()).hexdigest()
+    if agent_view:
+        return SmithFolder(folder, name, str(config["eval_mode"]), tuple(exposed), config, folder_digest(folder),
+                           eval_sha, agent_view=True)
     train = folder / "data" / "train.jsonl"
     if not train.is_file() and not (folder / "download_data.py").is_file():
         raise FolderError("data/train.jsonl: missing (and no download_data.py to make it)")
@@ -126,11 +139,19 @@ def load_folder(folder: Path) -> SmithFolder:
     elif held_out is not None and config.get("eval_file"):
         raise FolderError(f"config.yaml: eval_file {config['eval_file']!r} does not exist")
     return SmithFolder(folder, name, str(config["eval_mode"]), tuple(exposed), config, folder_digest(folder),
-                       hashlib.sha256(eval_py.read_bytes()).hexdigest())
+                       eval_sha)
 
 
 def discover(root: Path | None = None) -> list[SmithFolder]:
-    """Every valid folder under ``root``; each invalid one is a warning naming it, the file and the problem."""
+    """Every valid folder under ``root``; each invalid one is a warning naming it, the file and the problem.
+    In an agent's process (``SMITH_AGENT_FOLDER`` set, no ``root`` given) only its own folder, as it sees it."""
+    agent_folder = os.environ.get(AGENT_FOLDER_ENV) if root is None else None
+    if agent_folder:
+        try:
+            return [load_folder(Path(agent_folder), agent_view=True)]
+        except (FolderError, OSError, UnicodeDecodeError) as exc:
+            warnings.warn(f"rl-smith folder {agent_folder} skipped: {exc}", PluginWarning, stacklevel=2)
+            return []
     root = root or bench_root()
     if not root.is_dir():
         return []
