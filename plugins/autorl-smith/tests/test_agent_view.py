@@ -124,7 +124,7 @@ def test_the_agent_sees_its_own_folders_files_and_nothing_else(tmp_path: Path, o
     assert seen["benchmarks"] == ["smith-probe"]
     assert seen["prompt"] == "Q: 2+2\nA:" and seen["scores"] == [1.0, 0.0]
     # the grader scored from its own copy of the folder, made before the agent started
-    assert (grader_copies.glob("probe-*/eval.py")) and "smith-probe" in proc.stdout
+    assert list(grader_copies.glob("probe-*/eval.py")) and "smith-probe" in proc.stdout
 
 
 def smith_class(folder: SmithFolder) -> type[SmithBenchmark]:
