@@ -4,7 +4,6 @@ run records only its real submission. Skipped, with the reason, where bubblewrap
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import os
 import shutil
@@ -20,8 +19,9 @@ from typing import Any
 
 import pytest
 
-from autorl.sandbox import INNER_SOCKET_DIR, SandboxSpec, bwrap_argv, bwrap_available
+from autorl.sandbox import INNER_SOCKET_DIR, Binding, Policy, Relay, bwrap_argv, bwrap_available
 from autorl.sandbox.netns import DNS_ADDRESS, GATEWAY_ADDRESS, NETNS_MAIN, slirp_available
+from autorl.sandbox.policy import HOST_VIEW, MASKED, MASKED_AGAIN, READ_ONLY, READ_WRITE, SHOWN_LAST
 
 from .conftest import ROOT, cli, echo_answers, write_stub_checkpoint
 
@@ -30,6 +30,18 @@ BWRAP, WHY = bwrap_available()
 needs_bwrap = pytest.mark.skipif(BWRAP is None, reason=f"bubblewrap cannot run here: {WHY}")
 SLIRP, SLIRP_WHY = slirp_available(BWRAP) if BWRAP else (None, WHY)
 needs_netns = pytest.mark.skipif(SLIRP is None, reason=f"slirp4netns cannot give bubblewrap a network: {SLIRP_WHY}")
+
+
+def policy(workspace: Path, *, read_only: list[Path] | None = None, masked: list[Path] | None = None,
+           masked_again: list[Path] | None = None, shown: list[Path] | None = None, network: str = "off",
+           relay: Relay | None = None, tmp: Path | None = None, gpus: bool = False,
+           slirp: str | None = None) -> Policy:
+    """An agent-like policy of the given paths (the rules' words aside), for the launcher's own tests."""
+    files = [*(Binding(p, MASKED, "t") for p in masked or []), *(Binding(p, READ_ONLY, "t") for p in read_only or []),
+             Binding(workspace, READ_WRITE, "t"), *(Binding(p, MASKED_AGAIN, "t") for p in masked_again or []),
+             *(Binding(p, SHOWN_LAST, "t") for p in shown or [])]
+    return Policy(kind="agent", view=HOST_VIEW, files=tuple(files), env={}, cwd=workspace, network=network,
+                  relay=relay or Relay(), tmp=tmp, gpus=gpus, slirp=slirp, new_session=False)
 
 
 def non_loopback_ip() -> str | None:
@@ -337,9 +349,9 @@ def test_bwrap_command_reexposes_only_what_lies_strictly_under_hidden_places(tmp
     for d in (venv / "bin", model, ws, secret_pkg.parent):
         d.mkdir(parents=True)
     secret_pkg.write_text("x")
-    spec = SandboxSpec(workspace=ws, read_only=[model, user_home, venv], hidden=[user_home, autorl_home],
-                       always_hidden=[secret_pkg], network=True, gpus=False, slirp=None)
-    argv = bwrap_argv(spec, ["bash", "start.sh"], executable="bwrap", environ_path=f"{venv / 'bin'}:/usr/bin")
+    spec = policy(ws, read_only=[model, user_home, venv], masked=[user_home, autorl_home], masked_again=[secret_pkg],
+                  network="on", slirp=None)
+    argv = bwrap_argv(spec, ["bash", "start.sh"], executable="bwrap")
     pairs = [(argv[i], argv[i + 1], argv[i + 2]) for i in range(len(argv) - 2) if argv[i] == "--ro-bind"]
     ro_targets = [t for _, _, t in pairs]
     assert str(venv) in ro_targets and str(model) in ro_targets
@@ -349,20 +361,19 @@ def test_bwrap_command_reexposes_only_what_lies_strictly_under_hidden_places(tmp
     assert argv.index(str(secret_pkg)) > argv.index(str(venv))  # masked again after the venv came back
     assert argv[argv.index("--bind") + 1] == str(ws)
     assert argv[-3:] == ["--", "bash", "start.sh"] and "--unshare-net" not in argv
-    off = bwrap_argv(SandboxSpec(workspace=ws, network=False, grader_port=4321, socket_dir=tmp_path, gpus=False),
-                     ["bash"], executable="bwrap")
+    off = bwrap_argv(policy(ws, relay=Relay(4321, tmp_path)), ["bash"], executable="bwrap")
     assert "--unshare-net" in off
     assert off[off.index("--") + 1:][:3] == [sys.executable, "-m", "autorl.sandbox.relay"]
     assert ("--ro-bind", os.fspath(tmp_path), INNER_SOCKET_DIR) in zip(off, off[1:], off[2:], strict=False)
     # network on with slirp4netns: the launcher outside, its own namespace, the relay inside
-    on = bwrap_argv(SandboxSpec(workspace=ws, grader_port=4321, gpus=False, slirp="/usr/bin/slirp4netns"),
-                    ["bash"], executable="bwrap")
+    on = bwrap_argv(policy(ws, network="on", relay=Relay(4321), slirp="/usr/bin/slirp4netns"), ["bash"],
+                    executable="bwrap")
     assert on[:5] == [sys.executable, "-c", NETNS_MAIN, "--slirp", "/usr/bin/slirp4netns"]
     bwrap_part = on[on.index("--") + 1:]
     assert bwrap_part[0] == "bwrap" and "--unshare-net" in bwrap_part
     assert bwrap_part[bwrap_part.index("--", 1) + 1:][:3] == [sys.executable, "-m", "autorl.sandbox.relay"]
-    # the host's runtime directories and TMPDIR are masked; TMPDIR names the sandbox's /tmp
-    assert ("--tmpfs", "/run") in itertools.pairwise(off)
+    # /dev/shm is private; TMPDIR names the sandbox's /tmp (the policy masks the host's runtime state and TMPDIR:
+    # tests/test_isolation.py)
     assert off[off.index("/dev/shm") - 1:off.index("/dev/shm") + 1] == ["--tmpfs", "/dev/shm"]
     assert off[off.index("TMPDIR") - 1:off.index("TMPDIR") + 2] == ["--setenv", "TMPDIR", "/tmp"]
 
@@ -380,8 +391,8 @@ def test_tmp_dir_is_the_agents_tmp_and_var_tmp_and_the_host_tmpdir_is_masked(
               f"ls -A {host_tmp} /tmp /var/tmp; cat {host_tmp}/grader-work/program.py")
 
     def sandboxed(tmp_dir: Path | None) -> subprocess.CompletedProcess[str]:
-        spec = SandboxSpec(workspace=ws, network=False, grader_port=1, socket_dir=sock, gpus=False, tmp_dir=tmp_dir)
-        argv = bwrap_argv(spec, ["sh", "-c", script], executable=str(BWRAP), environ_path=os.environ["PATH"])
+        spec = policy(ws, masked=[host_tmp], relay=Relay(1, sock), tmp=tmp_dir)
+        argv = bwrap_argv(spec, ["sh", "-c", script], executable=str(BWRAP))
         return subprocess.run(argv, capture_output=True, text=True, timeout=120, env={**os.environ, "TMPDIR": "/tmp"})
 
     sock = tmp_path / "sock"
@@ -401,19 +412,20 @@ def test_tmp_dir_is_the_agents_tmp_and_var_tmp_and_the_host_tmpdir_is_masked(
     proc = sandboxed(None)
     assert proc.stdout.splitlines()[0] == "/tmp" and "secret" not in proc.stdout
     assert not list(agent_tmp.glob("*.txt")) and not list(host_tmp.glob("*.txt"))
-    with pytest.raises(ValueError, match="outside the workspace"):
-        bwrap_argv(SandboxSpec(workspace=ws, tmp_dir=ws / "tmp", gpus=False, slirp=None), ["x"], executable="bwrap")
+    (ws / "tmp").mkdir()
+    with pytest.raises(ValueError, match="outside what it writes"):
+        bwrap_argv(policy(ws, tmp=ws / "tmp"), ["x"], executable="bwrap")
 
 
 def test_gpus_pass_through_only_when_the_agent_has_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import autorl.sandbox as sandbox
+    import autorl.sandbox.launcher as launcher
 
     nodes = ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm"]
-    monkeypatch.setattr(sandbox, "gpu_devices", lambda: nodes)
-    with_gpus = bwrap_argv(SandboxSpec(workspace=tmp_path, gpus=True, grader_port=1), ["x"], executable="bwrap")
+    monkeypatch.setattr(launcher, "gpu_devices", lambda: nodes)
+    with_gpus = bwrap_argv(policy(tmp_path, gpus=True, relay=Relay(1, tmp_path)), ["x"], executable="bwrap")
     for node in nodes:
         assert ["--dev-bind-try", node, node] == with_gpus[with_gpus.index(node) - 1:with_gpus.index(node) + 2]
-    without = bwrap_argv(SandboxSpec(workspace=tmp_path, gpus=False, grader_port=1), ["x"], executable="bwrap")
+    without = bwrap_argv(policy(tmp_path, relay=Relay(1, tmp_path)), ["x"], executable="bwrap")
     assert not any(n in without for n in nodes)
 
 
@@ -471,11 +483,11 @@ def _show_over_masks(tmp_path: Path, outside: Path) -> None:
     (folder / "config.yaml").write_text("shown\n")
     (folder / "data" / "test.jsonl").write_text("hidden\n")
     (outside / "bench" / "two.txt").write_text("other\n")
-    spec = SandboxSpec(workspace=ws, network=False, grader_port=1, socket_dir=sock, gpus=False,
-                       always_hidden=[outside / "bench", folder / "data"], shown=[folder / "config.yaml"])
+    spec = policy(ws, relay=Relay(1, sock), masked_again=[outside / "bench", folder / "data"],
+                  shown=[folder / "config.yaml"])
     script = (f"cat {folder}/config.yaml; cat {folder}/data/test.jsonl {outside}/bench/two.txt; ls -A {folder}; "
               f"echo x >> {folder}/config.yaml || echo refused")
-    argv = bwrap_argv(spec, ["sh", "-c", script], executable=str(BWRAP), environ_path=os.environ["PATH"])
+    argv = bwrap_argv(spec, ["sh", "-c", script], executable=str(BWRAP))
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     # data/ within the masked folder leaves no mount point behind that would give its name away
     assert proc.stdout.splitlines() == ["shown", "config.yaml", "refused"], proc.stdout + proc.stderr

@@ -123,9 +123,10 @@ print(json.dumps({"run_id": f"fake-{os.getpid()}", "timestamp": "2026-01-01 00:0
 
 def test_a_runs_sandbox_masks_every_studys_scratch_home(home: Path, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from autorl.sandbox import SandboxSpec, bwrap_argv, extra_hidden
+    from autorl.sandbox import bwrap_argv, extra_hidden
 
     from .conftest import write_stub_checkpoint
+    from .test_sandbox import policy
 
     script, log = tmp_path / "env_run.py", tmp_path / "env_runs.jsonl"
     script.write_text(ENV_RUN)
@@ -150,8 +151,7 @@ def test_a_runs_sandbox_masks_every_studys_scratch_home(home: Path, tmp_path: Pa
         assert root in hidden and own.is_relative_to(root)
         ws = Path(r["runs"]) / "ws"
         ws.mkdir(parents=True, exist_ok=True)
-        argv = bwrap_argv(SandboxSpec(workspace=ws, hidden=[own, *hidden], network=True, slirp=None, gpus=False),
-                          ["true"], executable="bwrap")
+        argv = bwrap_argv(policy(ws, masked=[own, *hidden], network="on"), ["true"], executable="bwrap")
         masked = [Path(argv[i + 1]) for i, a in enumerate(argv) if a == "--tmpfs"]
         shown = [Path(argv[i + 1]) for i, a in enumerate(argv) if a in ("--bind", "--ro-bind")]
         assert root in masked  # every study's scratch home, this one's too: only the workspace comes back

@@ -22,7 +22,7 @@ from autorl.ledger import Ledger
 from autorl.progress import Say, to_stderr
 from autorl.resources import usable_home
 from autorl.results import RunResult
-from autorl.runs.agent import AgentRun, run_the_agent
+from autorl.runs.agent import AgentRun, check_agent_view, run_the_agent
 from autorl.runs.facts import RunFacts
 from autorl.runs.finish import Ending, collect_from, finish
 from autorl.runs.interrupt import Interrupted, interrupted_outcome, interruptible
@@ -110,6 +110,7 @@ def run(
     plan = resolve(agent, task, backend, gpus, sandbox, network, agent_env, benchmark_options, backend_options, say)
     off_tasks = check_tasks(off_target)  # an unknown off-target name stops the run before anything starts
     assets = acquire(plan, model, home)
+    check_agent_view(plan, assets, home, runs_dir, agent_env)  # refused before anything starts
     place = make_place(plan, assets, home, runs_dir, port, timeout, say)
     planted = plant(place.root, task, place.url) if decoys else None
     services = start_services(plan, assets, place, home, eval_timeout, limit, llm_budget_usd, llm_budget_tokens,

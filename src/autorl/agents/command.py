@@ -178,8 +178,10 @@ class CommandAgent(Agent):
         return env
 
     def sandbox_paths(self) -> list[Path]:
-        # the folder, and its parent for shared files such as coding/common.sh
-        return [self.folder, self.folder.parent]
+        # the folder, and the shared coding/common.sh beside it (never the whole parent: a folder of the
+        # operator's may hold anything)
+        shared = self.folder.parent / "common.sh"
+        return [self.folder, *([shared] if shared.is_file() else [])]
 
     def _environ(self) -> dict[str, str]:
         return {**os.environ, **{str(k): str(v) for k, v in self.options.get("env", {}).items()}}

@@ -10,13 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-#: Variables passed through from the orchestrator's environment; everything else is left out.
-PASSTHROUGH = (
-    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "SHELL", "TMPDIR",
-    "VIRTUAL_ENV", "CONDA_PREFIX", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "OMP_NUM_THREADS",
-    "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "PYTHONHASHSEED",
-)
+# the agent's environment is its policy's (autorl.sandbox.agent); named here too, where callers found it
+from autorl.sandbox.agent import PASSTHROUGH, agent_environment
 
+__all__ = ["PASSTHROUGH", "AgentOutcome", "agent_environment", "run_agent"]
 
 @dataclass(frozen=True)
 class AgentOutcome:
@@ -27,20 +24,6 @@ class AgentOutcome:
     timed_out: bool
     duration_s: float
     reason: str
-
-
-def agent_environment(contract: Mapping[str, str], extra: Mapping[str, str], base: Mapping[str, str] | None = None,
-                      *, benchmark: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The agent process's whole environment: the ``benchmark``'s variables
-    (:meth:`~autorl.Benchmark.agent_env`), then the few :data:`PASSTHROUGH` variables of ``base`` (default:
-    this process's), then the contract (:attr:`AgentContext.env <autorl.agents.base.AgentContext.env>`), then
-    the agent's own ``extra``, each over the ones before; nothing else of the orchestrator's environment."""
-    base = os.environ if base is None else base
-    env = dict(benchmark or {})
-    env.update({k: base[k] for k in PASSTHROUGH if k in base})
-    env.update(contract)
-    env.update(extra)
-    return env
 
 
 def _signal_group(pgid: int, sig: int) -> bool:

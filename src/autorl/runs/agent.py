@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autorl.agents.base import AgentContext
-from autorl.agents.process import AgentOutcome, agent_environment, run_agent
+from autorl.agents.process import AgentOutcome, run_agent
 from autorl.decoys import DecoyWatch, Planted
-from autorl.errors import AutorlError
 from autorl.grader.capability import capability_url
+from autorl.jsonio import write_json_atomic
 from autorl.lease import guarded
 from autorl.metrics import configured_model
 from autorl.progress import SubmissionPrinter
@@ -28,9 +28,12 @@ if TYPE_CHECKING:
     from autorl.runs.place import Place
     from autorl.runs.plan import Assets, Plan
     from autorl.runs.services import Services
-    from autorl.sandbox import SandboxChoice
+    from autorl.sandbox import Policy, SandboxChoice
 
-__all__ = ["AgentRun", "run_the_agent"]
+__all__ = ["POLICY_RECORD", "AgentRun", "check_agent_view", "run_the_agent"]
+
+#: the agent's policy as the run records it, in the agent's private folder beside its /tmp
+POLICY_RECORD = "policy.json"
 
 
 @dataclass(frozen=True)
@@ -74,25 +77,44 @@ def _context(plan: Plan, assets: Assets, place: Place, services: Services, deadl
     )
 
 
+def check_agent_view(plan: Plan, assets: Assets, home: Path, runs_dir: Path | str | None,
+                     given: Mapping[str, str]) -> None:
+    """What the benchmark and the agent ask the sandbox to show the agent, checked before anything starts: a
+    one-line :class:`~autorl.errors.UsageError` naming the plugin and the variable or file that holds a hidden
+    item or a key, or shows what every agent's policy masks (:mod:`autorl.sandbox.offered`). ``given`` is what
+    the operator passes the agent on purpose."""
+    from autorl.registry import registrations
+    from autorl.sandbox.agent import agent_masks, refuse_uncovering
+    from autorl.sandbox.offered import check_offered
+
+    runs_root = Path(runs_dir).expanduser() if runs_dir else home / "runs"
+    masked = agent_masks(home, runs_root)
+    registered = registrations("benchmark").get(plan.task)
+    plugin = f"plugin {registered.distribution}" if registered else "a plugin"
+    check_offered(plan.benchmark, Path(assets.data.hidden_dir), plugin=plugin, masked=masked, given=given)
+    refuse_uncovering(f"agent {plan.agent_name}: sandbox_paths()", plan.agent.sandbox_paths(), masked)
+
+
 def run_the_agent(plan: Plan, assets: Assets, place: Place, services: Services, stack: contextlib.ExitStack,
                   home: Path, deadline: float, seed: int, grace_s: float, say: Say,
                   decoys: Planted | None = None) -> AgentRun:
     """The agent in its process group (sandboxed where chosen) until it exits or the deadline passes; the
     ``decoys`` planted in its workspace watched meanwhile (the watcher of its files leaves them unread)."""
-    from autorl.gateway.agent_env import scrub
+    from autorl.sandbox import launch
+    from autorl.sandbox.agent import agent_env
 
     ctx = _context(plan, assets, place, services, deadline, seed)
     gateway = services.gateway
-    # the agent reaches models only through the gateway: no upstream key, the run's token instead
-    # the benchmark's variables under the harness's, and scrubbed like the rest
-    env = scrub(agent_environment(ctx.env, plan.agent.environment(ctx), benchmark=plan.benchmark.agent_env()),
-                gateway.url, gateway.config.token)
-    argv = plan.agent.command(ctx)
+    # the agent reaches models only through the gateway: no upstream key, the run's token instead; the
+    # benchmark's variables under the harness's, and scrubbed like the rest
+    env = agent_env(ctx.env, plan.agent.environment(ctx), benchmark=plan.benchmark.agent_env(),
+                    gateway_url=gateway.url, token=gateway.config.token)
     bwrap = plan.sandbox.mode == "bwrap"
-    if bwrap:
-        argv = _sandboxed(argv, plan, assets, place, stack, home=home, env=env,
-                          relay_ports=[int(gateway.url.rsplit(":", 1)[1])])
-    argv = guarded(argv)  # the agent (and its sandbox) ends with this process, however this process ends
+    policy = _policy(plan, assets, place, stack, home=home, env=env, relay_ports=[int(gateway.url.rsplit(":", 1)[1])])
+    # what the agent was shown, recorded beside its /tmp (out of its reach): the selftest judges by it
+    write_json_atomic(place.tmp_dir.parent / POLICY_RECORD, policy.record())
+    run = launch(policy, plan.agent.command(ctx), mode=plan.sandbox.mode, executable=plan.sandbox.executable)
+    argv = guarded(run.argv)  # the agent (and its sandbox) ends with this process, however this process ends
     log_path = place.workspace.agent_log
     say(f"agent {plan.agent_name} started ({_describe(plan.sandbox)}); log {log_path}")
     sources = [("", place.root)] + ([("/tmp/", place.tmp_dir)] if bwrap else [])
@@ -102,7 +124,7 @@ def run_the_agent(plan: Plan, assets: Assets, place: Place, services: Services, 
     # each submission's dev score as it lands, read from the grader (whichever process serves it now)
     printer = SubmissionPrinter(lambda: services.grader.admin.state(), deadline, say).start()
     try:
-        outcome = run_agent(argv, cwd=place.root, env=env, log_path=log_path, deadline=deadline, grace_s=grace_s)
+        outcome = run_agent(argv, cwd=run.cwd, env=run.env, log_path=log_path, deadline=deadline, grace_s=grace_s)
     finally:
         printer.stop()
         watcher.stop()
@@ -157,44 +179,26 @@ def _describe(choice: SandboxChoice) -> str:
     return f"bwrap sandbox, network {choice.network}"
 
 
-def _sandboxed(argv: list[str], plan: Plan, assets: Assets, place: Place, stack: contextlib.ExitStack, *,
-               home: Path, env: Mapping[str, str], relay_ports: list[int]) -> list[str]:
-    """The agent's command under bubblewrap: evaluation data, storage, caches and secrets absent."""
-    from autorl.sandbox import (
-        SOCKET_NAME,
-        SandboxSpec,
-        bwrap_argv,
-        extra_hidden,
-        extra_read_only,
-        hf_cache_dirs,
-        model_bind_paths,
-    )
+def _policy(plan: Plan, assets: Assets, place: Place, stack: contextlib.ExitStack, *, home: Path,
+            env: Mapping[str, str], relay_ports: list[int]) -> Policy:
+    """The agent's policy for this run (:func:`autorl.sandbox.agent.agent_policy`); with the network off under
+    bubblewrap, the Unix sockets that relay the grader and the gateway into it, closed with the run."""
+    from autorl.sandbox import SOCKET_NAME, Relay
+    from autorl.sandbox.agent import agent_policy
     from autorl.sandbox.relay import UnixToTcp, socket_name_for
 
-    model, data, choice = assets.model.path, assets.data, plan.sandbox
-    if choice.executable is None:  # autorl.sandbox.choose names bwrap's path whenever it picks bwrap
-        raise AutorlError("the bwrap sandbox was chosen without its executable")
-    spec = SandboxSpec(
-        workspace=place.root,
-        read_only=[model, *model_bind_paths(model), Path(data.train_dir), *plan.agent.sandbox_paths(),
-                   *extra_read_only()],
-        hidden=[home, place.runs_root, *hf_cache_dirs(), Path.home(), *extra_hidden()],
-        always_hidden=[place.store_dir, Path(data.hidden_dir), home / "baselines", home / "autorl.db",
-                       *plan.benchmark.hidden_paths()],
-        network=choice.network == "on",
-        grader_port=place.port,
-        gpus=plan.gpus.agent_has_gpus,
-        tmp_dir=place.tmp_dir,
-        slirp=choice.slirp,
-        relay_ports=list(relay_ports),
-        shown=plan.benchmark.agent_paths(),
-    )
-    if not spec.network:
+    choice = plan.sandbox
+    sock_dir = None
+    if choice.mode == "bwrap" and choice.network == "off":
         sock_dir = Path(tempfile.mkdtemp(prefix="autorl-grader-"))
         stack.callback(shutil.rmtree, sock_dir, True)
-        for port, name in [(place.port, SOCKET_NAME), *((p, socket_name_for(p)) for p in spec.relay_ports)]:
+        for port, name in [(place.port, SOCKET_NAME), *((p, socket_name_for(p)) for p in relay_ports)]:
             relay = UnixToTcp(sock_dir / name, port)
             relay.start()
             stack.callback(relay.stop)
-        spec.socket_dir = sock_dir
-    return bwrap_argv(spec, argv, executable=choice.executable, environ_path=env.get("PATH", ""))
+    return agent_policy(
+        workspace=place.root, env=env, model=assets.model.path, train_dir=Path(assets.data.train_dir),
+        agent_files=plan.agent.sandbox_paths(), benchmark=plan.benchmark, autorl_home=home,
+        runs_root=place.runs_root, store_dir=place.store_dir, hidden_dir=Path(assets.data.hidden_dir),
+        network=choice.network, tmp=place.tmp_dir, gpus=plan.gpus.agent_has_gpus,
+        relay=Relay(place.port, sock_dir, tuple(relay_ports)), slirp=choice.slirp)
