@@ -74,22 +74,21 @@ def test_attack_scores_zero_and_leaves_later_items_alone(folder: Path, name: str
     honest_right, honest_wrong = "answer = '42'\n", "answer = '41'\n"
     requests = [Request("q", ATTACKS[name], "42"), Request("q", honest_wrong, "42"), Request("q", honest_right, "42"),
                 Request("q", honest_wrong, "42")]
-    scored = score_all(folder / "eval.py", folder, requests, timeout_s=10.0, digest=digest)
+    scored = score_all(folder, requests, timeout_s=10.0, digest=digest)
     assert [s.score for s in scored] == [0.0, 0.0, 1.0, 0.0], (name, scored)
 
 
 def test_a_changed_eval_py_is_refused(folder: Path) -> None:
     digest = file_digest(folder / "eval.py")
     (folder / "eval.py").write_text("def evaluate(*a, **k):\n    return 1.0\n")
-    scored = score_all(folder / "eval.py", folder, [Request("q", "x", "y")], timeout_s=10.0, digest=digest)
+    scored = score_all(folder, [Request("q", "x", "y")], timeout_s=10.0, digest=digest)
     assert scored[0].score == 0.0 and "changed" in (scored[0].error or "")
 
 
 def test_evaluate_returning_a_float_subclass_or_string_scores_zero(tmp_path: Path) -> None:
     for value in ("'1.0'", "True.__class__(1) if False else type('F', (float,), {})(1.0)", "[1.0]"):
-        path = tmp_path / "e.py"
-        path.write_text(f"def evaluate(q, a, r, **k):\n    return {value}\n")
-        scored = score_all(path, tmp_path, [Request("q", "a", "a")], timeout_s=10.0)
+        (tmp_path / "eval.py").write_text(f"def evaluate(q, a, r, **k):\n    return {value}\n")
+        scored = score_all(tmp_path, [Request("q", "a", "a")], timeout_s=10.0)
         assert scored[0].score == 0.0 and scored[0].error, value
 
 

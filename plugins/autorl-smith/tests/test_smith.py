@@ -160,9 +160,9 @@ def test_third_party_evaluate_is_contained(tmp_path: Path) -> None:
     reqs = [Request("q1", "a", "a"), Request("q2", "b", "b")]
     results = {}
     for name, source in cases.items():
-        path = tmp_path / f"{name}.py"
-        path.write_text(source)
-        results[name] = score_all(path, tmp_path, reqs, timeout_s=2.0)
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "eval.py").write_text(source)
+        results[name] = score_all(tmp_path / name, reqs, timeout_s=2.0)
     assert [r.score for r in results["raises"]] == [0.0, 0.0] and "boom" in (results["raises"][0].error or "")
     assert [r.score for r in results["hangs"]] == [0.0, 0.0] and "did not answer" in (results["hangs"][0].error or "")
     assert [r.score for r in results["garbage"]] == [1.0, 1.0]

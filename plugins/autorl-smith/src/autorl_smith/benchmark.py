@@ -29,7 +29,9 @@ from autorl import (
     write_hidden_items,
     write_jsonl_atomic,
 )
-from autorl_smith.folder import AGENT_FILES, AGENT_FOLDER_ENV, SmithFolder, eval_file
+from autorl.sandbox import launch
+from autorl.sandbox.scorer import FolderChanged, copy_code, file_digests, scorer_mode, scorer_policy
+from autorl_smith.folder import AGENT_FILES, AGENT_FOLDER_ENV, SmithFolder, eval_file, folder_digest
 from autorl_smith.scorer import Request, score_all
 
 DOWNLOAD_TIMEOUT_S = 3600
@@ -41,22 +43,49 @@ def version_of(folder: SmithFolder) -> str:
     return f"2.{folder.version()}"
 
 
-def prepare_copy(source: Path, work: Path, timeout_s: float = DOWNLOAD_TIMEOUT_S) -> None:
-    """Copy a folder to ``work`` and run its ``download_data.py`` there, as grading does before any split."""
+def prepare_copy(folder: SmithFolder, work: Path, timeout_s: float = DOWNLOAD_TIMEOUT_S) -> None:
+    """Copy a folder to ``work`` and run its ``download_data.py`` there, as grading does before any split.
+
+    The copy holds the bytes the folder was discovered with (its version) or is refused; ``download_data.py``
+    runs under the scorer policy with a network (it downloads), writing only to the copy, and may not change a
+    file the copy came with."""
+    source = folder.path
     shutil.rmtree(work, ignore_errors=True)
-    shutil.copytree(source, work, ignore=shutil.ignore_patterns("__pycache__", ".git"))
+    try:
+        copy_code(source, work)
+    except FolderChanged as exc:
+        raise UsageError(str(exc)) from None
+    if (source / "data").is_dir():
+        shutil.copytree(source / "data", work / "data", ignore=shutil.ignore_patterns("__pycache__", ".git"))
+    if folder_digest(work) != folder.digest:
+        shutil.rmtree(work, ignore_errors=True)
+        raise UsageError(f"{source} changed since it was discovered; run again to use it as it is now")
     script = work / "download_data.py"
     if script.is_file():
+        came_with = file_digests(work, ("data",))
+        mode, executable = scorer_mode()
+        run = launch(scorer_policy(work, network="on", masked=folder_places(folder)), [sys.executable, str(script)],
+                     mode=mode, executable=executable)
         try:
-            proc = subprocess.run([sys.executable, str(script)], cwd=work, capture_output=True, text=True,
+            proc = subprocess.run(run.argv, cwd=run.cwd, env=run.env, capture_output=True, text=True,
                                   timeout=timeout_s)
         except subprocess.TimeoutExpired:
             raise ResourceError(f"{source}/download_data.py did not finish within {timeout_s:.0f} s") from None
         if proc.returncode != 0:
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
             raise ResourceError(f"{source}/download_data.py failed: {tail[0][:300]}")
+        now = file_digests(work, ("data",))
+        changed = sorted(rel for rel, digest in came_with.items() if now.get(rel) != digest)
+        if changed:
+            raise UsageError(f"{source}/download_data.py changed the folder's own {changed[0]} in the grader's copy: "
+                             "refused")
     if not (work / "data" / "train.jsonl").is_file():
         raise ResourceError(f"{source}: data/train.jsonl is missing after download_data.py")
+
+
+def folder_places(folder: SmithFolder) -> list[Path]:
+    """The folder of benchmarks the folder was found in and the folder itself: what scorer code never sees."""
+    return [folder.path.absolute().parent.resolve(), folder.path.resolve()]
 
 
 def eval_config_of(config: dict[str, Any]) -> EvalConfig:
@@ -85,8 +114,8 @@ class SmithEvaluator(GenerationEvaluator):
         generated = super().evaluate(benchmark, items, backend, None)
         requests = [Request(str(i.input["question"]), r.completions[0] if r.completions else "", str(i.reference))
                     for i, r in zip(items, generated, strict=True)]
-        scored = score_all(benchmark.work_dir() / "eval.py", benchmark.work_dir(), requests, benchmark.timeout_s(),
-                           benchmark.folder.eval_digest)
+        scored = score_all(benchmark.work_dir(), requests, benchmark.timeout_s(), benchmark.folder.eval_digest,
+                           masked=folder_places(benchmark.folder))
         if progress:
             progress(len(items))
         return [ItemResult(r.id, s.score, r.completions, s.error, r.extra)
@@ -132,7 +161,7 @@ class SmithBenchmark(Benchmark):
         with file_lock(work.with_name(work.name + ".lock")):
             if (work / ".ready").is_file():
                 return work
-            prepare_copy(self.folder.path, work)
+            prepare_copy(self.folder, work)
             (work / ".ready").write_text("")
         return work
 
@@ -183,10 +212,12 @@ class SmithBenchmark(Benchmark):
         return self.folder.path if self.folder.agent_view else self._prepare_folder()
 
     def score(self, item: Item, completion: str) -> float:
-        work = self._scoring_dir()
-        result = score_all(work / "eval.py", work, [Request(str(item.input.get("question", "")), completion,
-                                                            str(item.reference))], self.timeout_s(),
-                           self.folder.eval_digest)[0]
+        """``evaluate`` of the folder's ``eval.py`` under the scorer policy; in the agent's own process (whose
+        sandbox bounds it) without a sandbox of its own."""
+        result = score_all(self._scoring_dir(), [Request(str(item.input.get("question", "")), completion,
+                                                          str(item.reference))], self.timeout_s(),
+                           self.folder.eval_digest, mode="none" if self.folder.agent_view else None,
+                           masked=folder_places(self.folder))[0]
         return result.score
 
     def evaluator(self) -> Evaluator:

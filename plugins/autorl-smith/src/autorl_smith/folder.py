@@ -50,9 +50,10 @@ class SmithFolder:
 
 
 def folder_digest(path: Path) -> str:
+    """A hash of the folder's files (``__pycache__`` and ``.git`` aside): its version."""
     h = hashlib.sha256()
     for p in sorted(path.rglob("*")):
-        if p.is_file() and "__pycache__" not in p.parts:
+        if p.is_file() and not {"__pycache__", ".git"} & set(p.relative_to(path).parts):
             h.update(p.relative_to(path).as_posix().encode())
             h.update(p.read_bytes())
     return h.hexdigest()[:12]

@@ -1,14 +1,16 @@
 """Calls a folder's ``eval.py`` in a separate process (it is third-party code), with a timeout per item.
 
-The child imports ``eval.py`` once with its stdout redirected to stderr, so whatever it prints cannot
+The process runs under the scorer policy (:mod:`autorl.sandbox.scorer`): in a scratch copy of the folder, the
+only place it writes, with no network, no home, a pid namespace of its own and a plain environment; the folder is
+hashed before and checked after (a folder that changed is refused). The child imports ``eval.py`` once with its stdout redirected to stderr, so whatever it prints cannot
 corrupt the protocol: one JSON request a line in, one JSON reply a line out, on the original stdout.
 Each request is scored in a fresh fork of that child, which holds neither end of the protocol: it hands
 its result to the child through a pipe of its own, so ``evaluate`` (and any model output it executes)
 can neither write a reply, nor leave patches (to ``evaluate``, builtins, the module) for later items,
 nor answer for another item; a fork that exits before ``evaluate`` returns scores 0. Every reply
 carries the request's random id, and a reply with another id is dropped. A hang kills the child,
-scores that item 0 with the reason, and a fresh child takes the remaining items. ``eval.py`` is
-checked against the bytes it had when the folder was prepared before every (re)start.
+scores that item 0 with the reason, and a fresh child takes the remaining items, in a fresh copy. The copy's
+``eval.py`` is checked against the bytes it had when the folder was discovered before every (re)start.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from autorl.sandbox.scorer import FolderChanged, ScratchFolder
 
 CHILD = r'''
 import importlib.util, json, math, os, sys
@@ -117,21 +121,29 @@ class Request:
 
 
 class EvalProcess:
-    def __init__(self, eval_py: Path, cwd: Path, timeout_s: float, digest: str | None = None) -> None:
-        self.eval_py, self.cwd, self.timeout_s = eval_py, cwd, timeout_s
-        self.digest = digest  # eval.py's sha256 when the folder was prepared, checked before every start
+    """``eval.py`` of ``folder`` in its process under the scorer policy, (re)started in a fresh scratch copy.
+    ``mode`` ``none``: no sandbox (in the agent's own process); ``masked``: folders it must not see."""
+
+    def __init__(self, folder: Path, timeout_s: float, digest: str | None = None, *, mode: str | None = None,
+                 masked: Sequence[Path] = ()) -> None:
+        self.timeout_s = timeout_s
+        self.digest = digest  # eval.py's sha256 when the folder was discovered, checked before every start
+        self.scratch = ScratchFolder(folder, mode=mode, masked=masked)
         self.proc: subprocess.Popen[str] | None = None
 
     def _start(self) -> str | None:
         try:
-            if self.digest is not None and file_digest(self.eval_py) != self.digest:
+            copy = self.scratch.fresh()
+            if self.digest is not None and file_digest(copy / "eval.py") != self.digest:
                 return "eval.py changed since the folder was prepared"
+        except FolderChanged as exc:
+            return str(exc)
         except OSError as exc:
             return f"eval.py cannot be read: {exc.strerror}"
-        env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "PYTHONPATH", "VIRTUAL_ENV")}
+        run = self.scratch.launch([sys.executable, "-c", CHILD, str(copy / "eval.py")])
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", CHILD, str(self.eval_py)], cwd=self.cwd, env=env, text=True,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
+            run.argv, cwd=run.cwd, env=run.env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, start_new_session=True,
         )
         hello = self._read(max(self.timeout_s, 30.0))
         if hello is None:
@@ -185,17 +197,25 @@ class EvalProcess:
         return Scored(score)
 
     def close(self) -> None:
+        """End the process (a later :meth:`score` starts another, in a fresh copy)."""
         if self.proc is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, 9)
             self.proc.wait()
             self.proc = None
 
+    def finish(self) -> None:
+        """End the process and drop its copy; :class:`~autorl.sandbox.scorer.FolderChanged` when the folder
+        changed meanwhile."""
+        self.close()
+        self.scratch.close()
 
-def score_all(eval_py: Path, cwd: Path, requests: Sequence[Request], timeout_s: float = 30.0,
-              digest: str | None = None) -> list[Scored]:
-    worker = EvalProcess(eval_py, cwd, timeout_s, digest)
+
+def score_all(folder: Path, requests: Sequence[Request], timeout_s: float = 30.0, digest: str | None = None, *,
+              mode: str | None = None, masked: Sequence[Path] = ()) -> list[Scored]:
+    """Each request scored by ``folder``'s ``eval.py`` in one scorer process (a fresh one after a hang)."""
+    worker = EvalProcess(folder, timeout_s, digest, mode=mode, masked=masked)
     try:
         return [worker.score(r) for r in requests]
     finally:
-        worker.close()
+        worker.finish()

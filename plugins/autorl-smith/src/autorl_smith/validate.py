@@ -1,9 +1,11 @@
 """Is an rl-smith folder sound? Its config, its scorer, its splits and what the agent would be given.
 
 ``static_problems`` reads files only (it runs on every discovery); ``validate`` also prepares the folder as
-grading does (a copy, ``download_data.py``, the split drawn with a scratch secret) and runs ``evaluate`` in
-the grader's isolated scorer process on a sample of the hidden items: each reference answer must score 1.0
-and each corrupted one less. Every problem is one line naming the file it is about.
+grading does (the grader's copy, checked against the folder's version, ``download_data.py``, the split drawn
+with a scratch secret) and runs ``evaluate`` as the grader does, under the scorer policy
+(:mod:`autorl.sandbox.scorer`), on a sample of the hidden items: each reference answer must score 1.0 and each
+corrupted one less. The folder is hashed before and after; a folder that changed meanwhile is refused. Every
+problem is one line naming the file it is about.
 """
 
 from __future__ import annotations
@@ -136,9 +138,11 @@ def scorer_problems(bench: Any, items: Iterable[Any], sample: int = SAMPLE) -> l
     for k, item in enumerate(chosen):
         plan.append((item, str(item.reference), True))
         plan += [(item, w, False) for w in _corruptions(str(item.reference), refs[k + 1:] + refs[:k + 1])]
+    from autorl_smith.benchmark import folder_places
+
     work = bench._prepare_folder()
-    scored = score_all(work / "eval.py", work, [Request(str(i.input.get("question", "")), a, str(i.reference))
-                                                for i, a, _ in plan], bench.timeout_s(), bench.folder.eval_digest)
+    scored = score_all(work, [Request(str(i.input.get("question", "")), a, str(i.reference)) for i, a, _ in plan],
+                       bench.timeout_s(), bench.folder.eval_digest, masked=folder_places(bench.folder))
     out = []
     missed = [(i, s) for (i, _, right), s in zip(plan, scored, strict=True) if right and s.score != 1.0]
     if missed:
@@ -156,7 +160,26 @@ def scorer_problems(bench: Any, items: Iterable[Any], sample: int = SAMPLE) -> l
 
 
 def validate(path: Path, sample: int = SAMPLE) -> list[str]:
-    """Every problem of the folder at ``path``, one line each (an empty list: the folder is sound)."""
+    """Every problem of the folder at ``path``, one line each (an empty list: the folder is sound). The folder is
+    hashed before and after: one that changed meanwhile is refused, since what was judged is not what is there."""
+    from autorl.sandbox.scorer import folder_digest
+
+    try:
+        before = folder_digest(path)
+    except OSError as exc:
+        return [f"the folder cannot be read: {exc.strerror or exc}"]
+    out = _problems(path, sample)
+    try:
+        changed = folder_digest(path) != before
+    except OSError:
+        changed = True
+    if changed:
+        out.append("the folder changed while it was validated (its code wrote to it, or something else did): "
+                   "refused; validate it again")
+    return out
+
+
+def _problems(path: Path, sample: int) -> list[str]:
     from autorl import AutorlError
     from autorl_smith.benchmark import SmithBenchmark, version_of
 
@@ -175,5 +198,8 @@ def validate(path: Path, sample: int = SAMPLE) -> list[str]:
             return [*out, f"preparing the data as grading does failed: {str(exc).splitlines()[0][:300]}"]
         out += _leak_problems(agent, items, folder.config)
         if folder.eval_mode == "per_sample":  # the opencompass mode scores with OpenCompass's exact match
-            out += scorer_problems(bench, [i for its in items.values() for i in its], sample)
+            try:
+                out += scorer_problems(bench, [i for its in items.values() for i in its], sample)
+            except AutorlError as exc:  # the scorer could not run, or its folder changed meanwhile
+                out.append(f"eval.py: {exc}")
     return out
