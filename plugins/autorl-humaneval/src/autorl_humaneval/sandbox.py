@@ -3,10 +3,12 @@
 Each program gets its own process and private temporary directory, and never runs as root (it is
 dropped to ``nobody``). Limits (address space, CPU time, processes, file size, open files) are set
 with ``setrlimit`` before exec. With bubblewrap (``bwrap``, the default and the only mode used unless
-the operator names a weaker one) the program also gets new user/pid/net/ipc namespaces, a read-only
-view of the system, a private /tmp and no view of the paths passed as ``hidden`` (the grader's
-storage, evaluation data). ``unshare`` (a new network namespace only) and ``limits`` (rlimits only)
-run model code only when the operator asks for them by name (:func:`resolve_isolation`).
+the operator names a weaker one) the program runs under autorl's policy of model-generated programs
+(:mod:`autorl.sandbox.program`, applied by autorl's one launcher): new user/pid/net/ipc namespaces, only the
+system's folders and its interpreter read-only, its work folder as the only place it writes, a private /tmp,
+no home and no view of the paths passed as ``hidden`` (the grader's storage, evaluation data). ``unshare`` (a
+new network namespace only) and ``limits`` (rlimits only) run model code only when the operator asks for them
+by name (:func:`resolve_isolation`).
 
 A problem's tests never run in the process of the model's code (:func:`run_check`): the model's
 program is served from the sandbox, one call a line, and the problem's ``check`` runs in a separate
@@ -45,6 +47,8 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 from autorl import ResourceError, UsageError
+from autorl.sandbox import bwrap_binary, launch
+from autorl.sandbox.program import program_env, program_policy
 
 T = TypeVar("T")
 
@@ -100,7 +104,8 @@ def _probe(argv: list[str]) -> bool:
 @functools.cache
 def isolation() -> str:
     """``bwrap`` (namespaces and a masked file system), ``unshare`` (no network) or ``limits`` only."""
-    if shutil.which("bwrap") and _probe(["bwrap", "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "true"]):
+    bwrap = bwrap_binary()
+    if shutil.which(bwrap) and _probe([bwrap, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "true"]):
         return "bwrap"
     if shutil.which("unshare") and _probe(["unshare", "--net", "--map-root-user", "true"]):
         return "unshare"
@@ -163,17 +168,8 @@ def _reachable(path: Path) -> bool:
 def _argv(args: Sequence[str], workdir: Path, hidden: Sequence[Path], mode: str) -> list[str]:
     python = [interpreter(), "-I", "-B", *args]
     if mode == "bwrap":
-        argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-                "--bind", str(workdir), str(workdir), "--chdir", str(workdir), "--unshare-all",
-                "--die-with-parent", "--new-session", "--setenv", "HOME", str(workdir)]
-        for path in hidden:
-            if not _reachable(path):
-                continue  # the sandbox user cannot reach it at all, and bwrap could not mount over it
-            if path.is_dir():
-                argv += ["--tmpfs", str(path)]
-            elif path.exists():
-                argv += ["--ro-bind", "/dev/null", str(path)]
-        return [*argv, *python]
+        policy = program_policy(workdir, hidden=hidden, reachable=_reachable)
+        return launch(policy, python, mode="bwrap", executable=bwrap_binary()).argv
     if mode == "unshare":
         return ["unshare", "--net", "--map-root-user", *python]
     return python
@@ -338,8 +334,7 @@ def _last_line(data: bytes | bytearray) -> str:
 
 
 def _sandbox_env(workdir: Path) -> dict[str, str]:
-    return {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": str(workdir), "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
+    return program_env(workdir)
 
 
 def _workdir(uid: int) -> Path:
