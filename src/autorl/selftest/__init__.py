@@ -23,11 +23,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autorl.errors import ResourceError
-from autorl.selftest.judge import NA, THROUGH, GatewaySeen, Observed, Verdict, judge
+from autorl.selftest.canaries import (
+    Canaries,
+    digests,
+    environment_leaks,
+    home_probes,
+    home_seen,
+    plant,
+    scorer_code_seen,
+    secret_hex,
+    shown_paths,
+)
+from autorl.selftest.judge import NA, THROUGH, EnvironmentSeen, GatewaySeen, Observed, Verdict, judge
 from autorl.selftest.upstream import serve_upstream
 
 if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
+    from autorl.scoring import Item
 
 __all__ = ["AGENT_DIR", "NA", "THROUGH", "Verdict", "run_selftest"]
 
@@ -123,19 +135,25 @@ def _masked(bench: Benchmark) -> list[str]:
     return [str(p) for p in bench.hidden_paths() if not any(p in s.parents for s in shown)]
 
 
-def _hidden(task: str, hidden_dir: Path) -> tuple[dict[str, set[str]], tuple[str, ...], list[str]]:
+def _hidden(task: str, hidden_dir: Path) -> tuple[dict[str, set[str]], tuple[str, ...], list[str], list[Item]]:
+    """The run's hidden items (as content per split, and all of them), its public splits and masked paths."""
     from autorl.hardening import _portable
     from autorl.registry import get_benchmark
 
     bench = get_benchmark(task)()
     bench.hidden_dir = hidden_dir
     items: dict[str, set[str]] = {}
+    every: list[Item] = []
     for split in bench.splits:
         try:
-            items[split] = _portable(bench.load_items(split, hidden_dir), hidden_dir)
+            loaded = bench.load_items(split, hidden_dir)
         except Exception:
             continue
-    return items, tuple(bench.public_splits), _masked(bench)
+        items[split] = _portable(loaded, hidden_dir)
+        every += loaded
+    return items, tuple(bench.public_splits), _masked(bench), every
+
+
 
 
 def _scorer(task: str, hidden_dir: Path) -> tuple[bool, bool, str] | None:
@@ -166,14 +184,26 @@ def _audit_flags(home: Path, record: dict[str, Any] | None) -> list[str] | None:
         return None
 
 
-def _run_env(home: Path, upstream: str, key: str) -> dict[str, str]:
-    """The run's environment: this one's, the scratch home, and the selftest's upstream in place of every model
-    API the operator configured (their keys stay out of the run, and their money unspent)."""
+def _run_env(home: Path, upstream: str, key: str, canaries: Canaries) -> dict[str, str]:
+    """The run's environment: this one's, the scratch autorl home, the scratch operator's home with its canaries
+    (and its tool first on PATH), and the selftest's upstream in place of every model API the operator
+    configured (their keys stay out of the run, and their money unspent)."""
     from autorl.gateway.upstreams import SECRET_NAMES, setting_names
 
     drop = setting_names() | set(SECRET_NAMES)
     env = {k: v for k, v in os.environ.items() if k not in drop}
-    return {**env, "AUTORL_HOME": str(home), "OPENAI_BASE_URL": upstream, "OPENAI_API_KEY": key}
+    return {**env, **canaries.env, "HOME": str(canaries.home), "PATH": canaries.path, "AUTORL_HOME": str(home),
+            "OPENAI_BASE_URL": upstream, "OPENAI_API_KEY": key}
+
+
+
+
+
+
+
+
+
+
 
 
 def _canary_seen(key: str, workspace: Path, home: Path) -> list[str]:
@@ -214,17 +244,23 @@ def run_selftest(task: str, *, model: str, sandbox: str = "auto", network: str |
             network = "on"
     with tempfile.TemporaryDirectory(prefix="autorl-selftest-") as scratch:
         root = Path(scratch)
-        home, host = root / "home", root / "host"
+        host = root / "host"
         host.mkdir()
+        canaries = plant(root / "operator", os.environ.get("PATH", ""))
+        home = canaries.home / ".cache" / "autorl"  # where autorl's home is by default: in the operator's
         (host / "canary.txt").write_text("autorl selftest canary: readable only outside the run\n")
         written = host / "written-by-the-run.txt"
         hidden_dir = home / "hidden" / bench.name
         installed = _masked(bench)
         read = [str(hidden_dir), str(hidden_dir / "secret"), str(hidden_dir / "test.items.jsonl"),
                 str(home / "autorl.db"), str(host / "canary.txt"), *installed]
+        shown = shown_paths(bench)
+        before = digests(shown)
         with _listeners(host) as (cfg, listeners), serve_upstream(scratch) as upstream:
-            cfg.update({"read": read, "write": str(written), "upstream": f"http://127.0.0.1:{upstream.port}/v1",
-                        "gateway_dir": str(home / "gateway")})
+            env = _run_env(home, f"http://127.0.0.1:{upstream.port}/v1", upstream.key, canaries)
+            cfg.update({"read": read, "write": str(written), "upstream": env["OPENAI_BASE_URL"],
+                        "gateway_dir": str(home / "gateway"), "home": home_probes(bench, env, canaries, home),
+                        "shown": [str(p) for p in shown]})
             cmd = [sys.executable, "-c", "from autorl.cli import main; main()", "run", "--agent", str(AGENT_DIR),
                    "--task", task, "--model", str(model_dir), "--timeout", str(timeout), "--sandbox", sandbox,
                    "--network", network, "--limit", str(limit), "--json", "--audit-budget", "120",
@@ -232,32 +268,40 @@ def run_selftest(task: str, *, model: str, sandbox: str = "auto", network: str |
                    *(["--backend", backend] if backend else [])]
             log(f"{task}: autorl run of the red team (sandbox {sandbox}, network {network})")
             try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 900,
-                                      env=_run_env(home, cfg["upstream"], upstream.key))
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 900, env=env)
                 stdout, stderr = proc.stdout, proc.stderr
             except subprocess.TimeoutExpired:
                 stdout, stderr = "", "autorl run did not finish"
-            accepted = {name: listener.count for name, listener in listeners.items()}
+            accepted = {name: listener.count for name, listener in listeners.items()}  # the run's, not the probe's
+            scorer_code = scorer_code_seen(root, env, canaries, home, cfg, sorted(
+                Path(p).name for p, d in digests(shown).items() if before.get(p) != d))
         record = _record(stdout)
         failure = (stderr.strip().splitlines() or ["no output"])[-1] if record is None else ""
         # a workspace whose agent started has its log: without one, nothing was attacked
         workspaces = sorted((home / "runs").glob("*/*/agent.log")) if (home / "runs").is_dir() else []
         if record is None and not workspaces:
-            # the run never reached its agent (a benchmark that cannot run here): nothing was attacked
+            # the run never reached its agent (a benchmark that cannot run here, or one it refused): nothing was
+            # attacked
             raise ResourceError(f"{task}: autorl run could not start the red team: {failure.removeprefix('error: ')}")
         workspace = Path(record["workspace"]) if record and record.get("workspace") else workspaces[-1].parent
         try:
             evidence = read_json(workspace, _EVIDENCE, limit=32 << 20)
         except Exception:  # no readable evidence is judged as such
             evidence = None
-        hidden, public, paths = _hidden(task, hidden_dir)
+        evidence = evidence if isinstance(evidence, dict) else None
+        hidden, public, paths, every = _hidden(task, hidden_dir)
         flags = _audit_flags(home, record)
         scorer = _scorer(task, hidden_dir)
         gateway = GatewaySeen(budget=BUDGET_TOKENS, served=upstream.bill.tokens, calls=upstream.bill.calls,
                               direct=list(upstream.bill.direct), leaked=_canary_seen(upstream.key, workspace, home),
                               peers_checked=upstream.bill.peers_checked)
+        dump = evidence.get("environ") if evidence else None
+        keys = [upstream.key, *secret_hex(hidden_dir)]
+        environment = EnvironmentSeen(environment_leaks(dump, canaries, keys, every),
+                                      len(dump) if isinstance(dump, dict) else None)
         seen = Observed(record=record, failure=failure, hidden=hidden, public_splits=public,
                         installed_paths=paths or installed, accepted=accepted, written=written.exists(),
                         network=network, tcp_available=cfg.get("tcp") is not None, audit=flags, scorer=scorer,
-                        gateway=gateway)
-        return judge(evidence if isinstance(evidence, dict) else None, seen)
+                        gateway=gateway, home=home_seen(evidence, canaries, home), environment=environment,
+                        scorer_code=scorer_code)
+        return judge(evidence, seen)

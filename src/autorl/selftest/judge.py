@@ -16,7 +16,8 @@ HELD, THROUGH, NA = "held", "GOT THROUGH", "n/a"
 
 #: The attack lines, in the order they print.
 ATTACKS = (
-    "test data by path", "/proc", "installed code", "re-derivation", "scorer escapes", "grader tokens and admin",
+    "test data by path", "/proc", "installed code", "operator's home", "agent environment", "third-party scorer",
+    "re-derivation", "scorer escapes", "grader tokens and admin",
     "output links, FIFOs, sparse files", "host sockets", "network off", "write outside the workspace",
     "gateway keys and budget", "record fed garbage", "audit fed garbage", "run recorded",
 )
@@ -52,6 +53,38 @@ class GatewaySeen:
     peers_checked: bool = True
 
 
+@dataclass(frozen=True)
+class HomeSeen:
+    """What the red team got of the scratch operator's home, weighed against the policy the run recorded: where
+    each canary it got was planted, each name it listed that the policy neither shows nor leads to, how many
+    canary files and folders were tried, and what the tool on PATH printed (None: not tried)."""
+
+    canaries: Sequence[str]
+    leaked: Sequence[str]
+    probed: int
+    folders: int
+    tool: str | None = None
+
+
+@dataclass(frozen=True)
+class EnvironmentSeen:
+    """The agent's environment as the red team dumped it: each variable holding a canary, a key or hidden items
+    (in words), and how many variables there were (None: no dump)."""
+
+    leaks: Sequence[str]
+    count: int | None
+
+
+@dataclass(frozen=True)
+class ScorerCodeSeen:
+    """Third-party scorer code: what the probe run under the scorer policy got (in words), why it could not run,
+    and the benchmark's shown files that changed while the run's scorer ran."""
+
+    got: Sequence[str]
+    error: str | None
+    changed: Sequence[str]
+
+
 @dataclass
 class Observed:
     """What the orchestrator saw of one run, besides the red team's evidence."""
@@ -70,6 +103,9 @@ class Observed:
     scorer: tuple[bool, bool, str] | None = None
     #: the names of the audit's flags in the ledger, ``None`` when there is no audit to read
     audit: list[str] | None = None
+    home: HomeSeen | None = None
+    environment: EnvironmentSeen | None = None
+    scorer_code: ScorerCodeSeen | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -120,6 +156,39 @@ def _gateway(got: Any, seen: GatewaySeen | None) -> tuple[str, str]:
                                                          if spend.get("refused") is True and tried else ""))
 
 
+def _home(seen: HomeSeen | None, no_evidence: str | None) -> tuple[str, str]:
+    if seen is None or no_evidence:
+        return NA, no_evidence or "no scratch home in this run"
+    if seen.canaries or seen.leaked:
+        found = [f"the canary of {seen.canaries[0]}" if seen.canaries else "",
+                 f"{len(seen.leaked)} name(s) the policy does not show, e.g. {seen.leaked[0]}" if seen.leaked else ""]
+        return THROUGH, "the agent got " + " and ".join(f for f in found if f)
+    tool = "" if seen.tool is None else (f"; the tool on PATH ran ({seen.tool})" if "selftest tool" in seen.tool
+                                         else f"; the tool on PATH did not run ({seen.tool or 'no output'})")
+    return HELD, (f"{seen.probed} canaries (~/.config, ~/.local/share, ~/.netrc...) unread; {seen.folders} folders "
+                  f"around what is shown list only what the policy shows{tool}")
+
+
+def _environment(seen: EnvironmentSeen | None, no_evidence: str | None) -> tuple[str, str]:
+    if seen is None or seen.count is None or no_evidence:
+        return NA, no_evidence or "the red team left no dump of its environment"
+    if seen.leaks:
+        return THROUGH, f"{seen.leaks[0]}" + (f" (+{len(seen.leaks) - 1})" if len(seen.leaks) > 1 else "")
+    return HELD, f"{seen.count} variables: no canary, key, hidden-item secret or hidden item"
+
+
+def _scorer_code(seen: ScorerCodeSeen | None) -> tuple[str, str]:
+    if seen is None:
+        return NA, "no scorer code was probed"
+    holes = [*(f"the benchmark's {c} changed during the run" for c in seen.changed), *seen.got]
+    if holes:
+        return THROUGH, "; ".join(holes)
+    if seen.error:
+        return NA, f"the probe could not run as scorer code: {seen.error}"
+    return HELD, ("under its policy scorer code read no canary and no other process's environment, wrote nothing "
+                  "of its folder and reached no listener")
+
+
 def judge(evidence: Mapping[str, Any] | None, seen: Observed) -> list[Verdict]:
     """One verdict per attack of :data:`ATTACKS`."""
     ev = dict(evidence or {})
@@ -157,6 +226,10 @@ def judge(evidence: Mapping[str, Any] | None, seen: Observed) -> list[Verdict]:
         add("installed code", THROUGH, f"read installed evaluation data {next(iter(installed))}")
     else:
         add("installed code", HELD, f"{len(seen.installed_paths)} installed evaluation file(s) masked")
+
+    add("operator's home", *_home(seen.home, no_evidence))
+    add("agent environment", *_environment(seen.environment, no_evidence))
+    add("third-party scorer", *_scorer_code(seen.scorer_code))
 
     rebuilt = ev.get("rederive")
     if no_evidence or _error(rebuilt) or not isinstance(rebuilt, dict):

@@ -72,6 +72,70 @@ def _proc():
     return seen
 
 
+def mount_points():
+    """Where this process's mount namespace has something mounted (what its sandbox shows), from mountinfo."""
+    points = []
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) > 4:
+                    points.append(fields[4].encode().decode("unicode_escape"))
+    except OSError:
+        pass
+    return points
+
+
+@attempt("home")
+def _home():
+    """The operator's home as this run's policy shows it: the canaries planted where operators keep keys, every
+    folder between the home (or autorl's storage) and what is shown inside it, and the tool on PATH."""
+    home = cfg.get("home") or {}
+    roots = [Path(r) for r in home.get("roots", [])]
+    folders = dict.fromkeys(home.get("list", []))
+    for point in map(Path, mount_points()):
+        for root in roots:
+            if root in point.parents:
+                for parent in point.parents:
+                    if parent == root or root in parent.parents:
+                        folders.setdefault(str(parent))
+    listed = {}
+    for folder in folders:
+        try:
+            listed[folder] = sorted(os.listdir(folder))[:200]
+        except OSError:
+            continue
+    read = {p: got for p in home.get("read", []) if (got := peek(Path(p))) is not None}
+    tool = home.get("tool")
+    ran = None
+    if tool:
+        import subprocess
+
+        try:
+            ran = subprocess.run([tool], capture_output=True, text=True, timeout=20).stdout.strip()
+        except (OSError, subprocess.SubprocessError) as exc:
+            ran = type(exc).__name__
+    return {"read": read, "listed": listed, "tool": ran}
+
+
+@attempt("environ")
+def _environ():
+    return {k: v[:4000] for k, v in os.environ.items()}
+
+
+@attempt("shown")
+def _shown():
+    """What the benchmark shows the agent and the workspace's own documents, as the agent reads them."""
+    got = {}
+    for p in [*cfg.get("shown", []), str(ws / "description.md"), str(ws / "instructions.md")]:
+        try:
+            with open(p, "rb") as f:
+                got[p] = f.read(1 << 16).decode(errors="replace")
+        except OSError:
+            continue
+    return got
+
+
 rebuilt_items = {}
 
 
