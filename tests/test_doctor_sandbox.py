@@ -13,16 +13,24 @@ from autorl.sandbox import bwrap_available
 from .conftest import cli
 
 
-def _sandbox_check(env: dict[str, str]) -> dict[str, object]:
+def _checks(env: dict[str, str]) -> dict[str, dict[str, object]]:
     proc = cli("doctor", "--json", env=env)
-    return dict(next(c for c in json.loads(proc.stdout) if c["name"] == "sandbox (bubblewrap)"))
+    return {str(c["name"]): dict(c) for c in json.loads(proc.stdout)}
+
+
+def _sandbox_check(env: dict[str, str]) -> dict[str, object]:
+    return _checks(env)["sandbox (bubblewrap)"]
 
 
 def test_doctor_names_the_bwrap_that_run_would_use(tmp_path: Path) -> None:
     missing = tmp_path / "nowhere" / "bwrap"
-    check = _sandbox_check({"AUTORL_HOME": str(tmp_path / "home"), "AUTORL_BWRAP": str(missing)})
+    checks = _checks({"AUTORL_HOME": str(tmp_path / "home"), "AUTORL_BWRAP": str(missing)})
+    check = checks["sandbox (bubblewrap)"]
     # run would not find it (even with a bwrap on PATH), and doctor says so
     assert check["ok"] is False and f"{missing} not found" in str(check["detail"]) and "AUTORL_BWRAP" in str(check["fix"])
+    # nor would third-party scorer code, which then refuses to run with the operator's rights
+    scorer = checks["scorer sandbox (third-party code)"]
+    assert scorer["ok"] is False and "AUTORL_SCORER_SANDBOX=none" in str(scorer["detail"])
 
 
 @pytest.mark.skipif(bwrap_available()[0] is None, reason="bubblewrap cannot run here")

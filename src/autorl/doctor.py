@@ -37,6 +37,22 @@ def _sandbox() -> Check:
                  "apt-get install bubblewrap (or your distribution's package), or set AUTORL_BWRAP to a working bwrap")
 
 
+def _scorer_sandbox() -> Check:
+    """How third-party scorer code (a smith folder's ``eval.py``) would run here (:mod:`autorl.sandbox.scorer`)."""
+    from autorl.errors import AutorlError
+    from autorl.sandbox.scorer import SCORER_SANDBOX_ENV, scorer_mode
+
+    name = "scorer sandbox (third-party code)"
+    try:
+        mode, exe = scorer_mode()
+    except AutorlError as exc:
+        return Check(name, False, str(exc), "apt-get install bubblewrap, or set AUTORL_BWRAP to a working bwrap")
+    if mode == "none":
+        return Check(name, False, f"{SCORER_SANDBOX_ENV}=none: scorer code runs with your rights",
+                     f"unset {SCORER_SANDBOX_ENV} where bubblewrap runs")
+    return Check(name, True, f"scorer code runs under {exe}: no network, no home, its own pid namespace")
+
+
 def _python_of(env_var: str, minimum: tuple[int, int], module: str, setup: str, name: str) -> Check:
     python = os.environ.get(env_var)
     if not python:
@@ -103,6 +119,7 @@ def checks() -> list[Check]:
     out.append(Check("example agent (trl)", has_trl, "trl installed" if has_trl else "trl missing",
                      "" if has_trl else f"pip install {extra_install('train')}"))
     out.append(_sandbox())
+    out.append(_scorer_sandbox())
     offline = os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "yes")
     out.append(Check("Hugging Face hub", True, "offline (HF_HUB_OFFLINE)" if offline else "online downloads allowed"))
     out.append(_python_of("AUTORL_OPENCOMPASS_PYTHON", (3, 10), "opencompass",

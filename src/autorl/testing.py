@@ -18,6 +18,9 @@ Functions and classes:
         the run's audit looks for them.
     prepare_as_a_run(benchmark, root): the hidden items and the training data prepared under ``root`` as a run
         prepares them; returns the hidden folder.
+    check_agent_view(benchmark, root): what the benchmark offers its agent (``agent_env()``, ``agent_paths()``,
+        ``exposed_files()``) passes the check a run makes before its agent starts: no hidden item, no key, nothing
+        that shows a masked folder or the home's hidden folders.
     check_claims_score_zero(benchmark, hidden, claims): an interactive benchmark's policy that answers with
         words that claim success scores 0 on every item, each played to its end.
     check_hardening(benchmark, root, ...): every hardening check (:mod:`autorl.hardening`): hidden items not
@@ -261,6 +264,22 @@ def prepare_as_a_run(benchmark: Any, root: Path) -> Path:
     benchmark.prepare_eval_data(hidden)
     benchmark.prepare_train_data(root / "train")
     return hidden
+
+
+def check_agent_view(benchmark: Any, root: Path) -> None:
+    """Prepare ``benchmark``'s (an instance) data under ``root`` as a run does, then make the check a run makes
+    before its agent starts (:func:`autorl.sandbox.offered.check_offered`) on what it offers its agent; fails with
+    the run's one-line refusal."""
+    from autorl.errors import UsageError
+    from autorl.resources import autorl_home
+    from autorl.sandbox.agent import agent_masks
+    from autorl.sandbox.offered import check_offered
+
+    hidden = prepare_as_a_run(benchmark, root)
+    try:
+        check_offered(benchmark, hidden, plugin="this plugin", masked=agent_masks(autorl_home(), autorl_home() / "runs"))
+    except UsageError as exc:
+        raise AssertionError(str(exc)) from None
 
 
 def check_claims_score_zero(benchmark: Any, hidden: Path, claims: Sequence[str], split: str = "dev") -> list[Any]:
