@@ -76,8 +76,10 @@ def test_every_public_member_of_benchmark_is_for_plugin_authors_and_documented()
         assert re.search(rf"^\| `{name}[`(]", table.group(1), flags=re.M), f"{name} is not in benchmarks.md"
 
 
-#: Where a plugin may import autorl from: the package itself, and its pytest kit in tests.
-PLUGIN_IMPORTS = {"autorl", "autorl.testing"}
+#: Where a plugin may import autorl from: the package itself, its pytest kit in tests, and the isolation policies
+#: for a plugin that runs third-party or model-written code (autorl.sandbox: the scorer's and the program's
+#: policies and the one launcher).
+PLUGIN_IMPORTS = {"autorl", "autorl.testing", "autorl.sandbox"}
 #: The one bundled plugin that reaches further, an operator's tool beside a benchmark: ``autorl smith generate``
 #: calls an LLM with the operator's key, so it starts the LLM gateway (keys kept in it, budget held) as a run
 #: does, and ``autorl smith validate`` checks a folder's training data against its hidden items with the audit's

@@ -73,7 +73,7 @@ class FolderChanged(AutorlError):
 def scorer_mode(environ: Mapping[str, str] | None = None) -> tuple[str, str | None]:
     """How third-party scorer code runs here: (``bwrap``, its executable) or (``none``, None) when the operator
     says so; a one-line :class:`ResourceError` where bubblewrap cannot run and the operator has not."""
-    from autorl.sandbox import bwrap_available
+    from autorl.sandbox.choice import bwrap_available
 
     wanted = (os.environ if environ is None else environ).get(SCORER_SANDBOX_ENV, "bwrap").strip() or "bwrap"
     if wanted == "none":

@@ -47,8 +47,7 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 from autorl import ResourceError, UsageError
-from autorl.sandbox import bwrap_binary, launch
-from autorl.sandbox.program import program_env, program_policy
+from autorl.sandbox import bwrap_binary, launch, program_env, program_policy
 
 T = TypeVar("T")
 

@@ -29,8 +29,7 @@ from autorl import (
     write_hidden_items,
     write_jsonl_atomic,
 )
-from autorl.sandbox import launch
-from autorl.sandbox.scorer import FolderChanged, copy_code, file_digests, scorer_mode, scorer_policy
+from autorl.sandbox import FolderChanged, copy_code, file_digests, launch, scorer_mode, scorer_policy
 from autorl_smith.folder import AGENT_FILES, AGENT_FOLDER_ENV, SmithFolder, eval_file, folder_digest
 from autorl_smith.scorer import Request, score_all
 

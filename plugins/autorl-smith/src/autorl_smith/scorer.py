@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from autorl.sandbox.scorer import FolderChanged, ScratchFolder
+from autorl.sandbox import FolderChanged, ScratchFolder
 
 CHILD = r'''
 import importlib.util, json, math, os, sys

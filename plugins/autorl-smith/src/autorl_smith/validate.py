@@ -162,7 +162,7 @@ def scorer_problems(bench: Any, items: Iterable[Any], sample: int = SAMPLE) -> l
 def validate(path: Path, sample: int = SAMPLE) -> list[str]:
     """Every problem of the folder at ``path``, one line each (an empty list: the folder is sound). The folder is
     hashed before and after: one that changed meanwhile is refused, since what was judged is not what is there."""
-    from autorl.sandbox.scorer import folder_digest
+    from autorl.sandbox import folder_digest
 
     try:
         before = folder_digest(path)
