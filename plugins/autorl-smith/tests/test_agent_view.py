@@ -67,8 +67,9 @@ Path(os.environ["WORKSPACE"], "code", "probe.json").write_text(json.dumps(out))
 
 @pytest.fixture
 def outside() -> Iterator[Path]:
-    """A folder outside /tmp and outside the run's home (the run gets a home of its own)."""
-    path = Path(tempfile.mkdtemp(prefix=".autorl-smith-test-", dir=Path.home())).resolve()
+    """A folder outside /tmp and outside the run's home (the run gets a home of its own); not a hidden one of the
+    home, which no benchmark may show its agent anything of."""
+    path = Path(tempfile.mkdtemp(prefix="autorl-smith-test-", dir=Path.home())).resolve()
     yield path
     shutil.rmtree(path, ignore_errors=True)
 

@@ -2,15 +2,15 @@
 rustup, nvm, pyenv...), shown so that they run and nothing beside them is.
 
 An absolute ``PATH`` entry under a masked folder is shown as that folder alone, never its parent, its dot-files
-masked again; an entry that
-is (or holds) a masked folder itself, ``~`` on ``PATH`` say, is shown as its executables one by one. Each program
-found there, or anywhere on ``PATH`` as a link into a masked folder, brings what it needs to run: a link's
-target and every hop on the way (a hop that names a folder through a link is shown at the path it names too),
-and, for a target inside a package tree, that package's folder and nothing beside it (``node_modules/<pkg>``, a
-virtual environment such as a pipx venv with its interpreter, a Python installation such as a pyenv version). A
-script's interpreter (``#!``) is followed the same way; the scripts of the user's own ``bin`` (``pip --user``)
-bring the user's ``site-packages`` folders; ``rustup`` and ``pyenv`` bring their tool homes, which hold
-toolchains and versions. Relative and empty entries name the process's own working folder and bring nothing.
+masked again; an entry that is (or holds) a masked folder itself, ``~`` on ``PATH`` say, is shown as its
+executables one by one. Each program found there, or anywhere on ``PATH`` as a link into a masked folder, brings
+what it needs to run: a link's target and every hop on the way (a hop that names a folder through a link is
+shown at the path it names too), and, for a target inside a package tree, that package's folder and nothing
+beside it (``node_modules/<pkg>``, a virtual environment such as a pipx venv with its interpreter, a Python
+installation such as a pyenv version). A script's interpreter (``#!``) is followed the same way; the scripts of
+the user's own ``bin`` (``pip --user``) bring the user's ``site-packages`` folders; ``rustup`` and ``pyenv``
+bring their tool homes, which hold toolchains and versions. Relative and empty entries name the process's own
+working folder and bring nothing.
 """
 
 from __future__ import annotations
