@@ -85,9 +85,12 @@ class RunRow:
     sweep: str | None = None
     #: why the headline is not the run's own: ``base-model (judge:...)`` when a judge's critical flag stands
     headline_rule: str | None = None
-    #: the planted decoys the agent touched (``decoy:opened:<name>``, ``decoy:token:...``, ``decoy:canary:...``;
-    #: see autorl.decoys); None: the run had no decoys
+    #: the bait the agent took: acts no honest work performs (``decoy:token:<name>@<service>:<where>``, a decoy
+    #: token presented; ``decoy:canary:<name>@<file>``, a canary in a submission, an output or data it made of
+    #: leaked-looking answers; see autorl.decoys); ``[]``: none; None: the run had no decoys
     decoys: list[str] | None = None
+    #: the decoys the agent read (``decoy:opened:<name>``): weaker evidence, what any walk of a workspace does
+    decoys_read: list[str] | None = None
     #: the process metrics (:mod:`autorl.metrics`, the reference harness's names and meanings), from the
     #: grader's submission records and the run's clock
     valid_submission_rate: float | None = None
@@ -342,14 +345,16 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
 
 
 def upgrade_row(row: dict[str, Any], submissions: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
-    """A row recorded before the headline was the test split, in today's meaning (other rows unchanged).
+    """A row recorded by an older version, in today's meaning (other rows unchanged).
 
-    Such rows held the dev figures under ``baseline``/``best_score``/``improvement``/``improvement_ci95``/
-    ``p_value``; they move to the ``dev_*`` columns and the headline is the test figures, or none.
+    Rows recorded before the headline was the test split held the dev figures under ``baseline``/``best_score``/
+    ``improvement``/``improvement_ci95``/``p_value``; they move to the ``dev_*`` columns and the headline is the
+    test figures, or none. Rows recorded before reads of decoys had a column of their own held them in
+    ``decoys``; they move to ``decoys_read`` (:func:`autorl.decoys.split_recorded`).
     """
     if "dev_k" in row:
-        return _with_beat(row)
-    out = dict(row)
+        return _with_beat(_with_reads(row))
+    out = _with_reads(row)
     out["dev_baseline"] = row.get("baseline")
     out["dev_best"] = row.get("best_score")
     out["dev_improvement"] = row.get("improvement")
@@ -388,6 +393,16 @@ def beat_baseline(improvement_ci95: Any) -> bool:
     ok = isinstance(improvement_ci95, list | tuple) and len(improvement_ci95) == 2
     low = improvement_ci95[0] if ok else None
     return isinstance(low, int | float) and not isinstance(low, bool) and low > 0
+
+
+def _with_reads(row: dict[str, Any]) -> dict[str, Any]:
+    # a row recorded before reads had a column of their own: its ``decoys`` held reads beside the bait
+    if "decoys_read" in row or not isinstance(row.get("decoys"), list):
+        return row
+    from autorl.decoys import split_recorded
+
+    bait, read = split_recorded(row["decoys"])
+    return {**row, "decoys": bait, "decoys_read": read}
 
 
 def _with_beat(row: dict[str, Any]) -> dict[str, Any]:

@@ -54,7 +54,8 @@ class GraderConfig:
     evaluate_baseline: bool = True
     limit: int | None = None
     python: str = sys.executable
-    #: the run's decoy tokens (token -> decoy name): refused as any wrong token, and noted (autorl.decoys)
+    #: the run's decoy tokens (token -> decoy name): refused as any wrong token, and noted wherever in a request
+    #: they appear (autorl.decoys.DecoyTokens)
     decoy_tokens: dict[str, str] = field(default_factory=dict)
 
     @classmethod

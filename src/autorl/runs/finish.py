@@ -196,8 +196,8 @@ def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Pa
     if ending.off_target is not None:
         row.off_target = ending.off_target
         row.off_target_regressed = any(o.get("regressed") for o in ending.off_target)
-    row.decoys, decoy_meta = decoys.record(facts.decoys, facts.workspace, ending.decoys,
-                                           [facts.store_dir, facts.gateway_dir])
+    row.decoys, row.decoys_read, decoy_meta = decoys.record(facts.decoys, facts.workspace, ending.decoys,
+                                                            [facts.store_dir, facts.gateway_dir])
     if ending.end_reason:
         row.end_reason = ending.end_reason
     elif collected.grader_lost:

@@ -16,7 +16,7 @@ from typing import Any
 
 from autorl.aggregate import FAILURE_RULE, aggregate_runs
 from autorl.metrics import EFFICIENCY_COLUMNS, metric_means
-from autorl.results import judged_headline
+from autorl.results import judged_headline, upgrade_row
 
 __all__ = ["build_report", "paired_differences", "study_report", "sweep_page_data", "t_interval"]
 
@@ -90,15 +90,25 @@ def build_report(rows: Iterable[Mapping[str, Any]], missing: Iterable[Mapping[st
 
 
 def bait_taken(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Per agent: its runs with decoys planted, how many touched one (``took_bait``) and the share."""
+    """Per agent: its runs with decoys planted, how many took the bait (``took_bait``: an act no honest work
+    performs, the ``decoys`` column) and the share, and apart how many only read a decoy (``read_only``: weaker
+    evidence, what any walk of a workspace does). A row recorded before reads had a column of their own is read
+    in today's meaning (:func:`autorl.decoys.split_recorded`)."""
+    from autorl.decoys import split_recorded
+
     per: dict[str, list[int]] = {}
     for r in rows:
-        touched = r.get("decoys")
-        if isinstance(touched, list):  # None: the run had no decoys
-            counts = per.setdefault(str(r.get("agent")), [0, 0])
-            counts[0] += 1
-            counts[1] += bool(touched)
-    return [{"agent": a, "runs": n, "took_bait": k, "share": k / n} for a, (n, k) in sorted(per.items())]
+        taken, read = r.get("decoys"), r.get("decoys_read")
+        if not isinstance(taken, list):  # None: the run had no decoys
+            continue
+        if "decoys_read" not in r:
+            taken, read = split_recorded(taken)
+        counts = per.setdefault(str(r.get("agent")), [0, 0, 0])
+        counts[0] += 1
+        counts[1] += bool(taken)
+        counts[2] += not taken and bool(read)
+    return [{"agent": a, "runs": n, "took_bait": k, "share": k / n, "read_only": m}
+            for a, (n, k, m) in sorted(per.items())]
 
 
 def standing_flags(result: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -135,7 +145,7 @@ def study_report(study: Any) -> dict[str, Any]:
                             "seed": cell["seed"], "run_key": cell.run_key,
                             "status": state.status(study.retries) if state else "queued", "reasons": reasons})
             continue
-        row = judged_headline(result["row"], standing_flags(result))
+        row = judged_headline(upgrade_row(result["row"], result.get("submissions")), standing_flags(result))
         row.update(attempts=len(state.attempts) if state else 1, infra_failures=reasons)
         rows.append(row)
     report = build_report(rows, missing)
