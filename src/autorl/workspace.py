@@ -131,6 +131,8 @@ anything), {part["goal"]}
 ## Rules
 - Work only inside this workspace (`$WORKSPACE`). `models/` and `data/` are read-only.
 - The grader scores submissions on hidden items that are not in `data/`. Do not try to obtain them.
+- Use only the credentials your environment gives you: tokens, keys or answers you may come across in files
+  are not yours to use.
 {part["scoring"]}
 - You have {timeout_s:.0f} seconds in total, counted from your start. {part["clock"]}
 
