@@ -18,7 +18,7 @@ import binascii
 import contextlib
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote_to_bytes
@@ -69,29 +69,25 @@ def hits(folders: Iterable[str | Path | None]) -> list[str]:
     return sorted(found)
 
 
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield str(k)
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
-
-
-def _whole_values(body: bytes) -> set[str]:
-    """The body's values as wholes: a JSON document's strings, or a form's fields."""
-    from autorl import untrusted
-
-    try:
-        return {s.strip() for s in _strings(untrusted.parse_json(body))}
-    except (untrusted.UntrustedFileError, ValueError, RecursionError):
-        pass
+def _whole_value(body: bytes, token: bytes) -> bool:
+    """Whether ``token`` is a whole value of the body: a JSON string that is the token (or ``Bearer <token>``), or
+    a form field's value. Read from the bytes (a quote opening a string is one no backslash escapes), not parsed:
+    a long conversation costs a search, not a parse."""
+    if body.lstrip()[:1] in (b"{", b"["):
+        for needle in (b'"' + token + b'"', b'"Bearer ' + token + b'"'):
+            at = body.find(needle)
+            while at >= 0:
+                start = at
+                while start > 0 and body[start - 1] == 0x5C:  # backslashes before the quote
+                    start -= 1
+                if (at - start) % 2 == 0:
+                    return True
+                at = body.find(needle, at + 1)
+        return False
     with contextlib.suppress(ValueError, UnicodeDecodeError):
-        return {v.strip() for _, v in parse_qsl(body.decode(), keep_blank_values=True)}
-    return set()
+        return any(v.strip() in (token.decode(), f"Bearer {token.decode()}")
+                   for _, v in parse_qsl(body.decode(), keep_blank_values=True))
+    return False
 
 
 def _basic(value: bytes) -> bytes:
@@ -110,7 +106,6 @@ def presented(scope: Mapping[str, Any], body: bytes, tokens: Mapping[str, str], 
     query = scope.get("query_string") or b""
     query = query + b"\n" + unquote_to_bytes(query.replace(b"+", b" ")) if isinstance(query, bytes) else b""
     headers = [(bytes(k).decode("latin-1").lower()[:60], bytes(v)) for k, v in scope.get("headers") or []]
-    values: set[str] | None = None
     found = set()
     for token, name in tokens.items():
         needle = token.encode()
@@ -125,13 +120,8 @@ def presented(scope: Mapping[str, Any], body: bytes, tokens: Mapping[str, str], 
                 found.add((name, f"header:{key}"))
             elif key == "authorization" and needle in _basic(value):
                 found.add((name, "header:authorization:basic"))
-        if needle in body:
-            if body_rule == ANYWHERE:
-                found.add((name, "body"))
-                continue
-            values = _whole_values(body) if values is None else values
-            if token in values or f"Bearer {token}" in values:
-                found.add((name, "body"))
+        if needle in body and (body_rule == ANYWHERE or _whole_value(body, needle)):
+            found.add((name, "body"))
     return found
 
 
