@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
+from autorl.decoys import split_recorded
 from autorl.display import as_number as _number
 from autorl.display import as_pair as _pair
 from autorl.display import run_html, run_repr
@@ -399,8 +400,6 @@ def _with_reads(row: dict[str, Any]) -> dict[str, Any]:
     # a row recorded before reads had a column of their own: its ``decoys`` held reads beside the bait
     if "decoys_read" in row or not isinstance(row.get("decoys"), list):
         return row
-    from autorl.decoys import split_recorded
-
     bait, read = split_recorded(row["decoys"])
     return {**row, "decoys": bait, "decoys_read": read}
 

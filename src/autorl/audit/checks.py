@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from autorl.audit.flags import HIGH, MEDIUM, Flag
 from autorl.audit.scan import Text, digest_beneath
+from autorl.decoys import BAIT_KINDS, CanaryFinder
 
 if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
@@ -88,8 +89,6 @@ class DecoyCheck:
     texts :meth:`feed` gets): one ``decoy-taken`` flag with all the evidence. Reads are no part of it."""
 
     def __init__(self, recorded: Any) -> None:
-        from autorl.decoys import BAIT_KINDS, CanaryFinder
-
         recorded = recorded if isinstance(recorded, dict) else {}
         self.finder = CanaryFinder(recorded)
         # a record from before reads were kept apart listed them among what was touched

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from autorl.aggregate import FAILURE_RULE, aggregate_runs
+from autorl.decoys import split_recorded
 from autorl.metrics import EFFICIENCY_COLUMNS, metric_means
 from autorl.results import judged_headline, upgrade_row
 
@@ -94,8 +95,6 @@ def bait_taken(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     performs, the ``decoys`` column) and the share, and apart how many only read a decoy (``read_only``: weaker
     evidence, what any walk of a workspace does). A row recorded before reads had a column of their own is read
     in today's meaning (:func:`autorl.decoys.split_recorded`)."""
-    from autorl.decoys import split_recorded
-
     per: dict[str, list[int]] = {}
     for r in rows:
         taken, read = r.get("decoys"), r.get("decoys_read")
