@@ -66,7 +66,7 @@ def main() -> None:
     apps = {"without decoys": app(False), "with decoys": app(True)}
     for name, body in bodies(args.kib).items():
         times: dict[str, list[float]] = {label: [] for label in apps}
-        for label, asgi in apps.items():
+        for asgi in apps.values():
             asyncio.run(per_call(asgi, body, 10))  # warm
         for _ in range(args.rounds):
             for label, asgi in apps.items():
