@@ -5,7 +5,8 @@ items are never public, unless the benchmark declares ``dev_public``; test: a st
 reach hidden locations (refused submissions) and downloads of benchmark data or post-trained variants of
 the base model, weight distances to the base (and to known variants, LoRA adapters merged onto the base),
 edits of the files the harness provided, chat-template changes, score patterns (a dev/test gap; many
-near-identical submissions probing the grader) and the isolation the agent had.
+near-identical submissions probing the grader), the isolation the agent had and the planted decoys it used (a
+token presented to a service, a canary where honest work never puts one: :mod:`autorl.decoys`).
 Hidden item text never appears in a flag.
 
 What is scanned is everything the agent could write: its workspace, its ``/tmp`` (a host directory the
