@@ -17,7 +17,7 @@ from typing import Any
 from autorl.aggregate import FAILURE_RULE, aggregate_runs
 from autorl.decoys import split_recorded
 from autorl.metrics import EFFICIENCY_COLUMNS, metric_means
-from autorl.results import judged_headline, upgrade_row
+from autorl.results import judged_headline
 
 __all__ = ["build_report", "paired_differences", "study_report", "sweep_page_data", "t_interval"]
 
@@ -144,7 +144,7 @@ def study_report(study: Any) -> dict[str, Any]:
                             "seed": cell["seed"], "run_key": cell.run_key,
                             "status": state.status(study.retries) if state else "queued", "reasons": reasons})
             continue
-        row = judged_headline(upgrade_row(result["row"], result.get("submissions")), standing_flags(result))
+        row = judged_headline(result["row"], standing_flags(result))
         row.update(attempts=len(state.attempts) if state else 1, infra_failures=reasons)
         rows.append(row)
     report = build_report(rows, missing)
