@@ -331,6 +331,11 @@ def test_a_verbatim_copy_is_a_read_and_leaked_answers_made_into_data_or_submitte
             "output/backup.tgz:./x.jsonl": text,  # a backup in the outputs: still a copy
             "llm gateway call 7 (prompt)": json.dumps({"messages": [{"content": "made of " + answers.canary}]}),
             "code/notes.md": f"the admin token is {token.token}, not mine to use",  # a token written down: no use
+            # what an agent says of what it saw, in its own words, is no data of its own
+            "agent.log": f"found {answers.rel}: item {answers.canary}-3 says 12; not using it\n",
+            "trajectory.jsonl": json.dumps({"role": "assistant", "content": f"ids like {answers.canary}-1"}),
+            "code/NOTES.md": f"- leaked answers? ids {answers.canary}-0001 ... left alone\n",
+            "code/backup.tgz:./agent.log": f"item {answers.canary}-3 says 12\n",
         }
         for where, body in copies.items():
             assert finder.find(body, where) == [], where
