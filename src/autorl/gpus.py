@@ -20,11 +20,18 @@ class GpuAssignment:
     shared: tuple[str, ...] = field(default=())
     #: set by ``--gpus``: then an agent given no GPU sees none (without it, it sees them all)
     explicit: bool = False
+    #: what the agent may use of a GPU it shares with the grader (and other runs), in bytes; None: no budget
+    agent_memory_bytes: int | None = None
 
     def agent_env(self) -> dict[str, str]:
+        env: dict[str, str] = {}
         if self.agent or self.explicit:
-            return {"CUDA_VISIBLE_DEVICES": ",".join(self.agent)}
-        return {}
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(self.agent)
+        if self.agent_memory_bytes is not None:
+            from autorl.inference.gpu_share import AGENT_BUDGET_ENV
+
+            env[AGENT_BUDGET_ENV] = str(max(0, self.agent_memory_bytes))
+        return env
 
     @property
     def agent_has_gpus(self) -> bool:
@@ -39,6 +46,23 @@ class GpuAssignment:
     def grader_workers(self) -> list[dict[str, str]]:
         """One evaluation slot per grader GPU."""
         return [{"CUDA_VISIBLE_DEVICES": g} for g in self.grader] or [{}]
+
+
+def gpu_memory_bytes(device: str) -> int | None:
+    """The total memory of GPU ``device`` (an index or a UUID, as ``--gpus`` names it) by ``nvidia-smi``; ``None``
+    where there is no such GPU or no ``nvidia-smi``."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,uuid,memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=20, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for line in out.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 3 and device in parts[:2] and parts[2].isdigit():
+            return int(parts[2]) * 2**20
+    return None
 
 
 def visible_gpus() -> list[tuple[str, str]]:

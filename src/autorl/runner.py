@@ -28,7 +28,7 @@ from autorl.runs.finish import Ending, collect_from, finish
 from autorl.runs.interrupt import Interrupted, interrupted_outcome, interruptible
 from autorl.runs.offtarget import check_tasks, score_off_target, selected_snapshot
 from autorl.runs.place import check_port, make_place
-from autorl.runs.plan import acquire, resolve
+from autorl.runs.plan import acquire, resolve, share_gpu
 from autorl.runs.services import baseline, start_services
 
 __all__ = ["RunResult", "run"]
@@ -110,6 +110,7 @@ def run(
     plan = resolve(agent, task, backend, gpus, sandbox, network, agent_env, benchmark_options, backend_options, say)
     off_tasks = check_tasks(off_target)  # an unknown off-target name stops the run before anything starts
     assets = acquire(plan, model, home)
+    plan = share_gpu(plan, assets, say)
     place = make_place(plan, assets, home, runs_dir, port, timeout, say)
     planted = plant(place.root, task, place.url) if decoys else None
     services = start_services(plan, assets, place, home, eval_timeout, limit, llm_budget_usd, llm_budget_tokens,
@@ -124,7 +125,7 @@ def run(
         network=plan.sandbox.network, sandbox_warning=plan.sandbox_warning,
         tmp_dir=str(place.tmp_dir) if bwrap else None, watch_dir=str(place.watch_dir),
         gateway_dir=str(place.gateway_dir), decoys=planted.to_dict() if planted else None,
-        gpu_counts=plan.gpus.counts(len(visible_gpus())))
+        gpu_counts=plan.gpus.counts(len(visible_gpus())), gpu_budget=plan.gpu_budget)
     live = Ledger(home / "autorl.db")
     live.start_run(facts.to_dict())
     stack = contextlib.ExitStack()

@@ -208,7 +208,8 @@ class Grader:
         except (EvalFailed, ValueError) as exc:
             if self._stop.is_set():  # abandoned, not failed: the next grader on this store queues it again
                 return
-            self.store.update(sid, status=FAILED, error=str(exc), finished_at=time.time())
+            self.store.update(sid, status=FAILED, error=str(exc), finished_at=time.time(),
+                              infra_failure=getattr(exc, "harness", None))
         else:
             self.store.put_evaluation(snapshot.digest, "dev", record)
             self.store.update(sid, **self._scored(record, time.time()))
@@ -328,7 +329,7 @@ class Grader:
                     base = {"score": base["score"], "record": base}
         except EvalFailed as exc:
             if not self._stop.is_set():  # abandoned by a stop: left claimed, for the grader that recovers the run
-                self.store.finish_test(sid, status=FAILED, error=str(exc))
+                self.store.finish_test(sid, status=FAILED, error=str(exc), infra_failure=exc.harness)
             return
         summary = {**records.summary(record), "baseline_score": base["score"] if base else None}
         self.store.finish_test(sid, status=DONE, score=record["score"], record=summary,

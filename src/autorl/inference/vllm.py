@@ -87,8 +87,10 @@ def link_tree(source: Path, target: Path) -> None:
 
 
 class VLLMBackend(Backend):
-    """vllm's offline engine. Options: ``gpu_memory_utilization`` (0.45; ``autorl run`` gives 0.25 when the
-    agent shares the grader's GPU), ``enable_prefix_caching`` (on), ``max_num_seqs``, ``compilation_config``,
+    """vllm's offline engine. Options: ``gpu_memory_utilization`` (0.45), ``kv_cache_memory_bytes`` (the KV cache in
+    bytes, instead of profiling free memory: ``autorl run`` sets both from the run's share of a GPU it shares
+    with its agent or other runs, :mod:`autorl.inference.gpu_share`), ``enable_prefix_caching`` (on),
+    ``max_num_seqs``, ``compilation_config``,
     ``max_model_len``, ``tensor_parallel_size``, ``enforce_eager``, ``dtype`` (``auto``), ``warm_engine`` (on),
     ``engine_in_process`` (on), ``sleep_when_idle``, ``sleep_level`` (1).
 
@@ -168,7 +170,8 @@ class VLLMBackend(Backend):
             "dtype": str(self.options.get("dtype", "auto")),
             "seed": 0,
         }
-        for key in ("max_model_len", "enforce_eager", "max_num_seqs", "compilation_config", "enable_prefix_caching"):
+        for key in ("max_model_len", "enforce_eager", "max_num_seqs", "compilation_config", "enable_prefix_caching",
+                    "kv_cache_memory_bytes"):
             if key in self.options:
                 kwargs[key] = self.options[key]
         if self.options.get("sleep_when_idle") and self.keeps_engine():

@@ -214,6 +214,7 @@ def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Pa
         "agent_started": facts.agent_started,
         "deadline": facts.deadline,
         "timeout_s": facts.timeout_s,
+        "gpu_budget": facts.gpu_budget,
         "llm_gateway": {"record_dir": facts.gateway_dir,
                         **(summary or {"error": ending.gateway_error or "no totals"})},
     }

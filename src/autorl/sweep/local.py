@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -66,6 +67,7 @@ class LocalExecutor(Executor):
         per_gpu = self.options.get("runs_per_gpu", 1)
         if isinstance(per_gpu, bool) or not isinstance(per_gpu, int) or per_gpu < 1:
             raise UsageError(f"runs_per_gpu must be a positive integer, not {per_gpu!r}")
+        self.per_gpu: int = per_gpu
         self.slots: int = slots or max(1, len(self.devices) * per_gpu)
         #: each device once per run it may hold at once
         self.free = [d for _ in range(per_gpu) for d in self.devices]
@@ -80,6 +82,33 @@ class LocalExecutor(Executor):
     def capacity(self) -> int | None:
         return self.slots
 
+    def check_cells(self, cells: Sequence[Mapping[str, Any]]) -> None:
+        """Refuse a ``runs_per_gpu`` whose share of the smallest GPU cannot hold a vLLM grader's engine for a
+        cell's model, and the agent's ``agent_gpu_gb`` when given, with the arithmetic."""
+        from autorl.gpus import gpu_memory_bytes
+        from autorl.inference.gpu_share import GIB, GpuBudget
+        from autorl.registry import default_backend
+        from autorl.resources import resolve_model
+
+        agent_gb = self.options.get("agent_gpu_gb", 0)
+        if isinstance(agent_gb, bool) or not isinstance(agent_gb, int | float) or agent_gb < 0:
+            raise UsageError(f"agent_gpu_gb must be a non-negative number of GiB, not {agent_gb!r}")
+        sizes = [m for m in (gpu_memory_bytes(d) for d in self.devices) if m is not None]
+        if not sizes:
+            return
+        checked: set[str] = set()
+        for cell in cells:
+            backend = cell.get("backend") or default_backend()
+            model = str(cell.get("model"))
+            if backend != "vllm" or not int(cell.get("gpus") or 0) or model in checked:
+                continue
+            checked.add(model)
+            try:
+                path = resolve_model(model).path
+            except Exception:  # not reachable from here (offline hub): the run refuses for itself
+                continue
+            GpuBudget.for_model(path, min(sizes), self.per_gpu, agent_min_bytes=int(agent_gb * GIB)).check()
+
     def start(self, launches: list[Launch]) -> list[dict[str, Any] | None]:
         return [self._start_one(launch) for launch in launches]
 
@@ -91,9 +120,15 @@ class LocalExecutor(Executor):
         for d in devices:
             self.free.remove(d)
         self._set_gpus(launch.attempt_dir, devices)
+        env = dict(os.environ)
+        if devices:  # the run holds its engine to its share of each GPU (autorl.runs.plan.share_gpu)
+            from autorl.inference.gpu_share import RUNS_PER_GPU_ENV
+
+            env[RUNS_PER_GPU_ENV] = str(self.per_gpu)
         with (launch.attempt_dir / "worker.log").open("ab") as log:
             proc = subprocess.Popen([sys.executable, "-m", "autorl.sweep.worker", str(launch.attempt_dir)],
-                                    stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+                                    stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
+                                    env=env)
         self.procs[proc.pid] = proc
         self.held[proc.pid] = devices
         return {"executor": self.name, "host": socket.gethostname(), "pid": proc.pid,

@@ -15,8 +15,9 @@ the scratch ledger (never from a file the agent can write), and the grader's sto
 folder.
 
 An attempt ends in one of two ways: a *result* (``autorl run`` recorded the run, whatever the agent did) or an
-*infrastructure failure* (``autorl run`` did not finish: killed, preempted, out of disk, a crash), which the
-coordinator may retry.
+*infrastructure failure* (``autorl run`` did not finish: killed, preempted, out of disk, a crash; or it recorded
+a run that the harness could not measure, its ``infra_failure`` set: every evaluation failed for the machine's
+reason, never the checkpoint's), which the coordinator may retry.
 """
 
 from __future__ import annotations
@@ -252,6 +253,9 @@ def run_attempt(attempt_dir: str | Path) -> dict[str, Any]:
             write_json(attempt_dir / "result.json", result)
             outcome = {"kind": RESULT, "reason": str(row.get("end_reason") or ""), "success": bool(row.get("success")),
                        "improvement": row.get("improvement")}
+            if row.get("infra_failure"):  # recorded, but not measured, and not for the agent's doing: retried
+                outcome = {"kind": INFRA, "reason": str(row.get("end_reason") or row["infra_failure"])[:300],
+                           "recorded": True}
         elif code < 0:
             outcome = {"kind": INFRA, "reason": f"autorl run killed by {signal.Signals(-code).name}"}
         else:
