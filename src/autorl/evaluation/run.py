@@ -60,6 +60,8 @@ def _engine_figures(backend: Backend) -> dict[str, Any]:
         figures = {"wake_s": round(backend.last_wake_s, 3), "sleep_s": round(backend.last_sleep_s or 0.0, 3)}
     if backend.last_start_lock:
         figures["gpu_turn"] = backend.last_start_lock
+    if backend.last_fresh_reason:
+        figures["fresh_because"] = backend.last_fresh_reason
     return figures
 
 

@@ -55,7 +55,8 @@ class EvalFailed(Exception):
 
 
 class _Restart(Exception):
-    """The worker cannot start another engine in its process: run the job on a fresh worker."""
+    """The worker cannot start another engine in its process: run the job on a fresh worker (the message: why a
+    fresh engine was needed)."""
 
 
 class _WorkerLost(Exception):
@@ -206,7 +207,7 @@ class EvalSlot:
             job = build_job(self.config, self.store_dir, snapshot, split, tag,
                             self.store_dir / "engines" / f"slot{self.index}")
             lost: str | None = None
-            restarted = False
+            restarted: str | bool = False
             harness: list[str] = []  # the harness's failures so far, each retried after a pause
             while True:
                 try:
@@ -223,10 +224,10 @@ class EvalSlot:
                         raise EvalFailed(f"{exc} (also on a fresh worker, after: {lost})",
                                          "the evaluation worker was lost twice" if self._base_shaped(job) else None
                                          ) from None
-                except _Restart:
+                except _Restart as exc:
                     if restarted:
                         raise EvalFailed("a fresh evaluation worker asked for a fresh process") from None
-                    restarted = True
+                    restarted = str(exc) or True
                     continue
                 except EvalFailed as exc:
                     if exc.harness is None or self._closed:
@@ -245,7 +246,7 @@ class EvalSlot:
                     "slot": self.index, "pid": self.worker_pid, "started": self._workers_started,
                     **({"retried_after": lost} if lost else {}),
                     **({"harness_retries": harness} if harness else {}),
-                    **({"fresh_process": True} if restarted else {}),
+                    **({"fresh_process": restarted} if restarted else {}),
                     **({"replaced_after": self._replaced_after} if self._replaced_after else {}),
                     **({"warm_up": self._warmed} if self._warmed else {}),
                 }
@@ -337,7 +338,7 @@ class EvalSlot:
             return dict(answer["record"])
         self._replace()
         if answer.get("restart") is True:
-            raise _Restart
+            raise _Restart(str(answer.get("error") or ""))
         harness = answer.get("harness")
         raise EvalFailed(str(answer.get("error", "evaluation failed")), harness if isinstance(harness, str) else None)
 

@@ -154,6 +154,10 @@ class Backend(ABC):
     last_sleep_s: float | None = None
     #: the last engine start's or wake's wait for its GPUs (:func:`autorl.inference.gpu_share.engine_start`)
     last_start_lock: dict[str, Any] | None = None
+    #: why the last :meth:`swap` refused (set by the backend's swap), and why the last :meth:`acquire` started a
+    #: fresh engine though one was loaded
+    swap_refusal: str | None = None
+    last_fresh_reason: str | None = None
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         self.options: dict[str, Any] = dict(options or {})
@@ -235,13 +239,16 @@ class Backend(ABC):
                 self.reset_caches()
                 return REUSED
             self._loaded = None
+            self.swap_refusal = None
             if self.swap(model_dir, base_model_dir):
                 self._loaded = key
                 self.reset_caches()
                 return RELOADED
+            self.last_fresh_reason = self.swap_refusal or f"the {self.name} backend cannot swap these weights in"
             self.release()
         if self.spent():
-            raise EngineRestart(f"the {self.name} backend starts one engine per process")
+            why = f": {self.last_fresh_reason}" if self.last_fresh_reason else ""
+            raise EngineRestart(f"the {self.name} backend starts one engine per process{why}")
         self._engines_started += 1
         self.start(model_dir, base_model_dir)
         self._loaded = key

@@ -54,15 +54,70 @@ def vllm_prompts(tokenizer: Any, requests: Sequence[GenerationRequest]) -> list[
     return [{"prompt_token_ids": prompt_token_ids(tokenizer, r.prompt)} for r in requests]
 
 
+#: keys of the side files that a running engine never reads to decode or to stop (written by the saving library,
+#: or used only to pad and truncate a batch), by file name; ``model_max_length`` is not one (vllm caps the
+#: engine's context at it)
+_INERT_SIDE_KEYS = {
+    "tokenizer_config.json": frozenset({"padding_side", "truncation_side", "local_files_only", "is_local",
+                                        "pad_token_type_id", "max_length", "pad_to_multiple_of",
+                                        "name_or_path", "_commit_hash", "stride", "truncation_strategy"}),
+    "tokenizer.json": frozenset({"padding", "truncation"}),
+    "generation_config.json": frozenset({"transformers_version", "_from_model_config"}),
+}
+#: BPE's "no prefix" and "no suffix", written as null by one version of tokenizers and as "" by another
+_EMPTY_AS_NONE = frozenset({"continuing_subword_prefix", "end_of_word_suffix"})
+
+
+def _meaningful(value: Any, inert: frozenset[str] = frozenset()) -> Any:
+    if isinstance(value, dict):
+        return {k: _meaningful(v) for k, v in value.items()
+                if k not in inert and v is not None and not (k in _EMPTY_AS_NONE and v == "")}
+    if isinstance(value, list):
+        return [_meaningful(v) for v in value]
+    return value
+
+
+def side_file_view(path: Path) -> bytes:
+    """What an engine reads of one side file: a JSON file's content less its inert keys and null values, in one
+    canonical form (the tokenizer that ``save_pretrained`` writes back, with other spellings of the same
+    settings, is the same tokenizer); any other file's bytes."""
+    data = path.read_bytes()
+    if not path.name.endswith(".json"):
+        return data
+    try:
+        parsed = json.loads(data)
+    except ValueError:
+        return data
+    view = _meaningful(parsed, _INERT_SIDE_KEYS.get(path.name, frozenset()))
+    return json.dumps(view, sort_keys=True, separators=(",", ":")).encode()
+
+
+def side_views(model_dir: Path) -> tuple[tuple[str, str], ...]:
+    """Each side file's name and the digest of its :func:`side_file_view`: every file besides the weights and
+    ``config.json`` that the engine reads once at start (tokenizer, chat templates, generation settings:
+    :func:`~autorl.inference.weights.side_files`). A reload into a running engine needs them to mean the same,
+    since it keeps the ones it started with."""
+    return tuple((path.relative_to(model_dir).as_posix(), hashlib.sha256(side_file_view(path)).hexdigest())
+                 for path in side_files(model_dir))
+
+
 def side_files_digest(model_dir: Path) -> str:
-    """A digest of every file besides the weights and ``config.json`` that the engine reads once at start
-    (tokenizer, chat templates, generation settings: :func:`~autorl.inference.weights.side_files`): a reload
-    into a running engine needs them byte-identical, since it keeps the ones it started with."""
+    """One digest of :func:`side_views`."""
     h = hashlib.sha256()
-    for path in side_files(model_dir):
-        name = path.relative_to(model_dir).as_posix()
-        h.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    for name, digest in side_views(model_dir):
+        h.update(name.encode() + b"\0" + digest.encode())
     return h.hexdigest()
+
+
+def key_difference(old: tuple[Any, ...] | None, new: tuple[Any, ...] | None) -> str:
+    """Why a checkpoint's :meth:`VLLMBackend._engine_key` keeps it out of a running engine, in words."""
+    if old is None or new is None:
+        return "its config.json cannot be read"
+    if old[0] != new[0]:
+        return "its architecture, shapes or dtype differ from the running engine's"
+    mine, theirs = dict(old[1]), dict(new[1])
+    names = sorted(n for n in set(mine) | set(theirs) if mine.get(n) != theirs.get(n))
+    return f"its tokenizer or generation settings differ ({', '.join(names)})"
 
 
 def link_tree(source: Path, target: Path) -> None:
@@ -184,7 +239,7 @@ class VLLMBackend(Backend):
         config = shape_config(weights, with_dtype=True)
         if config is None:
             return None
-        return (json.dumps(config, sort_keys=True), side_files_digest(weights))
+        return (json.dumps(config, sort_keys=True), side_views(weights))
 
     def weights(self, model_dir: Path, base_model_dir: Path | None) -> Path:
         """The full checkpoint the engine runs for ``model_dir``: itself, or a LoRA adapter merged into the base
@@ -228,6 +283,7 @@ class VLLMBackend(Backend):
         weights = self.weights(model_dir, base_model_dir)
         key = self._engine_key(weights)
         if key is None or key != self._engine:
+            self.swap_refusal = key_difference(self._engine, key)
             return False
         link_tree(weights, self.scratch_dir / "engine-model")
         self.llm.collective_rpc("reload_weights")
