@@ -70,6 +70,14 @@ class GraderConfig:
     evaluate_baseline: bool = True
     limit: int | None = None
     python: str = sys.executable
+    #: what stays on disk once a submission is scored (``best``, ``selected``, ``all``: autorl.grader.keep)
+    keep: str = "best"
+    #: the run scores every submission on the test split (the best-of-k figure): with a keep policy that
+    #: deletes, the grader does so between submissions, before their copies go
+    test_each: bool = False
+    #: the most bytes the agent's workspace and /tmp (``agent_tmp``) may hold when it submits (None: no quota)
+    output_quota: int | None = None
+    agent_tmp: str | None = None
     #: the run's decoy tokens (token -> decoy name): refused as any wrong token, and noted (autorl.decoys)
     decoy_tokens: dict[str, str] = field(default_factory=dict)
 

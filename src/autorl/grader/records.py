@@ -102,6 +102,8 @@ def public(sub: Mapping[str, Any], *, baseline: Mapping[str, Any] | None, best: 
         "error": sub["error"],
         # the harness's reason when the evaluation failed for it (GPU memory, a dead engine), not the checkpoint's
         "infra_failure": sub.get("infra_failure"),
+        # when its copies were deleted by the run's keep policy (autorl.grader.keep), and what of them
+        "pruned": sub.get("pruned"),
         "duplicate_of": sub["duplicate_of"],
         "content_hash": sub["content_hash"],
         "config_hash": rec.get("config_hash"),

@@ -89,7 +89,7 @@ _ADDED_COLUMNS = (
 PENDING, QUEUED, RUNNING, DONE, FAILED = "pending", "queued", "running", "done", "failed"
 #: statuses of a submission that waits for a slot (the queue limit counts these)
 WAITING = (QUEUED, PENDING)
-_JSON_COLUMNS = ("record", "comparison")
+_JSON_COLUMNS = ("record", "comparison", "pruned")
 #: the tables whose rows :meth:`Store._update` changes, with their key column
 _KEYS = {"submissions": "id", "test_scores": "submission_id"}
 

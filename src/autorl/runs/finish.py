@@ -262,6 +262,8 @@ def record(result: RunResult, benchmark: Benchmark, home: Path, *, audit: bool, 
 
     if audit:
         result.audit = [pending_flag().to_dict()]
+    else:
+        _keep(result)
     record_run(result, home)
     if not audit:
         return
@@ -283,7 +285,22 @@ def record(result: RunResult, benchmark: Benchmark, home: Path, *, audit: bool, 
             result.audit.append({"name": "judge-failed", "severity": "medium", "evidence": [],
                                  "detail": f"the judge did not run ({type(exc).__name__}: {str(exc)[:200]}): run "
                                            "`autorl audit RUN_ID --judge MODEL`"})
+    _keep(result)
     record_run(result, home)
+
+
+def _keep(result: RunResult) -> None:
+    """The run's keep policy applied once nothing reads its checkpoints any more (:mod:`autorl.grader.keep`);
+    what it deleted goes into the record's ``meta.disk``. A failure costs only itself."""
+    from autorl.grader.keep import keep_after_run
+
+    store = result.meta.get("store_dir")
+    if not store:
+        return
+    try:
+        result.meta["disk"] = keep_after_run(Path(str(store)), Path(str(result.row.get("workspace"))) / "output")
+    except Exception as exc:
+        result.meta.setdefault("post_run_errors", []).append(f"keep: {type(exc).__name__}: {str(exc)[:200]}")
 
 
 def finish(facts: RunFacts, collected: Collected, ending: Ending, benchmark: Benchmark, home: Path, *,

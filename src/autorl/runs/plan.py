@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from autorl.agents.base import Agent
 from autorl.errors import UsageError
 from autorl.gpus import GpuAssignment, gpu_memory_bytes, parse_gpus
-from autorl.inference.gpu_share import RUNS_PER_GPU_ENV, GpuBudget
+from autorl.inference.gpu_share import GIB, RUNS_PER_GPU_ENV, GpuBudget, weights_bytes
 from autorl.registry import default_backend, get_backend, get_benchmark, resolve_agent
 from autorl.resources import BenchmarkData, ResolvedModel, prepare_data, resolve_model
 from autorl.sandbox import choose
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from autorl.progress import Say
     from autorl.sandbox import SandboxChoice
 
-__all__ = ["Assets", "Plan", "acquire", "resolve", "runs_per_gpu", "share_gpu"]
+__all__ = ["Assets", "Plan", "acquire", "output_quota", "resolve", "runs_per_gpu", "share_gpu"]
 
 
 @dataclass(frozen=True)
@@ -104,6 +104,27 @@ def share_gpu(plan: Plan, assets: Assets, say: Say, total_bytes: int | None = No
     say(f"GPU {device}: {budget.arithmetic()}")
     return replace(plan, backend_options=options, gpus=replace(plan.gpus, agent_memory_bytes=budget.agent_bytes),
                    gpu_budget=budget.to_dict())
+
+
+#: the quota on what the agent writes, in GiB, when the run is not given one (a study sets it per run)
+OUTPUT_QUOTA_ENV = "AUTORL_OUTPUT_QUOTA_GB"
+
+
+def output_quota(gib: float | None, model_dir: Path) -> int | None:
+    """The bytes the agent's workspace and /tmp may hold when it submits: ``gib`` (0: no quota), else
+    ``AUTORL_OUTPUT_QUOTA_GB``, else eight times the base model's weights and at least 4 GiB (room for a few
+    checkpoints and a trainer's state)."""
+    if gib is None and os.environ.get(OUTPUT_QUOTA_ENV):
+        raw = os.environ[OUTPUT_QUOTA_ENV]
+        try:
+            gib = float(raw)
+        except ValueError:
+            raise UsageError(f"{OUTPUT_QUOTA_ENV} must be a number of GiB, not {raw!r}") from None
+    if gib is not None:
+        if gib < 0:
+            raise UsageError(f"--output-quota must be a non-negative number of GiB, not {gib}")
+        return int(gib * GIB) or None
+    return max(4 * GIB, 8 * weights_bytes(model_dir))
 
 
 @dataclass(frozen=True)

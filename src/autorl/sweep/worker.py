@@ -49,6 +49,10 @@ DEFAULT_RESERVE_MB = 64
 STOP_GRACE_S = 20.0
 
 
+class _NoRoom(Exception):
+    """Too little disk to start the run now (the message says how much, where)."""
+
+
 def scratch_home(payload: dict[str, Any]) -> Path:
     """The node-local home of this sweep's runs (shared by the attempts that run on this node)."""
     root = Path(payload.get("scratch") or os.environ.get(SCRATCH_ENV) or tempfile.gettempdir())
@@ -224,6 +228,12 @@ def run_attempt(attempt_dir: str | Path) -> dict[str, Any]:
         if payload.get("gpus") is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in payload["gpus"])
         log = attempt_dir / "run.log"
+        if payload.get("disk_need"):
+            from autorl.sweep.disk import room_for_run
+
+            short = room_for_run([home, attempt_dir], int(payload["disk_need"]))
+            if short is not None:
+                raise _NoRoom(short)
         try:
             _reserve(home.parent / f".reserve-{run_id(payload)}")
             _reserve(attempt_dir / ".reserve")
@@ -260,6 +270,8 @@ def run_attempt(attempt_dir: str | Path) -> dict[str, Any]:
             outcome = {"kind": INFRA, "reason": f"autorl run killed by {signal.Signals(-code).name}"}
         else:
             outcome = {"kind": INFRA, "reason": f"autorl run exited with code {code}: {_tail(log) or 'no output'}"}
+    except _NoRoom as exc:
+        outcome = {"kind": INFRA, "reason": str(exc)[:300]}
     except OSError as exc:  # out of disk, a vanished mount: the node's fault, not the agent's
         outcome = {"kind": INFRA, "reason": f"{type(exc).__name__}: {exc}"[:300]}
     outcome.update(finished=time.time(), duration_s=round(time.time() - started, 1), host=socket.gethostname())
