@@ -149,7 +149,7 @@ def study_report(study: Any) -> dict[str, Any]:
     home = autorl_home()
     for cell in report["cells"]:  # the floor `autorl noise` measured for the cell's task and base model
         cell["noise_floor"] = read_floor(home, cell["task"], cell["base_model"])
-    report["disk_bytes"] = disk_bytes(study.dir.root)
+    report["dir"] = str(study.dir.root)
     return report
 
 
