@@ -18,7 +18,8 @@ from autorl.decoys import plant
 from autorl.errors import UsageError
 from autorl.gateway.agent_env import operator_variables
 from autorl.gpus import visible_gpus
-from autorl.grader.keep import POLICIES
+from autorl.grader.keep import KEEP_WHILE_RUNNING_BYTES, POLICIES
+from autorl.inference.gpu_share import weights_bytes
 from autorl.ledger import Ledger
 from autorl.progress import Say, to_stderr
 from autorl.resources import usable_home
@@ -120,7 +121,10 @@ def run(
     quota = output_quota(output_quota_gb, assets.model.path)
     place = make_place(plan, assets, home, runs_dir, port, timeout, say, disk_rules(keep, quota))
     planted = plant(place.root, task, place.url) if decoys else None
+    # the keep policy applies while the run goes where checkpoints are large enough to fill a disk (it then scores
+    # each submission on test between submissions); a small model's copies go once the run is recorded
     disk = {"keep": keep, "test_each": final_test and test_all,
+            "keep_while_running": weights_bytes(assets.model.path) >= KEEP_WHILE_RUNNING_BYTES,
             "output_quota": quota,
             "agent_tmp": str(place.tmp_dir) if plan.sandbox.mode == "bwrap" else None}
     services = start_services(plan, assets, place, home, eval_timeout, limit, llm_budget_usd, llm_budget_tokens,

@@ -72,8 +72,11 @@ class GraderConfig:
     python: str = sys.executable
     #: what stays on disk once a submission is scored (``best``, ``selected``, ``all``: autorl.grader.keep)
     keep: str = "best"
-    #: the run scores every submission on the test split (the best-of-k figure): with a keep policy that
-    #: deletes, the grader does so between submissions, before their copies go
+    #: apply the keep policy while the run goes, not only once it is recorded (checkpoints large enough for the
+    #: disk to matter)
+    keep_while_running: bool = True
+    #: the run scores every submission on the test split (the best-of-k figure): with a keep policy applied while
+    #: the run goes, the grader does so between submissions, before their copies go
     test_each: bool = False
     #: the most bytes the agent's workspace and /tmp (``agent_tmp``) may hold when it submits (None: no quota)
     output_quota: int | None = None

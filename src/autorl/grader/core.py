@@ -184,7 +184,7 @@ class Grader:
     def prune(self) -> list[int]:
         """Delete the copies the run's keep policy lets go now (:mod:`autorl.grader.keep`): each one's grader
         snapshot and, while unchanged since it was submitted, the agent's folder. The ids pruned."""
-        if self.config.keep == "all":
+        if self.config.keep == "all" or not self.config.keep_while_running:
             return []
         with self._keep_lock:
             subs = self.store.all()
@@ -348,6 +348,10 @@ class Grader:
             finally:
                 with self._test_lock:
                     self._testing.discard(sid)
+        else:  # scored by another thread of this grader now (between submissions): its score, once there
+            end = time.monotonic() + 2 * self.config.eval_timeout
+            while sid in self._testing and time.monotonic() < end and not self._stop.is_set():
+                time.sleep(0.1)
         result = self.store.test_score(sid)
         assert result is not None
         return records.public_test(result)
@@ -356,7 +360,8 @@ class Grader:
         """Between submissions, when the keep policy deletes checkpoints once scored and the run scores every
         submission on the test split (the best-of-k figure, never shown to the agent): score the next one that
         waits for it, so that its copies may go. Whether one was scored."""
-        if self.config.keep == "all" or not self.config.test_each or self._stop.is_set():
+        if (self.config.keep == "all" or not self.config.keep_while_running or not self.config.test_each
+                or self._stop.is_set()):
             return False
         tested = {int(t["submission_id"]) for t in self.store.test_scores()}
         subs = self.store.all()

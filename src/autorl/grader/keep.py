@@ -7,7 +7,8 @@ submission is scored, in the grader's store and in the agent's output alike:
 - ``best`` (default): the dev-best submission (the one the headline scores on the test split) and the best on the
   test split among those scored there (the best-of-k figure's pick); every other one goes once it is scored on
   dev and, where the run scores every submission on the test split, there too (the grader then does so between
-  submissions, never shown to the agent).
+  submissions, never shown to the agent). For a base model under 1 GiB the policy is applied once the run is
+  recorded instead: its copies cost less disk than scoring them early costs a small machine's time.
 - ``selected``: the dev-best alone; once the run is recorded, only the grader's copy of it.
 - ``all``: nothing is deleted.
 
@@ -35,10 +36,13 @@ from typing import Any
 
 from autorl.errors import GraderError
 
-__all__ = ["POLICIES", "QuotaExceeded", "check_quota", "keep_after_run", "prunable", "prune_submission",
+__all__ = ["KEEP_WHILE_RUNNING_BYTES", "POLICIES", "QuotaExceeded", "check_quota", "keep_after_run", "prunable", "prune_submission",
            "remove_agent_copy", "remove_snapshot", "source_file", "tree_bytes"]
 
 POLICIES = ("best", "selected", "all")
+#: base models from this size on have the policy applied while the run goes (each submission then scored on the
+#: test split between submissions, before its copies go); smaller ones once the run is recorded
+KEEP_WHILE_RUNNING_BYTES = 2**30
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: entries a size walk reads at most (a tree of millions of tiny files counts as over any quota)
 MAX_ENTRIES = 200_000
