@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from autorl.inference.base import EngineRestart, shape_config
-from autorl.inference.vllm import VLLMBackend, engine_environment, link_tree, side_files_digest
+from autorl.inference.vllm import (
+    VLLMBackend,
+    engine_environment,
+    keep_side_files,
+    link_tree,
+    side_files_digest,
+)
 from autorl.inference.weights import merged_checkpoint
 
 from .conftest import write_lora
@@ -195,6 +201,7 @@ def test_a_checkpoint_a_trainer_saved_is_reloaded_into_the_running_engine(tiny_m
             weights = self.weights(model_dir, base_model_dir)
             assert self.scratch_dir is not None
             link_tree(weights, self.scratch_dir / "engine-model")
+            keep_side_files(weights, self.scratch_dir / "engine-tokenizer")
             self.llm, self._engine = Engine(), self._engine_key(weights)
 
     backend = Recorded({})
@@ -202,6 +209,14 @@ def test_a_checkpoint_a_trainer_saved_is_reloaded_into_the_running_engine(tiny_m
     backend.scratch_dir.mkdir()
     assert backend.acquire(tiny_model) == "fresh"
     assert backend.acquire(saved) == "reloaded" and backend.llm.calls == ["reload_weights"]
+    # saved again under another class name, with an unknown token: other keys, the same decoding (the GPU's case)
+    renamed = _saved_again(tiny_model, tmp_path / "renamed")
+    config = json.loads((renamed / "tokenizer_config.json").read_text())
+    other = "PreTrainedTokenizerFast" if config.get("tokenizer_class") != "PreTrainedTokenizerFast" else "Qwen2Tokenizer"
+    config.update(tokenizer_class=other, backend="tokenizers")
+    (renamed / "tokenizer_config.json").write_text(json.dumps(config))
+    assert VLLMBackend._engine_key(renamed) != VLLMBackend._engine_key(tiny_model)
+    assert backend.acquire(renamed) == "reloaded"
     # a tokenizer that decodes otherwise is another engine, and the reason says which file
     other = _saved_again(tiny_model, tmp_path / "other")
     config = json.loads((other / "generation_config.json").read_text())
