@@ -22,6 +22,9 @@ __all__ = ["MARGIN", "free_bytes", "grader_share", "plan_quota", "room_for_run"]
 GIB = 2**30
 #: records, logs, the grader's store and the tokens of a run besides its checkpoints
 MARGIN = 256 * 2**20
+#: the share of the free space the planned runs may take: what a run checks is free when it starts must still
+#: be, after the records and logs of the runs before it
+PLANNED_SHARE = 0.9
 
 
 def grader_share(weights: int) -> int:
@@ -53,7 +56,7 @@ def plan_quota(free: int, where: Path, runs_at_once: int, weights: int, default_
     """The agent's quota for each of ``runs_at_once`` runs sharing ``free`` bytes: ``asked`` when given (and it
     fits), else the run's own default lowered to its share. Refused, with the arithmetic, when a share cannot
     hold the grader's copies and two checkpoints of the agent's."""
-    share = free // max(1, runs_at_once)
+    share = int(free * PLANNED_SHARE) // max(1, runs_at_once)
     room = share - grader_share(weights)
     least = 2 * weights + 64 * 2**20
     quota = asked if asked is not None else min(default_quota, room)

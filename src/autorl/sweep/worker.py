@@ -169,6 +169,7 @@ def _copy_store(result: dict[str, Any], attempt_dir: Path) -> None:
                 meta[f"{key}_not_copied"] = f"{type(exc).__name__}: {exc}"[:300]
                 continue
             meta[f"node_{key}"], meta[key] = src, str(dst)
+            shutil.rmtree(src, ignore_errors=True)  # the copy is the record's: the scratch disk gets its space back
 
 
 def _result(payload: dict[str, Any], home: Path, stdout: str) -> dict[str, Any]:
