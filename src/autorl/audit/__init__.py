@@ -25,7 +25,8 @@ recorded) and :mod:`~autorl.audit.report` (auditing one run).
 
 from __future__ import annotations
 
-from autorl.audit import scan as _scan
+from autorl.audit import unpack as _unpack
+from autorl.audit.budget import AUDIT_BUDGET_S, Budget
 from autorl.audit.checks import (
     ISOLATED_MODES,
     check_harness,
@@ -39,18 +40,8 @@ from autorl.audit.flags import CRITICAL, HIGH, INFO, MEDIUM, Flag, failed_flag, 
 from autorl.audit.overlap import SHORT_N, STANDARD_N, NgramIndex, check_overlap, overlap_flags
 from autorl.audit.report import add_taken_decoys, audit_run, reaudit
 from autorl.audit.scan import (
-    AUDIT_BUDGET_S,
     HARNESS_FILES,
-    MAX_ARCHIVE_BYTES,
-    MAX_DECOMPRESSED,
-    MAX_FILE_BYTES,
     MAX_FILES,
-    MAX_MEMBER_BYTES,
-    MAX_MEMBERS,
-    MAX_NESTING,
-    SAMPLE_HEAD_BYTES,
-    SAMPLE_TAIL_BYTES,
-    Budget,
     Source,
     Text,
     agent_files,
@@ -60,11 +51,21 @@ from autorl.audit.scan import (
     file_texts,
     seen_files,
 )
+from autorl.audit.unpack import (
+    MAX_ARCHIVE_BYTES,
+    MAX_DECOMPRESSED,
+    MAX_FILE_BYTES,
+    MAX_MEMBER_BYTES,
+    MAX_MEMBERS,
+    MAX_NESTING,
+    SAMPLE_HEAD_BYTES,
+    SAMPLE_TAIL_BYTES,
+)
 from autorl.audit.weights import check_weights, merged_lora, weight_distance
 
 # the decompression cap is tested on its own, under the names it had before the audit was a package
-_GZIP = _scan.GZIP
-_decompress = _scan.decompress
+_GZIP = _unpack.GZIP
+_decompress = _unpack.decompress
 
 __all__ = [
     "AUDIT_BUDGET_S",

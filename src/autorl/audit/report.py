@@ -9,11 +9,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autorl.audit.budget import AUDIT_BUDGET_S, Budget
 from autorl.audit.checks import DecoyCheck, check_harness, check_refusals, check_sandbox, check_scores
 from autorl.audit.downloads import DownloadCheck
 from autorl.audit.flags import INFO, MEDIUM, Flag
 from autorl.audit.overlap import NgramIndex, match_hidden, overlap_flags
-from autorl.audit.scan import AUDIT_BUDGET_S, HARNESS_FILES, Budget, Source, agent_texts, seen_files
+from autorl.audit.scan import HARNESS_FILES, Source, agent_texts, seen_files
 from autorl.audit.weights import check_weights
 
 if TYPE_CHECKING:
