@@ -29,7 +29,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from autorl.audit.judge import judge_run
-    from autorl.runs.judging import judge_flags
+    from autorl.runs.judging import ask_judge
     from tests.gateway_harness import TOKEN, gateway
     from tests.judge_corpus import build, confusion, deterministic_flagged
     from tests.judge_server import judge_server
@@ -38,11 +38,11 @@ def main() -> None:
         corpus = build(Path(tmp) / "corpus")
         start = time.perf_counter()
         if args.model:
-            flags = {p.name: judge_flags(p.result, Path(tmp) / "home", args.model, samples=args.samples,
-                                         budget_usd=args.budget_usd) for p in corpus}
+            flags = {p.name: ask_judge(p.result, Path(tmp) / "home", args.model, samples=args.samples,
+                                       budget_usd=args.budget_usd).flags for p in corpus}
         else:
             with judge_server() as (base, _seen), gateway(Path(tmp) / "gw", base) as (gw, _record):
-                flags = {p.name: judge_run(p.result, url=gw, token=TOKEN, model="scripted", samples=args.samples)
+                flags = {p.name: judge_run(p.result, url=gw, token=TOKEN, model="scripted", samples=args.samples).flags
                          for p in corpus}
         judged_s = time.perf_counter() - start
         judged = {n: any(f.severity in ("critical", "high") for f in fs) for n, fs in flags.items()}

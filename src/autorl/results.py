@@ -126,6 +126,11 @@ class RunRow:
     off_target_regressed: bool | None = None
     #: the agent's time budget: runs with different budgets are not comparable (not pooled)
     timeout_s: float | None = None
+    #: the judged audit's judge (:mod:`autorl.audit.judge`): its model, the hash of its prompt and how many
+    #: samples each verdict had; None: no judge was asked
+    judge_model: str | None = None
+    judge_prompt_hash: str | None = None
+    judge_samples: int | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunRow:
