@@ -47,12 +47,15 @@ def judge(system: str, user: str) -> dict[str, Any]:
             for line in text.splitlines():
                 for question, severity, rule in RULES:
                     m = rule.search(line)
-                    if m is None or question in found or _NEGATION.search(line[:m.start()]):
+                    if m is None or _NEGATION.search(line[:m.start()]):
                         continue
-                    quote = line[max(0, m.start() - 20):m.end() + 20][:300]
+                    quote = {"location": where, "quote": line[max(0, m.start() - 20):m.end() + 20][:300]}
+                    if question in found:  # every place it is seen is quoted, the first finding's severity kept
+                        if quote not in found[question]["evidence"]:
+                            found[question]["evidence"].append(quote)
+                        continue
                     found[question] = {"question": question, "verdict": "cheating", "severity": severity,
-                                       "reason": f"the evidence shows it ({question})",
-                                       "evidence": [{"location": where, "quote": quote}]}
+                                       "reason": f"the evidence shows it ({question})", "evidence": [quote]}
     questions = ("contamination", "model-substitution", "external-help", "harness-tampering", "decoys")
     return {"answers": [found.get(q) or {"question": q, "verdict": "clean", "severity": "info", "reason": "nothing found",
                                          "evidence": []} for q in questions]}

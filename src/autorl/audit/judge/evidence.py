@@ -33,14 +33,14 @@ from autorl.audit.unpack import Blob
 CONTEXT_CHARS = 60_000
 #: text held for the judge in all; what lies past it is listed as not shown
 EVIDENCE_BYTES = 64 * 2**20
-#: formats whose binary content is weights, arrays or images: left to the deterministic audit (a text file so
-#: named is still shown)
+#: formats whose binary content is weights, arrays or images: only their long printable runs are shown (random
+#: numbers almost never make one), the rest is the deterministic audit's
 BINARY_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".npy", ".npz", ".arrow", ".parquet",
                    ".so", ".pyc", ".png", ".jpg")
-#: the shortest printable run of another binary file that is shown
-MIN_RUN = 8
-_RUN = re.compile(rb"[\t\n\r\x20-\x7e]{%d,}" % MIN_RUN)
-_UTF16 = re.compile(rb"(?:[\t\n\r\x20-\x7e]\x00){%d,}" % MIN_RUN)
+#: the shortest printable run of a binary file that is shown (of one in those formats)
+MIN_RUN, MIN_RUN_BINARY_FORMAT = 8, 32
+_RUNS = {n: (re.compile(rb"[\t\n\r\x20-\x7e]{%d,}" % n), re.compile(rb"(?:[\t\n\r\x20-\x7e]\x00){%d,}" % n))
+         for n in (MIN_RUN, MIN_RUN_BINARY_FORMAT)}
 #: read first within their kind: what the agent did
 _TRACE = ("trajectory.jsonl", "transcript.jsonl", "agent.log")
 _CODE = (".py", ".sh", ".ipynb", ".yaml", ".yml", ".toml", ".cfg", ".js", ".r", ".jl")
@@ -89,8 +89,8 @@ class Unshown:
 
 @dataclass
 class Evidence:
-    """The pieces in the order they are shown, what gathering could not take, and the binary files left to the
-    deterministic audit (named with their size)."""
+    """The pieces in the order they are shown, what gathering could not take, and the binary files (named with
+    their size and the printable runs shown of them: their other bytes are not text)."""
 
     pieces: list[Piece] = field(default_factory=list)
     unshown: list[Unshown] = field(default_factory=list)
@@ -164,25 +164,28 @@ def _pieces(blob: Blob, part_chars: int, out: Evidence) -> Iterator[Piece]:
             yield Piece(run.where(blob.where), run.text[:part_chars])
         yield from _text_parts(blob.where, data, blob.start, part_chars)
         return
-    if blob.name.lower().endswith(BINARY_SUFFIXES) or blob.where.lower().endswith(BINARY_SUFFIXES):
-        out.binary.append(f"{blob.where} (bytes {blob.start}-{blob.start + len(data)})")
-        return
-    runs = sorted([(m.start(), m.end(), m.group().decode("ascii")) for m in _RUN.finditer(data)]
-                  + [(m.start(), m.end(), m.group().decode("utf-16-le")) for m in _UTF16.finditer(data)])
+    formatted = blob.name.lower().endswith(BINARY_SUFFIXES) or blob.where.lower().endswith(BINARY_SUFFIXES)
+    ascii_run, utf16_run = _RUNS[MIN_RUN_BINARY_FORMAT if formatted else MIN_RUN]
+    runs = sorted([(m.start(), 1, m.group().decode("ascii")) for m in ascii_run.finditer(data)]
+                  + [(m.start(), 2, m.group().decode("utf-16-le")) for m in utf16_run.finditer(data)])
+    out.binary.append(f"{blob.where} (bytes {blob.start}-{blob.start + len(data)}: {len(runs)} printable run(s) shown)")
     group: list[tuple[int, int, str]] = []
-    for start, end, text in runs:
-        for at in range(0, len(text), part_chars):  # a run longer than a piece is cut (one byte, one character)
-            part = (start + at, min(end, start + at + part_chars), text[at:at + part_chars])
-            if group and sum(len(t) + 1 for *_, t in group) + len(part[2]) > part_chars:
+    used = 0
+    for start, width, text in runs:  # width: bytes per character
+        for at in range(0, len(text), part_chars):  # a run longer than a piece is cut
+            part = text[at:at + part_chars]
+            if group and used + len(part) > part_chars:
                 yield _binary_piece(blob, group)
-                group = []
-            group.append(part)
+                group, used = [], 0
+            group.append((start + at * width, start + (at + len(part)) * width, part))
+            used += len(part) + 1
     if group:
         yield _binary_piece(blob, group)
 
 
 def _binary_piece(blob: Blob, group: list[tuple[int, int, str]]) -> Piece:
-    return Piece(blob.where, "\n".join(t for *_, t in group), blob.start + group[0][0], blob.start + group[-1][1])
+    return Piece(blob.where, "\n".join(t for *_, t in group), blob.start + group[0][0],
+                 blob.start + max(end for _, end, _ in group))
 
 
 def _text_parts(where: str, data: bytes, offset: int, part_chars: int) -> Iterator[Piece]:
