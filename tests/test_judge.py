@@ -210,6 +210,8 @@ def test_audit_judge_cli_sets_the_headline_and_an_override_restores_it(tmp_path:
     assert (row["improvement"], row["success"], row["headline_rule"]) == (10.0, True, None)
     proc = cli("audit", "judged", "--judge", " ")
     assert proc.returncode == 2 and "--judge needs a model name" in proc.stderr
+    proc = cli("audit", "judged", "--judge", "m", "--judge-budget-s", "0")
+    assert proc.returncode == 2 and "--judge-budget-s must be a positive number" in proc.stderr
     proc = cli("run", "--agent", "example", "--task", "arith", "--model", "autorl:tiny", "--timeout", "5",
                "--audit-judge", " ")
     assert proc.returncode == 2 and "--audit-judge needs a model name" in proc.stderr

@@ -17,10 +17,15 @@ and from the printable runs of binary files (like ``strings``); a file larger th
 sampled (its head and tail), never skipped. The audit runs within a time budget and survives any file:
 what it could not finish is itself a flag.
 
-Modules: :mod:`~autorl.audit.flags` (what a flag is), :mod:`~autorl.audit.scan` (the agent's texts, the limits
-and the time budget), :mod:`~autorl.audit.overlap` (hidden items in them), :mod:`~autorl.audit.downloads`,
+Text the agent wrote in base64, hex or rot13 is read decoded as well, and text aimed at the auditor (an order
+or a verdict addressed to it, verdict-shaped text, forged prompt delimiters) is the ``judge-steering`` flag.
+
+Modules: :mod:`~autorl.audit.flags` (what a flag is), :mod:`~autorl.audit.scan` (the agent's texts and the walk's
+limits), :mod:`~autorl.audit.unpack` (a file's bytes out of archives and compression, and what they leave out),
+:mod:`~autorl.audit.budget` (the time budget), :mod:`~autorl.audit.encoded`, :mod:`~autorl.audit.overlap`
+(hidden items in them), :mod:`~autorl.audit.downloads`, :mod:`~autorl.audit.steering`,
 :mod:`~autorl.audit.weights` (the submitted checkpoints), :mod:`~autorl.audit.checks` (what the run
-recorded) and :mod:`~autorl.audit.report` (auditing one run).
+recorded) and :mod:`~autorl.audit.report` (auditing one run); the judged audit is :mod:`autorl.audit.judge`.
 """
 
 from __future__ import annotations
