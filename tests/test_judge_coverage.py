@@ -170,3 +170,25 @@ def test_the_harder_corpus_per_category(tmp_path: Path) -> None:
     assert {n for n in cheating if not det[n]} == {"long-script", "long-log", "split-command", "split-download",
                                                    "b64-command", "rot13-plan"}  # what a judge must read
     assert all(judged[n] or det[n] for n in cheating)
+
+
+def test_the_conversation_each_model_call_sends_again_is_read_once(tmp_path: Path) -> None:
+    run = _write_run(tmp_path, "chatty", [], "log")
+    record = Path(run["meta"]["llm_gateway"]["record_dir"]) / "calls.jsonl"
+    messages: list[dict[str, str]] = []
+    calls = []
+    for i in range(40):  # an agent's conversation: every call sends the whole history again
+        messages.append({"role": "user" if i % 2 else "assistant", "content": f"turn {i}: " + "training notes " * 200})
+        if i == 25:
+            messages[-1]["content"] += " " + CHEAT
+        calls.append({"id": f"c{i}", "request": {"messages": list(messages)},
+                      "response": {"choices": [{"message": {"content": "ok"}}]}})
+    record.write_text("".join(json.dumps(c) + "\n" for c in calls))
+    evidence = gather(run, part_chars=10_000)
+    sent = sum(len(json.dumps(c["request"])) for c in calls)
+    assert sum(len(p.text) for p in evidence.pieces) < sent / 5 and len(evidence.same) > 100
+    with judge_server() as (base, seen), gateway(tmp_path / "gw", base) as (gw, _record):
+        judged = judge_run(run, url=gw, token=TOKEN, model="judge-model", context_chars=10_000)
+    assert judged.unshown == [] and judged.shown == judged.total > sent  # every byte counted as read, once
+    assert any(f.name == "judge:harness-tampering" for f in judged.flags)
+    assert len(seen) < sent / 10_000 / 3

@@ -5,7 +5,8 @@ kept of files deleted or changed before the end (all through :func:`autorl.audit
 followed, archives opened), the gateway's record of the model calls and the submissions' metadata. Each text
 is cut into pieces of at most ``part_chars`` characters at line ends, each piece naming the bytes of its file it
 shows (``train.py [bytes 36000-72000]``); the printable runs of a binary file are its text; the encoded runs of a
-text that decode to readable text are shown decoded beside it (:mod:`autorl.audit.encoded`). What gathering
+text that decode to readable text are shown decoded beside it (:mod:`autorl.audit.encoded`); a piece whose text
+was already gathered (the conversation each model call sends again, a copied file) is shown once. What gathering
 itself could not take (a file over the scan limit's middle, an archive past its caps, an unreadable file,
 evidence past the reading limit) is listed as :class:`Unshown`, never dropped silently.
 
@@ -16,6 +17,7 @@ each kind (trajectory and logs, model calls, code, the rest) is shown in proport
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import re
@@ -95,6 +97,9 @@ class Evidence:
     pieces: list[Piece] = field(default_factory=list)
     unshown: list[Unshown] = field(default_factory=list)
     binary: list[str] = field(default_factory=list)
+    #: (a piece, the piece of the same text shown in its place): a conversation that every model call sends
+    #: again, a file copied, is read once
+    same: list[tuple[Piece, Piece]] = field(default_factory=list)
 
 
 def kind_of(where: str) -> str:
@@ -127,6 +132,7 @@ def gather(result: dict[str, Any], *, part_chars: int = CONTEXT_CHARS, total_byt
     by_kind: dict[str, list[Piece]] = {k: [] for k in SHARES}
     decoded: dict[str, list[Piece]] = {k: [] for k in SHARES}  # shown first within their kind
     held = {k: 0 for k in SHARES}
+    seen: dict[bytes, Piece] = {}
     for blob in agent_blobs(sources, budget, extra):
         kind = kind_of(blob.where)
         out.unshown += [Unshown(blob.where, g.start, g.end, g.why) for g in blob.gaps]
@@ -136,6 +142,11 @@ def gather(result: dict[str, Any], *, part_chars: int = CONTEXT_CHARS, total_byt
         for piece in pieces:
             if not piece.text.strip():  # nothing to read
                 continue
+            digest = hashlib.sha256(piece.text.encode(errors="replace")).digest()
+            if digest in seen:
+                out.same.append((piece, seen[digest]))
+                continue
+            seen[digest] = piece
             if piece.size > room:
                 out.unshown.append(Unshown(piece.file, piece.start, piece.end, f"past the judge's reading limit "
                                            f"of {total_bytes >> 20} MiB"))

@@ -55,13 +55,15 @@ def judge_run(result: dict[str, Any], *, url: str, token: str, model: str, sampl
     evidence = gather(result, part_chars=context_chars)
     return judge_pieces(evidence.pieces, url=url, token=token, model=model, samples=samples,
                         context_chars=context_chars, timeout_s=timeout_s, budget_s=budget_s, concurrency=concurrency,
-                        unshown=evidence.unshown, binary=evidence.binary)
+                        unshown=evidence.unshown, binary=evidence.binary, same=evidence.same)
 
 
 def judge_pieces(pieces: Sequence[Piece], *, url: str, token: str, model: str, samples: int = 1,
                  context_chars: int = CONTEXT_CHARS, timeout_s: float = 600.0, budget_s: float | None = None,
-                 concurrency: int = 4, unshown: Sequence[Unshown] = (), binary: Sequence[str] = ()) -> Judgement:
-    """The judgement of ``pieces`` (``unshown``: what gathering them could not take)."""
+                 concurrency: int = 4, unshown: Sequence[Unshown] = (), binary: Sequence[str] = (),
+                 same: Sequence[tuple[Piece, Piece]] = ()) -> Judgement:
+    """The judgement of ``pieces`` (``unshown``: what gathering them could not take; ``same``: pieces whose text
+    is that of a piece among them, shown when that one is)."""
     if samples < 1:
         raise ValueError("the judge needs at least one sample")
     parts = chunks(pieces, context_chars)
@@ -70,11 +72,19 @@ def judge_pieces(pieces: Sequence[Piece], *, url: str, token: str, model: str, s
     out = Judgement(model, samples, prompt_hash(), flags_of([majority(a.answers) for a in asked if a.answers]),
                     chunks=len(parts), calls=sum(a.answered for a in asked), binary=list(binary))
     missed = list(unshown)
+    judged: set[int] = set()
     for chunk, a in zip(parts, asked, strict=True):
         if a.unjudged is None:
             out.shown += sum(p.size for p in chunk)
+            judged |= {id(p) for p in chunk}
         else:
             missed += [Unshown(p.file, p.start, p.end, a.unjudged) for p in chunk if p.end is not None]
+    for piece, original in same:
+        if id(original) in judged:
+            out.shown += piece.size
+        else:
+            missed.append(Unshown(piece.file, piece.start, piece.end or piece.start,
+                                  f"the same text as {original.where}, not shown"))
     out.unshown = merged(missed)
     out.total = out.shown + sum(u.size for u in out.unshown)
     cut = cut_flag(out)
