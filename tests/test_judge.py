@@ -94,6 +94,8 @@ def test_strict_parsing() -> None:
     assert parse(ok.replace("critical", "catastrophic"), chunk)["harness-tampering"].verdict == "undecided"
     assert all(a.verdict == "undecided" for a in parse('{"answers": [1]}', chunk).values())
     assert all(a.verdict == "undecided" for a in parse("[]", chunk).values())
+    for hostile in ('{"answers": ' + "[" * 100_000, "\x00\xff" * 1000, '{"answers": [{"question": {"a": 1}}]}'):
+        assert all(a.verdict == "undecided" for a in parse(hostile, chunk).values())
 
 
 def test_majority_of_samples_then_any_chunk() -> None:

@@ -192,3 +192,10 @@ def test_the_conversation_each_model_call_sends_again_is_read_once(tmp_path: Pat
     assert judged.unshown == [] and judged.shown == judged.total > sent  # every byte counted as read, once
     assert any(f.name == "judge:harness-tampering" for f in judged.flags)
     assert len(seen) < sent / 10_000 / 3
+
+
+def test_a_record_line_too_deep_to_parse_is_skipped(tmp_path: Path) -> None:
+    from autorl.gateway import read_calls
+
+    (tmp_path / "calls.jsonl").write_text("[" * 200_000 + "\n" + json.dumps({"id": "c1", "request": {}}) + "\n")
+    assert [c["id"] for c in read_calls(tmp_path)] == ["c1"]

@@ -52,7 +52,8 @@ def parse(text: str, chunk: Sequence[Piece]) -> dict[str, Answer]:
     out: dict[str, Answer] = {}
     unreasoned = False
     for item in answers:
-        if not isinstance(item, dict) or item.get("question") not in QUESTIONS or item["question"] in out:
+        if not isinstance(item, dict) or not isinstance(item.get("question"), str) or item["question"] not in QUESTIONS \
+                or item["question"] in out:
             return _undecided("the judge's reply named an unknown or repeated question")
         out[item["question"]] = _answer(item, chunk)
         reason = item.get("reason")
