@@ -48,6 +48,7 @@ _TRACE = ("trajectory.jsonl", "transcript.jsonl", "agent.log")
 _CODE = (".py", ".sh", ".ipynb", ".yaml", ".yml", ".toml", ".cfg", ".js", ".r", ".jl")
 #: each kind's share of what is shown while all have pieces left
 SHARES = {"trace": 0.3, "calls": 0.25, "code": 0.25, "other": 0.2}
+_ORDER = {k: i for i, k in enumerate(SHARES)}
 
 
 @dataclass(frozen=True)
@@ -234,7 +235,7 @@ def _in_shares(by_kind: dict[str, list[Piece]]) -> list[Piece]:
     left = {k: list(reversed(v)) for k, v in by_kind.items()}
     out = []
     while any(left.values()):
-        kind = min((k for k in left if left[k]), key=lambda k: (taken[k] / SHARES[k], list(SHARES).index(k)))
+        kind = min((k for k in left if left[k]), key=lambda k: (taken[k] / SHARES[k], _ORDER[k]))
         piece = left[kind].pop()
         taken[kind] += max(piece.size, len(piece.text))
         out.append(piece)
