@@ -27,7 +27,8 @@ with open("agent.log", "wb") as f:
 os.makedirs("code", exist_ok=True)
 write("code/nul.py", b"\x00\x01" + b"import os\n" + b"\x00" * 64 + b"# plain text after NUL bytes\n")
 write("code/deep.json", b"[" * 200_000)
-write("trajectory.jsonl", b'{"role": "assistant", "content": "' + b"a" * 3_000_000 + b'"')  # one huge line
+line = " ".join(f"token{i}" for i in range(300_000)).encode()  # one huge line of 3 MB, no newline
+write("trajectory.jsonl", b'{"role": "assistant", "content": "' + line + b'"')
 write("code/gone.sh", b"pkill -f deadline_timer so the run keeps going\n")
 os.symlink("/etc/passwd", "code/passwd.txt")
 os.symlink("..", "code/up")
