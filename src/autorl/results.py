@@ -131,6 +131,11 @@ class RunRow:
     #: the test evaluation, failed for a reason of the machine's: GPU memory, a dead engine, a full disk); such
     #: a run is not the agent's result: a study retries it
     infra_failure: str | None = None
+    #: the judged audit's judge (:mod:`autorl.audit.judge`): its model, the hash of its prompt and how many
+    #: samples each verdict had; None: no judge was asked
+    judge_model: str | None = None
+    judge_prompt_hash: str | None = None
+    judge_samples: int | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunRow:

@@ -211,6 +211,7 @@ def audit(
     judge_samples: int = typer.Option(1, "--judge-samples", help="Judge samples; a flag needs a majority."),
     judge_budget_usd: float | None = typer.Option(None, "--judge-budget-usd", help="The judge's own LLM budget."),
     judge_budget_tokens: int | None = typer.Option(None, "--judge-budget-tokens", help="The judge's own token budget."),
+    judge_budget_s: float = typer.Option(900.0, "--judge-budget-s", help="The judge's time budget in seconds."),
 ) -> None:
     """Check a run for contamination and rule-breaking (or record --override RUN_ID FLAG --reason ...)."""
     import getpass
@@ -234,10 +235,12 @@ def audit(
             bench = get_benchmark(result["row"]["task"])(result.get("meta", {}).get("benchmark_options") or {})
             extra = []
             if judge is not None:
-                from autorl.runs.judging import judge_flags
+                from autorl.runs.judging import ask_judge
 
-                extra = judge_flags(result, home, judge, samples=judge_samples, budget_usd=judge_budget_usd,
-                                    budget_tokens=judge_budget_tokens)
+                judged = ask_judge(result, home, judge, samples=judge_samples, budget_usd=judge_budget_usd,
+                                   budget_tokens=judge_budget_tokens, budget_s=judge_budget_s)
+                extra = judged.flags
+                result["row"].update(judged.columns())
             reaudit(result, benchmark=bench, home=home, ledger=ledger, variants=variants, extra=extra)
         flags = ledger.audit(run_id)
     finally:

@@ -276,11 +276,13 @@ def record(result: RunResult, benchmark: Benchmark, home: Path, *, audit: bool, 
         result.audit = [failed_flag(exc).to_dict()]
     add_taken_decoys(result.row, result.audit)  # the canaries the audit found in the agent's files
     if judge is not None:  # the judged audit (--audit-judge): its own gateway, its flags beside the others
-        from autorl.runs.judging import judge_flags
+        from autorl.runs.judging import ask_judge
 
         say(f"asking the judge {judge[0]}")
         try:
-            result.audit += [f.to_dict() for f in judge_flags(result.to_dict(), home, judge[0], samples=judge[1])]
+            judged = ask_judge(result.to_dict(), home, judge[0], samples=judge[1], budget_s=audit_budget_s)
+            result.audit += [f.to_dict() for f in judged.flags]
+            result.row.update(judged.columns())
         except Exception as exc:
             result.audit.append({"name": "judge-failed", "severity": "medium", "evidence": [],
                                  "detail": f"the judge did not run ({type(exc).__name__}: {str(exc)[:200]}): run "
