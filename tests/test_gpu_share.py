@@ -154,7 +154,7 @@ def test_the_local_executor_refuses_a_study_that_cannot_fit_before_it_starts(
     from autorl.sweep.local import LocalExecutor
 
     model = _model(tmp_path / "qwen")
-    monkeypatch.setattr("autorl.gpus.gpu_memory_bytes", lambda device: H100)
+    monkeypatch.setattr("autorl.inference.gpu_share.gpu_memory_bytes", lambda device: H100)
     cells = [{"backend": "vllm", "model": str(model), "gpus": 1}]
     LocalExecutor({"gpus": "0", "runs_per_gpu": 3, "agent_gpu_gb": 16}).check_cells(cells)
     with pytest.raises(UsageError, match=r"runs_per_gpu = 5 cannot fit.*at most 3 such runs"):

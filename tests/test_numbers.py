@@ -329,7 +329,7 @@ def test_efficiency_by_hand() -> None:
 
 @pytest.mark.e2e
 def test_efficiency_of_a_scripted_run(scripted_run: dict[str, Any]) -> None:
-    from autorl.gpus import visible_gpus
+    from autorl.inference.gpu_share import visible_gpus
 
     row = scripted_run["row"]
     n = len(visible_gpus())

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import dataclass, field
 
 from autorl.errors import UsageError
+from autorl.inference.gpu_share import AGENT_BUDGET_ENV, visible_gpus
 
 _RANGE = re.compile(r"^(\d+)-(\d+)$")
 ROLES = ("agent", "grader")
@@ -28,8 +28,6 @@ class GpuAssignment:
         if self.agent or self.explicit:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(self.agent)
         if self.agent_memory_bytes is not None:
-            from autorl.inference.gpu_share import AGENT_BUDGET_ENV
-
             env[AGENT_BUDGET_ENV] = str(max(0, self.agent_memory_bytes))
         return env
 
@@ -46,36 +44,6 @@ class GpuAssignment:
     def grader_workers(self) -> list[dict[str, str]]:
         """One evaluation slot per grader GPU."""
         return [{"CUDA_VISIBLE_DEVICES": g} for g in self.grader] or [{}]
-
-
-def gpu_memory_bytes(device: str) -> int | None:
-    """The total memory of GPU ``device`` (an index or a UUID, as ``--gpus`` names it) by ``nvidia-smi``; ``None``
-    where there is no such GPU or no ``nvidia-smi``."""
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index,uuid,memory.total", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=20, check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    for line in out.splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) == 3 and device in parts[:2] and parts[2].isdigit():
-            return int(parts[2]) * 2**20
-    return None
-
-
-def visible_gpus() -> list[tuple[str, str]]:
-    """(index, uuid) of each GPU ``nvidia-smi`` lists; empty when there is none."""
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index,uuid", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=20, check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    rows = [tuple(p.strip() for p in line.split(",")) for line in out.splitlines() if line.strip()]
-    return [(r[0], r[1]) for r in rows if len(r) == 2]
 
 
 def parse_gpus(spec: str, available: list[tuple[str, str]] | None = None) -> GpuAssignment:

@@ -17,9 +17,8 @@ from typing import Any
 from autorl.decoys import plant
 from autorl.errors import UsageError
 from autorl.gateway.agent_env import operator_variables
-from autorl.gpus import visible_gpus
 from autorl.grader.keep import KEEP_WHILE_RUNNING_BYTES, POLICIES
-from autorl.inference.gpu_share import weights_bytes
+from autorl.inference.gpu_share import visible_gpus, weights_bytes
 from autorl.ledger import Ledger
 from autorl.progress import Say, to_stderr
 from autorl.resources import usable_home

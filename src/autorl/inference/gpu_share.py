@@ -23,6 +23,7 @@ import fcntl
 import json
 import os
 import stat
+import subprocess
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -38,7 +39,9 @@ __all__ = [
     "GpuBudget",
     "engine_start",
     "gpu_keys",
+    "gpu_memory_bytes",
     "kv_bytes_per_token",
+    "visible_gpus",
     "weights_bytes",
 ]
 
@@ -71,13 +74,39 @@ def gpu_keys(environ: dict[str, str] | None = None) -> list[str]:
         names = [v.strip() for v in visible.split(",") if v.strip()]
         if not names or names == ["-1"]:
             return []
-        from autorl.gpus import visible_gpus
-
         uuids = dict(visible_gpus())
         return sorted({uuids.get(n, n) for n in names})
-    from autorl.gpus import visible_gpus
-
     return sorted(uuid for _, uuid in visible_gpus())
+
+
+def gpu_memory_bytes(device: str) -> int | None:
+    """The total memory of GPU ``device`` (an index or a UUID, as ``--gpus`` names it) by ``nvidia-smi``; ``None``
+    where there is no such GPU or no ``nvidia-smi``."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,uuid,memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=20, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for line in out.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 3 and device in parts[:2] and parts[2].isdigit():
+            return int(parts[2]) * 2**20
+    return None
+
+
+def visible_gpus() -> list[tuple[str, str]]:
+    """(index, uuid) of each GPU ``nvidia-smi`` lists; empty when there is none."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,uuid", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    rows = [tuple(p.strip() for p in line.split(",")) for line in out.splitlines() if line.strip()]
+    return [(r[0], r[1]) for r in rows if len(r) == 2]
 
 
 def _open_lock(name: str) -> int:

@@ -56,7 +56,7 @@ class LocalExecutor(Executor):
         super().__init__(options, **kw)
         gpus = self.options.get("gpus")
         if gpus is None and not self.options.get("slots"):
-            from autorl.gpus import visible_gpus
+            from autorl.inference.gpu_share import visible_gpus
 
             self.devices = [i for i, _ in visible_gpus()]
         else:
@@ -117,8 +117,7 @@ class LocalExecutor(Executor):
     def check_cells(self, cells: Sequence[Mapping[str, Any]]) -> None:
         """Refuse a ``runs_per_gpu`` whose share of the smallest GPU cannot hold a vLLM grader's engine for a
         cell's model, and the agent's ``agent_gpu_gb`` when given, with the arithmetic."""
-        from autorl.gpus import gpu_memory_bytes
-        from autorl.inference.gpu_share import GIB, GpuBudget
+        from autorl.inference.gpu_share import GIB, GpuBudget, gpu_memory_bytes
         from autorl.registry import default_backend
         from autorl.resources import resolve_model
 
