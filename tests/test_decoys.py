@@ -141,8 +141,10 @@ def test_a_canary_trainer_is_recorded_where_it_put_the_canary_and_a_reaudit_adds
                                                                                    stub_base: Path) -> None:
     """Recorded without its audit (``--no-audit``), the run has no bait yet (no token was presented);
     ``autorl audit RUN`` finds the canaries where the agent put them and adds them to the column in the ledger,
-    ``results.csv`` and ``result.json``; auditing again changes nothing."""
-    row, result = run(home, "train-all", stub_base, "--no-audit")
+    ``results.csv`` and ``result.json``; auditing again changes nothing. (``--keep all``: the default policy
+    deletes the copies of the submissions that are not the best once such a run is recorded, and a later audit
+    reads what is left.)"""
+    row, result = run(home, "train-all", stub_base, "--no-audit", "--keep", "all")
     assert row["decoys"] == [] and len(row["decoys_read"]) == 4  # its search read every file
     subs = {Path(s["model_path"]).name: s["submission_id"] for s in result["submissions"]}
     env = {"AUTORL_HOME": str(home)}
