@@ -13,6 +13,7 @@ from autorl.evaluation import evaluator_for
 from autorl.evaluation.identity import eval_config, stable_hash
 from autorl.evaluation.stats import summarize
 from autorl.inference.base import FRESH
+from autorl.inference.gpu_share import gpu_turn
 from autorl.jsonio import write_jsonl_atomic
 
 if TYPE_CHECKING:
@@ -96,6 +97,8 @@ def evaluate_model(
         items = items[:limit]
     started = time.monotonic()
     backend.model_dir = model_dir
+    if backend.gpu_turn is None:  # engine starts on a GPU take turns with every other run's
+        backend.gpu_turn = gpu_turn
     if keep_loaded:
         engine = backend.acquire(model_dir, base_model_dir)
     else:

@@ -28,9 +28,11 @@ from autorl.grader.snapshot import Snapshot
 from autorl.grader.validation import LORA
 from autorl.inference.base import EngineRestart
 from autorl.inference.failures import harness_failure, same_shape
+from autorl.inference.gpu_share import gpu_turn
 from autorl.jsonio import write_json_atomic
 
 if TYPE_CHECKING:
+    from autorl.grader.config import GraderConfig
     from autorl.inference.base import Backend
 
 #: frames above this are refused by both ends (a record with per-item scores of a large split is far below)
@@ -71,6 +73,27 @@ def read_frame(stream: BinaryIO) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         raise ValueError("a frame must hold a JSON object")
     return data
+
+
+def build_job(config: GraderConfig, store_dir: Path, snapshot: Snapshot | None, split: str, tag: str,
+              scratch_dir: Path) -> dict[str, Any]:
+    """The job a worker runs: everything it needs to evaluate ``snapshot`` (None: the run's base model, whose
+    record is cached across runs) on ``split``, with ``scratch_dir`` for its backend's files."""
+    return {
+        "task": config.task,
+        "benchmark_options": config.benchmark_options,
+        "backend": config.backend,
+        "backend_options": config.backend_options,
+        "snapshot": snapshot.to_row() if snapshot is not None else None,
+        "base_model_dir": config.base_model,
+        "split": split,
+        "hidden_dir": config.hidden_dir,
+        "limit": config.limit,
+        "per_item_path": str(store_dir / "items" / f"{tag}-{split}.jsonl"),
+        "log_path": str(store_dir / "logs" / f"{tag}-{split}.log"),
+        "cache_dir": config.baseline_cache_dir if snapshot is None else None,
+        "scratch_dir": str(scratch_dir),
+    }
 
 
 def _backend_key(job: dict[str, Any]) -> str:
@@ -157,6 +180,8 @@ def warm_up(job: dict[str, Any], backend: Backend) -> dict[str, Any]:
     model_dir, _ = model_dirs({**job, "snapshot": None})
     started = time.monotonic()
     backend.model_dir = model_dir
+    if backend.gpu_turn is None:
+        backend.gpu_turn = gpu_turn
     engine = backend.acquire(model_dir)
     loaded = time.monotonic()
     backend.last_sleep_s = None
