@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autorl.grader.items import per_item_path
 from autorl.grader.snapshot import Snapshot
 from autorl.grader.worker import MAX_FRAME, encode_frame, write_all
 from autorl.lease import PARENT_ENV
@@ -66,7 +67,7 @@ def build_job(config: GraderConfig, store_dir: Path, snapshot: Snapshot | None, 
         "split": split,
         "hidden_dir": config.hidden_dir,
         "limit": config.limit,
-        "per_item_path": str(store_dir / "items" / f"{tag}-{split}.jsonl"),
+        "per_item_path": str(per_item_path(store_dir, tag, split)),
         "log_path": str(store_dir / "logs" / f"{tag}-{split}.log"),
         "cache_dir": config.baseline_cache_dir if snapshot is None else None,
         "scratch_dir": str(scratch_dir),
