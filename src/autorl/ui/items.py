@@ -8,14 +8,18 @@ The answers are model output (the checkpoint is the agent's work): every text is
 
 from __future__ import annotations
 
+import os
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from html import escape
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from autorl.errors import UsageError
-from autorl.grader.items import ItemPair, RunItems, read_run_items
+from autorl.grader.items import ItemPair, RunItems, per_item_path, read_run_items, selected_submission
 from autorl.ui.shell import fmt, untrusted_section
 
 __all__ = ["PER_PAGE", "TEXT_LIMIT", "ItemsPage", "items_page", "items_section"]
@@ -54,6 +58,44 @@ def _int(text: str | None, default: int) -> int:
         return default
 
 
+class _Recent:
+    """The last few runs' items read, each kept while its two files are unchanged (a store's per-item files are
+    written once, whole): paging through 10k items reads and pairs them once, not at every page."""
+
+    def __init__(self, size: int = 4) -> None:
+        self.size = size
+        self.entries: OrderedDict[tuple[Any, ...], RunItems] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, result: Mapping[str, Any], split: str, submission: int | None) -> RunItems:
+        chosen = selected_submission(result, split) if submission is None else submission
+        store = Path(str((result.get("meta") or {}).get("store_dir") or ""))
+        stamps = tuple(_stamp(per_item_path(store, tag, split)) for tag in ("baseline", f"sub{chosen}"))
+        key = (str(store), split, chosen, stamps)
+        with self.lock:
+            found = self.entries.get(key)
+            if found is not None:
+                self.entries.move_to_end(key)
+                return found
+        found = read_run_items(result, split, submission)
+        with self.lock:
+            self.entries[key] = found
+            while len(self.entries) > self.size:
+                self.entries.popitem(last=False)
+        return found
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+_RECENT = _Recent()
+
+
 def items_page(result: Mapping[str, Any] | None, params: Mapping[str, str]) -> ItemsPage:
     """The page ``params`` ask for (``split`` test|dev, ``page`` from 1, ``flipped`` 1 for wins and losses only,
     ``submission``) of a recorded run's items."""
@@ -66,7 +108,7 @@ def items_page(result: Mapping[str, Any] | None, params: Mapping[str, str]) -> I
                                                          "once it ends")
     submission = _int(params.get("submission"), 0) or None
     try:
-        found = read_run_items(result, split, submission)
+        found = _RECENT.get(result, split, submission)
     except UsageError as exc:
         return ItemsPage(split, flipped, 1, 1, None, [], str(exc))
     ordered = found.ordered(flipped)
