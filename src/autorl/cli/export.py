@@ -103,8 +103,8 @@ def eee(
 @export_app.command("mlflow")
 def mlflow(
     target: str = TARGET,
-    tracking_uri: str = typer.Option(..., "--tracking-uri", help="The MLflow store: http(s)://server, "
-                                     "sqlite:///file.db, or a folder (MLflow's file store)."),
+    tracking_uri: str = typer.Option(..., "--tracking-uri", help="The MLflow store: http(s)://server or "
+                                     "sqlite:///file.db (artifacts then go to ./mlruns, as MLflow puts them)."),
     experiment: str = typer.Option("autorl", "--experiment", help="The MLflow experiment (created when missing)."),
     as_json: bool = typer.Option(False, "--json", help="Print the MLflow run ids as JSON."),
 ) -> None:

@@ -130,6 +130,19 @@ def _logged(client: Any, experiment_id: str, key: str, value: str, parent: str |
     return str(found[0].info.run_id) if found else None
 
 
+def _reachable(tracking_uri: str) -> None:
+    """A tracking server that does not answer is a one-line error at once (MLflow's client retries for minutes)."""
+    if not tracking_uri.startswith(("http://", "https://")):
+        return
+    import httpx
+
+    try:
+        httpx.get(tracking_uri.rstrip("/") + "/health", timeout=10.0)
+    except httpx.HTTPError as exc:
+        raise UsageError(f"MLflow store {tracking_uri}: the server does not answer ({type(exc).__name__}: "
+                         f"{str(exc)[:200]})") from None
+
+
 def export_mlflow(selection: Selection, tracking_uri: str, *, experiment: str = "autorl",
                   log: Callable[[str], None] = lambda _: None) -> list[str]:
     """Log the selected runs into the MLflow store at ``tracking_uri`` (experiment ``experiment``, created when
@@ -138,6 +151,7 @@ def export_mlflow(selection: Selection, tracking_uri: str, *, experiment: str = 
     from mlflow.entities import Metric, Param
     from mlflow.tracking import MlflowClient
 
+    _reachable(tracking_uri)
     try:
         client = MlflowClient(tracking_uri=tracking_uri)
         found = client.get_experiment_by_name(experiment)
