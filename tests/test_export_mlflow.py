@@ -27,6 +27,12 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     return f"sqlite:///{folder / 'mlflow.db'}", folder
 
 
+@pytest.fixture(autouse=True)
+def in_store(store: tuple[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test in the store's folder: MLflow's client resolves ``./mlruns`` once per store and process."""
+    monkeypatch.chdir(store[1])
+
+
 def export(home: Path, target: str, store: tuple[str, Path], experiment: str) -> list[str]:
     # cwd: an sqlite store keeps artifacts in ./mlruns, as MLflow does for any client
     proc = cli("export", "mlflow", target, "--tracking-uri", store[0], "--experiment", experiment, "--json",
@@ -35,14 +41,12 @@ def export(home: Path, target: str, store: tuple[str, Path], experiment: str) ->
     return list(json.loads(proc.stdout))
 
 
-def export_here(home: Path, target: str, store: tuple[str, Path], experiment: str,
-                monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    monkeypatch.chdir(store[1])
+def export_here(home: Path, target: str, store: tuple[str, Path], experiment: str) -> list[str]:
     return export_mlflow(select(target, home), store[0], experiment=experiment)
 
 
 def test_a_run_is_one_mlflow_run_with_params_metrics_trajectory_and_artifacts(
-        recorded_runs: RecordedRuns, store: tuple[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        recorded_runs: RecordedRuns, store: tuple[str, Path], tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
 
     [rid] = export(recorded_runs.home, recorded_runs.run_id, store, "one")
@@ -68,17 +72,17 @@ def test_a_run_is_one_mlflow_run_with_params_metrics_trajectory_and_artifacts(
     svg = Path(client.download_artifacts(rid, "trajectory.svg", str(tmp_path / "dl"))).read_text()
     assert svg.startswith("<svg") and "<script" not in svg
     # again: the run is there already and is not logged twice
-    assert export_here(recorded_runs.home, recorded_runs.run_id, store, "one", monkeypatch) == [rid]
+    assert export_here(recorded_runs.home, recorded_runs.run_id, store, "one") == [rid]
     experiment = client.get_experiment_by_name("one")
     assert len(client.search_runs([experiment.experiment_id])) == 1
 
 
 def test_a_study_is_a_parent_run_with_a_child_per_run(recorded_runs: RecordedRuns, store: tuple[str, Path],
-                                                      tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+                                                      tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
 
     home = study_home(recorded_runs, tmp_path)
-    ids = export_here(home, "s1", store, "study", monkeypatch)
+    ids = export_here(home, "s1", store, "study")
     client = MlflowClient(tracking_uri=store[0])
     experiment = client.get_experiment_by_name("study")
     everything = client.search_runs([experiment.experiment_id])
@@ -86,12 +90,11 @@ def test_a_study_is_a_parent_run_with_a_child_per_run(recorded_runs: RecordedRun
     assert len(parents) == 1 and parents[0].info.run_name == "s1" and parents[0].data.params["runs"] == "2"
     children = {r.info.run_id: r for r in everything if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id}
     assert set(children) == set(ids) and {r.info.run_name for r in children.values()} == {"s1-k0", "s1-k1"}
-    again = export_here(home, "s1", store, "study", monkeypatch)
+    again = export_here(home, "s1", store, "study")
     assert again == ids and len(client.search_runs([experiment.experiment_id])) == 3
 
 
-def test_a_store_that_cannot_be_opened_is_one_line(recorded_runs: RecordedRuns, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_store_that_cannot_be_opened_is_one_line(recorded_runs: RecordedRuns, tmp_path: Path) -> None:
     proc = cli("export", "mlflow", recorded_runs.run_id, "--tracking-uri", "nosuchscheme://x",
                env=recorded_runs.env, cwd=tmp_path)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
@@ -101,4 +104,4 @@ def test_a_store_that_cannot_be_opened_is_one_line(recorded_runs: RecordedRuns, 
 
     uri = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(UsageError, match=f"MLflow store {uri}: the server does not answer"):
-        export_here(recorded_runs.home, recorded_runs.run_id, (uri, tmp_path), "x", monkeypatch)
+        export_here(recorded_runs.home, recorded_runs.run_id, (uri, tmp_path), "x")

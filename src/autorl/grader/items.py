@@ -174,7 +174,8 @@ class RunItems:
 
 def read_item_records(store_dir: Path, tag: str, split: str, notes: list[str] | None = None) -> list[ItemRecord] | None:
     """The per-item records of one evaluation in the run's store, in the benchmark's order; None when the file
-    is not there. What was skipped (lines that are not records, a file past :data:`MAX_FILE`) goes to ``notes``."""
+    is not there. What was skipped (lines that are not records, a file past :data:`MAX_FILE`, a file that is not
+    a regular one or is reached through a link: none of its records) goes to ``notes``."""
     relpath = per_item_path(Path("."), tag, split)
     stats = untrusted.JsonlStats()
     try:
@@ -184,7 +185,7 @@ def read_item_records(store_dir: Path, tag: str, split: str, notes: list[str] | 
             return None
         if notes is not None:
             notes.append(f"{relpath} not read: {exc}")
-        return None
+        return []
     records = [r for r in (ItemRecord.parse(line) for line in raw) if r is not None]
     skipped = stats.bad_lines + len(raw) - len(records)
     if notes is not None and skipped:
