@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
+import time
 import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +18,7 @@ import pytest
 
 from autorl.errors import UsageError
 from autorl.grader.items import per_item_path, read_run_items
+from autorl.ledger import Ledger
 from autorl.ui import create_app
 from autorl.ui.items import PER_PAGE, TEXT_LIMIT
 
@@ -198,6 +201,25 @@ def test_ten_thousand_items_are_served_a_page_at_a_time(tmp_path: Path) -> None:
     assert [i["item_id"] for i in api["items"]] == wins[PER_PAGE:2 * PER_PAGE]
     assert api["counts"] == {"items": n, "win": len(wins), "loss": len(losses), "same": len(unchanged),
                              "unpaired": 0}
+
+
+def test_no_items_are_served_while_a_run_on_the_task_is_in_progress(recorded_runs: RecordedRuns,
+                                                                    tmp_path: Path) -> None:
+    # a copy of the ledger, with a run on echo in progress: its agent could reach a dashboard (a sandbox sharing
+    # the host's network, a dashboard on a public address) and must not read echo's hidden items from it
+    db = tmp_path / "autorl.db"
+    shutil.copy(recorded_runs.home / "autorl.db", db)
+    ledger = Ledger(db)
+    ledger.start_run({"run_id": "20990101T000000", "task": "echo", "agent": "x", "base_model": "m",
+                      "started": time.time(), "timeout_s": 600.0})
+    ledger.close()
+    with serve_in_thread(create_app(db)) as port, \
+            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60, trust_env=False) as ui:
+        page = ui.get(f"/runs/{recorded_runs.run_id}")
+        api = ui.get(f"/api/runs/{recorded_runs.run_id}/items").json()
+    assert page.status_code == 200 and not rows_of(page.text) and "say 30" not in page.text
+    assert "the items are hidden while run 20990101T000000 on echo is in progress" in page.text
+    assert api["items"] == [] and api["error"].startswith("the items are hidden while run 20990101T000000")
 
 
 @pytest.mark.skipif(chromium() is None, reason="headless Chromium is not installed (Debian: apt-get install chromium)")

@@ -122,6 +122,13 @@ def create_app(db_path: Path, *, hosts: Iterable[str] = ()) -> ASGIApp:
         finally:
             led.close()
 
+    def hidden_items(d: dict[str, Any]) -> str | None:
+        led = ledger()
+        try:
+            return items.withheld(d["row"].get("task"), led.live())
+        finally:
+            led.close()
+
     def svg(body: str, request: Request, name: str) -> Response:
         headers = {"Cache-Control": "no-store"}
         if request.query_params.get("download"):
@@ -163,7 +170,7 @@ def create_app(db_path: Path, *, hosts: Iterable[str] = ()) -> ASGIApp:
         # the model calls as the LLM gateway recorded them, else the agent's own trajectory file
         turns = trajectory.gateway_trajectory(d.get("result")) or (trajectory.trajectory(ws) if ws else None)
         grader = data.grader_log(d.get("store_dir"))
-        found = items.items_page(d.get("result"), _prefixed(request, "items_"))
+        found = items.items_page(d.get("result"), _prefixed(request, "items_"), hidden_items(d))
         return html(pages.run_page, d, timeline_figure(d), logs, turns, grader,
                     items=items.items_section(run_id, found))
 
@@ -181,7 +188,7 @@ def create_app(db_path: Path, *, hosts: Iterable[str] = ()) -> ASGIApp:
         d = detail(request.path_params["run_id"])
         if d is None:
             return json_response({"error": f"no run {request.path_params['run_id']}"}, status_code=404)
-        return json_response(items.items_page(d.get("result"), params_of(request)).to_dict())
+        return json_response(items.items_page(d.get("result"), params_of(request), hidden_items(d)).to_dict())
 
     def timeline_json(request: Request) -> Response:
         d = detail(request.path_params["run_id"])

@@ -3,7 +3,8 @@ scores, flipped items first, a page at a time (the server reads the grader's per
 so a split of 10k items is 200 small pages, never one giant table); and the same page as JSON.
 
 The answers are model output (the checkpoint is the agent's work): every text is escaped and cut to
-:data:`TEXT_LIMIT` characters, in a section framed as untrusted.
+:data:`TEXT_LIMIT` characters, in a section framed as untrusted. The items are hidden ones: while a run on the
+same task is in progress they are not served at all (:func:`withheld`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
@@ -22,7 +23,7 @@ from autorl.errors import UsageError
 from autorl.grader.items import ItemPair, RunItems, per_item_path, read_run_items, selected_submission
 from autorl.ui.shell import fmt, untrusted_section
 
-__all__ = ["PER_PAGE", "TEXT_LIMIT", "ItemsPage", "items_page", "items_section"]
+__all__ = ["PER_PAGE", "TEXT_LIMIT", "ItemsPage", "items_page", "items_section", "withheld"]
 
 #: items on one page
 PER_PAGE = 50
@@ -96,13 +97,28 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
 _RECENT = _Recent()
 
 
-def items_page(result: Mapping[str, Any] | None, params: Mapping[str, str]) -> ItemsPage:
+def withheld(task: Any, live: Iterable[Mapping[str, Any]], now: float | None = None) -> str | None:
+    """Why the items of a run on ``task`` are not shown now: a run on that task is in progress. Its agent must
+    not read the task's hidden items, and a dashboard can be within its reach (a sandbox sharing the host's
+    network, no sandbox, a dashboard listening on a public address)."""
+    from autorl.recover import run_status
+
+    for info in live:
+        if info.get("task") == task and run_status(info, now).alive:
+            return (f"the items are hidden while run {info.get('run_id')} on {task} is in progress: its agent must "
+                    "not see this task's hidden items, and this page may be within its reach")
+    return None
+
+
+def items_page(result: Mapping[str, Any] | None, params: Mapping[str, str], hidden: str | None = None) -> ItemsPage:
     """The page ``params`` ask for (``split`` test|dev, ``page`` from 1, ``flipped`` 1 for wins and losses only,
-    ``submission``) of a recorded run's items."""
+    ``submission``) of a recorded run's items; none, saying why, where ``hidden`` (:func:`withheld`) says so."""
     split = params.get("split") or "test"
     split = split if split in ("dev", "test") else "test"
     flipped = params.get("flipped") == "1"
     page = max(1, _int(params.get("page"), 1))
+    if hidden is not None:
+        return ItemsPage(split, flipped, 1, 1, None, [], hidden)
     if result is None:
         return ItemsPage(split, flipped, 1, 1, None, [], "the run is not recorded yet: its items are shown "
                                                          "once it ends")
