@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from autorl.errors import UsageError
 from autorl.ledger import Ledger
 
 from .conftest import cli
@@ -131,3 +132,54 @@ def test_the_records_pass_every_eval_evers_own_validator(recorded_runs: Recorded
     first.write_text(first.read_text().replace('"total_rows": 30', '"total_rows": 31'))
     failed = validate(bad)
     assert failed.returncode == 1 and "declared 31, found 30" in failed.stdout
+
+
+def test_an_episode_is_multi_turn_and_a_judged_benchmark_names_its_judge(tmp_path: Path) -> None:
+    """A judged benchmark's records (its evaluation record names the judge, as autorl-alpacaeval's does) and an
+    episode benchmark's items (their turns), from a store written as the grader writes one."""
+    from autorl.export.eee import export_eee
+    from autorl.export.recorded import select
+    from autorl.grader.items import per_item_path
+
+    from .test_ui import fixture_result, make_ledger
+
+    store = tmp_path / "store"
+    turns = [{"observation": "You are in a kitchen.", "action": "open fridge"},
+             {"observation": "The fridge is open.", "action": "take apple"}]
+    for tag, score in (("baseline", 0.0), ("sub1", 1.0)):
+        path = per_item_path(store, tag, "test")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"id": "game-1", "score": score, "completions": [t["action"] for t in turns],
+                                    "error": None, "prompt": '{"game": "kitchen"}', "reference": None,
+                                    "extra": {"steps": 2, "trajectory": turns}}) + "\n")
+    judged = fixture_result("20261101T100000", "alfworld", "a", "Qwen/Qwen2.5-0.5B@main", "2026-11-01", [40.0],
+                            test=60.0, store_dir=store)
+    judged["meta"]["model_source"] = "hub"
+    judged["test"].update(n=1, extra={"judge": {"model": "gpt-4o-mini", "base_url": "https://api.example/v1",
+                                                "annotator": "alpaca_eval_gpt4_turbo_fn"},
+                                      "judge_cost_usd": 0.0123, "judge_prompt_tokens": 900})
+    failed = fixture_result("20261102T100000", "alfworld", "b", "m", "2026-11-02", [], test=None, success=False)
+    make_ledger(tmp_path / "autorl.db", [judged, failed])
+    said: list[str] = []
+    paths = export_eee(select("20261101", tmp_path), tmp_path / "out", log=said.append)
+    base, ckpt = (load(p) for p in paths)
+    assert base["model_info"]["id"] == "Qwen/Qwen2.5-0.5B" and base["model_info"]["additional_details"][
+        "model_availability"] == "open_weights"
+    scoring = ckpt["evaluation_results"][0]["metric_config"]["llm_scoring"]
+    assert base["evaluation_results"][0]["metric_config"]["llm_scoring"] == scoring
+    assert scoring["judges"][0]["model_info"]["id"] == "gpt-4o-mini"
+    assert scoring["input_prompt"] == "alpaca_eval_gpt4_turbo_fn"
+    assert scoring["additional_details"]["judge_cost_usd"] == "0.0123"
+    [sample] = samples(paths[1])
+    assert sample["interaction_type"] == "multi_turn" and sample["output"] is None
+    assert [(m["role"], m["content"]) for m in sample["messages"]] == [
+        ("user", "You are in a kitchen."), ("assistant", "open fridge"), ("user", "The fridge is open."),
+        ("assistant", "take apple")]
+    assert sample["evaluation"] == {"score": 1.0, "is_correct": True, "num_turns": 2}
+    assert sample["input"] == {"raw": '{"game": "kitchen"}', "reference": []}
+    with pytest.raises(UsageError, match="nothing exported: no selected run has a test score"):
+        export_eee(select("20261102T100000", tmp_path), tmp_path / "none", log=said.append)
+    assert said[-1] == "run 20261102T100000: no test score, nothing to export"
+    if EEE and Path(EEE).is_file():
+        proc = validate(tmp_path / "out")
+        assert proc.returncode == 0, proc.stdout[-3000:]

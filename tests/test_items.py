@@ -117,7 +117,7 @@ def write_items(store: Path, tag: str, rows: list[Any]) -> None:
 def test_the_reader_follows_no_link_and_skips_what_is_not_an_item(tmp_path: Path) -> None:
     store = tmp_path / "store"
     result = fixture_result("20261101T100000", "echo", "a", "stub", "2026-11-01", [40.0], test=50.0, store_dir=store)
-    write_items(store, "sub1", [{"id": "a", "score": 1.0, "completions": ["x"], "prompt": "p", "reference": 7},
+    write_items(store, "sub1", [{"id": "a", "score": 1.0, "completions": ["x", "y", 3], "prompt": "p", "reference": 7},
                                 {"id": "b", "score": 7.5, "completions": "no list"}, "not json", [1, 2],
                                 {"score": 1.0}, {"id": True, "score": 1.0}, {"id": "c", "score": float("nan")}])
     secret = tmp_path / "secret.jsonl"
@@ -127,6 +127,7 @@ def test_the_reader_follows_no_link_and_skips_what_is_not_an_item(tmp_path: Path
     assert [p.id for p in found.items] == ["a", "b", "c"]
     a, b, c = found.items
     assert a.reference == "7" and a.base is None and a.outcome == "unpaired"  # the link was not followed
+    assert a.to_dict()["answer"] == "x" and a.to_dict()["answers"] == ["x", "y", "3"]  # every sample, as text
     assert b.checkpoint is not None and b.checkpoint.score is None and b.checkpoint.answers == ()
     assert c.checkpoint is not None and c.checkpoint.score is None
     assert any("4 line(s) that are not item records skipped" in n for n in found.notes), found.notes

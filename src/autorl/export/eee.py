@@ -114,7 +114,7 @@ def _score_result(result: Mapping[str, Any], score: float, uncertainty: dict[str
                                   "never saw), scored by autorl's grader",
         "metric_id": f"{_component(str(row['task']))}.score", "metric_name": "score", "metric_unit": "percent",
         "lower_is_better": False, "score_type": "continuous", "min_score": 0, "max_score": 100}
-    judge = _judge(record)
+    judge = _judge(record) or _judge(test)  # the base's test score is judged as the checkpoint's is
     if judge is not None:
         metric["llm_scoring"] = judge
     args = {"temperature": cfg.get("temperature"), "top_p": cfg.get("top_p"),
@@ -179,7 +179,7 @@ def _sample(record: ItemRecord, head: Mapping[str, Any], base_score: float | Non
         turns = [(role, text) for obs, act in record.trajectory for role, text in (("user", obs), ("assistant", act))]
         sample.update(interaction_type="multi_turn", output=None,
                       messages=[{"turn_idx": i, "role": role, "content": text} for i, (role, text) in enumerate(turns)])
-        sample["evaluation"]["num_turns"] = len(turns)
+        sample["evaluation"]["num_turns"] = len(record.trajectory)
     else:
         sample.update(interaction_type="single_turn", output={"raw": list(record.answers)}, messages=None)
     return sample
