@@ -90,9 +90,10 @@ def eee(
                                      "source organization)."),
     as_json: bool = typer.Option(False, "--json", help="Print the files written as JSON."),
 ) -> None:
-    """Write Every Eval Ever records of a run or a study: the base model's and the checkpoint's test scores
-    (aggregate) and their items (per-instance), checked by `every_eval_ever validate`. They hold the hidden
-    test items: publish them only where the items may be public."""
+    """Write Every Eval Ever records of a run or a study.
+
+    The base model's and the checkpoint's test scores (aggregate) and their items (per-instance), as `every_eval_ever
+    validate` checks them. They hold the hidden test items: publish them only where the items may be public."""
     from autorl.export.eee import export_eee
     from autorl.export.recorded import select
 
@@ -108,8 +109,9 @@ def mlflow(
     experiment: str = typer.Option("autorl", "--experiment", help="The MLflow experiment (created when missing)."),
     as_json: bool = typer.Option(False, "--json", help="Print the MLflow run ids as JSON."),
 ) -> None:
-    """Log a run (or each run of a study, under a parent run) to MLflow: params, metrics with the dev
-    trajectory over steps, the card and the trajectory figure as artifacts."""
+    """Log a run, or each run of a study under a parent run, to MLflow.
+
+    Params, metrics with the dev trajectory over steps, the card and the trajectory figure as artifacts."""
     from autorl.export.mlflow import export_mlflow
     from autorl.export.recorded import select
 

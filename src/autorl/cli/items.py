@@ -16,15 +16,17 @@ _LABEL = 14
 
 
 def items_cmd(
-    run: str = typer.Argument(..., help="A run id, or the start of one (see `autorl results`)."),
+    run: str = typer.Argument(..., metavar="RUN", help="A run id, or the start of one (see `autorl results`)."),
     split: str = typer.Option("test", "--split", help="test (the headline's items) or dev."),
     flipped: bool = typer.Option(False, "--flipped", help="Only the items whose score changed (wins, losses)."),
     submission: int | None = typer.Option(None, "--submission",
                                           help="Compare this submission instead of the headline's."),
     as_json: bool = opt.JSON_OUTPUT,
 ) -> None:
-    """A run's items: prompt, reference, the base model's and the checkpoint's answers and scores, wins then
-    losses first (read from the grader's own per-item records)."""
+    """A run's items, the base model beside the checkpoint, wins then losses first.
+
+    Each item's prompt, reference, and both models' answers and scores, read from the grader's own per-item
+    records."""
     from autorl.grader.items import read_run_items
     from autorl.ledger import Ledger
     from autorl.resources import autorl_home

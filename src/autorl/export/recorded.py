@@ -3,6 +3,7 @@ from the ledger of ``AUTORL_HOME``."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +12,13 @@ from autorl.errors import UsageError
 __all__ = ["Selection", "open_ledger", "select"]
 
 
+@dataclass(frozen=True)
 class Selection:
-    """The runs a name stands for: one run, or every recorded run of the study ``study``."""
+    """The runs a name stands for: one run, or every recorded run of the study ``study``, each as its record
+    with the row as the ledger shows it (the audit's open flags, the headline they leave)."""
 
-    def __init__(self, results: list[dict[str, Any]], study: str | None) -> None:
-        self.results = results
-        self.study = study
+    results: list[dict[str, Any]]
+    study: str | None
 
 
 def open_ledger(home: Path | None = None) -> Any:
