@@ -162,6 +162,15 @@ def _score(pair: ItemPair, side: str) -> str:
     return fmt(record.score if record is not None else None)
 
 
+def _row(pair: ItemPair) -> str:
+    """One item's row: its id, outcome and both scores, then its texts (each scrolls past a few lines)."""
+    texts = (_text(pair.prompt), _text(pair.reference), _answer(pair, "base"), _answer(pair, "checkpoint"))
+    return (f"<tr data-item='{escape(pair.id)}' class='outcome-{escape(pair.outcome)}'>"
+            f"<td class='wrap'>{escape(pair.id)}</td><td>{escape(pair.outcome)}</td>"
+            f"<td class='num'>{_score(pair, 'base')}</td><td class='num'>{_score(pair, 'checkpoint')}</td>"
+            + "".join(f"<td class='txt'><div>{text}</div></td>" for text in texts) + "</tr>")
+
+
 def items_section(run_id: str, page: ItemsPage) -> str:
     """The run page's items section: the counts, links to the other split and to the flipped items only, one
     page of the table and the pager (the run page takes the section's parameters as ``items_<name>``)."""
@@ -186,12 +195,7 @@ def items_section(run_id: str, page: ItemsPage) -> str:
                + f"{means}. Submission {found.submission} against the base model, from the grader's per-item "
                "records; wins (the checkpoint scores higher) first, then losses.</p>")
     notes = "".join(f"<p class='note'>{escape(n)}</p>" for n in found.notes)
-    rows = "".join(
-        f"<tr data-item='{escape(p.id)}' class='outcome-{escape(p.outcome)}'><td class='wrap'>{escape(p.id)}</td>"
-        f"<td>{escape(p.outcome)}</td><td class='num'>{_score(p, 'base')}</td><td class='num'>{_score(p, 'checkpoint')}</td>"
-        f"<td class='txt'>{_text(p.prompt)}</td><td class='txt'>{_text(p.reference)}</td>"
-        f"<td class='txt'>{_answer(p, 'base')}</td><td class='txt'>{_answer(p, 'checkpoint')}</td></tr>"
-        for p in page.shown)
+    rows = "".join(_row(p) for p in page.shown)
     table = ("<table class='items'><thead><tr><th>item</th><th>outcome</th><th>base</th><th>checkpoint</th>"
              "<th>prompt</th><th>reference</th><th>base answer</th><th>checkpoint answer</th></tr></thead><tbody>"
              + (rows or f"<tr><td colspan='8' class='muted'>{'no flipped items' if page.flipped else 'no items'}</td></tr>")

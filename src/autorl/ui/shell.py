@@ -57,6 +57,7 @@ section.untrusted > .untrusted-label { font-size: 12px; font-weight: 600; color:
 table.items { table-layout: fixed; } table.items th:nth-child(-n+4) { width: 7em; }
 table.items td.txt { white-space: pre-wrap; overflow-wrap: anywhere; vertical-align: top; font-family: ui-monospace,
   monospace; font-size: 12px; } table.items td { vertical-align: top; }
+table.items td.txt > div { max-height: 14em; overflow: auto; }
 tr.outcome-win td:nth-child(2) { color: #1a7f37; font-weight: 600; }
 tr.outcome-loss td:nth-child(2) { color: #cf222e; font-weight: 600; }
 """
