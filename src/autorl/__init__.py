@@ -1,9 +1,9 @@
 """autorl: can a large model, as an autonomous ML engineer, post-train a small model past its baseline?
 
 The public API is what ``__all__`` lists: everything a plugin imports (docs/plugins), and ``run``,
-``evaluate`` and ``sweep`` for scripts, ``runs`` and ``items`` (DataFrames of the recorded runs) for notebooks. Plugins' tests also use :mod:`autorl.testing` (a pytest plugin). The
-three entry points load on first use (:func:`__getattr__`), so ``import autorl`` stays light: no torch, no
-grader, no plugin.
+``evaluate`` and ``sweep`` for scripts, ``runs`` and ``items`` (DataFrames of the recorded runs) for notebooks.
+Plugins' tests also use :mod:`autorl.testing` (a pytest plugin). The entry points load on first use
+(:func:`__getattr__`), so ``import autorl`` stays light: no torch, no grader, no plugin, no pandas.
 """
 
 from __future__ import annotations

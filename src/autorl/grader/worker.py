@@ -136,14 +136,20 @@ def _items_beside(cache_file: Path) -> Path:
 
 def _copy_items(src: str | Path | None, dst: str | Path | None) -> str | None:
     """``src`` copied whole to ``dst`` (a temp file renamed into place); ``dst`` once it holds the copy, else None
-    (nothing to copy: a cache entry older than its per-item records)."""
+    (nothing to copy, a cache entry older than its per-item records, or a copy that failed: the score stands
+    without its items)."""
     if not src or not dst or not Path(src).is_file():
         return None
     target = Path(dst)
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp")
-    shutil.copyfile(src, tmp)
-    os.replace(tmp, target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        return None
     return str(target)
 
 
