@@ -1,7 +1,7 @@
 """The ``autorl`` command line: a thin layer over the library, one module per group of commands (flags, one
 library call, printing); heavy imports stay inside the commands, so ``autorl --help`` stays light.
 
-    runs       run, results, recover, audit, ui
+    runs       run, results, recover, clean, audit, ui
     items      items (a run's items, base beside checkpoint)
     grading    eval, submit, grader serve
     installed  plugins, list, doctor, new
@@ -58,6 +58,7 @@ app.command()(runs.audit)
 app.command()(grading.submit)
 app.command()(installed.doctor)
 app.command()(runs.recover)
+app.command()(runs.clean)
 app.command("new")(installed.new)
 app.add_typer(installed.list_app, name="list")
 app.add_typer(grading.grader_app, name="grader")

@@ -183,6 +183,10 @@ def _print_report(report: dict[str, Any], form: str) -> None:
     for m in report["missing"]:
         why = f": {'; '.join(m['reasons'])}" if m["reasons"] else ""
         typer.echo(f"no result: {m['agent']} / {m['task']} / {m['model']} / seed {m['seed']} ({m['status']}){why}")
+    if report.get("dir"):
+        from autorl.sweep.report import disk_bytes
+
+        typer.echo(f"disk: the study's folder {report['dir']} holds {disk_bytes(Path(report['dir'])) / 2**30:.2f} GiB")
 
 
 @sweep_app.command("report")

@@ -54,11 +54,17 @@ class EvalRecord:
         return d
 
 
-def _sleep_figures(backend: Backend) -> dict[str, float]:
-    """A warm engine that slept before this evaluation: how long waking it (in ``load_s``) and the sleep took."""
-    if backend.last_wake_s is None:
-        return {}
-    return {"wake_s": round(backend.last_wake_s, 3), "sleep_s": round(backend.last_sleep_s or 0.0, 3)}
+def _engine_figures(backend: Backend) -> dict[str, Any]:
+    """A warm engine that slept before this evaluation: how long waking it (in ``load_s``) and the sleep took;
+    an engine started or woken on a GPU: how long it waited for its turn (``gpu_turn``)."""
+    figures: dict[str, Any] = {}
+    if backend.last_wake_s is not None:
+        figures = {"wake_s": round(backend.last_wake_s, 3), "sleep_s": round(backend.last_sleep_s or 0.0, 3)}
+    if backend.last_start_lock:
+        figures["gpu_turn"] = backend.last_start_lock
+    if backend.last_fresh_reason:
+        figures["fresh_because"] = backend.last_fresh_reason
+    return figures
 
 
 # (its keyword-only parameters are alike in shape only to autorl.runner.run's: separate signatures)
@@ -95,7 +101,8 @@ def evaluate_model(
     if keep_loaded:
         engine = backend.acquire(model_dir, base_model_dir)
     else:
-        backend.load(model_dir, base_model_dir)
+        backend.last_start_lock = None
+        backend.start(model_dir, base_model_dir)
         engine = FRESH
     loaded = time.monotonic()
     try:
@@ -134,7 +141,7 @@ def evaluate_model(
         output_tokens=sum(int(r.extra.get("output_tokens", 0)) for r in results),
         per_item_path=str(per_item_path) if per_item_path else None,
         extra={"ci_method": stats.method, "single_split": len(benchmark.splits) == 1,
-               **evaluator.summary(results), **_sleep_figures(backend)},
+               **evaluator.summary(results), **_engine_figures(backend)},
         engine=engine,
         load_s=round(loaded - started, 3),
         generate_s=round(generated - loaded, 3),

@@ -8,6 +8,7 @@ about 300 lines because it is the one class that changes the run's state, each c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -23,9 +24,11 @@ from autorl.grader import records
 from autorl.grader.config import GraderConfig
 from autorl.grader.intake import take_in, write_mirror
 from autorl.grader.jobs import EvalFailed, EvalSlot
+from autorl.grader.keep import QuotaExceeded, check_quota, prunable, prune_submission, source_file
 from autorl.grader.snapshot import PinnedDir, Snapshot
 from autorl.grader.store import DONE, FAILED, QUEUED, RUNNING, WAITING, Store
 from autorl.grader.validation import Limits, refusal_kind
+from autorl.jsonio import write_json_atomic
 
 
 class Grader:
@@ -41,6 +44,7 @@ class Grader:
         if self.store.get_meta("task") is None:
             self.store.set_meta("task", config.task)
             self.store.set_meta("created_at", time.time())
+        self.store.set_meta("keep", config.keep)  # what the run's end applies (autorl.grader.keep.keep_after_run)
         self.workspace = Path(config.workspace)
         self.output_dir = Path(config.output_dir)
         self.limits = Limits(config.max_bytes, config.max_files)
@@ -62,6 +66,7 @@ class Grader:
         self.baseline_error: str | None = None
         self._mirror_lock = threading.Lock()
         self._test_lock = threading.Lock()
+        self._keep_lock = threading.Lock()
         self._testing: set[int] = set()  # test evaluations this grader is scoring now
         self._fill_comparisons()  # a store written by an earlier grader may have scores without one
 
@@ -121,11 +126,14 @@ class Grader:
         self._check_capacity()
         incoming = self._snapshots / f".incoming-{secrets.token_hex(8)}"
         try:
-            digest, found = take_in(raw_path, output=self._output, workspace=self.workspace, incoming=incoming,
-                                    limits=self.limits, before_copy=before_copy)
+            self._check_quota()
+            taken = take_in(raw_path, output=self._output, workspace=self.workspace, incoming=incoming,
+                            limits=self.limits, before_copy=before_copy)
         except AutorlError as exc:
-            self.store.add_refusal(str(raw_path), str(exc), refusal_kind(exc))
+            self.store.add_refusal(str(raw_path), str(exc), "quota" if isinstance(exc, QuotaExceeded)
+                                   else refusal_kind(exc))
             raise
+        digest, found = taken.digest, taken.checkpoint
         try:
             sid = self.store.add_submission(str(raw_path), max_total=self.config.max_submissions,
                                             max_queued=self.config.max_queue)
@@ -135,6 +143,7 @@ class Grader:
                 raise LimitReached(f"the run's limit of {self.config.max_submissions} submissions is reached") from None
             raise QueueFull(f"{self.config.max_queue} submissions are already waiting; try again later") from None
         snapshot = Snapshot(self._snapshots / str(sid), found.kind, digest)  # from here on, the submission
+        write_json_atomic(source_file(self.store_dir, sid), {"parts": list(taken.parts), "source": taken.source})
         try:
             if snapshot.path.exists():  # left by a store that lost its database rows; ids are never reused
                 shutil.rmtree(snapshot.path)
@@ -155,6 +164,36 @@ class Grader:
                 self._wake.notify_all()
         self.write_mirror()
         return sid
+
+    def _check_quota(self) -> None:
+        """Refuse while the agent's workspace and /tmp hold more than the run's quota."""
+        if not self.config.output_quota:
+            return
+        places = [("the workspace", self._workspace.fd)]
+        tmp_fd = None
+        if self.config.agent_tmp:
+            with contextlib.suppress(OSError):
+                tmp_fd = os.open(self.config.agent_tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                places.append(("/tmp", tmp_fd))
+        try:
+            check_quota(self.config.output_quota, places)
+        finally:
+            if tmp_fd is not None:
+                os.close(tmp_fd)
+
+    def prune(self) -> list[int]:
+        """Delete the copies the run's keep policy lets go now (:mod:`autorl.grader.keep`): each one's grader
+        snapshot and, while unchanged since it was submitted, the agent's folder. The ids pruned."""
+        if self.config.keep == "all" or not self.config.keep_while_running:
+            return []
+        with self._keep_lock:
+            subs = self.store.all()
+            best = records.best(subs)
+            done = prunable(subs, self.store.test_scores(), self.config.keep, test_each=self.config.test_each,
+                            best=int(best["submission_id"]) if best else None)
+            for sid in done:
+                self.store.update(sid, pruned=prune_submission(self.store_dir, sid, self._output.fd, self.config.keep))
+        return done
 
     def _check_capacity(self) -> None:
         """Refuse before copying when a limit is already reached (the insert checks again, atomically)."""
@@ -195,6 +234,8 @@ class Grader:
                 continue
             sub = self.store.claim_next()
             if sub is None:
+                if slot == 0 and self._test_next():
+                    continue
                 with self._wake:
                     self._wake.wait(timeout=0.5)
                 continue
@@ -208,11 +249,13 @@ class Grader:
         except (EvalFailed, ValueError) as exc:
             if self._stop.is_set():  # abandoned, not failed: the next grader on this store queues it again
                 return
-            self.store.update(sid, status=FAILED, error=str(exc), finished_at=time.time())
+            self.store.update(sid, status=FAILED, error=str(exc), finished_at=time.time(),
+                              infra_failure=getattr(exc, "harness", None))
         else:
             self.store.put_evaluation(snapshot.digest, "dev", record)
             self.store.update(sid, **self._scored(record, time.time()))
         self.write_mirror()
+        self.prune()
 
     # -- baseline -----------------------------------------------------------------------------------
     def _needs_baseline(self) -> bool:
@@ -305,9 +348,32 @@ class Grader:
             finally:
                 with self._test_lock:
                     self._testing.discard(sid)
+        else:  # scored by another thread of this grader now (between submissions): its score, once there
+            end = time.monotonic() + 2 * self.config.eval_timeout
+            while sid in self._testing and time.monotonic() < end and not self._stop.is_set():
+                time.sleep(0.1)
         result = self.store.test_score(sid)
         assert result is not None
         return records.public_test(result)
+
+    def _test_next(self) -> bool:
+        """Between submissions, when the keep policy deletes checkpoints once scored and the run scores every
+        submission on the test split (the best-of-k figure, never shown to the agent): score the next one that
+        waits for it, so that its copies may go. Whether one was scored."""
+        if (self.config.keep == "all" or not self.config.keep_while_running or not self.config.test_each
+                or self._stop.is_set()):
+            return False
+        tested = {int(t["submission_id"]) for t in self.store.test_scores()}
+        subs = self.store.all()
+        waiting = [s for s in subs if s["status"] == DONE and s["duplicate_of"] is None and not s.get("pruned")
+                   and int(s["id"]) not in tested]
+        if not waiting:
+            return False
+        try:
+            self.evaluate_test(int(waiting[0]["id"]))
+        except AutorlError:
+            return False
+        return True
 
     def _abandoned_test(self, sid: int) -> bool:
         """Whether the test evaluation of ``sid`` was claimed by a grader that stopped before scoring it (it
@@ -328,8 +394,9 @@ class Grader:
                     base = {"score": base["score"], "record": base}
         except EvalFailed as exc:
             if not self._stop.is_set():  # abandoned by a stop: left claimed, for the grader that recovers the run
-                self.store.finish_test(sid, status=FAILED, error=str(exc))
+                self.store.finish_test(sid, status=FAILED, error=str(exc), infra_failure=exc.harness)
             return
         summary = {**records.summary(record), "baseline_score": base["score"] if base else None}
         self.store.finish_test(sid, status=DONE, score=record["score"], record=summary,
                                comparison=records.compare(base["record"], record) if base else None)
+        self.prune()

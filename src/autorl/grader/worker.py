@@ -28,6 +28,7 @@ from autorl.evaluation.run import EvalRecord, evaluate_model
 from autorl.grader.snapshot import Snapshot
 from autorl.grader.validation import LORA
 from autorl.inference.base import EngineRestart
+from autorl.inference.failures import harness_failure, same_shape
 from autorl.jsonio import write_json_atomic
 
 if TYPE_CHECKING:
@@ -87,6 +88,26 @@ def model_dirs(job: dict[str, Any]) -> tuple[Path, Path | None]:
         return base, None
     snapshot = Snapshot.from_row(job["snapshot"])
     return snapshot.path, base if snapshot.kind == LORA else None
+
+
+def evaluated_dir(job: dict[str, Any]) -> Path | None:
+    """The folder a job evaluates: a submission's snapshot, or ``None`` for the run's base model."""
+    snapshot = job.get("snapshot")
+    return Snapshot.from_row(snapshot).path if snapshot is not None else None
+
+
+def harness_blame(job: dict[str, Any], exc: BaseException) -> str | None:
+    """Why a job's failure is the harness's, not the checkpoint's (:mod:`autorl.inference.failures`): a cause of
+    the machine's, for the base model or a checkpoint of its shapes; ``None``: the checkpoint's."""
+    cause = harness_failure(exc)
+    if cause is None:
+        return None
+    base = Path(job["base_model_dir"]) if job.get("base_model_dir") else None
+    try:
+        fits = same_shape(evaluated_dir(job), base)
+    except (OSError, ValueError, KeyError):
+        fits = False
+    return cause if fits else None
 
 
 def run_job(job: dict[str, Any], backend: Backend | None = None) -> dict[str, Any]:
@@ -232,7 +253,8 @@ def serve(in_fd: int, out_fd: int) -> int:
                 return 0
             except Exception as exc:
                 traceback.print_exc()
-                write_frame(out_fd, {"nonce": nonce, "ok": False, "error": f"{type(exc).__name__}: {exc}"})
+                write_frame(out_fd, {"nonce": nonce, "ok": False, "error": f"{type(exc).__name__}: {exc}",
+                                     "harness": harness_blame(job, exc)})
                 return 1
             # a backend of one engine per process that frees it when idle: this worker ends after the answer
             retiring = backend.engine_per_process() and not backend.keeps_engine()
