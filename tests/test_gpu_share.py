@@ -15,7 +15,14 @@ import pytest
 
 from autorl.errors import UsageError
 from autorl.gpus import GpuAssignment
-from autorl.inference.gpu_share import AGENT_BUDGET_ENV, GIB, GpuBudget, engine_start, kv_bytes_per_token
+from autorl.inference.gpu_share import (
+    AGENT_BUDGET_ENV,
+    GIB,
+    GpuBudget,
+    engine_start,
+    gpu_turn,
+    kv_bytes_per_token,
+)
 from autorl.resources import ResolvedModel
 from autorl.runs.plan import Assets, resolve, share_gpu
 
@@ -68,6 +75,7 @@ def test_an_engine_start_waits_for_its_gpus_turn_and_says_how_long(
     """)], stdout=subprocess.PIPE, text=True, env={"AUTORL_GPU_LOCK_DIR": str(tmp_path / "locks")})
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     backend = ScriptedBackend({})
+    backend.gpu_turn = gpu_turn  # what the evaluation layer gives every backend
     assert backend.acquire(write_stub_checkpoint(tmp_path / "m")) == "fresh"
     holder.wait(30)
     turn = backend.last_start_lock

@@ -11,13 +11,8 @@ from pathlib import Path
 import pytest
 
 from autorl.inference.base import EngineRestart, shape_config
-from autorl.inference.vllm import (
-    VLLMBackend,
-    engine_environment,
-    keep_side_files,
-    link_tree,
-    side_files_digest,
-)
+from autorl.inference.engine_key import keep_side_files, side_files_digest
+from autorl.inference.vllm import VLLMBackend, engine_environment, link_tree
 from autorl.inference.weights import merged_checkpoint
 
 from .conftest import write_lora

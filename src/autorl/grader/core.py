@@ -8,7 +8,6 @@ about 300 lines because it is the one class that changes the run's state, each c
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
@@ -22,16 +21,17 @@ from typing import Any
 from autorl.errors import AutorlError, GraderError, LimitReached, NotFound, QueueFull, RunClosed
 from autorl.grader import records
 from autorl.grader.config import GraderConfig
+from autorl.grader.final_test import FinalTest
 from autorl.grader.intake import take_in, write_mirror
 from autorl.grader.jobs import EvalFailed, EvalSlot
-from autorl.grader.keep import QuotaExceeded, check_quota, prunable, prune_submission, source_file
+from autorl.grader.keep import QuotaExceeded, check_quota, prune_now, source_file
 from autorl.grader.snapshot import PinnedDir, Snapshot
-from autorl.grader.store import DONE, FAILED, QUEUED, RUNNING, WAITING, Store
+from autorl.grader.store import DONE, FAILED, QUEUED, WAITING, Store
 from autorl.grader.validation import Limits, refusal_kind
 from autorl.jsonio import write_json_atomic
 
 
-class Grader:
+class Grader(FinalTest):
     """Owns one run's store and evaluation slots."""
 
     def __init__(self, config: GraderConfig) -> None:
@@ -166,20 +166,8 @@ class Grader:
         return sid
 
     def _check_quota(self) -> None:
-        """Refuse while the agent's workspace and /tmp hold more than the run's quota."""
-        if not self.config.output_quota:
-            return
-        places = [("the workspace", self._workspace.fd)]
-        tmp_fd = None
-        if self.config.agent_tmp:
-            with contextlib.suppress(OSError):
-                tmp_fd = os.open(self.config.agent_tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-                places.append(("/tmp", tmp_fd))
-        try:
-            check_quota(self.config.output_quota, places)
-        finally:
-            if tmp_fd is not None:
-                os.close(tmp_fd)
+        """Refuse while the agent's workspace and /tmp hold more than the run's quota (:mod:`autorl.grader.keep`)."""
+        check_quota(self.config.output_quota, self._workspace.fd, self.config.agent_tmp)
 
     def prune(self) -> list[int]:
         """Delete the copies the run's keep policy lets go now (:mod:`autorl.grader.keep`): each one's grader
@@ -187,13 +175,7 @@ class Grader:
         if self.config.keep == "all" or not self.config.keep_while_running:
             return []
         with self._keep_lock:
-            subs = self.store.all()
-            best = records.best(subs)
-            done = prunable(subs, self.store.test_scores(), self.config.keep, test_each=self.config.test_each,
-                            best=int(best["submission_id"]) if best else None)
-            for sid in done:
-                self.store.update(sid, pruned=prune_submission(self.store_dir, sid, self._output.fd, self.config.keep))
-        return done
+            return prune_now(self.store, self.store_dir, self._output.fd, self.config.keep, self.config.test_each)
 
     def _check_capacity(self) -> None:
         """Refuse before copying when a limit is already reached (the insert checks again, atomically)."""
@@ -324,79 +306,3 @@ class Grader:
         # one writer at a time, each reading the store inside the lock: the last write is the newest state
         with self._mirror_lock:
             write_mirror(self._workspace, json.dumps(self.submissions(), indent=2).encode())
-
-    # -- final test evaluation ------------------------------------------------------------------------
-    def evaluate_test(self, sid: int | None = None) -> dict[str, Any]:
-        """Score one submission (default: best on dev) on the hidden test split, once."""
-        if sid is None:
-            best = records.best(self.store.all())
-            if best is None:
-                raise NotFound("no finished submission to evaluate on the test split")
-            sid = int(best["submission_id"])
-        sub = self.store.get(sid)
-        if sub is None:
-            raise NotFound(f"no submission {sid}")
-        if sub["status"] != DONE:
-            raise GraderError(f"submission {sid} is {sub['status']}, not done", status=409)
-        with self._test_lock:
-            claimed = self.store.claim_test(sid) or self._abandoned_test(sid)
-            if claimed:
-                self._testing.add(sid)
-        if claimed:
-            try:
-                self._score_test(sid, Snapshot.from_row(sub))
-            finally:
-                with self._test_lock:
-                    self._testing.discard(sid)
-        else:  # scored by another thread of this grader now (between submissions): its score, once there
-            end = time.monotonic() + 2 * self.config.eval_timeout
-            while sid in self._testing and time.monotonic() < end and not self._stop.is_set():
-                time.sleep(0.1)
-        result = self.store.test_score(sid)
-        assert result is not None
-        return records.public_test(result)
-
-    def _test_next(self) -> bool:
-        """Between submissions, when the keep policy deletes checkpoints once scored and the run scores every
-        submission on the test split (the best-of-k figure, never shown to the agent): score the next one that
-        waits for it, so that its copies may go. Whether one was scored."""
-        if (self.config.keep == "all" or not self.config.keep_while_running or not self.config.test_each
-                or self._stop.is_set()):
-            return False
-        tested = {int(t["submission_id"]) for t in self.store.test_scores()}
-        subs = self.store.all()
-        waiting = [s for s in subs if s["status"] == DONE and s["duplicate_of"] is None and not s.get("pruned")
-                   and int(s["id"]) not in tested]
-        if not waiting:
-            return False
-        try:
-            self.evaluate_test(int(waiting[0]["id"]))
-        except AutorlError:
-            return False
-        return True
-
-    def _abandoned_test(self, sid: int) -> bool:
-        """Whether the test evaluation of ``sid`` was claimed by a grader that stopped before scoring it (it
-        lost its orchestrator): no score was seen, so this grader may score it, once."""
-        row = self.store.test_score(sid)
-        return row is not None and row["status"] == RUNNING and sid not in self._testing
-
-    def _score_test(self, sid: int, snapshot: Snapshot) -> None:
-        """Score the claimed test evaluation of ``sid``, and the base model's once, beside it."""
-        base: dict[str, Any] | None = None
-        try:
-            record = self._slots[0].run(snapshot, "test", f"sub{sid}")
-            if self.config.base_model:
-                base = self.store.baseline("test")
-                if base is None:
-                    base = self.baseline_record("test")
-                    self.store.set_baseline("test", base["score"], base, "evaluated")
-                    base = {"score": base["score"], "record": base}
-        except EvalFailed as exc:
-            if not self._stop.is_set():  # abandoned by a stop: left claimed, for the grader that recovers the run
-                self.store.finish_test(sid, status=FAILED, error=str(exc), infra_failure=exc.harness)
-            return
-        summary = {**records.summary(record), "baseline_score": base["score"] if base else None}
-        self.store.finish_test(sid, status=DONE, score=record["score"], record=summary,
-                               comparison=records.compare(base["record"], record) if base else None)
-        self.prune()

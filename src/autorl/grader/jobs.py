@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autorl.grader.snapshot import Snapshot
-from autorl.grader.worker import MAX_FRAME, encode_frame, evaluated_dir, write_all
+from autorl.grader.worker import MAX_FRAME, build_job, encode_frame, evaluated_dir, write_all
 from autorl.inference.failures import same_shape
 from autorl.lease import PARENT_ENV
+from autorl.service import kill_group
 
 if TYPE_CHECKING:
     from autorl.grader.config import GraderConfig
@@ -61,27 +62,6 @@ class _Restart(Exception):
 
 class _WorkerLost(Exception):
     """The worker died, hung or broke the protocol: replace it, and the job may be tried again."""
-
-
-def build_job(config: GraderConfig, store_dir: Path, snapshot: Snapshot | None, split: str, tag: str,
-              scratch_dir: Path) -> dict[str, Any]:
-    """The job a worker runs: everything it needs to evaluate ``snapshot`` (None: the run's base model, whose
-    record is cached across runs) on ``split``, with ``scratch_dir`` for its backend's files."""
-    return {
-        "task": config.task,
-        "benchmark_options": config.benchmark_options,
-        "backend": config.backend,
-        "backend_options": config.backend_options,
-        "snapshot": snapshot.to_row() if snapshot is not None else None,
-        "base_model_dir": config.base_model,
-        "split": split,
-        "hidden_dir": config.hidden_dir,
-        "limit": config.limit,
-        "per_item_path": str(store_dir / "items" / f"{tag}-{split}.jsonl"),
-        "log_path": str(store_dir / "logs" / f"{tag}-{split}.log"),
-        "cache_dir": config.baseline_cache_dir if snapshot is None else None,
-        "scratch_dir": str(scratch_dir),
-    }
 
 
 class _Worker:
@@ -165,7 +145,9 @@ class _Worker:
         if grace:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=grace)
-        kill_group(self.proc)  # also what it started (an engine process) if it exited by itself
+        kill_group(self.proc.pid)  # also what it started (an engine process) if it exited by itself
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
         with contextlib.suppress(OSError):
             os.close(self.answers)
 
@@ -348,11 +330,3 @@ class EvalSlot:
         self._retiring = False
         if worker is not None:
             worker.stop()
-
-
-def kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the process group ``proc`` leads and reap it."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=5)

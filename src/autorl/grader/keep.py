@@ -36,7 +36,8 @@ from typing import Any
 
 from autorl.errors import GraderError
 
-__all__ = ["KEEP_WHILE_RUNNING_BYTES", "POLICIES", "QuotaExceeded", "check_quota", "keep_after_run", "prunable", "prune_submission",
+__all__ = ["KEEP_WHILE_RUNNING_BYTES", "POLICIES", "QuotaExceeded", "check_quota", "keep_after_run", "prunable",
+           "prune_now", "prune_submission",
            "remove_agent_copy", "remove_snapshot", "source_file", "tree_bytes"]
 
 POLICIES = ("best", "selected", "all")
@@ -211,6 +212,19 @@ def prune_submission(store_dir: Path, sid: int, output_fd: int | None, policy: s
     return {"at": time.time(), "policy": policy, "freed_bytes": freed, "agent_copy": agent_copy}
 
 
+def prune_now(store: Any, store_dir: Path, output_fd: int, policy: str, test_each: bool) -> list[int]:
+    """Apply ``policy`` to a running grader's ``store`` (:func:`prunable`, :func:`prune_submission`); the ids."""
+    from autorl.grader import records
+
+    subs = store.all()
+    best = records.best(subs)
+    done = prunable(subs, store.test_scores(), policy, test_each=test_each,
+                    best=int(best["submission_id"]) if best else None)
+    for sid in done:
+        store.update(sid, pruned=prune_submission(store_dir, sid, output_fd, policy))
+    return done
+
+
 def keep_after_run(store_dir: Path, output_dir: Path, policy: str | None = None, *,
                    dry_run: bool = False) -> dict[str, Any]:
     """Once a run is recorded (and audited, which reads the snapshots): apply its keep policy (``policy``, else
@@ -294,11 +308,20 @@ def tree_bytes(root_fd: int) -> int:
     return total
 
 
-def check_quota(quota: int | None, places: Sequence[tuple[str, int]]) -> None:
-    """Refuse a submission while the agent's places (name, open directory) hold more than ``quota`` bytes."""
+def check_quota(quota: int | None, workspace_fd: int, agent_tmp: str | None) -> None:
+    """Refuse a submission while the agent's workspace (open at ``workspace_fd``) and its ``/tmp`` (the host
+    folder ``agent_tmp``, opened without following a link) hold more than ``quota`` bytes."""
     if not quota:
         return
-    sizes = [(name, tree_bytes(fd)) for name, fd in places]
+    places = [("the workspace", os.dup(workspace_fd))]
+    if agent_tmp:
+        with contextlib.suppress(OSError):
+            places.append(("/tmp", os.open(agent_tmp, _DIR)))
+    try:
+        sizes = [(name, tree_bytes(fd)) for name, fd in places]
+    finally:
+        for _, fd in places:
+            os.close(fd)
     used = sum(size for _, size in sizes)
     if used > quota:
         detail = ", ".join(f"{name} {size / 2**30:.1f} GiB" for name, size in sizes)

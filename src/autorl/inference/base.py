@@ -13,7 +13,8 @@ import json
 import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -154,6 +155,9 @@ class Backend(ABC):
     last_sleep_s: float | None = None
     #: the last engine start's or wake's wait for its GPUs (:func:`autorl.inference.gpu_share.engine_start`)
     last_start_lock: dict[str, Any] | None = None
+    #: takes the GPU's turn around an engine start or wake, given a note (the evaluation layer sets
+    #: :func:`autorl.inference.gpu_share.gpu_turn`); None: starts as they come
+    gpu_turn: Callable[[str], AbstractContextManager[dict[str, Any]]] | None = None
     #: why the last :meth:`swap` refused (set by the backend's swap), and why the last :meth:`acquire` started a
     #: fresh engine though one was loaded
     swap_refusal: str | None = None
@@ -263,9 +267,10 @@ class Backend(ABC):
 
     @contextlib.contextmanager
     def _gpu_turn(self, what: str) -> Iterator[None]:
-        from autorl.inference.gpu_share import engine_start
-
-        with engine_start(note=f"{self.name} {what} in pid {os.getpid()}") as info:
+        if self.gpu_turn is None:
+            yield
+            return
+        with self.gpu_turn(f"{self.name} {what} in pid {os.getpid()}") as info:
             if info["gpus"]:
                 self.last_start_lock = {"what": what, **info}
             yield

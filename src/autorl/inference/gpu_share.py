@@ -40,6 +40,7 @@ __all__ = [
     "engine_start",
     "gpu_keys",
     "gpu_memory_bytes",
+    "gpu_turn",
     "kv_bytes_per_token",
     "visible_gpus",
     "weights_bytes",
@@ -153,6 +154,12 @@ def engine_start(keys: Sequence[str] | None = None, *, note: str = "") -> Iterat
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, 0)
             os.close(fd)  # closing the descriptor releases its lock
+
+
+def gpu_turn(note: str) -> contextlib.AbstractContextManager[dict[str, Any]]:
+    """:func:`engine_start` on this process's GPUs, as a backend takes it (:attr:`Backend.gpu_turn
+    <autorl.inference.base.Backend.gpu_turn>`)."""
+    return engine_start(note=note)
 
 
 def weights_bytes(model_dir: Path) -> int:
