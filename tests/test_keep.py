@@ -60,7 +60,10 @@ def test_once_scored_only_the_dev_best_and_the_test_best_stay_on_disk(tmp_path: 
     finally:
         grader.stop()
     snapshots = tmp_path / "store" / "snapshots"
-    assert not (snapshots / str(first)).exists() and not (grader.output_dir / "v1").exists()
+    assert not (grader.output_dir / "v1").exists()
+    # the grader's copy lost its weights and kept the rest, the audit's evidence
+    assert not (snapshots / str(first) / "model.safetensors").exists()
+    assert (snapshots / str(first) / "config.json").is_file() and (snapshots / str(first) / "answers.json").is_file()
     assert (snapshots / str(second)).is_dir() and (grader.output_dir / "v2").is_dir()
     assert (snapshots / str(third)).is_dir() and (grader.output_dir / "v3").is_dir()
     pruned = rows[first]["pruned"]
@@ -104,7 +107,7 @@ def test_a_folder_the_agent_changed_or_linked_after_submitting_is_left_alone(tmp
     assert rows[relinked]["pruned"]["agent_copy"].startswith("gone or replaced")
     assert sorted(p.name for p in outside.iterdir()) == sorted(
         p.name for p in (tmp_path / "base").iterdir() if p.name != "behaviour.json")
-    assert not (tmp_path / "store" / "snapshots" / str(changed)).exists()  # the grader's own copy went
+    assert not (tmp_path / "store" / "snapshots" / str(changed) / "model.safetensors").exists()  # its weights went
 
 
 def test_keep_all_deletes_nothing_and_selected_leaves_the_grader_s_copy_of_the_dev_best(tmp_path: Path) -> None:

@@ -12,7 +12,9 @@ submission is scored, in the grader's store and in the agent's output alike:
 - ``selected``: the dev-best alone; once the run is recorded, only the grader's copy of it.
 - ``all``: nothing is deleted.
 
-An agent's folder is deleted only while it holds exactly the files it held when submitted (the same inodes,
+The grader's copy keeps what is not weights (config, tokenizer, notes, up to 16 MiB a file): the audit reads a
+planted canary or a note there as in a kept one. An agent's folder is deleted only while it holds exactly the
+files it held when submitted (the same inodes,
 sizes and modification times, nothing added or removed): a folder the agent changed since is its own again and
 stays. It is reached from the output directory's descriptor, one component at a time, and nothing is followed
 through a link. What was deleted is the submission's ``pruned`` record.
@@ -27,7 +29,6 @@ import contextlib
 import errno
 import json
 import os
-import shutil
 import stat
 import time
 from collections.abc import Mapping, Sequence
@@ -93,23 +94,31 @@ def prunable(submissions: Sequence[Mapping[str, Any]], tests: Sequence[Mapping[s
     return out
 
 
-def _size(path: Path) -> int:
-    total = 0
-    for root, _, files in os.walk(path):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(root, name)).st_blocks * 512
-    return total
+#: what a pruned snapshot keeps: its files other than weights and up to this size (config, tokenizer, generation
+#: settings, notes), the evidence the audit reads there (a planted canary, a steering note)
+EVIDENCE_BYTES = 16 * 2**20
+_WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".npz", ".npy")
 
 
 def remove_snapshot(store_dir: Path, sid: int, *, dry_run: bool = False) -> int:
-    """Delete the grader's copy of submission ``sid``; the bytes freed (with ``dry_run``: that would be)."""
+    """Delete the weights of the grader's copy of submission ``sid``, and any file over 16 MiB: the rest stays,
+    for the audit. The bytes freed (with ``dry_run``: that would be)."""
     path = store_dir / "snapshots" / str(sid)
     if not path.is_dir() or path.is_symlink():
         return 0
-    freed = _size(path)
-    if not dry_run:
-        shutil.rmtree(path, ignore_errors=True)
+    freed = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            file = Path(root) / name
+            try:
+                st = file.lstat()
+            except OSError:
+                continue
+            if name.endswith(_WEIGHTS) or st.st_size > EVIDENCE_BYTES:
+                freed += st.st_blocks * 512
+                if not dry_run:
+                    with contextlib.suppress(OSError):
+                        file.unlink()
     return freed
 
 
