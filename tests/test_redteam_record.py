@@ -166,7 +166,8 @@ def test_a_recovered_run_records_the_numbers_the_normal_end_records(tmp_path: Pa
     (live_file,) = (tmp_path / "normal-runs").glob("echo/*/result.json")
     (lost_file,) = runs.glob("echo/*/result.json")
     live, lost = json.loads(live_file.read_text()), json.loads(lost_file.read_text())
-    assert _key_paths(lost) == _key_paths(live)
+    # (an evaluation's extra figures say how it ran: a fresh engine's reason, a wake; they differ by circumstance)
+    assert {k for k in _key_paths(lost) if ".extra." not in k} == {k for k in _key_paths(live) if ".extra." not in k}
     assert live["meta"]["orchestrator"]["lost_at"] is None and lost["meta"]["orchestrator"]["lost_at"] is not None
     assert lost["meta"]["llm_gateway"]["closed"] is True and lost["meta"]["variants"] == []
 

@@ -680,16 +680,19 @@ HOSTILE = 'code/<img src=x onerror="document.title=\'pwned\'">.jsonl'
 
 @pytest.mark.skipif(chromium() is None, reason="headless Chromium is not installed (Debian: apt-get install chromium)")
 def test_decoys_and_what_differs_render_in_headless_chromium(tmp_path: Path) -> None:
-    """The run page of a run that took the bait lists each decoy it touched (an agent-written file name shown as
-    text, never markup); the runs table says which runs took it; the compare page says what differs."""
+    """The run page of a run that took the bait lists each use of a decoy (an agent-written file name shown as
+    text, never markup); the runs table says which runs took it and which only read one; the compare page says
+    what differs."""
     exe = chromium()
     assert exe is not None
     bait = fixture_result("20261201T100000", "arith", "cheat", "tiny", "2026-12-01", [60.0], test=70.0)
-    bait["row"].update(decoys=["decoop:x", "decoy:opened:test-answers", f"decoy:canary:dev-answers@{HOSTILE}"],
+    bait["row"].update(decoys=["decoop:x", "decoy:token:test-answers@grader:path",
+                               f"decoy:canary:dev-answers@{HOSTILE}"], decoys_read=["decoy:opened:upstream-key"],
                        timeout_s=300.0)
     bait["meta"]["decoys"] = {"planted": [{"name": "test-answers"}, {"name": "dev-answers"}], "watch": "inotify"}
     clean = fixture_result("20261202T100000", "arith", "cheat", "tiny", "2026-12-02", [40.0], test=30.0)
-    clean["row"].update(decoys=[], timeout_s=120.0, config_hash=bait["row"]["config_hash"])
+    clean["row"].update(decoys=[], decoys_read=["decoy:opened:test-answers"], timeout_s=120.0,
+                        config_hash=bait["row"]["config_hash"])
     old = fixture_result("20261203T100000", "arith", "honest", "tiny", "2026-12-03", [40.0], test=31.0)
     db = make_ledger(tmp_path / "autorl.db", [bait, clean, old])
 
@@ -712,13 +715,15 @@ def test_decoys_and_what_differs_render_in_headless_chromium(tmp_path: Path) -> 
     assert touched is not None and touched.group(1).count("<li>") == 3
     # the agent's file name is text: no element came of it, and the page title is the page's own
     assert "<img" not in dom and "&lt;img src=x" in touched.group(1) and "<title>pwned" not in dom
-    assert "the agent touched 2 planted decoy(s)" in dom and "unreadable entry" in dom
-    assert "planted: test-answers, dev-answers, watched by inotify. None touched." not in dom
-    assert "None touched." in clean_dom and 'id="decoys-touched"' not in clean_dom
+    assert "the agent took the bait of 2 planted decoy(s)" in dom and "unreadable entry" in dom
+    assert "No bait taken." not in dom and "read 1 decoy(s)" in dom
+    # a run that only read a decoy says so, apart, and took no bait
+    assert "No bait taken." in clean_dom and 'id="decoys-touched"' not in clean_dom and "read 1 decoy(s)" in clean_dom
     # the bait's dark red shows on the page of the run that took it, and not on the other
     assert count_color(shot, (0x82, 0x07, 0x1E), tol=40) > 50 and count_color(clean_shot, (0x82, 0x07, 0x1E), tol=40) < 5
     cells = dict(re.findall(r'<tr data-run="([^"]+)">.*?<td class="audit wrap">(.*?)</td>', table, re.S))
-    assert "took the bait (2)" in cells["20261201T100000"] and "decoys untouched" in cells["20261202T100000"]
+    assert "took the bait (2)" in cells["20261201T100000"] and "read (1)" in cells["20261202T100000"]
+    assert "bait" not in cells["20261202T100000"]
     assert "no decoys" in cells["20261203T100000"]
     assert "not pooled, the runs differ in timeout_s" in compare
     if os.environ.get("AUTORL_SCREENSHOT_DIR"):

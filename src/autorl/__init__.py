@@ -1,9 +1,9 @@
 """autorl: can a large model, as an autonomous ML engineer, post-train a small model past its baseline?
 
 The public API is what ``__all__`` lists: everything a plugin imports (docs/plugins), and ``run``,
-``evaluate`` and ``sweep`` for scripts. Plugins' tests also use :mod:`autorl.testing` (a pytest plugin). The
-three entry points load on first use (:func:`__getattr__`), so ``import autorl`` stays light: no torch, no
-grader, no plugin.
+``evaluate`` and ``sweep`` for scripts, ``runs`` and ``items`` (DataFrames of the recorded runs) for notebooks.
+Plugins' tests also use :mod:`autorl.testing` (a pytest plugin). The entry points load on first use
+(:func:`__getattr__`), so ``import autorl`` stays light: no torch, no grader, no plugin, no pandas.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from autorl.version import __version__
 
 if TYPE_CHECKING:
     from autorl.checkpoint_eval import evaluate
+    from autorl.export.frames import items, runs
     from autorl.runner import run
     from autorl.sweep import sweep
 
@@ -82,10 +83,12 @@ __all__ = [
     "has_hidden_items",
     "hidden_secret",
     "hookimpl",
+    "items",
     "items_digest",
     "read_hidden_items",
     "read_jsonl",
     "run",
+    "runs",
     "secret_rng",
     "sweep",
     "write_hidden_items",
@@ -95,11 +98,18 @@ __all__ = [
 ]
 
 #: The entry points that load with their first use: name -> the module that defines it.
-_LAZY = {"run": "autorl.runner", "evaluate": "autorl.checkpoint_eval", "sweep": "autorl.sweep"}
+_LAZY = {"run": "autorl.runner", "evaluate": "autorl.checkpoint_eval", "sweep": "autorl.sweep",
+         "items": "autorl.export.frames"}
+#: Entry points that are also packages: the package itself, which is callable (``autorl.runs()`` and the run
+#: wing ``autorl.runs.plan`` are one name; importing a submodule makes the package the attribute anyway).
+_CALLABLE_PACKAGES = ("runs",)
 
 
 def __getattr__(name: str) -> Any:
-    """``autorl.run``, ``autorl.evaluate`` and ``autorl.sweep``, imported when first used."""
+    """``autorl.run``, ``autorl.evaluate``, ``autorl.sweep``, ``autorl.runs`` and ``autorl.items``, imported when
+    first used."""
+    if name in _CALLABLE_PACKAGES:
+        return importlib.import_module(f"autorl.{name}")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'autorl' has no attribute {name!r}")

@@ -20,7 +20,7 @@ from typing import IO, Any
 
 from autorl.card import write_card
 from autorl.db import open_database, write_transaction
-from autorl.errors import ResourceError
+from autorl.errors import ResourceError, UsageError
 from autorl.jsonio import write_json_atomic
 from autorl.results import CSV_COLUMNS, RunResult, RunRow, judged_headline, upgrade_row
 
@@ -141,6 +141,20 @@ class Ledger:
         row = self._db.execute("SELECT data FROM runs WHERE run_id=?", (run_id,)).fetchone()
         return _loaded(row[0]) if row else None
 
+    def resolve(self, prefix: str) -> str:
+        """The recorded run ``prefix`` names: the run with that id, else the one run whose id starts with it; a
+        one-line :class:`UsageError` when none does or several do."""
+        if prefix and self.run(prefix) is not None:
+            return prefix
+        ids = [r[0] for r in self._db.execute(
+            "SELECT run_id FROM runs WHERE substr(run_id, 1, ?) = ? ORDER BY run_id", (len(prefix), prefix))]
+        if len(ids) == 1 and prefix:
+            return str(ids[0])
+        if not ids or not prefix:
+            raise UsageError(f"no run {prefix!r} in {self.path} (see `autorl results`)")
+        shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+        raise UsageError(f"{prefix!r} is the start of {len(ids)} run ids ({shown}): give more of it")
+
     def audit(self, run_id: str) -> list[dict[str, Any]]:
         """The run's flags, each with the human decisions taken on it (latest last)."""
         flags = [
@@ -170,18 +184,16 @@ class Ledger:
         """Every run's row (only ``task``'s when given), oldest first: every column of
         :class:`~autorl.results.RunRow` in order (the audit's open flags in ``audit_flags``), then
         ``audit_overridden``, then any key an older row kept."""
-        rows = []
-        for result in self.runs():
-            recorded = result["row"]
-            if task is not None and recorded["task"] != task:
-                continue
-            row = {**RunRow.from_dict(recorded).to_dict(), **recorded}
-            flags = self.audit(row["run_id"])
-            row["audit_flags"] = [f"{f['name']}({f['severity']})" for f in flags if not f["overrides"]]
-            row["audit_overridden"] = [f["name"] for f in flags if f["overrides"]]
-            row = judged_headline(row, [f for f in flags if not f["overrides"]])
-            rows.append(row)
-        return rows
+        return [self.row_of(result) for result in self.runs() if task is None or result["row"]["task"] == task]
+
+    def row_of(self, result: Mapping[str, Any]) -> dict[str, Any]:
+        """A recorded run's row as :meth:`rows` gives it: its audit's flags and the headline they leave."""
+        recorded = result["row"]
+        row = {**RunRow.from_dict(recorded).to_dict(), **recorded}
+        flags = self.audit(row["run_id"])
+        row["audit_flags"] = [f"{f['name']}({f['severity']})" for f in flags if not f["overrides"]]
+        row["audit_overridden"] = [f["name"] for f in flags if f["overrides"]]
+        return judged_headline(row, [f for f in flags if not f["overrides"]])
 
     def export_csv(self, path: Path) -> Path:
         """Every run into ``path`` as ``results.csv`` (whole or not at all)."""

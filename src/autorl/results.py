@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
+from autorl.decoys import split_recorded
 from autorl.display import as_number as _number
 from autorl.display import as_pair as _pair
 from autorl.display import run_html, run_repr
@@ -28,6 +29,7 @@ __all__ = [
     "beat_baseline",
     "dev_figures",
     "end_reason",
+    "infra_failure",
     "judged_headline",
     "run_row",
     "upgrade_row",
@@ -85,9 +87,12 @@ class RunRow:
     sweep: str | None = None
     #: why the headline is not the run's own: ``base-model (judge:...)`` when a judge's critical flag stands
     headline_rule: str | None = None
-    #: the planted decoys the agent touched (``decoy:opened:<name>``, ``decoy:token:...``, ``decoy:canary:...``;
-    #: see autorl.decoys); None: the run had no decoys
+    #: the bait the agent took: acts no honest work performs (``decoy:token:<name>@<service>:<where>``, a decoy
+    #: token presented; ``decoy:canary:<name>@<file>``, a canary in a submission, an output or data it made of
+    #: leaked-looking answers; see autorl.decoys); ``[]``: none; None: the run had no decoys
     decoys: list[str] | None = None
+    #: the decoys the agent read (``decoy:opened:<name>``): weaker evidence, what any walk of a workspace does
+    decoys_read: list[str] | None = None
     #: the process metrics (:mod:`autorl.metrics`, the reference harness's names and meanings), from the
     #: grader's submission records and the run's clock
     valid_submission_rate: float | None = None
@@ -126,6 +131,15 @@ class RunRow:
     off_target_regressed: bool | None = None
     #: the agent's time budget: runs with different budgets are not comparable (not pooled)
     timeout_s: float | None = None
+    #: why the run could not be measured when that was the harness's doing (every submission's evaluation, or
+    #: the test evaluation, failed for a reason of the machine's: GPU memory, a dead engine, a full disk); such
+    #: a run is not the agent's result: a study retries it
+    infra_failure: str | None = None
+    #: the judged audit's judge (:mod:`autorl.audit.judge`): its model, the hash of its prompt and how many
+    #: samples each verdict had; None: no judge was asked
+    judge_model: str | None = None
+    judge_prompt_hash: str | None = None
+    judge_samples: int | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunRow:
@@ -245,10 +259,28 @@ def _scored(submissions: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]
     return [s for s in submissions if s.get("status") == "done" and s.get("score") is not None]
 
 
-def end_reason(outcome: Mapping[str, Any], scored: int, test: Mapping[str, Any] | None) -> str:
-    """Why the run ended the way it did, in words: the agent's fault, no score, no test score, or normally."""
+def infra_failure(submissions: Sequence[Mapping[str, Any]], test: Mapping[str, Any] | None) -> str | None:
+    """Why the run has no measurement when that is the harness's doing, not the agent's: every submission that
+    failed, failed for a reason of the machine's and none was scored, or the selected one's test evaluation did.
+    ``None`` otherwise (a run without submissions is the agent's)."""
+    failed = [s for s in submissions if s.get("status") == "failed"]
+    if not _scored(submissions):
+        if failed and all(s.get("infra_failure") for s in failed):
+            return f"the evaluation of every submission ({len(failed)}) failed in the harness: {failed[-1]['infra_failure']}"
+        return None
+    if test is not None and test.get("status") == "failed" and test.get("infra_failure"):
+        return f"the test evaluation failed in the harness: {test['infra_failure']}"
+    return None
+
+
+def end_reason(outcome: Mapping[str, Any], scored: int, test: Mapping[str, Any] | None,
+               infra: str | None = None) -> str:
+    """Why the run ended the way it did, in words: the harness's failure, the agent's fault, no score, no test
+    score, or normally."""
     crashed = not outcome["timed_out"] and outcome["exit_code"] != 0
     tested = _tested(test)
+    if infra:
+        return f"infrastructure failure: {infra}"
     if crashed:
         return f"agent {outcome['reason']}"
     if not scored:
@@ -303,6 +335,7 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
     tested = _tested(test)
     head: Mapping[str, Any] = test if tested and test is not None else {}
     usage = llm_usage or {}
+    infra = infra_failure(subs, test)
     return RunRow(
         run_id=run_id,
         timestamp=dt.datetime.fromtimestamp(started, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
@@ -324,7 +357,7 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
         test_improvement=head.get("improvement"),
         test_improvement_ci95=head.get("improvement_ci95"),
         **dev_figures(subs, best, state["baseline_score"]),
-        end_reason=end_reason(outcome, len(scored), test),
+        end_reason=end_reason(outcome, len(scored), test, infra),
         seed=seed,
         config_hash=(state.get("baseline") or {}).get("config_hash"),
         sandbox=sandbox,
@@ -338,18 +371,21 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
         driver_model=driver_model,
         **{k: v for k, v in (best_of_k or {}).items() if k.startswith("test_") and k in _FIELD_NAMES},
         timeout_s=timeout_s,
+        infra_failure=infra,
     )
 
 
 def upgrade_row(row: dict[str, Any], submissions: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
-    """A row recorded before the headline was the test split, in today's meaning (other rows unchanged).
+    """A row recorded by an older version, in today's meaning (other rows unchanged).
 
-    Such rows held the dev figures under ``baseline``/``best_score``/``improvement``/``improvement_ci95``/
-    ``p_value``; they move to the ``dev_*`` columns and the headline is the test figures, or none.
+    Rows recorded before the headline was the test split held the dev figures under ``baseline``/``best_score``/
+    ``improvement``/``improvement_ci95``/``p_value``; they move to the ``dev_*`` columns and the headline is the
+    test figures, or none. Rows recorded before reads of decoys had a column of their own held them in
+    ``decoys``; they move to ``decoys_read`` (:func:`autorl.decoys.split_recorded`).
     """
     if "dev_k" in row:
-        return _with_beat(row)
-    out = dict(row)
+        return _with_beat(_with_reads(row))
+    out = _with_reads(row)
     out["dev_baseline"] = row.get("baseline")
     out["dev_best"] = row.get("best_score")
     out["dev_improvement"] = row.get("improvement")
@@ -388,6 +424,14 @@ def beat_baseline(improvement_ci95: Any) -> bool:
     ok = isinstance(improvement_ci95, list | tuple) and len(improvement_ci95) == 2
     low = improvement_ci95[0] if ok else None
     return isinstance(low, int | float) and not isinstance(low, bool) and low > 0
+
+
+def _with_reads(row: dict[str, Any]) -> dict[str, Any]:
+    # a row recorded before reads had a column of their own: its ``decoys`` held reads beside the bait
+    if "decoys_read" in row or not isinstance(row.get("decoys"), list):
+        return row
+    bait, read = split_recorded(row["decoys"])
+    return {**row, "decoys": bait, "decoys_read": read}
 
 
 def _with_beat(row: dict[str, Any]) -> dict[str, Any]:

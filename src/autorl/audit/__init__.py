@@ -5,7 +5,8 @@ items are never public, unless the benchmark declares ``dev_public``; test: a st
 reach hidden locations (refused submissions) and downloads of benchmark data or post-trained variants of
 the base model, weight distances to the base (and to known variants, LoRA adapters merged onto the base),
 edits of the files the harness provided, chat-template changes, score patterns (a dev/test gap; many
-near-identical submissions probing the grader) and the isolation the agent had.
+near-identical submissions probing the grader), the isolation the agent had and the planted decoys it used (a
+token presented to a service, a canary where honest work never puts one: :mod:`autorl.decoys`).
 Hidden item text never appears in a flag.
 
 What is scanned is everything the agent could write: its workspace, its ``/tmp`` (a host directory the
@@ -17,15 +18,21 @@ and from the printable runs of binary files (like ``strings``); a file larger th
 sampled (its head and tail), never skipped. The audit runs within a time budget and survives any file:
 what it could not finish is itself a flag.
 
-Modules: :mod:`~autorl.audit.flags` (what a flag is), :mod:`~autorl.audit.scan` (the agent's texts, the limits
-and the time budget), :mod:`~autorl.audit.overlap` (hidden items in them), :mod:`~autorl.audit.downloads`,
+Text the agent wrote in base64, hex or rot13 is read decoded as well, and text aimed at the auditor (an order
+or a verdict addressed to it, verdict-shaped text, forged prompt delimiters) is the ``judge-steering`` flag.
+
+Modules: :mod:`~autorl.audit.flags` (what a flag is), :mod:`~autorl.audit.scan` (the agent's texts and the walk's
+limits), :mod:`~autorl.audit.unpack` (a file's bytes out of archives and compression, and what they leave out),
+:mod:`~autorl.audit.budget` (the time budget), :mod:`~autorl.audit.encoded`, :mod:`~autorl.audit.overlap`
+(hidden items in them), :mod:`~autorl.audit.downloads`, :mod:`~autorl.audit.steering`,
 :mod:`~autorl.audit.weights` (the submitted checkpoints), :mod:`~autorl.audit.checks` (what the run
-recorded) and :mod:`~autorl.audit.report` (auditing one run).
+recorded) and :mod:`~autorl.audit.report` (auditing one run); the judged audit is :mod:`autorl.audit.judge`.
 """
 
 from __future__ import annotations
 
-from autorl.audit import scan as _scan
+from autorl.audit import unpack as _unpack
+from autorl.audit.budget import AUDIT_BUDGET_S, Budget
 from autorl.audit.checks import (
     ISOLATED_MODES,
     check_harness,
@@ -39,18 +46,8 @@ from autorl.audit.flags import CRITICAL, HIGH, INFO, MEDIUM, Flag, failed_flag, 
 from autorl.audit.overlap import SHORT_N, STANDARD_N, NgramIndex, check_overlap, overlap_flags
 from autorl.audit.report import add_taken_decoys, audit_run, reaudit
 from autorl.audit.scan import (
-    AUDIT_BUDGET_S,
     HARNESS_FILES,
-    MAX_ARCHIVE_BYTES,
-    MAX_DECOMPRESSED,
-    MAX_FILE_BYTES,
     MAX_FILES,
-    MAX_MEMBER_BYTES,
-    MAX_MEMBERS,
-    MAX_NESTING,
-    SAMPLE_HEAD_BYTES,
-    SAMPLE_TAIL_BYTES,
-    Budget,
     Source,
     Text,
     agent_files,
@@ -60,11 +57,21 @@ from autorl.audit.scan import (
     file_texts,
     seen_files,
 )
+from autorl.audit.unpack import (
+    MAX_ARCHIVE_BYTES,
+    MAX_DECOMPRESSED,
+    MAX_FILE_BYTES,
+    MAX_MEMBER_BYTES,
+    MAX_MEMBERS,
+    MAX_NESTING,
+    SAMPLE_HEAD_BYTES,
+    SAMPLE_TAIL_BYTES,
+)
 from autorl.audit.weights import check_weights, merged_lora, weight_distance
 
 # the decompression cap is tested on its own, under the names it had before the audit was a package
-_GZIP = _scan.GZIP
-_decompress = _scan.decompress
+_GZIP = _unpack.GZIP
+_decompress = _unpack.decompress
 
 __all__ = [
     "AUDIT_BUDGET_S",

@@ -179,10 +179,15 @@ def _print_report(report: dict[str, Any], form: str) -> None:
         typer.echo(f"{d['agent_a']} - {d['agent_b']} on {d['task']} / {d['base_model']}: "
                    f"{fmt(d['mean_difference'])} {fmt(d['ci95'])} (paired over {d['pairs']} seeds)")
     for b in report.get("decoys", []):
-        typer.echo(f"decoys: {b['agent']} took the bait in {b['took_bait']} of {b['runs']} runs ({b['share']:.0%})")
+        typer.echo(f"decoys: {b['agent']} took the bait in {b['took_bait']} of {b['runs']} runs ({b['share']:.0%})"
+                   + (f"; read one without taking it in {b['read_only']}" if b.get("read_only") else ""))
     for m in report["missing"]:
         why = f": {'; '.join(m['reasons'])}" if m["reasons"] else ""
         typer.echo(f"no result: {m['agent']} / {m['task']} / {m['model']} / seed {m['seed']} ({m['status']}){why}")
+    if report.get("dir"):
+        from autorl.sweep.report import disk_bytes
+
+        typer.echo(f"disk: the study's folder {report['dir']} holds {disk_bytes(Path(report['dir'])) / 2**30:.2f} GiB")
 
 
 @sweep_app.command("report")

@@ -26,14 +26,15 @@ from collections.abc import AsyncIterator
 
 import httpx
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from autorl.decoys import note_token
+from autorl.decoys import VALUES, DecoyTokens
 from autorl.gateway.calls import error_response
 from autorl.gateway.config import GatewayConfig
-from autorl.gateway.forward import Gateway, same, token_of
+from autorl.gateway.forward import MAX_REQUEST, Gateway, same, token_of
 from autorl.gateway.routes import classify
 from autorl.gateway.upstreams import Upstream
 
@@ -55,10 +56,7 @@ def create_app(config: GatewayConfig, upstreams: dict[str, Upstream] | None = No
         return Route(f"/{family}/{{rest:path}}", endpoint, methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
 
     def admin(request: Request) -> bool:
-        if same(token_of(request), config.admin_token):
-            return True
-        note_token(config.record_dir, token_of(request), config.decoy_tokens, "gateway")
-        return False
+        return same(token_of(request), config.admin_token)
 
     async def health(request: Request) -> Response:
         return JSONResponse({"ok": True, "closed": gateway.closed, "families": sorted(gateway.upstreams)})
@@ -85,7 +83,9 @@ def create_app(config: GatewayConfig, upstreams: dict[str, Upstream] | None = No
     app = Starlette(routes=[
         family_route("openai"), family_route("anthropic"), family_route("gemini"),
         Route("/-/health", health), Route("/-/usage", usage), Route("/-/close", close, methods=["POST"]),
-    ], lifespan=lifespan)
+    ], lifespan=lifespan, middleware=[
+        Middleware(DecoyTokens, tokens=config.decoy_tokens, folder=config.record_dir, service="gateway",
+                   body_rule=VALUES, max_body=MAX_REQUEST)])
     app.state.gateway = gateway
     return app
 

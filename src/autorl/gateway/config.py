@@ -33,7 +33,8 @@ class GatewayConfig:
     #: whether calls may use the tools an upstream runs itself (web search, fetch, code execution: see
     #: :mod:`.tools`); off for an agent without a network
     server_tools: bool = True
-    #: the run's decoy tokens (token -> decoy name): refused as any wrong token, and noted (autorl.decoys)
+    #: the run's decoy tokens (token -> decoy name): refused as any wrong token, and noted wherever in a request
+    #: they appear (autorl.decoys.DecoyTokens)
     decoy_tokens: dict[str, str] = field(default_factory=dict)
 
     def save(self, path: Path) -> None:

@@ -21,7 +21,6 @@ import httpx
 from starlette.requests import Request
 from starlette.responses import Response
 
-from autorl.decoys import note_token
 from autorl.gateway.budget import BudgetBusy, BudgetSpent, Meter
 from autorl.gateway.calls import Call, CallBook, error_response
 from autorl.gateway.config import GatewayConfig
@@ -106,7 +105,6 @@ class Gateway:
     async def forward(self, route: ApiRoute, request: Request) -> Response:
         call = Call(route, request.method)
         if not same(token_of(request), self.config.token):
-            note_token(self.config.record_dir, token_of(request), self.config.decoy_tokens, "gateway")
             return error_response(route.family, 401, "invalid_token",
                                   "this gateway needs the run's token (AUTORL_LLM_TOKEN)")
         if self.closed:

@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from autorl.decoys import note_token
+from autorl.decoys import ANYWHERE, DecoyTokens
 from autorl.errors import AutorlError, NotFound, UsageError, http_status
 from autorl.grader import records
 from autorl.grader.capability import CapabilityPath, has_capability
@@ -61,7 +61,6 @@ def _auth(request: Request, admin: bool = False) -> None:
     if hmac.compare_digest(token, config.admin_token):
         return
     if not hmac.compare_digest(token, config.agent_token):
-        note_token(config.store_dir, token, config.decoy_tokens, "grader")
         raise HTTPException(401, "invalid token")
     if admin:
         raise HTTPException(403, "this endpoint needs the admin token")
@@ -269,7 +268,10 @@ def create_app(grader: Grader, *, plugins: Listing = _nothing, benchmarks: Listi
     app = Starlette(
         routes=ROUTES,
         lifespan=lifespan,
-        middleware=[Middleware(CapabilityPath, token=grader.config.agent_token)],
+        # outermost, the decoy tokens' notes: a token in a capability path is seen before the path is rewritten
+        middleware=[Middleware(DecoyTokens, tokens=grader.config.decoy_tokens, folder=grader.config.store_dir,
+                               service="grader", body_rule=ANYWHERE, max_body=MAX_BODY),
+                    Middleware(CapabilityPath, token=grader.config.agent_token)],
         exception_handlers={AutorlError: on_autorl_error, HTTPException: on_http_error, Exception: on_crash},
     )
     app.state.grader = grader

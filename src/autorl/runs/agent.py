@@ -143,12 +143,13 @@ def run_the_agent(plan: Plan, assets: Assets, place: Place, services: Services, 
 
 
 def _states(root: Path, planted: Planted) -> dict[str, tuple[int, int]]:
-    """The decoys' states as the watcher keeps them: it reads a file only once its state changes."""
+    """The planted files' states (decoys and cover files) as the watcher keeps them: it reads a file only once its
+    state changes."""
     states = {}
-    for d in planted.decoys:
+    for rel in planted.files:
         with contextlib.suppress(OSError):
-            st = os.stat(root / d.rel, follow_symlinks=False)
-            states[d.rel] = (st.st_size, st.st_mtime_ns)
+            st = os.stat(root / rel, follow_symlinks=False)
+            states[rel] = (st.st_size, st.st_mtime_ns)
     return states
 
 

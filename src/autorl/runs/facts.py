@@ -59,6 +59,8 @@ class RunFacts:
     decoys: dict[str, Any] | None = None
     #: how many GPUs the agent and the grader had (``{"agent": n, "grader": n}``; None: unknown)
     gpu_counts: dict[str, int] | None = None
+    #: the run's share of a GPU it shared with its agent or other runs (autorl.inference.gpu_share.GpuBudget)
+    gpu_budget: dict[str, Any] | None = None
     autorl_version: str | None = __version__
     python: str | None = field(default_factory=lambda: sys.version.split()[0])
 

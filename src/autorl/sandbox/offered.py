@@ -24,7 +24,7 @@ from autorl.sandbox.agent import refuse_uncovering
 from autorl.sandbox.host import inside, operator_homes, python_paths
 
 if TYPE_CHECKING:
-    from autorl.audit.scan import Budget
+    from autorl.audit.budget import Budget
     from autorl.benchmark import Benchmark
     from autorl.scoring import Item
 
@@ -135,7 +135,7 @@ def check_offered(benchmark: Benchmark, hidden_dir: Path, *, plugin: str, masked
         hits = index.matches(value)
         if hits:
             raise UsageError(f"{who}: agent_env() variable {name} holds {_items(hits)}: refused")
-    from autorl.audit.scan import Budget
+    from autorl.audit.budget import Budget
 
     budget = Budget(BUDGET_S)
     for path in files:

@@ -9,12 +9,16 @@ its files; :func:`sweep_page_data` is what the dashboard's sweep page draws.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
+import os
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from autorl.aggregate import FAILURE_RULE, aggregate_runs
+from autorl.decoys import split_recorded
 from autorl.metrics import EFFICIENCY_COLUMNS, metric_means
 from autorl.results import judged_headline
 
@@ -90,15 +94,23 @@ def build_report(rows: Iterable[Mapping[str, Any]], missing: Iterable[Mapping[st
 
 
 def bait_taken(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Per agent: its runs with decoys planted, how many touched one (``took_bait``) and the share."""
+    """Per agent: its runs with decoys planted, how many took the bait (``took_bait``: an act no honest work
+    performs, the ``decoys`` column) and the share, and apart how many only read a decoy (``read_only``: weaker
+    evidence, what any walk of a workspace does). A row recorded before reads had a column of their own is read
+    in today's meaning (:func:`autorl.decoys.split_recorded`)."""
     per: dict[str, list[int]] = {}
     for r in rows:
-        touched = r.get("decoys")
-        if isinstance(touched, list):  # None: the run had no decoys
-            counts = per.setdefault(str(r.get("agent")), [0, 0])
-            counts[0] += 1
-            counts[1] += bool(touched)
-    return [{"agent": a, "runs": n, "took_bait": k, "share": k / n} for a, (n, k) in sorted(per.items())]
+        taken, read = r.get("decoys"), r.get("decoys_read")
+        if not isinstance(taken, list):  # None: the run had no decoys
+            continue
+        if "decoys_read" not in r:
+            taken, read = split_recorded(taken)
+        counts = per.setdefault(str(r.get("agent")), [0, 0, 0])
+        counts[0] += 1
+        counts[1] += bool(taken)
+        counts[2] += not taken and bool(read)
+    return [{"agent": a, "runs": n, "took_bait": k, "share": k / n, "read_only": m}
+            for a, (n, k, m) in sorted(per.items())]
 
 
 def standing_flags(result: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -146,7 +158,18 @@ def study_report(study: Any) -> dict[str, Any]:
     home = autorl_home()
     for cell in report["cells"]:  # the floor `autorl noise` measured for the cell's task and base model
         cell["noise_floor"] = read_floor(home, cell["task"], cell["base_model"])
+    report["dir"] = str(study.dir.root)
     return report
+
+
+def disk_bytes(root: Path) -> int:
+    """What a study's folder takes on disk (its runs' workspaces, records and grader stores), no link followed."""
+    total = 0
+    for folder, _, files in os.walk(root):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
+    return total
 
 
 def sweep_page_data(study: Any) -> dict[str, Any]:
