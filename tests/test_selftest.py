@@ -106,6 +106,10 @@ def test_arith_holds_under_bubblewrap_with_the_network_off(tmp_path: Path, tiny_
     doc = json.loads(proc.stdout)
     assert proc.returncode == 0 and doc["got_through"] == 0, doc
     assert {v["status"] for v in doc["tasks"]["arith"]} <= {HELD, NA}
+    # the probes derived from the run's policy ran, and held
+    by_attack = _by_attack(doc, "arith")
+    for attack in ("operator's home", "agent environment", "third-party scorer"):
+        assert by_attack[attack]["status"] == HELD, by_attack[attack]
 
 
 def test_an_unknown_task_is_one_line(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 shipped here: a plugin that patches the agent's policy back to showing the parent of each PATH entry under the
 home (as autorl once did), a benchmark whose ``agent_env()`` hands the agent a file of the operator's home, and a
 smith folder whose ``eval.py`` reads ``/proc/*/environ`` and writes its folder, run with the operator's rights.
-The same smith folder, with the install as shipped, holds (with arith) under bubblewrap."""
+The same smith folder, with the install as shipped, holds under bubblewrap."""
 
 from __future__ import annotations
 
@@ -156,17 +156,17 @@ def test_the_shipped_install_holds_against_the_hostile_scorer(tmp_path: Path) ->
     folder = _hostile_folder(bench)
     before = (folder / "description.md").read_text()
     stub = write_stub_checkpoint(tmp_path / "stub", echo_answers(5))
-    proc = cli("selftest", "--task", "arith", "--task", "smith-hostile", "--sandbox", "bwrap", "--network", "off",
+    # (arith as shipped holds every line too: tests/test_selftest.py)
+    proc = cli("selftest", "--task", "smith-hostile", "--sandbox", "bwrap", "--network", "off",
                "--model", str(stub), "--backend", "scripted", "--timeout", "60", "--limit", "5", "--json",
                env={"SMITH_BENCH_DIR": str(bench), "AUTORL_HOME": str(tmp_path / "operator-autorl")})
     doc = json.loads(proc.stdout)
     assert proc.returncode == 0 and doc["got_through"] == 0, doc
-    for task in ("arith", "smith-hostile"):
-        verdicts = _verdicts(doc, task)
-        assert {v["status"] for v in verdicts.values()} <= {HELD, NA}
-        for attack in ("operator's home", "agent environment", "third-party scorer"):
-            assert verdicts[attack]["status"] == HELD, verdicts[attack]
-        assert "the tool on PATH ran" in verdicts["operator's home"]["evidence"]
+    verdicts = _verdicts(doc, "smith-hostile")
+    assert {v["status"] for v in verdicts.values()} <= {HELD, NA}
+    for attack in ("operator's home", "agent environment", "third-party scorer"):
+        assert verdicts[attack]["status"] == HELD, verdicts[attack]
+    assert "the tool on PATH ran" in verdicts["operator's home"]["evidence"]
     assert (folder / "description.md").read_text() == before
 
 

@@ -157,6 +157,8 @@ def bwrap_argv(policy: Policy, argv: Sequence[str], *, executable: str) -> list[
             args += _mask(p, None)
             done.append(p)
     for real in dict.fromkeys(p.resolve() for p in policy.paths(SHOWN_LAST) if p.exists()):
+        if _holds(real, masks):  # the policy's builder refuses such a path first, in words
+            raise ValueError(f"the sandbox cannot show {real}: it holds a masked folder")
         if not any(inside(real, w) or inside(w, real) for w in writable):
             args += ["--ro-bind", str(real), str(real)]
     if policy.gpus:
