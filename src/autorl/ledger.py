@@ -141,6 +141,23 @@ class Ledger:
         row = self._db.execute("SELECT data FROM runs WHERE run_id=?", (run_id,)).fetchone()
         return _loaded(row[0]) if row else None
 
+    def ids(self) -> list[str]:
+        """Every run id the ledger knows: recorded runs and runs in flight."""
+        return [r[0] for r in self._db.execute("SELECT run_id FROM runs UNION SELECT run_id FROM live")]
+
+    def find(self, run_id: str) -> str | None:
+        """The run id that ``run_id`` names: itself when the ledger knows it, else the one id that starts with it
+        (a short id as tables show it, :func:`autorl.display.short_ids`); None when none does, a one-line
+        :class:`ResourceError` when several do."""
+        known = self.ids()
+        if run_id in known:
+            return run_id
+        matches = sorted(i for i in known if run_id and i.startswith(run_id))
+        if len(matches) > 1:
+            shown = ", ".join(matches[:4]) + (f" and {len(matches) - 4} more" if len(matches) > 4 else "")
+            raise ResourceError(f"{run_id!r} is the start of {len(matches)} run ids ({shown}): give more of it")
+        return matches[0] if matches else None
+
     def audit(self, run_id: str) -> list[dict[str, Any]]:
         """The run's flags, each with the human decisions taken on it (latest last)."""
         flags = [
@@ -208,7 +225,7 @@ def _where(result: Mapping[str, Any]) -> str:
 
 def _loaded(data: str) -> dict[str, Any]:
     result: dict[str, Any] = json.loads(data)
-    result["row"] = upgrade_row(result["row"], result.get("submissions"))
+    result["row"] = upgrade_row(result["row"], result.get("submissions"), result.get("meta"))
     return result
 
 

@@ -20,8 +20,13 @@ from autorl.display import as_pair as _pair
 from autorl.display import run_html, run_repr
 
 __all__ = [
+    "BEAT_BASELINE",
+    "BELOW_BASELINE",
     "CSV_COLUMNS",
     "DEV_COLUMNS",
+    "NO_CLEAR_CHANGE",
+    "NO_TEST_SCORE",
+    "OUTCOMES",
     "RECORDED_COLUMNS",
     "RunResult",
     "RunRow",
@@ -29,6 +34,7 @@ __all__ = [
     "dev_figures",
     "end_reason",
     "judged_headline",
+    "outcome",
     "run_row",
     "upgrade_row",
 ]
@@ -126,6 +132,9 @@ class RunRow:
     off_target_regressed: bool | None = None
     #: the agent's time budget: runs with different budgets are not comparable (not pooled)
     timeout_s: float | None = None
+    #: only the first ``limit`` items of each split were scored (``--limit``; None: every item): part of the config
+    #: hash, and runs on other items are not pooled
+    limit: int | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunRow:
@@ -282,7 +291,7 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
             llm_usage: Mapping[str, Any] | None = None, run_key: str | None = None,
             sweep: str | None = None, metrics: Mapping[str, Any] | None = None,
             driver_model: str | None = None, best_of_k: Mapping[str, Any] | None = None,
-            timeout_s: float | None = None) -> RunRow:
+            timeout_s: float | None = None, limit: int | None = None) -> RunRow:
     """The row of a finished run, from the grader's state and test evaluation and the agent's outcome.
 
     The headline is the dev-selected checkpoint scored once on the test split, paired against the test
@@ -338,15 +347,22 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
         driver_model=driver_model,
         **{k: v for k, v in (best_of_k or {}).items() if k.startswith("test_") and k in _FIELD_NAMES},
         timeout_s=timeout_s,
+        limit=limit,
     )
 
 
-def upgrade_row(row: dict[str, Any], submissions: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
-    """A row recorded before the headline was the test split, in today's meaning (other rows unchanged).
+def upgrade_row(row: dict[str, Any], submissions: Sequence[Mapping[str, Any]] | None = None,
+                meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A row recorded by an older version, in today's meaning (other rows unchanged).
 
-    Such rows held the dev figures under ``baseline``/``best_score``/``improvement``/``improvement_ci95``/
-    ``p_value``; they move to the ``dev_*`` columns and the headline is the test figures, or none.
+    Rows recorded before the headline was the test split held the dev figures under ``baseline``/
+    ``best_score``/``improvement``/``improvement_ci95``/``p_value``; they move to the ``dev_*`` columns and the
+    headline is the test figures, or none. Rows recorded before the ``limit`` column take it from the record's
+    ``meta`` (where the run kept it from the start).
     """
+    kept = meta.get("limit") if isinstance(meta, Mapping) else None
+    if "limit" not in row and isinstance(kept, int) and not isinstance(kept, bool):
+        row = {**row, "limit": kept}
     if "dev_k" in row:
         return _with_beat(row)
     out = dict(row)
@@ -381,6 +397,30 @@ def judged_headline(row: Mapping[str, Any], open_flags: Sequence[Mapping[str, An
                test_score=row.get("test_baseline"), test_improvement=0.0 if row.get("test_baseline") is not None
                else None, test_improvement_ci95=None, headline_rule=f"base-model ({', '.join(critical)})")
     return out
+
+
+#: a finished run's result in words that mean what they say (the dashboard's badge, ``autorl results``' status):
+#: its headline interval lies above 0, below 0, or across it; or it has no test score (``success`` false)
+BEAT_BASELINE = "beat baseline"
+BELOW_BASELINE = "below baseline"
+NO_CLEAR_CHANGE = "no clear change"
+NO_TEST_SCORE = "no test score"
+OUTCOMES = (BEAT_BASELINE, NO_CLEAR_CHANGE, BELOW_BASELINE, NO_TEST_SCORE)
+
+
+def outcome(row: Mapping[str, Any]) -> str:
+    """What a finished run's row says of its result, one of :data:`OUTCOMES`: ``success`` alone (the reference
+    harness's column: "finished with a test score") says nothing of a gain, so a run at -18 points never reads
+    as one."""
+    if row.get("headline_rule"):  # a judge's standing flag made the headline the base model's: no change
+        return NO_CLEAR_CHANGE
+    if not row.get("success") or _number(row.get("improvement")) is None:
+        return NO_TEST_SCORE
+    if row.get("beat_baseline") is True or (row.get("beat_baseline") is None
+                                           and beat_baseline(row.get("improvement_ci95"))):
+        return BEAT_BASELINE
+    ci = _pair(row.get("improvement_ci95"))
+    return BELOW_BASELINE if ci is not None and ci[1] < 0 else NO_CLEAR_CHANGE
 
 
 def beat_baseline(improvement_ci95: Any) -> bool:

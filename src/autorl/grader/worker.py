@@ -102,7 +102,7 @@ def run_job(job: dict[str, Any], backend: Backend | None = None) -> dict[str, An
         # baselines are reused across runs when benchmark, eval config, backend and model bytes all match
         # (the config hash covers the hidden items themselves: another secret or data version is another key)
         benchmark.prepare_eval_data(Path(job["hidden_dir"]))
-        key = stable_hash([config_hash(benchmark, job["split"], backend, Path(job["hidden_dir"])),
+        key = stable_hash([config_hash(benchmark, job["split"], backend, Path(job["hidden_dir"]), job.get("limit")),
                            model_hash(model_dir), job.get("limit")])
         cache_file = Path(job["cache_dir"]) / benchmark.name / f"{key}.json"
         if cache_file.is_file():
