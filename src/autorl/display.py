@@ -7,9 +7,11 @@ reads the same everywhere (``4.7e-06``, ``0.032``, ``<1e-300``). Files (CSV, JSO
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["as_number", "as_pair", "fmt_ci", "fmt_p", "fmt_signed", "is_number", "run_html", "run_repr"]
+__all__ = ["as_number", "as_pair", "fmt_ci", "fmt_p", "fmt_signed", "is_number", "run_html", "run_repr", "short_ids",
+           "short_path"]
 
 #: below this a p-value is shown as a bound: a double cannot tell such values apart from each other
 P_FLOOR = 1e-300
@@ -45,6 +47,53 @@ def fmt_ci(ci: Any, digits: int = 1) -> str:
     if isinstance(ci, list | tuple) and len(ci) == 2 and all(is_number(v) for v in ci):
         return f"[{ci[0]:+.{digits}f}, {ci[1]:+.{digits}f}]"
     return "-"
+
+
+#: run ids up to this long are shown whole (a single run's, ``20261101T100000-2``); a study's are longer
+SHORT_ID_LONGEST = 20
+#: the fewest characters a shortened id keeps
+SHORT_ID_LEAST = 12
+
+
+def short_ids(ids: Iterable[str]) -> dict[str, str]:
+    """Each id as a screen shows it: whole when it is short (up to :data:`SHORT_ID_LONGEST` characters), else the
+    shortest prefix of at least :data:`SHORT_ID_LEAST` that no other of ``ids`` starts with (git's and docker's
+    short ids; the commands that take a run id accept such a prefix).
+
+    >>> ids = ["f0e1d2c3b4a5968778695a4b-e1f2-a1", "a1b2c3d4e5f6a7b8c9d0-e1f2-a1", "a1b2c3d4e5f6a7b8c9d0-e1f2-a2"]
+    >>> [short_ids([*ids, "20261101T100000"])[i] for i in [*ids, "20261101T100000"]]
+    ['f0e1d2c3b4a5', 'a1b2c3d4e5f6a7b8c9d0-e1f2-a1', 'a1b2c3d4e5f6a7b8c9d0-e1f2-a2', '20261101T100000']
+    """
+    unique = sorted(set(ids))
+    out = {}
+    for i, rid in enumerate(unique):
+        if len(rid) <= SHORT_ID_LONGEST:
+            out[rid] = rid
+            continue
+        # the longest prefix it shares with a neighbour in sorted order is the longest it shares with any id
+        shared = max((_common(rid, unique[j]) for j in (i - 1, i + 1) if 0 <= j < len(unique)), default=0)
+        out[rid] = rid[:max(SHORT_ID_LEAST, shared + 1)]
+    return out
+
+
+def short_path(name: str) -> str:
+    """A model or agent given as a local folder, as a table cell shows it: ``…/`` and the folder's own name (the
+    record keeps the whole path); a hub id (``Qwen/Qwen2.5-0.5B``) or a name as it is.
+
+    >>> short_path("/data/checkpoints/run-7/Qwen2.5-0.5B-sft"), short_path("Qwen/Qwen2.5-0.5B")
+    ('…/Qwen2.5-0.5B-sft', 'Qwen/Qwen2.5-0.5B')
+    """
+    stripped = name.rstrip("/")
+    if name.startswith(("/", "~", "./", "../")) and "/" in stripped.lstrip("./~")[1:]:
+        return "…/" + stripped.rsplit("/", 1)[-1]
+    return name
+
+
+def _common(a: str, b: str) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
 
 
 def as_number(value: Any) -> float | None:
