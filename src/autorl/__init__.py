@@ -40,9 +40,9 @@ from autorl.scoring import EvalConfig, Evaluator, Item, ItemResult, Progress, Sc
 from autorl.version import __version__
 
 if TYPE_CHECKING:
+    from autorl import sweep
     from autorl.checkpoint_eval import evaluate
     from autorl.runner import run
-    from autorl.sweep import sweep
 
 __all__ = [
     "Agent",
@@ -94,15 +94,20 @@ __all__ = [
     "write_text_atomic",
 ]
 
-#: The entry points that load with their first use: name -> the module that defines it.
-_LAZY = {"run": "autorl.runner", "evaluate": "autorl.checkpoint_eval", "sweep": "autorl.sweep"}
+#: The entry points that load with their first use: name -> the module that defines it, and the name there (None:
+#: the module itself: ``autorl.sweep`` is the study package, callable as ``autorl.sweep(spec)`` and holding
+#: ``autorl.sweep.load(name)``, ``plan`` and ``ingest``).
+_LAZY: dict[str, tuple[str, str | None]] = {"run": ("autorl.runner", "run"),
+                                            "evaluate": ("autorl.checkpoint_eval", "evaluate"),
+                                            "sweep": ("autorl.sweep", None)}
 
 
 def __getattr__(name: str) -> Any:
     """``autorl.run``, ``autorl.evaluate`` and ``autorl.sweep``, imported when first used."""
-    module = _LAZY.get(name)
-    if module is None:
+    if name not in _LAZY:
         raise AttributeError(f"module 'autorl' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    module, attribute = _LAZY[name]
+    loaded = importlib.import_module(module)
+    value = loaded if attribute is None else getattr(loaded, attribute)
     globals()[name] = value
     return value
