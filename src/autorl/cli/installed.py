@@ -78,7 +78,10 @@ def doctor(as_json: bool = opt.JSON_OUTPUT) -> None:
            for c in rows])
     for n, c in enumerate(long, 1):
         echo(f"[{n}] {c.name}:")
-        echo_command(c.fix)
+        if c.command:
+            echo_command(c.fix)
+        else:
+            echo("    " + c.fix)
 
 
 def new(
