@@ -678,6 +678,17 @@ def test_autorl_ui_command_serves_the_ledger(tmp_path: Path, ledger_db: Path) ->
         proc.wait(timeout=30)
     bad = cli("ui", "--port", "0", env={"AUTORL_HOME": str(home)})
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == ["error: --port must be between 1 and 65535, not 0"]
+    # a busy port: one line, and no URL printed as if it served
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        busy = taken.getsockname()[1]
+        proc_busy = cli("ui", "--port", str(busy), env={"AUTORL_HOME": str(home)})
+    assert proc_busy.returncode == 2 and proc_busy.stderr.strip().splitlines() == [
+        f"error: cannot listen on 127.0.0.1:{busy}: Address already in use"], proc_busy.stderr
+    unknown = cli("ui", "--host", "no-such-host.invalid", env={"AUTORL_HOME": str(home)})
+    assert unknown.returncode == 2 and len(unknown.stderr.strip().splitlines()) == 1
+    assert unknown.stderr.startswith("error: cannot listen on no-such-host.invalid:8501")
 
 
 HOSTILE = 'code/<img src=x onerror="document.title=\'pwned\'">.jsonl'

@@ -104,3 +104,35 @@ def test_a_wider_screen_gets_wider_tables(study: dict[str, str]) -> None:
     wide = cli("sweep", "report", "width", env={**study, "COLUMNS": "200"}, check=True).stdout
     assert max(map(len, _lines(wide))) > 80 and len(_lines(wide)) < len(_lines(narrow))
     assert max(map(len, _lines(wide))) <= 200
+
+
+def _every_command() -> list[list[str]]:
+    from autorl.cli import app, command
+    from autorl.plugins import get_plugin_manager
+
+    get_plugin_manager().hook.register_commands(cli=app)
+    out, todo = [], [([], command(app))]
+    while todo:
+        path, cmd = todo.pop()
+        out.append(path)
+        todo += [([*path, name], sub) for name, sub in getattr(cmd, "commands", {}).items()]
+    return sorted(out)
+
+
+def test_every_help_fits_80_columns_and_a_flag_shows_no_type(capsys: pytest.CaptureFixture[str],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--no-audit <bool>`: a flag takes no value, and its help said it took a bool."""
+    from autorl.cli import app, command
+
+    monkeypatch.setenv("COLUMNS", "80")
+    paths = _every_command()
+    assert ["list", "tasks"] in paths and ["run"] in paths and len(paths) > 20
+    shown = {}
+    for path in paths:
+        command(app).main(args=[*path, "--help"], prog_name="autorl", standalone_mode=False)
+        shown[" ".join(path)] = capsys.readouterr().out
+        assert "Usage: autorl" in shown[" ".join(path)], path
+        assert "<bool>" not in shown[" ".join(path)], path
+        too_wide = [line for line in shown[" ".join(path)].splitlines() if len(line) > 80]
+        assert not too_wide, (path, too_wide)
+    assert "--no-audit" in shown["run"] and "<float>" in shown["run"]  # an option with a value says its type

@@ -284,9 +284,29 @@ def ui(
     if not 0 < port < 65536:
         raise UsageError(f"--port must be between 1 and 65535, not {port}")
     db = autorl_home() / "autorl.db"
-    typer.echo(f"autorl ui: http://{host}:{port}/ over {db}", err=True)
+    # the port is taken before the URL is printed: a busy one is an error, never a URL that serves nothing
+    sock = _listen(host, port)
+    echo(f"autorl ui: http://{host}:{port}/ over {db}", err=True)
+    # requests must name this address (or a loopback name) in Host: DNS rebinding gets a 421
+    server = uvicorn.Server(uvicorn.Config(create_app(db, hosts=[host]), log_level="warning"))
+    with sock:
+        server.run(sockets=[sock])
+
+
+def _listen(host: str, port: int) -> Any:
+    """A socket listening on ``host:port`` (for the dashboard), or a one-line error saying why there is none."""
+    import socket
+
     try:
-        # requests must name this address (or a loopback name) in Host: DNS rebinding gets a 421
-        uvicorn.run(create_app(db, hosts=[host]), host=host, port=port, log_level="warning")
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
     except OSError as exc:
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
