@@ -104,12 +104,15 @@ def run(
     if limit is not None and limit <= 0:
         raise UsageError(f"--limit must be a positive number of items, not {limit}")
     check_port(port)
-    started = time.time()
     home = usable_home()
     agent_env = operator_variables(agent_credentials, agent_env or {})
     plan = resolve(agent, task, backend, gpus, sandbox, network, agent_env, benchmark_options, backend_options, say)
     off_tasks = check_tasks(off_target)  # an unknown off-target name stops the run before anything starts
+    preparing = time.time()
     assets = acquire(plan, model, home)
+    # the run starts once its model and data are at hand: building the built-in model or a download is timed
+    # apart (prepare_s), never part of the run's duration
+    started = time.time()
     place = make_place(plan, assets, home, runs_dir, port, timeout, say)
     planted = plant(place.root, task, place.url) if decoys else None
     services = start_services(plan, assets, place, home, eval_timeout, limit, llm_budget_usd, llm_budget_tokens,
@@ -124,7 +127,7 @@ def run(
         network=plan.sandbox.network, sandbox_warning=plan.sandbox_warning,
         tmp_dir=str(place.tmp_dir) if bwrap else None, watch_dir=str(place.watch_dir),
         gateway_dir=str(place.gateway_dir), decoys=planted.to_dict() if planted else None,
-        gpu_counts=plan.gpus.counts(len(visible_gpus())))
+        gpu_counts=plan.gpus.counts(len(visible_gpus())), prepare_s=round(started - preparing, 1))
     live = Ledger(home / "autorl.db")
     live.start_run(facts.to_dict())
     stack = contextlib.ExitStack()

@@ -110,7 +110,7 @@ RESULT_COLUMNS = ("run_id", "task", "agent", "base_model", "baseline", "score", 
 
 
 #: the compact default of `autorl results`: what a researcher scans for, readable at 80 columns
-COMPACT_COLUMNS = ("run id", "task", "agent", "model", "improvement [CI]", "p", "k", "status")
+COMPACT_COLUMNS = ("run id", "task", "agent", "model", "test change [95% CI]", "p", "k", "status")
 
 
 def _status(r: dict[str, Any]) -> str:

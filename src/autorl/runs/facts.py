@@ -59,6 +59,9 @@ class RunFacts:
     decoys: dict[str, Any] | None = None
     #: how many GPUs the agent and the grader had (``{"agent": n, "grader": n}``; None: unknown)
     gpu_counts: dict[str, int] | None = None
+    #: seconds spent before ``started`` getting the base model (a download, the built-in model's build) and the
+    #: benchmark's data ready; None: not measured
+    prepare_s: float | None = None
     autorl_version: str | None = __version__
     python: str | None = field(default_factory=lambda: sys.version.split()[0])
 
