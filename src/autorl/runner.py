@@ -20,6 +20,7 @@ from autorl.gateway.agent_env import operator_variables
 from autorl.gpus import visible_gpus
 from autorl.ledger import Ledger
 from autorl.progress import Say, to_stderr
+from autorl.registry import resolve_task
 from autorl.resources import usable_home
 from autorl.results import RunResult
 from autorl.runs.agent import AgentRun, run_the_agent
@@ -71,7 +72,9 @@ def run(
 
     Args:
         agent: a registered agent name, or a folder with ``config.yaml`` + start script.
-        task: a registered benchmark name.
+        task: a registered benchmark name, or a local folder used without installing it: an rl-smith folder
+            (with autorl-smith) or a plugin's source folder (recorded as the benchmark's name, the folder beside
+            it).
         model: a local directory, a hub id (``org/name[@revision]``) or a built-in model (``autorl:tiny``).
         timeout: the agent's time budget in seconds, fixed when the agent starts.
         port: the grader's port (default: a free one).
@@ -104,6 +107,8 @@ def run(
     if limit is not None and limit <= 0:
         raise UsageError(f"--limit must be a positive number of items, not {limit}")
     check_port(port)
+    task_source = task if Path(task).expanduser().is_dir() else None
+    task = resolve_task(task)  # a name, or a local folder (an rl-smith folder, a plugin's source): its name
     home = usable_home()
     agent_env = operator_variables(agent_credentials, agent_env or {})
     plan = resolve(agent, task, backend, gpus, sandbox, network, agent_env, benchmark_options, backend_options, say)
@@ -127,7 +132,8 @@ def run(
         network=plan.sandbox.network, sandbox_warning=plan.sandbox_warning,
         tmp_dir=str(place.tmp_dir) if bwrap else None, watch_dir=str(place.watch_dir),
         gateway_dir=str(place.gateway_dir), decoys=planted.to_dict() if planted else None,
-        gpu_counts=plan.gpus.counts(len(visible_gpus())), prepare_s=round(started - preparing, 1))
+        gpu_counts=plan.gpus.counts(len(visible_gpus())), prepare_s=round(started - preparing, 1),
+        task_source=str(Path(task_source).expanduser().resolve()) if task_source else None)
     live = Ledger(home / "autorl.db")
     live.start_run(facts.to_dict())
     stack = contextlib.ExitStack()

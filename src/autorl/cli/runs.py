@@ -234,7 +234,7 @@ def audit(
 
     from autorl.audit import reaudit
     from autorl.ledger import Ledger
-    from autorl.registry import get_benchmark
+    from autorl.registry import get_benchmark, resolve_task
     from autorl.resources import autorl_home
 
     home = autorl_home()
@@ -249,7 +249,10 @@ def audit(
                 raise UsageError("--override needs the flag: autorl audit --override RUN_ID FLAG --reason ...")
             ledger.override(run_id, flag, reason, getpass.getuser())
         else:
-            bench = get_benchmark(result["row"]["task"])(result.get("meta", {}).get("benchmark_options") or {})
+            meta = result.get("meta") or {}
+            if meta.get("task_source"):  # a task given as a folder: taken again, as the run took it
+                resolve_task(str(meta["task_source"]))
+            bench = get_benchmark(result["row"]["task"])(meta.get("benchmark_options") or {})
             extra = []
             if judge is not None:
                 from autorl.runs.judging import judge_flags

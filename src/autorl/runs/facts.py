@@ -62,6 +62,8 @@ class RunFacts:
     #: seconds spent before ``started`` getting the base model (a download, the built-in model's build) and the
     #: benchmark's data ready; None: not measured
     prepare_s: float | None = None
+    #: the local folder the task was given as (``--task ./folder``), which a later process resolves the task from
+    task_source: str | None = None
     autorl_version: str | None = __version__
     python: str | None = field(default_factory=lambda: sys.version.split()[0])
 

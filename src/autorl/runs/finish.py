@@ -215,6 +215,7 @@ def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Pa
         "agent_started": facts.agent_started,
         "deadline": facts.deadline,
         "prepare_s": facts.prepare_s,
+        "task_source": facts.task_source,
         "finished_at": ending.finished,
         "recorded_at": time.time(),
         "timeout_s": facts.timeout_s,
