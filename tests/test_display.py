@@ -215,6 +215,10 @@ def test_a_study_result_reads_in_a_notebook_and_flattens_to_records(tmp_path: Pa
     assert [r["status"] for r in records] == ["done", "done", "done", "failed"]
     assert {k for r in records for k, v in r.items() if isinstance(v, list | dict)} == set()  # flat: a DataFrame
     assert records[0]["improvement_ci95_low"] == pytest.approx(-4.1) and records[3]["end_reason"] == "node lost"
+    # test-scored beside beat baseline, and the items each run was scored on, in every record
+    assert [(r["success"], r["beat_baseline"]) for r in records] == [(True, False), (True, False), (False, False),
+                                                                    (None, None)]
+    assert [r["limit"] for r in records] == [None] * 4
     assert "<td>a on arith (tiny, 120 s)</td>" in study._repr_html_()
 
 
