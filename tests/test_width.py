@@ -29,7 +29,9 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     spec = root / "study.toml"
     spec.write_text(f'name = "width"\nagent = {json.dumps(agents)}\ntask = "arith"\nmodel = "{model}"\n'
                     "seed = [0, 1]\ntimeout = 30\n")
-    cli("sweep", "run", str(spec), "--slots", "2", env=env, check=True)
+    ran = cli("sweep", "run", str(spec), "--slots", "2", env={**env, "COLUMNS": "80"}, check=True)
+    too_wide = [line for line in (ran.stdout + ran.stderr).splitlines() if len(line) > 80]
+    assert not too_wide, too_wide  # its progress lines and its report too
     cli("sweep", "ingest", "width", env=env, check=True)
     return env
 

@@ -89,8 +89,8 @@ def _live_display(quiet: bool) -> tuple[Any, Any]:
         for r in cell_rows(study):
             if seen.get(r["run_key"]) != r["state"]:
                 seen[r["run_key"]] = r["state"]
-                typer.echo(f"{r['run_key'][:12]} {r['agent']} / {r['task']} / {r['model']} / seed {r['seed']}: "
-                           f"{r['state']} {r['detail']}".rstrip(), err=True)
+                echo(f"{r['run_key'][:12]} {short_path(str(r['agent']))} / {r['task']} / "
+                     f"{short_path(str(r['model']))} / seed {r['seed']}: {r['state']} {r['detail']}".rstrip(), err=True)
 
     return None, log
 
