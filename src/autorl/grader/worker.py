@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from autorl.evaluation.identity import config_hash, model_hash, stable_hash
 from autorl.evaluation.run import EvalRecord, evaluate_model
 from autorl.grader.snapshot import Snapshot
-from autorl.grader.validation import LORA
+from autorl.grader.validation import LORA, describe
 from autorl.inference.base import EngineRestart
 from autorl.jsonio import write_json_atomic
 
@@ -172,6 +172,17 @@ class _Output:
             os.dup2(self.saved[1], 2)
 
 
+def _evaluating(job: dict[str, Any]) -> str:
+    """What failed, in the checkpoint's terms, for a submission's error (``IndexError: list index out of range``
+    alone says nothing of the model): ``" (evaluating the LoRA adapter (r 8, ...))"``; empty for the base."""
+    if not job.get("snapshot"):
+        return ""
+    try:
+        return f" (evaluating {describe(Snapshot.from_row(job['snapshot']).path)})"
+    except Exception:  # a message's detail never hides the failure it describes
+        return ""
+
+
 def serve(in_fd: int, out_fd: int) -> int:
     """The warm worker's loop: one job per frame until the grader closes the pipe."""
     from autorl.registry import get_backend
@@ -204,7 +215,8 @@ def serve(in_fd: int, out_fd: int) -> int:
                 return 0
             except Exception as exc:
                 traceback.print_exc()
-                write_frame(out_fd, {"nonce": nonce, "ok": False, "error": f"{type(exc).__name__}: {exc}"})
+                write_frame(out_fd, {"nonce": nonce, "ok": False,
+                                     "error": f"{type(exc).__name__}: {exc}{_evaluating(job)}"})
                 return 1
             # a backend of one engine per process that frees it when idle: this worker ends after the answer
             retiring = backend.engine_per_process() and not backend.keeps_engine()
