@@ -7,6 +7,7 @@ import csv
 import datetime as dt
 import io
 import json
+import random
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -290,6 +291,24 @@ def test_the_basics_set_is_answerable() -> None:
     for qid, question, answer in questions[:8]:
         item = Item(id=qid, input={"question": question}, reference=str(answer))
         assert bench.score(item, f" {answer}\n") == 1.0 and bench.score(item, f" {answer + 1}") == 0.0
+
+
+def test_the_builtin_model_answers_some_of_basics_and_never_trained_on_its_items(tiny_model: Path,
+                                                                                 tmp_path: Path) -> None:
+    """The Quick start's `--off-target basics` read 0.00 before and after: a check that could never show a loss.
+    The built-in model learns two of its skills from questions of its own, none of them one of the set's."""
+    from autorl.default_plugins.basics import Basics, question_texts
+    from autorl.evaluation.run import evaluate_model
+    from autorl.inference.hf import HFBackend
+    from autorl.tiny_model import general_example
+
+    bench = Basics({})
+    bench.prepare_eval_data(tmp_path)
+    record = evaluate_model(bench, HFBackend(), tiny_model, split="test", hidden_dir=tmp_path)
+    assert record.score > 0.0 and record.ci95[0] > 0.0, record.score
+    rng, avoid = random.Random(1), question_texts()
+    drawn = [general_example(rng, avoid)[0] for _ in range(2000)]
+    assert not any(q.removeprefix("Q: ").removesuffix("\nA:") in avoid for q in drawn)
 
 
 def test_a_study_spec_turns_the_peer_figure_off() -> None:
