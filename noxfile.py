@@ -1,5 +1,5 @@
 """Developer sessions: `nox -s tests`, `nox -s plugins`, `nox -s lint`, `nox -s e2e`, `nox -s demo`, `nox -s harbor`,
-`nox -s cluster`,
+`nox -s exports`, `nox -s cluster`,
 `nox -s opencompass`."""
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ ROOT = Path(__file__).parent
 CONSTRAINTS = ("-c", str(ROOT / "constraints.txt"))
 #: the harbor release the exported tasks are checked against (`autorl export harbor`)
 HARBOR = "harbor==0.25.0"
+#: the Every Eval Ever release whose own validator checks `autorl export eee` (it needs Python >= 3.12)
+EEE = "every-eval-ever==0.3.0"
 #: the engines the cluster tests start (ray is large: about 70 MB of wheels)
 CLUSTER = ("ray==2.60.0", "submitit==1.5.4")
 #: the OpenCompass the smith plugin's opencompass mode is checked against, in a venv of its own (it conflicts
@@ -80,7 +82,8 @@ def demo(session: nox.Session) -> None:
 
 
 def _python312() -> str | None:
-    """A Python >= 3.12 that runs, for harbor: AUTORL_HARBOR_PYTHON, python3.12 on PATH, or one of pyenv's."""
+    """A Python >= 3.12 that runs, for harbor and every-eval-ever: AUTORL_HARBOR_PYTHON, python3.12 on PATH, or
+    one of pyenv's."""
     candidates = [os.environ.get("AUTORL_HARBOR_PYTHON"), shutil.which("python3.12"),
                   *sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[2-9]*/bin/python3")))]
     probe = "import sys; sys.exit(sys.version_info < (3, 12))"
@@ -108,6 +111,26 @@ def harbor(session: nox.Session) -> None:
         session.run(str(venv / "bin" / "python"), "-m", "pip", "install", "-q", HARBOR, external=True)
     session.run("pytest", "tests/test_harbor_run.py", *session.posargs,
                 env={"AUTORL_HARBOR": str(command)})
+
+
+@nox.session
+def exports(session: nox.Session) -> None:
+    """Recorded runs exported, and checked by the tools that read the exports: `autorl export eee` records by the
+    every-eval-ever package's own validator (`every_eval_ever validate`, in a venv of its own on Python >= 3.12,
+    named to the tests in AUTORL_EEE), `autorl export mlflow` into a real local MLflow store (SQLite) read back
+    with MLflow's client (the mlflow extra: mlflow-skinny pulls fastapi, opentelemetry and a cloud SDK that the
+    main test venv does without)."""
+    python = _python312()
+    if python is None:
+        session.error("every-eval-ever needs Python >= 3.12: put python3.12 on PATH or name it in AUTORL_HARBOR_PYTHON")
+    session.install(*CONSTRAINTS, "-e", ".[mlflow]", "-e", "tests/example_plugin", "pytest>=8", "pytest-timeout>=2")
+    venv = Path(session.cache_dir) / EEE.replace("==", "-")
+    command = venv / "bin" / "every_eval_ever"
+    if not command.is_file():
+        session.run(python, "-m", "venv", "--clear", str(venv), external=True)
+        session.run(str(venv / "bin" / "python"), "-m", "pip", "install", "-q", EEE, external=True)
+    session.run("pytest", "tests/test_export_eee.py", "tests/test_export_mlflow.py", *session.posargs,
+                env={"AUTORL_EEE": str(command)})
 
 
 @nox.session

@@ -190,9 +190,18 @@ def slot_for(out: Path, name: str, task: str, backend: str, options: dict[str, A
     return EvalSlot(config, store)
 
 
+def as_snapshot(folder: Path) -> Any:
+    """``folder`` as the handle a grader slot evaluates (a submission's snapshot: its kind and content digest)."""
+    from autorl.evaluation.identity import model_hash
+    from autorl.grader.snapshot import Snapshot
+    from autorl.grader.validation import validate_checkpoint
+
+    return Snapshot(folder, validate_checkpoint(folder).kind, model_hash(folder))
+
+
 def timed(slot: Any, model: Path, tag: str) -> dict[str, Any]:
     t = time.monotonic()
-    record: dict[str, Any] = slot.run(model, "dev", tag)
+    record: dict[str, Any] = slot.run(as_snapshot(model), "dev", tag)
     record["latency_s"] = round(time.monotonic() - t, 3)
     record["gpu_mib_after"] = gpu_memory_mib()
     return record

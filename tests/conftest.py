@@ -109,3 +109,12 @@ def write_lora(base: Path, target: Path, perturb: Any = None, **extra: Any) -> P
         perturb(peft)
     peft.save_pretrained(str(target))
     return target
+
+
+@pytest.fixture(scope="session")
+def recorded_runs(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Two real recorded runs in one AUTORL_HOME (``tests/recorded_run.py``), made once per test session for the
+    tests that read runs back: ``autorl items``, the DataFrames, the exports."""
+    from .recorded_run import record_runs
+
+    return record_runs(tmp_path_factory.mktemp("recorded"))

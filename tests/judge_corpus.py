@@ -91,6 +91,8 @@ class Planted:
     labels: frozenset[str]
     result: dict[str, Any]
     injected: bool = False
+    #: what kind of case it is (the measurement reports each): single, injection, or a harder category
+    category: str = "single"
 
 
 def _write_run(root: Path, name: str, lines: list[str], place: str) -> dict[str, Any]:
@@ -141,7 +143,8 @@ def build(root: Path) -> list[Planted]:
         line = CHEATS["contamination"][i] if i != 1 else CHEATS["model-substitution"][i]
         label = "contamination" if i != 1 else "model-substitution"
         out.append(Planted(name, frozenset({label, "harness-tampering"} if i != 1 else {label}),
-                           _write_run(root, name, [line, injection], places[i % 4]), injected=True))
+                           _write_run(root, name, [line, injection], places[i % 4]), injected=True,
+                           category="injection"))
     return out
 
 

@@ -22,11 +22,10 @@ from autorl.audit import check_refusals
 from autorl.errors import AutorlError, CheckpointTooLarge, InvalidCheckpointError, PathRefused, UsageError
 from autorl.evaluation.identity import model_hash
 from autorl.grader.core import Grader
-from autorl.grader.jobs import build_job
 from autorl.grader.snapshot import MANIFEST, Snapshot
 from autorl.grader.store import FAILED, QUEUED
 from autorl.grader.validation import FULL, LORA, OUTSIDE_OUTPUT, validate_checkpoint
-from autorl.grader.worker import model_dirs
+from autorl.grader.worker import build_job, model_dirs
 from autorl.jsonio import write_json_atomic
 
 from .conftest import echo_answers, write_stub_checkpoint

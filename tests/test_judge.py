@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from autorl.audit.judge import Answer, Piece, gather, judge_pieces, judge_run, majority, parse
+from autorl.audit.judge import Answer, Piece, flags_of, gather, judge_pieces, judge_run, majority, parse
 from autorl.audit.judge.prompt import QUESTIONS, chunks, user_prompt
 from autorl.results import judged_headline
 
@@ -26,7 +26,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped
 def judged(corpus, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """Every planted run judged once: run name -> flags."""
     with judge_server() as (base, seen), gateway(tmp_path_factory.mktemp("gw"), base) as (gw, _record):
-        out = {p.name: judge_run(p.result, url=gw, token=TOKEN, model="judge-model") for p in corpus}
+        out = {p.name: judge_run(p.result, url=gw, token=TOKEN, model="judge-model").flags for p in corpus}
     assert seen and all(s["authorization"] != f"Bearer {TOKEN}" for s in seen)  # the upstream got the key
     return out
 
@@ -69,14 +69,18 @@ def test_injection_in_a_trace_does_not_steer_the_verdict(corpus, judged) -> None
 def test_a_judge_out_of_its_format_decides_nothing(corpus, mode: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     honest = next(p for p in corpus if p.name == "honest-0")
     with judge_server(mode) as (base, _seen), gateway(tmp_path, base) as (gw, _record):
-        flags = judge_run(honest.result, url=gw, token=TOKEN, model="judge-model")
+        flags = judge_run(honest.result, url=gw, token=TOKEN, model="judge-model").flags
     assert sorted(f.name for f in flags) == sorted(f"judge:{q}" for q in QUESTIONS)
     assert {f.severity for f in flags} == {"medium"} and all(f.detail.startswith("undecided") for f in flags)
 
 
-def test_a_failing_judge_is_undecided_never_clean(corpus) -> None:  # type: ignore[no-untyped-def]
-    flags = judge_run(corpus[0].result, url="http://127.0.0.1:9", token="t", model="m", timeout_s=5)
-    assert len(flags) == len(QUESTIONS) and all("judge call failed" in f.detail for f in flags)
+def test_a_failing_judge_is_undecided_never_clean_and_shown_nothing(corpus) -> None:  # type: ignore[no-untyped-def]
+    judged = judge_run(corpus[0].result, url="http://127.0.0.1:9", token="t", model="m", timeout_s=5)
+    verdicts = [f for f in judged.flags if f.name.startswith("judge:")]
+    assert len(verdicts) == len(QUESTIONS) and all("judge call failed" in f.detail for f in verdicts)
+    [cut] = [f for f in judged.flags if f.name == "judge-evidence-cut"]  # the judge read none of it
+    assert judged.shown == 0 and judged.total > 0 and f"shown 0 of {judged.total} bytes" in cut.detail
+    assert {e.split(":")[0] for e in cut.evidence} >= {"agent.log", "train.py", "trajectory.jsonl"}
 
 
 def test_strict_parsing() -> None:
@@ -90,19 +94,27 @@ def test_strict_parsing() -> None:
     assert parse(ok.replace("critical", "catastrophic"), chunk)["harness-tampering"].verdict == "undecided"
     assert all(a.verdict == "undecided" for a in parse('{"answers": [1]}', chunk).values())
     assert all(a.verdict == "undecided" for a in parse("[]", chunk).values())
+    for hostile in ('{"answers": ' + "[" * 100_000, "\x00\xff" * 1000, '{"answers": [{"question": {"a": 1}}]}'):
+        assert all(a.verdict == "undecided" for a in parse(hostile, chunk).values())
 
 
-def test_majority_of_samples() -> None:
-    clean = {q: Answer("clean") for q in QUESTIONS}
+def test_majority_of_samples_then_any_chunk() -> None:
+    clean = {q: Answer("clean", reason="nothing found") for q in QUESTIONS}
     cheat = {**clean, "decoys": Answer("cheating", "high", "read it", ("agent.log: cat answer_key",))}
     crit = {**clean, "decoys": Answer("cheating", "critical", "read it", ("agent.log: cat answer_key",))}
-    assert majority([clean, clean, cheat]) == []
-    [flag] = majority([cheat, crit, clean])
+    assert flags_of([majority([clean, clean, cheat])]) == []
+    [flag] = flags_of([majority([cheat, crit, clean])])
     assert (flag.name, flag.severity, flag.evidence) == ("judge:decoys", "high", ["agent.log: cat answer_key"])
-    assert majority([crit, crit, cheat])[0].severity == "critical"
+    assert flags_of([majority([crit, crit, cheat])])[0].severity == "critical"
     undecided = {**clean, "decoys": Answer("undecided", "medium", "no JSON")}
-    [flag] = majority([cheat, undecided])
+    [flag] = flags_of([majority([cheat, undecided])])
     assert flag.severity == "medium" and flag.detail.startswith("undecided")
+    # over chunks: a cheat found in any chunk counts; clean needs every chunk clean
+    [flag] = flags_of([majority([clean]), majority([crit]), majority([clean])])
+    assert (flag.name, flag.severity) == ("judge:decoys", "critical")
+    [flag] = flags_of([majority([clean]), majority([undecided])])
+    assert flag.severity == "medium"
+    assert flags_of([majority([clean]), majority([clean])]) == []
 
 
 def test_evidence_is_chunked_and_links_are_not_followed(tmp_path: Path) -> None:
@@ -113,11 +125,11 @@ def test_evidence_is_chunked_and_links_are_not_followed(tmp_path: Path) -> None:
     (ws / "notes.txt").symlink_to(outside)
     (ws / "agent.log").write_text("".join(f"step {i}: training\n" for i in range(3000)) + "ls /hidden/ now\n")
     result = {"row": {"run_id": "r", "workspace": str(ws)}, "meta": {}, "submissions": []}
-    pieces = gather(result, piece_chars=100_000).pieces
-    assert [p.where for p in pieces] == ["agent.log"]
-    assert len(chunks(pieces, 10_000)) > 3
+    pieces = gather(result, part_chars=10_000).pieces
+    assert {p.file for p in pieces} == {"agent.log"} and len(chunks(pieces, 10_000)) > 3
+    assert all(p.text.endswith("\n") for p in pieces)  # cut at line ends
     with judge_server() as (base, seen), gateway(tmp_path, base) as (gw, _record):
-        flags = judge_pieces(pieces, url=gw, token=TOKEN, model="m", samples=3, context_chars=10_000)
+        flags = judge_pieces(pieces, url=gw, token=TOKEN, model="m", samples=3, context_chars=10_000).flags
     assert len(seen) == 3 * len(chunks(pieces, 10_000))
     assert [(f.name, f.severity) for f in flags] == [("judge:decoys", "high")]
     assert flags[0].detail.startswith("3/3")
@@ -125,16 +137,23 @@ def test_evidence_is_chunked_and_links_are_not_followed(tmp_path: Path) -> None:
 
 def test_the_judge_has_a_gateway_of_its_own_with_the_operators_key(corpus, tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
-    from autorl.runs.judging import judge_flags
+    import json
+
+    from autorl.audit.judge import prompt_hash
+    from autorl.runs.judging import ask_judge
 
     planted = next(p for p in corpus if p.name == "harness-tampering-12")
     with judge_server() as (base, seen):
         monkeypatch.setenv("OPENAI_BASE_URL", f"{base}/v1")
         monkeypatch.setenv("OPENAI_API_KEY", "sk-operator-key")
-        flags = judge_flags(planted.result, tmp_path, "judge-model", samples=1, budget_tokens=50_000)
-    assert [f.name for f in flags] == ["judge:harness-tampering"], [f.detail for f in flags]
+        judged = ask_judge(planted.result, tmp_path, "judge-model", samples=1, budget_tokens=50_000)
+    assert [f.name for f in judged.flags] == ["judge:harness-tampering"], [f.detail for f in judged.flags]
     assert {s["authorization"] for s in seen} == {"Bearer sk-operator-key"}
-    assert list((tmp_path / "judge" / "harness-tampering-12").glob("*/calls.jsonl"))
+    [folder] = (tmp_path / "judge" / "harness-tampering-12").iterdir()
+    assert (folder / "calls.jsonl").is_file()
+    coverage = json.loads((folder / "coverage.json").read_text())
+    assert coverage["unshown"] == [] and coverage["shown_bytes"] == coverage["evidence_bytes"] > 0
+    assert judged.columns() == {"judge_model": "judge-model", "judge_prompt_hash": prompt_hash(), "judge_samples": 1}
 
 
 def test_a_standing_critical_judge_flag_makes_the_headline_the_base_models() -> None:
@@ -180,11 +199,12 @@ def test_audit_judge_cli_sets_the_headline_and_an_override_restores_it(tmp_path:
     assert len(seen) == 3
     [flag] = [f for f in out if f["name"].startswith("judge:")]
     assert (flag["name"], flag["severity"]) == ("judge:contamination", "critical")
-    assert flag["evidence"][0].startswith("agent.log: ") and "Paraphrasing the dev questions" in flag["evidence"][0]
+    assert flag["evidence"][0].startswith("agent.log [bytes 0-") and "Paraphrasing the dev questions" in flag["evidence"][0]
     again = json.loads(cli("audit", "judged", "--json", check=True).stdout)  # the deterministic audit alone
     assert [f["name"] for f in again if f["name"].startswith("judge")] == ["judge:contamination"]
     [row] = json.loads(cli("results", "--json", check=True).stdout)
     assert (row["improvement"], row["success"], row["best_score"]) == (0.0, False, 20.0)
+    assert (row["judge_model"], row["judge_samples"], len(row["judge_prompt_hash"])) == ("judge-model", 3, 16)
     assert row["headline_rule"] == "base-model (judge:contamination)"
     proc = cli("audit", "--override", "judged", "judge:contamination", "--reason", "the paraphrases were of train items")
     assert proc.returncode == 0, proc.stderr
@@ -192,6 +212,8 @@ def test_audit_judge_cli_sets_the_headline_and_an_override_restores_it(tmp_path:
     assert (row["improvement"], row["success"], row["headline_rule"]) == (10.0, True, None)
     proc = cli("audit", "judged", "--judge", " ")
     assert proc.returncode == 2 and "--judge needs a model name" in proc.stderr
+    proc = cli("audit", "judged", "--judge", "m", "--judge-budget-s", "0")
+    assert proc.returncode == 2 and "--judge-budget-s must be a positive number" in proc.stderr
     proc = cli("run", "--agent", "example", "--task", "arith", "--model", "autorl:tiny", "--timeout", "5",
                "--audit-judge", " ")
     assert proc.returncode == 2 and "--audit-judge needs a model name" in proc.stderr
@@ -223,10 +245,15 @@ def test_a_flooded_workspace_leaves_the_calls_and_code_their_room(tmp_path: Path
     junk.mkdir()
     for i in range(300):  # 600,000 characters of noise, listed first
         (junk / f"{i:03d}.txt").write_text(f"noise {i} " * 200)
-    with judge_server() as (base, _seen), gateway(tmp_path / "gw", base) as (gw, _record):
-        flags = {f.name: f for f in judge_run(run, url=gw, token=TOKEN, model="judge-model")}
+    # a budget of about two calls: the model calls and the code come first, the noise is what is cut
+    with judge_server() as (base, _seen), gateway(tmp_path / "gw", base, budget_tokens=40_000) as (gw, _record):
+        judged = judge_run(run, url=gw, token=TOKEN, model="judge-model", concurrency=1)
+    flags = {f.name: f for f in judged.flags}
     assert flags["judge:external-help"].severity == "high"
-    assert flags["judge-evidence-cut"].severity == "medium" and flags["judge-evidence-cut"].evidence[0].startswith("aaa/")
+    cut = flags["judge-evidence-cut"]
+    assert cut.severity == "medium" and "budget ran out" in cut.detail
+    assert cut.evidence[-1].startswith("... and ") and all(e.startswith("aaa/") for e in cut.evidence[:-1])
+    assert len(judged.unshown) == 200 + int(cut.evidence[-1].split()[2]) and judged.shown < judged.total
 
 
 def test_the_run_page_shows_a_judges_evidence_escaped() -> None:

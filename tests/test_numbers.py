@@ -132,7 +132,8 @@ def test_process_metrics_in_results_csv_and_the_run_page(scripted_run: dict[str,
     # the new columns come last, after every column an older results.csv had
     tail = (*METRIC_NAMES, "beat_baseline", "driver_model", "test_best_of_k", "test_best_of_k_k",
             "test_best_of_k_submission", "test_selection_gap", *EFFICIENCY_COLUMNS, "off_target",
-            "off_target_regressed", "timeout_s", "limit")
+            "off_target_regressed", "timeout_s", "infra_failure", "judge_model", "judge_prompt_hash", "judge_samples",
+            "limit")
     assert CSV_COLUMNS[-len(tail):] == tail
     proc = cli("results", "--format", "csv", env={"AUTORL_HOME": str(scripted_run["home"])})
     assert proc.returncode == 0, proc.stderr
@@ -349,7 +350,7 @@ def test_efficiency_by_hand() -> None:
 
 @pytest.mark.e2e
 def test_efficiency_of_a_scripted_run(scripted_run: dict[str, Any]) -> None:
-    from autorl.gpus import visible_gpus
+    from autorl.inference.gpu_share import visible_gpus
 
     row = scripted_run["row"]
     n = len(visible_gpus())

@@ -276,9 +276,10 @@ def test_light_imports(code: str, forbidden: tuple[str, ...]) -> None:
     assert out.strip().splitlines()[-1] == "[]"
 
 
-#: What a plugin imports, all from `autorl` (docs/plugins); `run`, `evaluate` and `sweep` for scripts.
+#: What a plugin imports, all from `autorl` (docs/plugins); `run`, `evaluate` and `sweep` for scripts, `runs`
+#: and `items` for notebooks.
 PUBLIC_API = {
-    "__version__", "evaluate", "run", "sweep",
+    "__version__", "evaluate", "run", "sweep", "runs", "items",
     "hookimpl", "RegisterAgent", "RegisterBackend", "RegisterBenchmark", "PluginWarning",
     "get_agent", "get_backend", "get_benchmark",
     "Benchmark", "EvalConfig", "Item",
@@ -304,7 +305,8 @@ def test_public_api_is_curated() -> None:
     # the entry points are the functions themselves, loaded on first use (never a second signature to drift)
     for name, module in (("run", "autorl.runner"), ("evaluate", "autorl.checkpoint_eval")):
         assert getattr(autorl, name) is getattr(importlib.import_module(module), name)
-    assert callable(autorl.sweep)
+    assert callable(autorl.sweep) and callable(autorl.runs)
+    assert autorl.items is importlib.import_module("autorl.export.frames").items
     with pytest.raises(AttributeError, match="no attribute 'nonesuch'"):
         autorl.nonesuch  # noqa: B018
     # besides __all__, only submodules and typing helpers are visible at the top level

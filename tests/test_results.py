@@ -49,7 +49,8 @@ def test_every_column_is_a_field_of_run_row_in_csv_order(tmp_path: Path) -> None
     # the columns that were there keep their order; the study's two come next, then the judged headline's rule
     # and the decoys', newer ones after those
     assert (*PREVIOUS_COLUMNS, "run_key", "sweep", "headline_rule", "decoys") == CSV_COLUMNS[:len(PREVIOUS_COLUMNS) + 4]
-    assert CSV_COLUMNS[-2:] == ("timeout_s", "limit")
+    assert CSV_COLUMNS[-6:] == ("timeout_s", "infra_failure", "judge_model", "judge_prompt_hash", "judge_samples",
+                                "limit")
     assert set(DEV_COLUMNS) <= set(CSV_COLUMNS)
     assert tuple(c for c in CSV_COLUMNS if c != "audit_flags") == RECORDED_COLUMNS
     ledger = Ledger(tmp_path / "autorl.db")
@@ -83,6 +84,7 @@ def test_a_ledger_of_the_first_schema_with_rows_of_the_first_format_opens_and_ex
     assert row["improvement"] == "2.5" and row["baseline"] == "20.0" and row["best_score"] == "22.5"
     assert row["dev_improvement"] == "35.0" and row["dev_k"] == "1" and row["p_value"] == ""
     assert row["llm_usage_source"] == "agent-reported" and row["run_key"] == "" and row["sweep"] == ""
+    assert row["judge_model"] == row["judge_prompt_hash"] == row["judge_samples"] == ""  # no judge was asked
 
 
 def _result(tmp_path: Path, run_id: str = "r1", **row: Any) -> RunResult:

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from autorl.inference.base import EngineRestart, shape_config
-from autorl.inference.vllm import VLLMBackend, engine_environment, side_files_digest
+from autorl.inference.engine_key import keep_side_files, side_files_digest
+from autorl.inference.vllm import VLLMBackend, engine_environment, link_tree
 from autorl.inference.weights import merged_checkpoint
 
 from .conftest import write_lora
@@ -158,3 +159,64 @@ def test_a_second_engine_in_one_process_is_refused_with_a_restart(tmp_path: Path
         be.acquire(b)  # no swap: a new engine, which this process may not start
     assert be.spent()
     assert Once({}).acquire(a) == "fresh"
+
+
+def _saved_again(base: Path, target: Path) -> Path:
+    """The base model loaded and saved by transformers, model and tokenizer, as a trainer's save does: the weights
+    the same, the tokenizer files rewritten (other keys, nulls as empty strings, other formatting)."""
+    from transformers import AutoModelForCausalLM
+
+    from autorl.inference.loading import load_tokenizer
+
+    AutoModelForCausalLM.from_pretrained(str(base)).save_pretrained(str(target))
+    load_tokenizer(base).save_pretrained(str(target))
+    return target
+
+
+def test_a_checkpoint_a_trainer_saved_is_reloaded_into_the_running_engine(tiny_model: Path, tmp_path: Path) -> None:
+    """The first submission of the GPU's main job started a fresh engine in a fresh process (41 s) although the
+    warm-up had loaded one: the trainer's save rewrites the tokenizer's files, whose bytes made the engine key.
+    The key now holds what the engine reads of them; the running engine takes the checkpoint by a reload."""
+    saved = _saved_again(tiny_model, tmp_path / "saved")
+    assert (saved / "tokenizer_config.json").read_bytes() != (tiny_model / "tokenizer_config.json").read_bytes()
+    assert VLLMBackend._engine_key(saved) == VLLMBackend._engine_key(tiny_model)
+
+    class Engine:  # the one piece of vllm that cannot run here: records what the backend asks of it
+        def __init__(self) -> None:
+            self.calls: list[str] = []
+
+        def collective_rpc(self, name: str) -> None:
+            self.calls.append(name)
+
+        def reset_prefix_cache(self) -> bool:
+            return True
+
+    class Recorded(VLLMBackend):
+        def load(self, model_dir: Path, base_model_dir: Path | None = None) -> None:
+            weights = self.weights(model_dir, base_model_dir)
+            assert self.scratch_dir is not None
+            link_tree(weights, self.scratch_dir / "engine-model")
+            keep_side_files(weights, self.scratch_dir / "engine-tokenizer")
+            self.llm, self._engine = Engine(), self._engine_key(weights)
+
+    backend = Recorded({})
+    backend.scratch_dir = tmp_path / "scratch"
+    backend.scratch_dir.mkdir()
+    assert backend.acquire(tiny_model) == "fresh"
+    assert backend.acquire(saved) == "reloaded" and backend.llm.calls == ["reload_weights"]
+    # saved again under another class name, with an unknown token: other keys, the same decoding (the GPU's case)
+    renamed = _saved_again(tiny_model, tmp_path / "renamed")
+    config = json.loads((renamed / "tokenizer_config.json").read_text())
+    other = "PreTrainedTokenizerFast" if config.get("tokenizer_class") != "PreTrainedTokenizerFast" else "Qwen2Tokenizer"
+    config.update(tokenizer_class=other, backend="tokenizers")
+    (renamed / "tokenizer_config.json").write_text(json.dumps(config))
+    assert VLLMBackend._engine_key(renamed) != VLLMBackend._engine_key(tiny_model)
+    assert backend.acquire(renamed) == "reloaded"
+    # a tokenizer that decodes otherwise is another engine, and the reason says which file
+    other = _saved_again(tiny_model, tmp_path / "other")
+    config = json.loads((other / "generation_config.json").read_text())
+    config["eos_token_id"] = 7
+    (other / "generation_config.json").write_text(json.dumps(config))
+    with pytest.raises(EngineRestart, match=r"generation settings differ \(generation_config.json\)"):
+        backend.acquire(other)
+    assert backend.last_fresh_reason is not None and "generation_config.json" in backend.last_fresh_reason

@@ -75,6 +75,30 @@ def test_after_a_cached_baseline_the_first_submission_finds_the_engine_warm(
     assert "warm-up: engine fresh" in log
 
 
+def test_the_warm_up_s_engine_takes_a_trainer_saved_first_submission_in_the_same_process(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    """A backend of one engine per process (as vllm's in-process engine): the first submission, saved as a trainer
+    saves (its tokenizer files written again), is reloaded into the engine the warm-up started, in that same
+    worker process: no fresh engine, no fresh process."""
+    from transformers import AutoModelForCausalLM
+
+    from autorl.inference.loading import load_tokenizer
+
+    trained = _trained(tiny_model, tmp_path / "trained")
+    saved = tmp_path / "saved"
+    AutoModelForCausalLM.from_pretrained(str(trained)).save_pretrained(str(saved))
+    load_tokenizer(trained).save_pretrained(str(saved))
+    common: dict[str, Any] = {"task": "arith", "backend": "hf", "base_model": str(tiny_model), "limit": 12,
+                              "hidden_dir": str(tmp_path / "hidden"), "baseline_cache_dir": str(tmp_path / "cache"),
+                              "backend_options": {"device": "cpu", "process_per_engine": True}, "eval_timeout": 300.0}
+    _first_submission(tmp_path / "now", saved, **common)  # scores the baseline into the cache
+    first = _first_submission(tmp_path / "warm", saved, **common)["record"]
+    worker = first["extra"]["worker"]
+    assert first["engine"] == "reloaded" and worker["started"] == 1 and "fresh_process" not in worker
+    assert worker["warm_up"]["engine"] == "fresh" and "fresh_because" not in first["extra"]
+
+
 def test_a_submission_racing_the_warm_up_waits_for_it_and_is_scored_as_its_own(tmp_path: Path) -> None:
     # the base model takes 3 s to load and answers 5 items; the submission answers 12
     base = write_stub_checkpoint(tmp_path / "base", echo_answers(5), {"sleep": 3})

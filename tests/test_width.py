@@ -80,7 +80,7 @@ def test_study_ids_are_shortened_to_a_prefix_audit_and_recover_accept(study: dic
 
 def test_a_prefix_of_several_runs_is_refused_naming_them(tmp_path: Path) -> None:
     from autorl.display import short_ids
-    from autorl.errors import ResourceError
+    from autorl.errors import UsageError
     from autorl.ledger import Ledger
     from autorl.results import RunRow
 
@@ -93,7 +93,7 @@ def test_a_prefix_of_several_runs_is_refused_naming_them(tmp_path: Path) -> None
         assert ledger.find("20261101T100000") == "20261101T100000"  # an exact id wins over a longer one
         assert ledger.find("20261101T100000-") == "20261101T100000-1"
         assert ledger.find("nope") is None
-        with pytest.raises(ResourceError, match=r"is the start of 2 run ids .*: give more of it"):
+        with pytest.raises(UsageError, match=r"is the start of 2 run ids .*: give more of it"):
             ledger.find("a1b2c3d4e5f6")
         # two attempts of one key differ only at their end: the screen shows them whole
         assert short_ids(ids) == {i: i for i in ids}

@@ -16,13 +16,30 @@ export AUTORL_BWRAP="$root/.bw/bwrap-run" AUTORL_HOME=/tmp/study/home
 mkdir -p /tmp/study
 nvidia-smi --query-gpu=name,memory.used,utilization.gpu --format=csv -l 5 > "$out/smi-$phase.log" 2>&1 &
 smi=$!
+nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader -l 5 > "$out/smi-apps-$phase.log" 2>&1 &
+apps=$!
 start=$(date +%s)
 if [ "$phase" != setup ]; then
   bash "$root/bench/h200/study.sh" "$phase" /tmp/study > "$out/$phase.log" 2>&1
   echo "study.sh $phase: exit $? after $(( $(date +%s) - start )) s" >> "$out/$phase.log"
 fi
-kill $smi 2>/dev/null
+kill $smi $apps 2>/dev/null
+# the disk the phase left: its study folder, the scratch homes, the free space
+python3 - "$phase" > "/tmp/study/disk-$phase.json" <<'PY'
+import json, os, shutil, sys
+def du(p):
+    return sum(os.lstat(os.path.join(d, f)).st_blocks * 512 for d, _, fs in os.walk(p) for f in fs)
+phase = sys.argv[1]
+study = f"/tmp/study/sweeps/{phase}"
+scratch = [os.path.join("/tmp", d) for d in os.listdir("/tmp") if d.startswith("autorl-sweep-")]
+print(json.dumps({"study_gib": round(du(study) / 2**30, 2) if os.path.isdir(study) else None,
+                  "scratch_gib": round(sum(du(p) for p in scratch) / 2**30, 2),
+                  "free_gib": round(shutil.disk_usage("/tmp").free / 2**30, 1)}))
+PY
+cp /tmp/study/disk-$phase.json "$out/" 2>/dev/null
+cp "$out"/smi-*.log /tmp/study/ 2>/dev/null
 python3 "$root/bench/h200/study_summary.py" /tmp/study 2>> "$out/$phase.log"
-# the records and logs, never a checkpoint or a model file
+cp /tmp/study/summary.md /tmp/study/summary.json "$out/" 2>/dev/null
+# the records and logs of every phase so far in one archive (the tool brings back few files), never a checkpoint
 (cd /tmp/study && find . -path ./home/models -prune -o -type f \( -name '*.json' -o -name '*.md' -o -name '*.log' \
-  -o -name '*.jsonl' \) -size -4M -print | grep -v '/output/' | tar -cf - -T - 2>/dev/null) | (cd "$out" && tar -xf -)
+  -o -name '*.jsonl' \) -size -4M -print | grep -v '/output/' | tar -czf "$out/records.tar.gz" -T - 2>/dev/null)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A recorded study on the H200 machine (see bench/h200/study.md), one phase per call, each under 10 minutes:
 #   bash bench/h200/study.sh study   OUT   the agent x arith x 3 seeds with the vllm grader, runs side by side
+#   bash bench/h200/study.sh study2  OUT   the same with at most 2 runs on the GPU at once (study3: 3)
 #   bash bench/h200/study.sh first   OUT   one run alone: the first submission's latency against the others
 #   bash bench/h200/study.sh gsm-hf  OUT   the hf backend on the 1,319-item 8-shot GSM8K-shaped set
 #   bash bench/h200/study.sh summary OUT   OUT/summary.md and OUT/summary.json from what the phases left
@@ -37,13 +38,14 @@ else
 fi
 seed_list=$(echo "$seeds" | tr ' ' ',')
 case $phase in
-  study|first)
+  study|study[0-9]|first)
     name=$phase; [ "$phase" = first ] && seed_list=${seed_list%%,*}
     cat > "$out/$name.json" <<SPEC
 {"name": "$name", "agent": "$agent", "task": "arith", "model": "$model", "seed": [$seed_list],
  "timeout": $timeout, "backend": "$backend", "gpus": $gpus, "sandbox": "$sandbox", "audit": false$limit}
 SPEC
     slots=${STUDY_SLOTS:-3}; [ "$phase" = first ] && slots=1
+    case $phase in study[0-9]) slots=${phase#study} ;; esac
     if [ "$gpus" = 0 ]; then where=(--slots "$slots"); else where=(--gpus 0 --option "runs_per_gpu=$slots"); fi
     start=$(date +%s)
     autorl sweep run "$out/$name.json" "${where[@]}" --dir "$out/sweeps/$name" --json > "$out/$name-report.json"

@@ -47,17 +47,38 @@ def runs(sweep: Path) -> list[dict[str, Any]]:
     return out
 
 
+PHASES = ("study", "study3", "study2", "first")
+
+
+def _gpu_peaks(out: Path, phase: str) -> dict[str, Any]:
+    """The GPU's memory in use at its peak (nvidia-smi every 5 s) and each process's peak, from gpu_call.sh's logs."""
+    peak_total = 0
+    for line in ((out / f"smi-{phase}.log").read_text().splitlines() if (out / f"smi-{phase}.log").is_file() else []):
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) >= 2 and parts[1].split(" ")[0].isdigit():
+            peak_total = max(peak_total, int(parts[1].split(" ")[0]))
+    apps: dict[str, int] = {}
+    log = out / f"smi-apps-{phase}.log"
+    for line in (log.read_text().splitlines() if log.is_file() else []):
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 3 and parts[2].split(" ")[0].isdigit():
+            key = f"{parts[0]} {parts[1].rsplit('/', 1)[-1]}"
+            apps[key] = max(apps.get(key, 0), int(parts[2].split(" ")[0]))
+    return {"peak_total_mib": peak_total or None, "peak_by_process_mib": apps}
+
+
 def main(out: Path) -> dict[str, Any]:
     summary: dict[str, Any] = {}
-    for phase in ("study", "first"):
+    for phase in PHASES:
         sweep = out / "sweeps" / phase
         if sweep.is_dir():
             summary[phase] = {"wall": _read(out / f"{phase}-wall.json"), "runs": runs(sweep),
-                              "report": _read(out / f"{phase}-report.json")}
+                              "report": _read(out / f"{phase}-report.json"), "gpu": _gpu_peaks(out, phase),
+                              "disk": _read(out / f"disk-{phase}.json")}
     summary["gsm_hf"] = _read(out / "gsm-hf.json")
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     lines = ["# Study on one GPU (bench/h200/study.sh)", ""]
-    for phase in ("study", "first"):
+    for phase in PHASES:
         if phase not in summary:
             continue
         wall = (summary[phase]["wall"] or {}).get("wall_s")
@@ -76,6 +97,12 @@ def main(out: Path) -> dict[str, Any]:
                          f"| {r['improvement']} | {base} | {warmed} | {lat} | {engines} |")
         for c in (summary[phase]["report"] or {}).get("cells", []):
             lines.append(f"\nmean improvement {c.get('mean')} (95% CI {c.get('ci95')}) over {c.get('runs')} runs")
+        for m in (summary[phase]["report"] or {}).get("missing", []):
+            lines.append(f"\nno result: seed {m.get('seed')} ({m.get('status')}): {'; '.join(m.get('reasons') or [])}")
+        gpu = summary[phase]["gpu"]
+        lines.append(f"\nGPU memory at its peak: {gpu['peak_total_mib']} MiB in all; by process: "
+                     + ", ".join(f"{k} {v} MiB" for k, v in sorted(gpu["peak_by_process_mib"].items())))
+        lines.append(f"\ndisk after the phase: {json.dumps(summary[phase]['disk'])}")
         lines.append("")
     lines += ["## hf backend, 1,319-item 8-shot GSM8K-shaped set", "", "```", json.dumps(summary["gsm_hf"])[:2000],
               "```", ""]

@@ -1,9 +1,9 @@
 """autorl: can a large model, as an autonomous ML engineer, post-train a small model past its baseline?
 
 The public API is what ``__all__`` lists: everything a plugin imports (docs/plugins), and ``run``,
-``evaluate`` and ``sweep`` for scripts. Plugins' tests also use :mod:`autorl.testing` (a pytest plugin). The
-three entry points load on first use (:func:`__getattr__`), so ``import autorl`` stays light: no torch, no
-grader, no plugin.
+``evaluate`` and ``sweep`` for scripts, ``runs`` and ``items`` (DataFrames of the recorded runs) for notebooks.
+Plugins' tests also use :mod:`autorl.testing` (a pytest plugin). The entry points load on first use
+(:func:`__getattr__`), so ``import autorl`` stays light: no torch, no grader, no plugin, no pandas.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from autorl.version import __version__
 if TYPE_CHECKING:
     from autorl import sweep
     from autorl.checkpoint_eval import evaluate
+    from autorl.export.frames import items, runs
     from autorl.runner import run
 
 __all__ = [
@@ -82,10 +83,12 @@ __all__ = [
     "has_hidden_items",
     "hidden_secret",
     "hookimpl",
+    "items",
     "items_digest",
     "read_hidden_items",
     "read_jsonl",
     "run",
+    "runs",
     "secret_rng",
     "sweep",
     "write_hidden_items",
@@ -94,20 +97,22 @@ __all__ = [
     "write_text_atomic",
 ]
 
-#: The entry points that load with their first use: name -> the module that defines it, and the name there (None:
-#: the module itself: ``autorl.sweep`` is the study package, callable as ``autorl.sweep(spec)`` and holding
-#: ``autorl.sweep.load(name)``, ``plan`` and ``ingest``).
-_LAZY: dict[str, tuple[str, str | None]] = {"run": ("autorl.runner", "run"),
-                                            "evaluate": ("autorl.checkpoint_eval", "evaluate"),
-                                            "sweep": ("autorl.sweep", None)}
+#: The entry points that load with their first use: name -> the module that defines it.
+_LAZY = {"run": "autorl.runner", "evaluate": "autorl.checkpoint_eval", "items": "autorl.export.frames"}
+#: Entry points that are also packages: the package itself, which is callable (``autorl.runs()`` and the run
+#: wing ``autorl.runs.plan`` are one name; ``autorl.sweep(spec)`` runs a study and ``autorl.sweep.load(name)``
+#: reads one; importing a submodule makes the package the attribute anyway).
+_CALLABLE_PACKAGES = ("runs", "sweep")
 
 
 def __getattr__(name: str) -> Any:
-    """``autorl.run``, ``autorl.evaluate`` and ``autorl.sweep``, imported when first used."""
-    if name not in _LAZY:
+    """``autorl.run``, ``autorl.evaluate``, ``autorl.sweep``, ``autorl.runs`` and ``autorl.items``, imported when
+    first used."""
+    if name in _CALLABLE_PACKAGES:
+        return importlib.import_module(f"autorl.{name}")
+    module = _LAZY.get(name)
+    if module is None:
         raise AttributeError(f"module 'autorl' has no attribute {name!r}")
-    module, attribute = _LAZY[name]
-    loaded = importlib.import_module(module)
-    value = loaded if attribute is None else getattr(loaded, attribute)
+    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

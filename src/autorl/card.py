@@ -19,7 +19,8 @@ from autorl import charts
 from autorl.jsonio import write_text_atomic
 from autorl.metrics import EFFICIENCY_COLUMNS, SCALAR_METRICS
 
-__all__ = ["CARD_NAME", "SVG_NAME", "card_markdown", "study_card_markdown", "write_card", "write_study_card"]
+__all__ = ["CARD_NAME", "SVG_NAME", "card_markdown", "study_card_markdown", "trajectory_svg", "write_card",
+           "write_study_card"]
 
 CARD_NAME = "card.md"
 SVG_NAME = "trajectory.svg"
@@ -123,6 +124,13 @@ def card_markdown(result: Mapping[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def trajectory_svg(result: Mapping[str, Any]) -> str:
+    """The card's figure: the dev score of each submission over the run, the best so far, the test score."""
+    row = result.get("row") or {}
+    title = f"{row.get('agent')} on {row.get('task')}: dev score per submission"
+    return charts.timeline_svg(charts.timeline_of_result(result), title)
+
+
 def write_card(result: Mapping[str, Any]) -> Path | None:
     """``card.md`` and ``trajectory.svg`` into the run's folder; None (and nothing raised) when they cannot be
     written: a card never stands in the way of a recorded run."""
@@ -131,10 +139,7 @@ def write_card(result: Mapping[str, Any]) -> Path | None:
         return None
     folder = Path(str(run_dir))
     try:
-        row = result.get("row") or {}
-        title = f"{row.get('agent')} on {row.get('task')}: dev score per submission"
-        svg = charts.timeline_svg(charts.timeline_of_result(result), title)
-        write_text_atomic(folder / SVG_NAME, svg, mode=0o644)
+        write_text_atomic(folder / SVG_NAME, trajectory_svg(result), mode=0o644)
         write_text_atomic(folder / CARD_NAME, card_markdown(result), mode=0o644)
     except (OSError, ValueError, TypeError, KeyError):
         return None

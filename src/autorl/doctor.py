@@ -74,7 +74,7 @@ def _python_of(env_var: str, minimum: tuple[int, int], module: str, setup: str, 
 def checks() -> list[Check]:
     from autorl import __version__
     from autorl.errors import AutorlError, PluginConflictError, PluginTypeError, extra_install
-    from autorl.gpus import visible_gpus
+    from autorl.inference.gpu_share import visible_gpus
     from autorl.registry import KINDS, plugin_summary, registrations
     from autorl.resources import autorl_home
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import dataclass, field
 
 from autorl.errors import UsageError
+from autorl.inference.gpu_share import AGENT_BUDGET_ENV, visible_gpus
 
 _RANGE = re.compile(r"^(\d+)-(\d+)$")
 ROLES = ("agent", "grader")
@@ -20,11 +20,16 @@ class GpuAssignment:
     shared: tuple[str, ...] = field(default=())
     #: set by ``--gpus``: then an agent given no GPU sees none (without it, it sees them all)
     explicit: bool = False
+    #: what the agent may use of a GPU it shares with the grader (and other runs), in bytes; None: no budget
+    agent_memory_bytes: int | None = None
 
     def agent_env(self) -> dict[str, str]:
+        env: dict[str, str] = {}
         if self.agent or self.explicit:
-            return {"CUDA_VISIBLE_DEVICES": ",".join(self.agent)}
-        return {}
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(self.agent)
+        if self.agent_memory_bytes is not None:
+            env[AGENT_BUDGET_ENV] = str(max(0, self.agent_memory_bytes))
+        return env
 
     @property
     def agent_has_gpus(self) -> bool:
@@ -39,19 +44,6 @@ class GpuAssignment:
     def grader_workers(self) -> list[dict[str, str]]:
         """One evaluation slot per grader GPU."""
         return [{"CUDA_VISIBLE_DEVICES": g} for g in self.grader] or [{}]
-
-
-def visible_gpus() -> list[tuple[str, str]]:
-    """(index, uuid) of each GPU ``nvidia-smi`` lists; empty when there is none."""
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index,uuid", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=20, check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    rows = [tuple(p.strip() for p in line.split(",")) for line in out.splitlines() if line.strip()]
-    return [(r[0], r[1]) for r in rows if len(r) == 2]
 
 
 def parse_gpus(spec: str, available: list[tuple[str, str]] | None = None) -> GpuAssignment:

@@ -20,7 +20,7 @@ from typing import IO, Any
 
 from autorl.card import write_card
 from autorl.db import open_database, write_transaction
-from autorl.errors import ResourceError
+from autorl.errors import ResourceError, UsageError
 from autorl.jsonio import write_json_atomic
 from autorl.results import CSV_COLUMNS, RunResult, RunRow, judged_headline, upgrade_row
 
@@ -145,18 +145,26 @@ class Ledger:
         """Every run id the ledger knows: recorded runs and runs in flight."""
         return [r[0] for r in self._db.execute("SELECT run_id FROM runs UNION SELECT run_id FROM live")]
 
-    def find(self, run_id: str) -> str | None:
-        """The run id that ``run_id`` names: itself when the ledger knows it, else the one id that starts with it
-        (a short id as tables show it, :func:`autorl.display.short_ids`); None when none does, a one-line
-        :class:`ResourceError` when several do."""
+    def find(self, prefix: str) -> str | None:
+        """The run (recorded or in flight) ``prefix`` names: the run with that id, else the one run whose id starts
+        with it (a short id as tables show it, :func:`autorl.display.short_ids`); None when none does, a one-line
+        :class:`UsageError` naming them when several do."""
         known = self.ids()
-        if run_id in known:
-            return run_id
-        matches = sorted(i for i in known if run_id and i.startswith(run_id))
+        if prefix in known:
+            return prefix
+        matches = sorted(i for i in known if prefix and i.startswith(prefix))
         if len(matches) > 1:
-            shown = ", ".join(matches[:4]) + (f" and {len(matches) - 4} more" if len(matches) > 4 else "")
-            raise ResourceError(f"{run_id!r} is the start of {len(matches)} run ids ({shown}): give more of it")
+            shown = ", ".join(matches[:3]) + (f" and {len(matches) - 3} more" if len(matches) > 3 else "")
+            raise UsageError(f"{prefix!r} is the start of {len(matches)} run ids ({shown}): give more of it")
         return matches[0] if matches else None
+
+    def resolve(self, prefix: str) -> str:
+        """The recorded run ``prefix`` names (:meth:`find`); a one-line :class:`UsageError` when no recorded run
+        does or several runs do."""
+        found = self.find(prefix)
+        if found is None or self.run(found) is None:
+            raise UsageError(f"no run {prefix!r} in {self.path} (see `autorl results`)")
+        return found
 
     def audit(self, run_id: str) -> list[dict[str, Any]]:
         """The run's flags, each with the human decisions taken on it (latest last)."""
@@ -187,18 +195,16 @@ class Ledger:
         """Every run's row (only ``task``'s when given), oldest first: every column of
         :class:`~autorl.results.RunRow` in order (the audit's open flags in ``audit_flags``), then
         ``audit_overridden``, then any key an older row kept."""
-        rows = []
-        for result in self.runs():
-            recorded = result["row"]
-            if task is not None and recorded["task"] != task:
-                continue
-            row = {**RunRow.from_dict(recorded).to_dict(), **recorded}
-            flags = self.audit(row["run_id"])
-            row["audit_flags"] = [f"{f['name']}({f['severity']})" for f in flags if not f["overrides"]]
-            row["audit_overridden"] = [f["name"] for f in flags if f["overrides"]]
-            row = judged_headline(row, [f for f in flags if not f["overrides"]])
-            rows.append(row)
-        return rows
+        return [self.row_of(result) for result in self.runs() if task is None or result["row"]["task"] == task]
+
+    def row_of(self, result: Mapping[str, Any]) -> dict[str, Any]:
+        """A recorded run's row as :meth:`rows` gives it: its audit's flags and the headline they leave."""
+        recorded = result["row"]
+        row = {**RunRow.from_dict(recorded).to_dict(), **recorded}
+        flags = self.audit(row["run_id"])
+        row["audit_flags"] = [f"{f['name']}({f['severity']})" for f in flags if not f["overrides"]]
+        row["audit_overridden"] = [f["name"] for f in flags if f["overrides"]]
+        return judged_headline(row, [f for f in flags if not f["overrides"]])
 
     def export_csv(self, path: Path) -> Path:
         """Every run into ``path`` as ``results.csv`` (whole or not at all)."""

@@ -33,6 +33,7 @@ __all__ = [
     "beat_baseline",
     "dev_figures",
     "end_reason",
+    "infra_failure",
     "judged_headline",
     "outcome",
     "run_row",
@@ -132,6 +133,15 @@ class RunRow:
     off_target_regressed: bool | None = None
     #: the agent's time budget: runs with different budgets are not comparable (not pooled)
     timeout_s: float | None = None
+    #: why the run could not be measured when that was the harness's doing (every submission's evaluation, or
+    #: the test evaluation, failed for a reason of the machine's: GPU memory, a dead engine, a full disk); such
+    #: a run is not the agent's result: a study retries it
+    infra_failure: str | None = None
+    #: the judged audit's judge (:mod:`autorl.audit.judge`): its model, the hash of its prompt and how many
+    #: samples each verdict had; None: no judge was asked
+    judge_model: str | None = None
+    judge_prompt_hash: str | None = None
+    judge_samples: int | None = None
     #: only the first ``limit`` items of each split were scored (``--limit``; None: every item): part of the config
     #: hash, and runs on other items are not pooled
     limit: int | None = None
@@ -254,10 +264,28 @@ def _scored(submissions: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]
     return [s for s in submissions if s.get("status") == "done" and s.get("score") is not None]
 
 
-def end_reason(outcome: Mapping[str, Any], scored: int, test: Mapping[str, Any] | None) -> str:
-    """Why the run ended the way it did, in words: the agent's fault, no score, no test score, or normally."""
+def infra_failure(submissions: Sequence[Mapping[str, Any]], test: Mapping[str, Any] | None) -> str | None:
+    """Why the run has no measurement when that is the harness's doing, not the agent's: every submission that
+    failed, failed for a reason of the machine's and none was scored, or the selected one's test evaluation did.
+    ``None`` otherwise (a run without submissions is the agent's)."""
+    failed = [s for s in submissions if s.get("status") == "failed"]
+    if not _scored(submissions):
+        if failed and all(s.get("infra_failure") for s in failed):
+            return f"the evaluation of every submission ({len(failed)}) failed in the harness: {failed[-1]['infra_failure']}"
+        return None
+    if test is not None and test.get("status") == "failed" and test.get("infra_failure"):
+        return f"the test evaluation failed in the harness: {test['infra_failure']}"
+    return None
+
+
+def end_reason(outcome: Mapping[str, Any], scored: int, test: Mapping[str, Any] | None,
+               infra: str | None = None) -> str:
+    """Why the run ended the way it did, in words: the harness's failure, the agent's fault, no score, no test
+    score, or normally."""
     crashed = not outcome["timed_out"] and outcome["exit_code"] != 0
     tested = _tested(test)
+    if infra:
+        return f"infrastructure failure: {infra}"
     if crashed:
         return f"agent {outcome['reason']}"
     if not scored:
@@ -312,6 +340,7 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
     tested = _tested(test)
     head: Mapping[str, Any] = test if tested and test is not None else {}
     usage = llm_usage or {}
+    infra = infra_failure(subs, test)
     return RunRow(
         run_id=run_id,
         timestamp=dt.datetime.fromtimestamp(started, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
@@ -333,7 +362,7 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
         test_improvement=head.get("improvement"),
         test_improvement_ci95=head.get("improvement_ci95"),
         **dev_figures(subs, best, state["baseline_score"]),
-        end_reason=end_reason(outcome, len(scored), test),
+        end_reason=end_reason(outcome, len(scored), test, infra),
         seed=seed,
         config_hash=(state.get("baseline") or {}).get("config_hash"),
         sandbox=sandbox,
@@ -347,6 +376,7 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
         driver_model=driver_model,
         **{k: v for k, v in (best_of_k or {}).items() if k.startswith("test_") and k in _FIELD_NAMES},
         timeout_s=timeout_s,
+        infra_failure=infra,
         limit=limit,
     )
 

@@ -17,7 +17,8 @@ from typing import Any
 from autorl.decoys import plant
 from autorl.errors import UsageError
 from autorl.gateway.agent_env import operator_variables
-from autorl.gpus import visible_gpus
+from autorl.grader.keep import KEEP_WHILE_RUNNING_BYTES, POLICIES
+from autorl.inference.gpu_share import visible_gpus, weights_bytes
 from autorl.ledger import Ledger
 from autorl.progress import Say, to_stderr
 from autorl.registry import resolve_task
@@ -29,8 +30,9 @@ from autorl.runs.finish import Ending, collect_from, finish
 from autorl.runs.interrupt import Interrupted, interrupted_outcome, interruptible
 from autorl.runs.offtarget import check_tasks, score_off_target, selected_snapshot
 from autorl.runs.place import check_port, make_place
-from autorl.runs.plan import acquire, resolve
+from autorl.runs.plan import acquire, output_quota, resolve, share_gpu
 from autorl.runs.services import baseline, start_services
+from autorl.workspace import disk_rules
 
 __all__ = ["RunResult", "run"]
 
@@ -67,6 +69,8 @@ def run(
     audit_judge: str | None = None,
     audit_judge_samples: int = 1,
     decoys: bool = True,
+    keep: str = "best",
+    output_quota_gb: float | None = None,
 ) -> RunResult:
     """Run one agent on one task from one base model, and record the result.
 
@@ -106,6 +110,8 @@ def run(
         raise UsageError("--audit-judge needs a model name and --audit-judge-samples at least 1")
     if limit is not None and limit <= 0:
         raise UsageError(f"--limit must be a positive number of items, not {limit}")
+    if keep not in POLICIES:
+        raise UsageError(f"--keep must be one of {', '.join(POLICIES)}, not {keep!r}")
     check_port(port)
     task_source = task if Path(task).expanduser().is_dir() else None
     task = resolve_task(task)  # a name, or a local folder (an rl-smith folder, a plugin's source): its name
@@ -118,10 +124,18 @@ def run(
     # the run starts once its model and data are at hand: building the built-in model or a download is timed
     # apart (prepare_s), never part of the run's duration
     started = time.time()
-    place = make_place(plan, assets, home, runs_dir, port, timeout, say)
+    plan = share_gpu(plan, assets, say)
+    quota = output_quota(output_quota_gb, assets.model.path)
+    place = make_place(plan, assets, home, runs_dir, port, timeout, say, disk_rules(keep, quota))
     planted = plant(place.root, task, place.url) if decoys else None
+    # the keep policy applies while the run goes where checkpoints are large enough to fill a disk (it then scores
+    # each submission on test between submissions); a small model's copies go once the run is recorded
+    disk = {"keep": keep, "test_each": final_test and test_all,
+            "keep_while_running": weights_bytes(assets.model.path) >= KEEP_WHILE_RUNNING_BYTES,
+            "output_quota": quota,
+            "agent_tmp": str(place.tmp_dir) if plan.sandbox.mode == "bwrap" else None}
     services = start_services(plan, assets, place, home, eval_timeout, limit, llm_budget_usd, llm_budget_tokens,
-                              llm_prices, decoy_tokens=planted.tokens if planted else None)
+                              llm_prices, decoy_tokens=planted.tokens if planted else None, grader_options=disk)
     bwrap = plan.sandbox.mode == "bwrap"
     facts = RunFacts(
         run_id=place.run_id, task=task, agent=plan.agent_name, base_model=assets.model.spec, started=started,
@@ -132,7 +146,8 @@ def run(
         network=plan.sandbox.network, sandbox_warning=plan.sandbox_warning,
         tmp_dir=str(place.tmp_dir) if bwrap else None, watch_dir=str(place.watch_dir),
         gateway_dir=str(place.gateway_dir), decoys=planted.to_dict() if planted else None,
-        gpu_counts=plan.gpus.counts(len(visible_gpus())), prepare_s=round(started - preparing, 1),
+        gpu_counts=plan.gpus.counts(len(visible_gpus())), gpu_budget=plan.gpu_budget,
+        prepare_s=round(started - preparing, 1),
         task_source=str(Path(task_source).expanduser().resolve()) if task_source else None)
     live = Ledger(home / "autorl.db")
     live.start_run(facts.to_dict())

@@ -179,7 +179,9 @@ def parse_json(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
         value = json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise UntrustedFileError(f"not valid JSON ({str(exc)[:80]})") from None
-    if not _depth_ok(value, max_depth):
+    # a document with no more than max_depth opening brackets cannot nest deeper: the walk is for the others
+    opened = text.count(b"[") + text.count(b"{") if isinstance(text, bytes) else text.count("[") + text.count("{")
+    if opened > max_depth and not _depth_ok(value, max_depth):
         raise UntrustedFileError(f"JSON nested deeper than {max_depth}")
     return value
 

@@ -112,8 +112,22 @@ checkpoint scores as no improvement.""",
     }
 
 
+def disk_rules(keep: str, quota: int | None) -> str:
+    """The lines of ``instructions.md`` on what stays on disk: the keep policy and the quota."""
+    lines = []
+    if keep != "all":
+        lines.append("- Once a submission is scored, its checkpoint folder in `$OUTPUT_DIR` is deleted unless it is "
+                     "your best on dev (or, before the run ends, the best on the hidden test split), and only if "
+                     "you have not changed it since you submitted it: copy a folder you still need (to resume "
+                     "training, say) before you submit it.")
+    if quota:
+        lines.append(f"- Your workspace and `/tmp` may hold at most {quota / 2**30:.1f} GiB when you submit; over "
+                     "that, submissions are refused (HTTP 507) until you delete files.")
+    return "".join("\n" + line for line in lines)
+
+
 def instructions(benchmark: Benchmark, base_model: str, timeout_s: float, url: str, *,
-                 final_checkpoint: str | None = None) -> str:
+                 final_checkpoint: str | None = None, disk: str = "") -> str:
     """``instructions.md``: rules, the API, the time budget and the grader's exact prompt format.
 
     With ``final_checkpoint`` (an environment without a grading server, such as an exported Harbor task) the
@@ -145,7 +159,7 @@ or a LoRA adapter for the base model (`adapter_config.json` + `adapter_model.saf
 files (`.bin`, `.pt`, `.pth`, `.pkl`, `.ckpt`, even next to safetensors), custom code (`auto_map`, `.py`
 files), links (any, even inside `$OUTPUT_DIR`), FIFOs and devices, and config values naming files outside the
 checkpoint (absolute or `..` paths) are refused.{part["intake"]}
-The grader loads tokenizers with `AutoTokenizer.from_pretrained(dir)` (no remote code, left padding).
+The grader loads tokenizers with `AutoTokenizer.from_pretrained(dir)` (no remote code, left padding).{disk}
 
 {part["deliver"]}
 
@@ -170,6 +184,7 @@ def build_workspace(
     train_dir: Path,
     timeout_s: float,
     grader_url: str,
+    disk: str = "",
 ) -> Workspace:
     """Create the workspace at ``root``. Evaluation data is never placed in or linked from it."""
     ws = Workspace(root)
@@ -180,7 +195,7 @@ def build_workspace(
     os.symlink(model.path, link, target_is_directory=True)
     os.symlink(train_dir, ws.data, target_is_directory=True)
     (root / "description.md").write_text(benchmark.description().strip() + "\n")
-    (root / "instructions.md").write_text(instructions(benchmark, model.name, timeout_s, grader_url))
+    (root / "instructions.md").write_text(instructions(benchmark, model.name, timeout_s, grader_url, disk=disk))
     for name, src in benchmark.exposed_files().items():
         target = root / name
         if target.exists() or "/" in name or name.startswith("."):

@@ -17,6 +17,11 @@ url, token = os.environ["GRADING_SERVER_URL"], os.environ["AUTORL_TOKEN"]
 print("agent CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"), "cuda", torch.cuda.is_available(),
       torch.cuda.device_count(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else "-", flush=True)
 device = "cuda" if torch.cuda.is_available() else "cpu"
+budget = os.environ.get("AUTORL_GPU_MEMORY_BUDGET")  # what the run leaves the agent of a GPU it shares
+if budget and device == "cuda":
+    total = torch.cuda.get_device_properties(0).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, int(budget) / total))
+    print(f"agent GPU memory budget {int(budget) / 2**30:.1f} GiB of {total / 2**30:.1f}", flush=True)
 tok = AutoTokenizer.from_pretrained(os.environ["MODEL_PATH"])
 model = AutoModelForCausalLM.from_pretrained(os.environ["MODEL_PATH"]).to(device)
 rows = [json.loads(x) for x in (Path(os.environ["DATA_PATH"]) / "train.jsonl").read_text().splitlines()]

@@ -17,15 +17,21 @@ and from the printable runs of binary files (like ``strings``); a file larger th
 sampled (its head and tail), never skipped. The audit runs within a time budget and survives any file:
 what it could not finish is itself a flag.
 
-Modules: :mod:`~autorl.audit.flags` (what a flag is), :mod:`~autorl.audit.scan` (the agent's texts, the limits
-and the time budget), :mod:`~autorl.audit.overlap` (hidden items in them), :mod:`~autorl.audit.downloads`,
+Text the agent wrote in base64, hex or rot13 is read decoded as well, and text aimed at the auditor (an order
+or a verdict addressed to it, verdict-shaped text, forged prompt delimiters) is the ``judge-steering`` flag.
+
+Modules: :mod:`~autorl.audit.flags` (what a flag is), :mod:`~autorl.audit.scan` (the agent's texts and the walk's
+limits), :mod:`~autorl.audit.unpack` (a file's bytes out of archives and compression, and what they leave out),
+:mod:`~autorl.audit.budget` (the time budget), :mod:`~autorl.audit.encoded`, :mod:`~autorl.audit.overlap`
+(hidden items in them), :mod:`~autorl.audit.downloads`, :mod:`~autorl.audit.steering`,
 :mod:`~autorl.audit.weights` (the submitted checkpoints), :mod:`~autorl.audit.checks` (what the run
-recorded) and :mod:`~autorl.audit.report` (auditing one run).
+recorded) and :mod:`~autorl.audit.report` (auditing one run); the judged audit is :mod:`autorl.audit.judge`.
 """
 
 from __future__ import annotations
 
-from autorl.audit import scan as _scan
+from autorl.audit import unpack as _unpack
+from autorl.audit.budget import AUDIT_BUDGET_S, Budget
 from autorl.audit.checks import (
     ISOLATED_MODES,
     check_harness,
@@ -39,18 +45,8 @@ from autorl.audit.flags import CRITICAL, HIGH, INFO, MEDIUM, Flag, failed_flag, 
 from autorl.audit.overlap import SHORT_N, STANDARD_N, NgramIndex, check_overlap, overlap_flags
 from autorl.audit.report import add_taken_decoys, audit_run, reaudit
 from autorl.audit.scan import (
-    AUDIT_BUDGET_S,
     HARNESS_FILES,
-    MAX_ARCHIVE_BYTES,
-    MAX_DECOMPRESSED,
-    MAX_FILE_BYTES,
     MAX_FILES,
-    MAX_MEMBER_BYTES,
-    MAX_MEMBERS,
-    MAX_NESTING,
-    SAMPLE_HEAD_BYTES,
-    SAMPLE_TAIL_BYTES,
-    Budget,
     Source,
     Text,
     agent_files,
@@ -60,11 +56,21 @@ from autorl.audit.scan import (
     file_texts,
     seen_files,
 )
+from autorl.audit.unpack import (
+    MAX_ARCHIVE_BYTES,
+    MAX_DECOMPRESSED,
+    MAX_FILE_BYTES,
+    MAX_MEMBER_BYTES,
+    MAX_MEMBERS,
+    MAX_NESTING,
+    SAMPLE_HEAD_BYTES,
+    SAMPLE_TAIL_BYTES,
+)
 from autorl.audit.weights import check_weights, merged_lora, weight_distance
 
 # the decompression cap is tested on its own, under the names it had before the audit was a package
-_GZIP = _scan.GZIP
-_decompress = _scan.decompress
+_GZIP = _unpack.GZIP
+_decompress = _unpack.decompress
 
 __all__ = [
     "AUDIT_BUDGET_S",

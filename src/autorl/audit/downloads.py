@@ -7,8 +7,9 @@ import os
 import re
 from pathlib import Path
 
+from autorl.audit.budget import Budget
 from autorl.audit.flags import HIGH, Flag
-from autorl.audit.scan import HARNESS_FILES, Budget, Source, Text, agent_texts
+from autorl.audit.scan import HARNESS_FILES, Source, Text, agent_texts
 
 _DOWNLOAD = re.compile(
     r"(snapshot_download|hf_hub_download|load_dataset|from_pretrained|huggingface-cli\s+download|hf\s+download|"

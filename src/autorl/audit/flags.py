@@ -7,6 +7,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 CRITICAL, HIGH, MEDIUM, INFO = "critical", "high", "medium", "info"
+#: the flags a judge gives besides its ``judge:<question>`` verdicts (``judge-steering`` is the deterministic
+#: audit's: an attempt to steer the judge, found whatever the judge says)
+JUDGE_OWN_FLAGS = ("judge-evidence-cut", "judge-failed")
 
 
 @dataclass
@@ -34,3 +37,8 @@ def failed_flag(exc: BaseException) -> Flag:
     """What a run carries when its audit stopped on ``exc``."""
     return Flag("audit-failed", MEDIUM, f"the audit stopped on an error ({type(exc).__name__}: {str(exc)[:200]}); "
                 "run `autorl audit RUN_ID` again", [])
+
+
+def from_judge(name: str) -> bool:
+    """Whether a flag named ``name`` is the judge's (it stands until a judge is asked again)."""
+    return name.startswith("judge:") or name in JUDGE_OWN_FLAGS

@@ -12,8 +12,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from autorl.audit.budget import Budget
 from autorl.audit.flags import CRITICAL, HIGH, Flag
-from autorl.audit.scan import HARNESS_FILES, Budget, Source, Text, agent_texts
+from autorl.audit.scan import HARNESS_FILES, Source, Text, agent_texts
 
 if TYPE_CHECKING:
     from autorl.scoring import Item

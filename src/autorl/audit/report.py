@@ -9,11 +9,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autorl.audit.budget import AUDIT_BUDGET_S, Budget
 from autorl.audit.checks import DecoyCheck, check_harness, check_refusals, check_sandbox, check_scores
 from autorl.audit.downloads import DownloadCheck
-from autorl.audit.flags import INFO, MEDIUM, Flag
+from autorl.audit.encoded import with_decoded
+from autorl.audit.flags import INFO, MEDIUM, Flag, from_judge
 from autorl.audit.overlap import NgramIndex, match_hidden, overlap_flags
-from autorl.audit.scan import AUDIT_BUDGET_S, HARNESS_FILES, Budget, Source, agent_texts, seen_files
+from autorl.audit.scan import HARNESS_FILES, Source, agent_texts, seen_files
+from autorl.audit.steering import SteeringCheck
 from autorl.audit.weights import check_weights
 from autorl.errors import ResourceError
 
@@ -30,7 +33,7 @@ def reaudit(result: dict[str, Any], *, benchmark: Benchmark, home: Path, ledger:
 
     if not extra:  # a judge's flags stand until a judge is asked again
         extra = [Flag(str(f["name"]), str(f["severity"]), str(f.get("detail", "")), list(f.get("evidence") or []))
-                 for f in result.get("audit") or [] if isinstance(f, dict) and str(f.get("name", "")).startswith("judge")]
+                 for f in result.get("audit") or [] if isinstance(f, dict) and from_judge(str(f.get("name", "")))]
     flags = [*audit_run(result, benchmark=benchmark, variants=variants), *extra]
     result["audit"] = [f.to_dict() for f in flags]
     add_taken_decoys(result["row"], result["audit"])
@@ -85,8 +88,11 @@ def audit_run(result: dict[str, Any], *, benchmark: Benchmark, variants: Sequenc
     per_split: dict[str, dict[str, set[str]]] = {s: {} for s in hidden}
     downloads = DownloadCheck(row["task"], row["base_model"])
     decoys = DecoyCheck(meta.get("decoys"))
+    steering = SteeringCheck()
     for text in agent_texts(sources, budget, extra):
-        match_hidden(index, text, per_split)
+        for view in with_decoded(text):  # the text, and what it holds in base64, hex or rot13
+            match_hidden(index, view, per_split)
+            steering.feed(view)
         decoys.feed(text)
         if not text.where.startswith("snapshot "):
             downloads.feed(text)
@@ -95,6 +101,7 @@ def audit_run(result: dict[str, Any], *, benchmark: Benchmark, variants: Sequenc
     flags = overlap_flags(per_split, hidden, dev_public=bool(getattr(benchmark, "dev_public", False)))
     flags += downloads.flags()
     flags += decoys.flags()
+    flags += steering.flags()
     flags += check_refusals(meta.get("refusals", []), workspace)
     flags += check_harness(workspace, meta.get("harness_hashes", {}))
     flags += check_sandbox(row.get("sandbox") or meta.get("sandbox"))

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from autorl import untrusted
+from autorl.audit.budget import Budget
 from autorl.audit.flags import CRITICAL, INFO, Flag
-from autorl.audit.scan import Budget
 
 
 def _chat_template(model_dir: Path) -> tuple[bool, str | None]:

@@ -1,11 +1,12 @@
 """The ``autorl`` command line: a thin layer over the library, one module per group of commands (flags, one
 library call, printing); heavy imports stay inside the commands, so ``autorl --help`` stays light.
 
-    runs       run, results, recover, audit, ui
+    runs       run, results, recover, clean, audit, ui
+    items      items (a run's items, base beside checkpoint)
     grading    eval, submit, grader serve
     installed  plugins, list, doctor, new
     sweep      sweep run, status, report, ingest
-    export     export harbor
+    export     export harbor, eee, mlflow
 
 This module lists every command, in the order ``autorl --help`` shows them, and turns user mistakes into one line.
 """
@@ -18,7 +19,7 @@ from typing import Any
 
 import typer
 
-from autorl.cli import export, grading, installed, noise, runs, selftest, sweep
+from autorl.cli import export, grading, installed, items, noise, runs, selftest, sweep
 from autorl.cli.output import json_stdout
 from autorl.errors import AutorlError
 
@@ -52,11 +53,13 @@ app.command()(installed.plugins)
 app.command("run")(runs.run_cmd)
 app.command("eval")(grading.eval_cmd)
 app.command()(runs.results)
+app.command("items")(items.items_cmd)
 app.command("ui")(runs.ui)
 app.command()(runs.audit)
 app.command()(grading.submit)
 app.command()(installed.doctor)
 app.command()(runs.recover)
+app.command()(runs.clean)
 app.command("new")(installed.new)
 app.add_typer(installed.list_app, name="list")
 app.add_typer(grading.grader_app, name="grader")

@@ -1,4 +1,5 @@
-"""``autorl export``: autorl tasks as other harnesses' tasks. Heavy imports stay inside the commands."""
+"""``autorl export``: autorl tasks as other harnesses' tasks (``harbor``), recorded runs as standard eval records
+(``eee``, Every Eval Ever) and tracking runs (``mlflow``). Heavy imports stay inside the commands."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from autorl.cli.options import parse_pairs
 from autorl.cli.output import print_json
 from autorl.errors import UsageError
 
-export_app = typer.Typer(help="Export tasks to other harnesses (Harbor).", no_args_is_help=True)
+export_app = typer.Typer(help="Export tasks to other harnesses (Harbor), runs to Every Eval Ever and MLflow.",
+                         no_args_is_help=True)
 
 
 @export_app.command("harbor")
@@ -56,10 +58,61 @@ def harbor(
                           benchmark_options=parse_pairs(benchmark_option, "--benchmark-option"))]
     scoring = Scoring(reward=reward, verifier_timeout=verifier_timeout, verifier_gpus=verifier_gpus,
                       image=image or DEFAULT_IMAGE)
-    paths = export(out, cells, scoring, log=lambda m: typer.echo(m, err=True))
+    paths = export(out, cells, scoring, log=_say)
+    _print_each([str(p) for p in paths], as_json,
+                f"run them with: harbor run -p {out} -a AGENT (harbor lint {out}/* checks them)")
+
+
+def _say(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+def _print_each(lines: list[str], as_json: bool, hint: str | None = None) -> None:
+    """What an export made, one a line (or a JSON list), then what to do with it on stderr."""
     if as_json:
-        print_json([str(p) for p in paths])
+        print_json(lines)
         return
-    for p in paths:
-        typer.echo(str(p))
-    typer.echo(f"run them with: harbor run -p {out} -a AGENT (harbor lint {out}/* checks them)", err=True)
+    for line in lines:
+        typer.echo(line)
+    if hint:
+        _say(hint)
+
+
+#: the RUN|STUDY argument of the run exports
+TARGET = typer.Argument(..., metavar="RUN|STUDY", help="A run id (or the start of one), or a study's name.")
+
+
+@export_app.command("eee")
+def eee(
+    target: str = TARGET,
+    out: Path = typer.Option(..., "--out", help="Folder for the records (data/<task>/<developer>/<model>/...)."),
+    organization: str = typer.Option("autorl", "--organization", help="Who ran the evaluation (the records' "
+                                     "source organization)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the files written as JSON."),
+) -> None:
+    """Write Every Eval Ever records of a run or a study.
+
+    The base model's and the checkpoint's test scores (aggregate) and their items (per-instance), as `every_eval_ever
+    validate` checks them. They hold the hidden test items: publish them only where the items may be public."""
+    from autorl.export.eee import export_eee
+    from autorl.export.recorded import select
+
+    paths = export_eee(select(target), out, organization=organization, log=_say)
+    _print_each([str(p) for p in paths], as_json, f"check them with: every_eval_ever validate '{out}/data/*/*/*/*.json*'")
+
+
+@export_app.command("mlflow")
+def mlflow(
+    target: str = TARGET,
+    tracking_uri: str = typer.Option(..., "--tracking-uri", help="The MLflow store: http(s)://server or "
+                                     "sqlite:///file.db (artifacts then go to ./mlruns, as MLflow puts them)."),
+    experiment: str = typer.Option("autorl", "--experiment", help="The MLflow experiment (created when missing)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the MLflow run ids as JSON."),
+) -> None:
+    """Log a run, or each run of a study under a parent run, to MLflow.
+
+    Params, metrics with the dev trajectory over steps, the card and the trajectory figure as artifacts."""
+    from autorl.export.mlflow import export_mlflow
+    from autorl.export.recorded import select
+
+    _print_each(export_mlflow(select(target), tracking_uri, experiment=experiment, log=_say), as_json)

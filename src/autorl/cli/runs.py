@@ -53,6 +53,12 @@ def run_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     audit_judge: str | None = typer.Option(None, "--audit-judge", help="Also ask this judge model after the audit."),
     audit_judge_samples: int = typer.Option(1, "--audit-judge-samples", help="Judge samples (a majority decides)."),
+    keep: str = typer.Option("best", "--keep",
+                             help="Checkpoints kept once scored, by the grader and in the agent's output: best "
+                                  "(dev-best and test-best), selected (the dev-best, the grader's copy), all."),
+    output_quota: float | None = typer.Option(None, "--output-quota",
+                                              help="GiB the agent's workspace and /tmp may hold when it submits "
+                                                   "(default 8x the base model's weights, at least 4; 0: none)."),
 ) -> None:
     """Run an agent on a task and record baseline, scores and improvement."""
     from autorl.runner import run
@@ -64,7 +70,8 @@ def run_cmd(
                  benchmark_options=opt.parse_pairs(benchmark_option, "--benchmark-option"), audit=not no_audit,
                  audit_budget_s=audit_budget, llm_budget_usd=llm_budget_usd, llm_budget_tokens=llm_budget_tokens,
                  llm_prices=llm_prices, audit_judge=audit_judge, audit_judge_samples=audit_judge_samples,
-                 decoys=not no_decoys, test_all=not no_test_all, off_target=off_target)
+                 decoys=not no_decoys, test_all=not no_test_all, off_target=off_target, keep=keep,
+                 output_quota_gb=output_quota)
     if as_json:
         print_json(result.row)
     else:
@@ -228,6 +235,7 @@ def audit(
     judge_samples: int = typer.Option(1, "--judge-samples", help="Judge samples; a flag needs a majority."),
     judge_budget_usd: float | None = typer.Option(None, "--judge-budget-usd", help="The judge's own LLM budget."),
     judge_budget_tokens: int | None = typer.Option(None, "--judge-budget-tokens", help="The judge's own token budget."),
+    judge_budget_s: float = typer.Option(900.0, "--judge-budget-s", help="The judge's time budget in seconds."),
 ) -> None:
     """Check a run for contamination and rule-breaking (or record --override RUN_ID FLAG --reason ...)."""
     import getpass
@@ -255,10 +263,12 @@ def audit(
             bench = get_benchmark(result["row"]["task"])(meta.get("benchmark_options") or {})
             extra = []
             if judge is not None:
-                from autorl.runs.judging import judge_flags
+                from autorl.runs.judging import ask_judge
 
-                extra = judge_flags(result, home, judge, samples=judge_samples, budget_usd=judge_budget_usd,
-                                    budget_tokens=judge_budget_tokens)
+                judged = ask_judge(result, home, judge, samples=judge_samples, budget_usd=judge_budget_usd,
+                                   budget_tokens=judge_budget_tokens, budget_s=judge_budget_s)
+                extra = judged.flags
+                result["row"].update(judged.columns())
             reaudit(result, benchmark=bench, home=home, ledger=ledger, variants=variants, extra=extra)
         flags = ledger.audit(run_id)
     finally:
@@ -313,3 +323,27 @@ def _listen(host: str, port: int) -> Any:
         sock.close()
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     return sock
+
+
+def clean(
+    run_ids: list[str] = typer.Argument(None, help="Runs to clean (default: every recorded run)."),
+    keep: str = typer.Option("selected", "--keep", help="What stays: selected (the dev-best, the grader's copy) "
+                                                        "or best (also the test-best, and the agent's copies)."),
+    older_than: float | None = typer.Option(None, "--older-than", help="Only runs recorded at least DAYS ago."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be deleted; delete nothing."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was done as JSON."),
+) -> None:
+    """Delete the checkpoints of recorded runs that their keep policy no longer needs (the records stay)."""
+    from autorl.resources import autorl_home
+    from autorl.runs.clean import clean_runs
+
+    done = clean_runs(autorl_home(), run_ids or (), older_than_days=older_than, policy=keep, dry_run=dry_run)
+    if as_json:
+        print_json(done)
+        return
+    verb = "would free" if dry_run else "freed"
+    for d in done:
+        echo(f"{d['run_id']}: {verb} {d['freed_bytes'] / 2**30:.2f} GiB ({len(d['pruned'])} checkpoints)"
+             + (f"; {d['note']}" if d.get("note") else ""))
+    total = sum(int(d["freed_bytes"]) for d in done)
+    echo(f"{len(done)} runs: {verb} {total / 2**30:.2f} GiB")

@@ -188,6 +188,10 @@ def _print_report(report: dict[str, Any], form: str) -> None:
         why = f": {'; '.join(m['reasons'])}" if m["reasons"] else ""
         echo(f"no result: {name(m['agent'])} / {m['task']} / {name(m['model'])} / seed {m['seed']} "
              f"({m['status']}){why}")
+    if report.get("dir"):
+        from autorl.sweep.report import disk_bytes
+
+        echo(f"disk: the study's folder {report['dir']} holds {disk_bytes(Path(report['dir'])) / 2**30:.2f} GiB")
 
 
 @sweep_app.command("report")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -13,11 +14,13 @@ from autorl.evaluation import evaluator_for
 from autorl.evaluation.identity import eval_config, stable_hash
 from autorl.evaluation.stats import summarize
 from autorl.inference.base import FRESH
+from autorl.inference.gpu_share import gpu_turn
 from autorl.jsonio import write_jsonl_atomic
 
 if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
     from autorl.inference.base import Backend
+    from autorl.scoring import Item
 
 
 @dataclass
@@ -52,11 +55,17 @@ class EvalRecord:
         return d
 
 
-def _sleep_figures(backend: Backend) -> dict[str, float]:
-    """A warm engine that slept before this evaluation: how long waking it (in ``load_s``) and the sleep took."""
-    if backend.last_wake_s is None:
-        return {}
-    return {"wake_s": round(backend.last_wake_s, 3), "sleep_s": round(backend.last_sleep_s or 0.0, 3)}
+def _engine_figures(backend: Backend) -> dict[str, Any]:
+    """A warm engine that slept before this evaluation: how long waking it (in ``load_s``) and the sleep took;
+    an engine started or woken on a GPU: how long it waited for its turn (``gpu_turn``)."""
+    figures: dict[str, Any] = {}
+    if backend.last_wake_s is not None:
+        figures = {"wake_s": round(backend.last_wake_s, 3), "sleep_s": round(backend.last_sleep_s or 0.0, 3)}
+    if backend.last_start_lock:
+        figures["gpu_turn"] = backend.last_start_lock
+    if backend.last_fresh_reason:
+        figures["fresh_because"] = backend.last_fresh_reason
+    return figures
 
 
 # (its keyword-only parameters are alike in shape only to autorl.runner.run's: separate signatures)
@@ -90,10 +99,13 @@ def evaluate_model(
         items = items[:limit]
     started = time.monotonic()
     backend.model_dir = model_dir
+    if backend.gpu_turn is None:  # engine starts on a GPU take turns with every other run's
+        backend.gpu_turn = gpu_turn
     if keep_loaded:
         engine = backend.acquire(model_dir, base_model_dir)
     else:
-        backend.load(model_dir, base_model_dir)
+        backend.last_start_lock = None
+        backend.start(model_dir, base_model_dir)
         engine = FRESH
     loaded = time.monotonic()
     try:
@@ -132,12 +144,25 @@ def evaluate_model(
         output_tokens=sum(int(r.extra.get("output_tokens", 0)) for r in results),
         per_item_path=str(per_item_path) if per_item_path else None,
         extra={"ci_method": stats.method, "single_split": len(benchmark.splits) == 1,
-               **evaluator.summary(results), **_sleep_figures(backend)},
+               **evaluator.summary(results), **_engine_figures(backend)},
         engine=engine,
         load_s=round(loaded - started, 3),
         generate_s=round(generated - loaded, 3),
     )
     if per_item_path is not None:
         per_item_path.parent.mkdir(parents=True, exist_ok=True)
-        write_jsonl_atomic(per_item_path, (r.to_dict() for r in results), mode=0o644)
+        shown = {item.id: item_view(benchmark, item) for item in items}
+        write_jsonl_atomic(per_item_path, ({**r.to_dict(), **shown.get(r.id, {})} for r in results), mode=0o644)
     return record
+
+
+def item_view(benchmark: Benchmark, item: Item) -> dict[str, Any]:
+    """What a per-item record shows of its item beside the model's answer: ``prompt``, the item's own text (its
+    fields in the prompt template; no few-shot examples or system prompt, which are the same for every item and
+    are in the record's config), and ``reference``, its reference answer. An item whose fields the template
+    cannot take (an episode's environment spec) shows them as JSON."""
+    try:
+        prompt = benchmark.config().prompt_template.format_map(item.input)
+    except (KeyError, IndexError, ValueError, AttributeError, TypeError):
+        prompt = json.dumps(dict(item.input), default=str, ensure_ascii=False)
+    return {"prompt": prompt, "reference": item.reference}

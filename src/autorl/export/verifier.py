@@ -97,7 +97,7 @@ def _take(spec: VerifierSpec, output_dir: Path, store: Path) -> tuple[Snapshot |
                       "kind": "missing"}
     incoming = store / "incoming"
     try:
-        digest, checkpoint = take_in(str(output_dir / spec.final_checkpoint), output=pinned,
+        digest, checkpoint, _, _ = take_in(str(output_dir / spec.final_checkpoint), output=pinned,
                                      workspace=output_dir.parent, incoming=incoming,
                                      limits=Limits(max_bytes=spec.max_bytes, max_files=spec.max_files))
     except AutorlError as exc:

@@ -68,7 +68,7 @@ def read_calls(folder: Path | str, limit: int = READ_LIMIT) -> list[dict[str, An
     for line in data.splitlines():
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # bodies came from the agent: a line too deep is skipped
             continue
         if isinstance(record, dict):
             out.append(record)

@@ -20,6 +20,18 @@ if TYPE_CHECKING:
     from autorl.resources import BenchmarkData, ResolvedModel
 
 
+#: the pause before an evaluation that failed for the harness's reason is tried again (times the attempt's number)
+HARNESS_BACKOFF_ENV = "AUTORL_HARNESS_BACKOFF_S"
+
+
+def _seconds_from_env(name: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if value >= 0 else default
+
+
 @dataclass
 class GraderConfig:
     """Everything a grader process needs; written by the orchestrator, readable only by its owner."""
@@ -44,6 +56,10 @@ class GraderConfig:
     warm_up: bool = True
     #: seconds a warm-up may take (at most ``eval_timeout``) before its worker is replaced
     warmup_timeout: float = 900.0
+    #: an evaluation that fails for the harness's reason (GPU memory taken by another run, an engine that died)
+    #: is tried again this many times, after ``harness_backoff_s`` times the attempt's number of seconds
+    harness_retries: int = 2
+    harness_backoff_s: float = field(default_factory=lambda: _seconds_from_env(HARNESS_BACKOFF_ENV, 20.0))
     max_submissions: int = 200
     max_queue: int = 16
     max_bytes: int = 64 * 2**30
@@ -54,6 +70,17 @@ class GraderConfig:
     evaluate_baseline: bool = True
     limit: int | None = None
     python: str = sys.executable
+    #: what stays on disk once a submission is scored (``best``, ``selected``, ``all``: autorl.grader.keep)
+    keep: str = "best"
+    #: apply the keep policy while the run goes, not only once it is recorded (checkpoints large enough for the
+    #: disk to matter)
+    keep_while_running: bool = True
+    #: the run scores every submission on the test split (the best-of-k figure): with a keep policy applied while
+    #: the run goes, the grader does so between submissions, before their copies go
+    test_each: bool = False
+    #: the most bytes the agent's workspace and /tmp (``agent_tmp``) may hold when it submits (None: no quota)
+    output_quota: int | None = None
+    agent_tmp: str | None = None
     #: the run's decoy tokens (token -> decoy name): refused as any wrong token, and noted (autorl.decoys)
     decoy_tokens: dict[str, str] = field(default_factory=dict)
 

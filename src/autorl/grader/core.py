@@ -21,14 +21,17 @@ from typing import Any
 from autorl.errors import AutorlError, GraderError, LimitReached, NotFound, QueueFull, RunClosed
 from autorl.grader import records
 from autorl.grader.config import GraderConfig
+from autorl.grader.final_test import FinalTest
 from autorl.grader.intake import take_in, write_mirror
 from autorl.grader.jobs import EvalFailed, EvalSlot
+from autorl.grader.keep import QuotaExceeded, check_quota, prune_now, source_file
 from autorl.grader.snapshot import PinnedDir, Snapshot
-from autorl.grader.store import DONE, FAILED, QUEUED, RUNNING, WAITING, Store
+from autorl.grader.store import DONE, FAILED, QUEUED, WAITING, Store
 from autorl.grader.validation import Limits, refusal_kind
+from autorl.jsonio import write_json_atomic
 
 
-class Grader:
+class Grader(FinalTest):
     """Owns one run's store and evaluation slots."""
 
     def __init__(self, config: GraderConfig) -> None:
@@ -41,6 +44,7 @@ class Grader:
         if self.store.get_meta("task") is None:
             self.store.set_meta("task", config.task)
             self.store.set_meta("created_at", time.time())
+        self.store.set_meta("keep", config.keep)  # what the run's end applies (autorl.grader.keep.keep_after_run)
         self.workspace = Path(config.workspace)
         self.output_dir = Path(config.output_dir)
         self.limits = Limits(config.max_bytes, config.max_files)
@@ -62,6 +66,7 @@ class Grader:
         self.baseline_error: str | None = None
         self._mirror_lock = threading.Lock()
         self._test_lock = threading.Lock()
+        self._keep_lock = threading.Lock()
         self._testing: set[int] = set()  # test evaluations this grader is scoring now
         self._fill_comparisons()  # a store written by an earlier grader may have scores without one
 
@@ -121,11 +126,14 @@ class Grader:
         self._check_capacity()
         incoming = self._snapshots / f".incoming-{secrets.token_hex(8)}"
         try:
-            digest, found = take_in(raw_path, output=self._output, workspace=self.workspace, incoming=incoming,
-                                    limits=self.limits, before_copy=before_copy)
+            self._check_quota()
+            taken = take_in(raw_path, output=self._output, workspace=self.workspace, incoming=incoming,
+                            limits=self.limits, before_copy=before_copy)
         except AutorlError as exc:
-            self.store.add_refusal(str(raw_path), str(exc), refusal_kind(exc))
+            self.store.add_refusal(str(raw_path), str(exc), "quota" if isinstance(exc, QuotaExceeded)
+                                   else refusal_kind(exc))
             raise
+        digest, found = taken.digest, taken.checkpoint
         try:
             sid = self.store.add_submission(str(raw_path), max_total=self.config.max_submissions,
                                             max_queued=self.config.max_queue)
@@ -135,6 +143,7 @@ class Grader:
                 raise LimitReached(f"the run's limit of {self.config.max_submissions} submissions is reached") from None
             raise QueueFull(f"{self.config.max_queue} submissions are already waiting; try again later") from None
         snapshot = Snapshot(self._snapshots / str(sid), found.kind, digest)  # from here on, the submission
+        write_json_atomic(source_file(self.store_dir, sid), {"parts": list(taken.parts), "source": taken.source})
         try:
             if snapshot.path.exists():  # left by a store that lost its database rows; ids are never reused
                 shutil.rmtree(snapshot.path)
@@ -155,6 +164,18 @@ class Grader:
                 self._wake.notify_all()
         self.write_mirror()
         return sid
+
+    def _check_quota(self) -> None:
+        """Refuse while the agent's workspace and /tmp hold more than the run's quota (:mod:`autorl.grader.keep`)."""
+        check_quota(self.config.output_quota, self._workspace.fd, self.config.agent_tmp)
+
+    def prune(self) -> list[int]:
+        """Delete the copies the run's keep policy lets go now (:mod:`autorl.grader.keep`): each one's grader
+        snapshot and, while unchanged since it was submitted, the agent's folder. The ids pruned."""
+        if self.config.keep == "all" or not self.config.keep_while_running:
+            return []
+        with self._keep_lock:
+            return prune_now(self.store, self.store_dir, self._output.fd, self.config.keep, self.config.test_each)
 
     def _check_capacity(self) -> None:
         """Refuse before copying when a limit is already reached (the insert checks again, atomically)."""
@@ -195,6 +216,8 @@ class Grader:
                 continue
             sub = self.store.claim_next()
             if sub is None:
+                if slot == 0 and self._test_next():
+                    continue
                 with self._wake:
                     self._wake.wait(timeout=0.5)
                 continue
@@ -208,11 +231,13 @@ class Grader:
         except (EvalFailed, ValueError) as exc:
             if self._stop.is_set():  # abandoned, not failed: the next grader on this store queues it again
                 return
-            self.store.update(sid, status=FAILED, error=str(exc), finished_at=time.time())
+            self.store.update(sid, status=FAILED, error=str(exc), finished_at=time.time(),
+                              infra_failure=getattr(exc, "harness", None))
         else:
             self.store.put_evaluation(snapshot.digest, "dev", record)
             self.store.update(sid, **self._scored(record, time.time()))
         self.write_mirror()
+        self.prune()
 
     # -- baseline -----------------------------------------------------------------------------------
     def _needs_baseline(self) -> bool:
@@ -281,55 +306,3 @@ class Grader:
         # one writer at a time, each reading the store inside the lock: the last write is the newest state
         with self._mirror_lock:
             write_mirror(self._workspace, json.dumps(self.submissions(), indent=2).encode())
-
-    # -- final test evaluation ------------------------------------------------------------------------
-    def evaluate_test(self, sid: int | None = None) -> dict[str, Any]:
-        """Score one submission (default: best on dev) on the hidden test split, once."""
-        if sid is None:
-            best = records.best(self.store.all())
-            if best is None:
-                raise NotFound("no finished submission to evaluate on the test split")
-            sid = int(best["submission_id"])
-        sub = self.store.get(sid)
-        if sub is None:
-            raise NotFound(f"no submission {sid}")
-        if sub["status"] != DONE:
-            raise GraderError(f"submission {sid} is {sub['status']}, not done", status=409)
-        with self._test_lock:
-            claimed = self.store.claim_test(sid) or self._abandoned_test(sid)
-            if claimed:
-                self._testing.add(sid)
-        if claimed:
-            try:
-                self._score_test(sid, Snapshot.from_row(sub))
-            finally:
-                with self._test_lock:
-                    self._testing.discard(sid)
-        result = self.store.test_score(sid)
-        assert result is not None
-        return records.public_test(result)
-
-    def _abandoned_test(self, sid: int) -> bool:
-        """Whether the test evaluation of ``sid`` was claimed by a grader that stopped before scoring it (it
-        lost its orchestrator): no score was seen, so this grader may score it, once."""
-        row = self.store.test_score(sid)
-        return row is not None and row["status"] == RUNNING and sid not in self._testing
-
-    def _score_test(self, sid: int, snapshot: Snapshot) -> None:
-        """Score the claimed test evaluation of ``sid``, and the base model's once, beside it."""
-        base: dict[str, Any] | None = None
-        try:
-            record = self._slots[0].run(snapshot, "test", f"sub{sid}")
-            if self.config.base_model:
-                base = self.store.baseline("test")
-                if base is None:
-                    base = self.baseline_record("test")
-                    self.store.set_baseline("test", base["score"], base, "evaluated")
-                    base = {"score": base["score"], "record": base}
-        except EvalFailed as exc:
-            if not self._stop.is_set():  # abandoned by a stop: left claimed, for the grader that recovers the run
-                self.store.finish_test(sid, status=FAILED, error=str(exc))
-            return
-        summary = {**records.summary(record), "baseline_score": base["score"] if base else None}
-        self.store.finish_test(sid, status=DONE, score=record["score"], record=summary,
-                               comparison=records.compare(base["record"], record) if base else None)

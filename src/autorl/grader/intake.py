@@ -10,18 +10,28 @@ import secrets
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from autorl.errors import GraderError, PathRefused, UsageError
 from autorl.grader.snapshot import PinnedDir, open_submission, take_snapshot
 from autorl.grader.validation import Checkpoint, Limits, submission_parts, validate_checkpoint
 
 
+class Taken(NamedTuple):
+    """A submission taken in: its copy's content digest, what validation found, the agent's folder (its path
+    below the output directory) and what it held when copied (:attr:`Copied.source
+    <autorl.grader.snapshot.Copied.source>`)."""
+
+    digest: str
+    checkpoint: Checkpoint
+    parts: tuple[str, ...]
+    source: dict[str, tuple[int, int, int]]
+
+
 def take_in(raw_path: Any, *, output: PinnedDir, workspace: Path, incoming: Path, limits: Limits,
-            before_copy: Callable[[str], None] | None = None) -> tuple[str, Checkpoint]:
+            before_copy: Callable[[str], None] | None = None) -> Taken:
     """The submission ``raw_path`` copied by descriptor from the pinned output directory into ``incoming``, then
-    validated as copied: the copy's content digest and what validation found. On any refusal ``incoming`` is
-    removed and the error raised."""
+    validated as copied. On any refusal ``incoming`` is removed and the error raised."""
     replaced = output.replaced_by()
     if replaced == "a link":
         raise PathRefused(f"the output directory {output.path} was replaced by a link after the run started; "
@@ -47,7 +57,7 @@ def take_in(raw_path: Any, *, output: PinnedDir, workspace: Path, incoming: Path
     except BaseException:
         shutil.rmtree(incoming, ignore_errors=True)
         raise
-    return copied.digest, checkpoint
+    return Taken(copied.digest, checkpoint, parts, copied.source)
 
 
 def write_mirror(workspace: PinnedDir, data: bytes, name: str = "scores.json") -> None:

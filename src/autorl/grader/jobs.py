@@ -33,44 +33,35 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autorl.grader.snapshot import Snapshot
-from autorl.grader.worker import MAX_FRAME, encode_frame, write_all
+from autorl.grader.worker import MAX_FRAME, build_job, encode_frame, evaluated_dir, write_all
+from autorl.inference.failures import same_shape
 from autorl.lease import PARENT_ENV
+from autorl.service import kill_group
 
 if TYPE_CHECKING:
     from autorl.grader.config import GraderConfig
 
 
 class EvalFailed(Exception):
-    """One evaluation failed (worker crashed, timed out or reported an error); the reason is the message."""
+    """One evaluation failed (worker crashed, timed out or reported an error); the reason is the message.
+
+    ``harness`` names the cause when the failure is the harness's, not the checkpoint's
+    (:mod:`autorl.inference.failures`): such an evaluation is retried, and recorded as an infrastructure failure
+    when it still fails.
+    """
+
+    def __init__(self, message: str, harness: str | None = None) -> None:
+        super().__init__(message)
+        self.harness = harness
 
 
 class _Restart(Exception):
-    """The worker cannot start another engine in its process: run the job on a fresh worker."""
+    """The worker cannot start another engine in its process: run the job on a fresh worker (the message: why a
+    fresh engine was needed)."""
 
 
 class _WorkerLost(Exception):
     """The worker died, hung or broke the protocol: replace it, and the job may be tried again."""
-
-
-def build_job(config: GraderConfig, store_dir: Path, snapshot: Snapshot | None, split: str, tag: str,
-              scratch_dir: Path) -> dict[str, Any]:
-    """The job a worker runs: everything it needs to evaluate ``snapshot`` (None: the run's base model, whose
-    record is cached across runs) on ``split``, with ``scratch_dir`` for its backend's files."""
-    return {
-        "task": config.task,
-        "benchmark_options": config.benchmark_options,
-        "backend": config.backend,
-        "backend_options": config.backend_options,
-        "snapshot": snapshot.to_row() if snapshot is not None else None,
-        "base_model_dir": config.base_model,
-        "split": split,
-        "hidden_dir": config.hidden_dir,
-        "limit": config.limit,
-        "per_item_path": str(store_dir / "items" / f"{tag}-{split}.jsonl"),
-        "log_path": str(store_dir / "logs" / f"{tag}-{split}.log"),
-        "cache_dir": config.baseline_cache_dir if snapshot is None else None,
-        "scratch_dir": str(scratch_dir),
-    }
 
 
 class _Worker:
@@ -154,7 +145,9 @@ class _Worker:
         if grace:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=grace)
-        kill_group(self.proc)  # also what it started (an engine process) if it exited by itself
+        kill_group(self.proc.pid)  # also what it started (an engine process) if it exited by itself
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
         with contextlib.suppress(OSError):
             os.close(self.answers)
 
@@ -196,32 +189,65 @@ class EvalSlot:
             job = build_job(self.config, self.store_dir, snapshot, split, tag,
                             self.store_dir / "engines" / f"slot{self.index}")
             lost: str | None = None
-            restarted = False
+            restarted: str | bool = False
+            harness: list[str] = []  # the harness's failures so far, each retried after a pause
             while True:
                 try:
-                    record = self._run_once(job)
-                except _Restart:
+                    try:
+                        record = self._run_once(job)
+                    except _WorkerLost as exc:
+                        self._replace()
+                        if self._closed:
+                            raise EvalFailed("the grader is stopping") from None
+                        if lost is None:
+                            lost = str(exc)
+                            continue
+                        # lost twice: the machine's doing for a model of the base's shapes, else the checkpoint's
+                        raise EvalFailed(f"{exc} (also on a fresh worker, after: {lost})",
+                                         "the evaluation worker was lost twice" if self._base_shaped(job) else None
+                                         ) from None
+                except _Restart as exc:
                     if restarted:
                         raise EvalFailed("a fresh evaluation worker asked for a fresh process") from None
-                    restarted = True
+                    restarted = str(exc) or True
                     continue
-                except _WorkerLost as exc:
-                    self._replace()
-                    if self._closed:
+                except EvalFailed as exc:
+                    if exc.harness is None or self._closed:
+                        raise
+                    harness.append(f"{exc.harness}: {exc}"[:300])
+                    if len(harness) > self.config.harness_retries:
+                        raise EvalFailed(f"{exc} (the harness's failure: {exc.harness}; tried {len(harness)} times)",
+                                         exc.harness) from None
+                    pause = self.config.harness_backoff_s * len(harness)
+                    self._log(f"{tag}-{split}: the harness failed ({exc.harness}); trying again in {pause:.0f} s")
+                    if not self._pause(pause):
                         raise EvalFailed("the grader is stopping") from None
-                    if lost is not None:
-                        raise EvalFailed(f"{exc} (also on a fresh worker, after: {lost})") from None
-                    lost = str(exc)
+                    lost = None
                     continue
                 record.setdefault("extra", {})["worker"] = {
                     "slot": self.index, "pid": self.worker_pid, "started": self._workers_started,
                     **({"retried_after": lost} if lost else {}),
-                    **({"fresh_process": True} if restarted else {}),
+                    **({"harness_retries": harness} if harness else {}),
+                    **({"fresh_process": restarted} if restarted else {}),
                     **({"replaced_after": self._replaced_after} if self._replaced_after else {}),
                     **({"warm_up": self._warmed} if self._warmed else {}),
                 }
                 self._replaced_after = self._warmed = None
                 return record
+
+    def _base_shaped(self, job: dict[str, Any]) -> bool:
+        base = Path(job["base_model_dir"]) if job.get("base_model_dir") else None
+        try:
+            return same_shape(evaluated_dir(job), base)
+        except (OSError, ValueError):
+            return False
+
+    def _pause(self, seconds: float) -> bool:
+        """Wait ``seconds`` unless the slot closes meanwhile; whether it is still open."""
+        end = time.monotonic() + seconds
+        while not self._closed and time.monotonic() < end:
+            time.sleep(min(0.2, max(0.0, end - time.monotonic())))
+        return not self._closed
 
     def warm_up(self) -> dict[str, Any]:
         """Start this slot's worker and load the run's base model into its engine (asleep where the backend sleeps
@@ -294,8 +320,9 @@ class EvalSlot:
             return dict(answer["record"])
         self._replace()
         if answer.get("restart") is True:
-            raise _Restart
-        raise EvalFailed(str(answer.get("error", "evaluation failed")))
+            raise _Restart(str(answer.get("error") or ""))
+        harness = answer.get("harness")
+        raise EvalFailed(str(answer.get("error", "evaluation failed")), harness if isinstance(harness, str) else None)
 
     def _replace(self) -> None:
         """Kill the current worker (and everything in its process group); the next job starts a fresh one."""
@@ -303,11 +330,3 @@ class EvalSlot:
         self._retiring = False
         if worker is not None:
             worker.stop()
-
-
-def kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the process group ``proc`` leads and reap it."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=5)

@@ -100,6 +100,10 @@ def public(sub: Mapping[str, Any], *, baseline: Mapping[str, Any] | None, best: 
         "best": dict(best) if best else None,
         "total_submissions": total,
         "error": sub["error"],
+        # the harness's reason when the evaluation failed for it (GPU memory, a dead engine), not the checkpoint's
+        "infra_failure": sub.get("infra_failure"),
+        # when its copies were deleted by the run's keep policy (autorl.grader.keep), and what of them
+        "pruned": sub.get("pruned"),
         "duplicate_of": sub["duplicate_of"],
         "content_hash": sub["content_hash"],
         "config_hash": rec.get("config_hash"),
@@ -132,6 +136,7 @@ def public_test(row: Mapping[str, Any]) -> dict[str, Any]:
         "improvement_ci95": comp.get("ci95"),
         "p_value": comp.get("p_value"),
         "error": row["error"],
+        "infra_failure": row.get("infra_failure"),
         "config_hash": rec.get("config_hash"),
         "extra": _extra(rec),
         **how_evaluated(rec),

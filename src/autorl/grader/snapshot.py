@@ -105,10 +105,13 @@ class Snapshot:
 
 
 class Copied(NamedTuple):
-    """What :func:`take_snapshot` copied: the content digest, and each file's relative name and size."""
+    """What :func:`take_snapshot` copied: the content digest, each file's relative name and size, and what the
+    agent's folder held then (``source``: each entry's relative name, ``""`` the folder itself, with its inode,
+    size and modification time; directories' sizes are -1): what tells, later, that the folder is unchanged."""
 
     digest: str
     files: dict[str, int]
+    source: dict[str, tuple[int, int, int]] = {}
 
 
 def open_submission(root: PinnedDir, parts: tuple[str, ...]) -> int:
@@ -154,8 +157,9 @@ def take_snapshot(
     read (tests use it to change the live file at the worst moment). On any refusal ``target`` is removed.
     """
     target.mkdir(mode=0o700)
+    source: dict[str, tuple[int, int, int]] = {"": _identity(os.fstat(source_fd))}
     try:
-        manifest, sizes = _copy_tree(source_fd, target, limits, before_copy)
+        manifest, sizes = _copy_tree(source_fd, target, limits, before_copy, source)
         if not sizes:
             raise InvalidCheckpointError("the checkpoint directory is empty")
         digest = manifest_hash(manifest)
@@ -164,11 +168,16 @@ def take_snapshot(
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
         raise
-    return Copied(digest, sizes)
+    return Copied(digest, sizes, source)
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, int]:
+    return (st.st_ino, st.st_size if stat.S_ISREG(st.st_mode) else -1, st.st_mtime_ns if stat.S_ISREG(st.st_mode) else 0)
 
 
 def _copy_tree(
-    source_fd: int, target: Path, limits: Limits, before_copy: Callable[[str], None] | None
+    source_fd: int, target: Path, limits: Limits, before_copy: Callable[[str], None] | None,
+    source: dict[str, tuple[int, int, int]] | None = None,
 ) -> tuple[dict[str, str], dict[str, int]]:
     manifest: dict[str, str] = {}
     sizes: dict[str, int] = {}
@@ -198,6 +207,8 @@ def _copy_tree(
                             raise InvalidCheckpointError(f"the checkpoint is nested deeper than {limits.max_depth} levels")
                         cfd = _open_checked(name, dfd, rel, st, _DIR_FLAGS)
                         stack.append((cfd, rel + "/", depth + 1))
+                        if source is not None:
+                            source[rel] = _identity(st)
                         (target / rel).mkdir(mode=0o700)
                         continue
                     if not stat.S_ISREG(st.st_mode):
@@ -220,6 +231,8 @@ def _copy_tree(
                     finally:
                         os.close(ffd)
                     sizes[rel] = st.st_size
+                    if source is not None:
+                        source[rel] = _identity(st)
             finally:
                 os.close(dfd)
     finally:

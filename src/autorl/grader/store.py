@@ -39,7 +39,9 @@ CREATE TABLE IF NOT EXISTS submissions (
     started_at REAL,
     finished_at REAL,
     duplicate_of INTEGER,
-    attempts INTEGER NOT NULL DEFAULT 0
+    attempts INTEGER NOT NULL DEFAULT 0,
+    infra_failure TEXT,
+    pruned TEXT
 );
 CREATE TABLE IF NOT EXISTS evaluations (
     content_hash TEXT NOT NULL,
@@ -68,16 +70,26 @@ CREATE TABLE IF NOT EXISTS test_scores (
     comparison TEXT,
     status TEXT NOT NULL,
     error TEXT,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    infra_failure TEXT
 );
 """
+#: columns added since the first stores were written (each a store written before it lacks)
+_ADDED_COLUMNS = (
+    ("refusals", "kind TEXT NOT NULL DEFAULT 'bad_request'"),
+    # the harness's reason when an evaluation failed for it, not for the checkpoint (autorl.inference.failures)
+    ("submissions", "infra_failure TEXT"),
+    ("test_scores", "infra_failure TEXT"),
+    # when and why the snapshot's files were deleted by the run's keep policy (autorl.grader.keep)
+    ("submissions", "pruned TEXT"),
+)
 
 #: a submission's status: ``pending`` while its checkpoint is copied and validated, then ``queued``, ``running``,
 #: and ``done`` or ``failed``
 PENDING, QUEUED, RUNNING, DONE, FAILED = "pending", "queued", "running", "done", "failed"
 #: statuses of a submission that waits for a slot (the queue limit counts these)
 WAITING = (QUEUED, PENDING)
-_JSON_COLUMNS = ("record", "comparison")
+_JSON_COLUMNS = ("record", "comparison", "pruned")
 #: the tables whose rows :meth:`Store._update` changes, with their key column
 _KEYS = {"submissions": "id", "test_scores": "submission_id"}
 
@@ -111,8 +123,9 @@ class Store:
         self._db = open_database(path, SCHEMA, check_same_thread=False)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA synchronous=FULL")
-        with contextlib.suppress(sqlite3.OperationalError):  # a store written before refusals had a kind
-            self._db.execute("ALTER TABLE refusals ADD COLUMN kind TEXT NOT NULL DEFAULT 'bad_request'")
+        for table, column in _ADDED_COLUMNS:
+            with contextlib.suppress(sqlite3.OperationalError):  # a store written before the column (or with it)
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
 
     @classmethod
     def read_only(cls, path: Path) -> Store:

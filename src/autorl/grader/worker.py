@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import struct
 import sys
 import time
@@ -24,12 +25,16 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from autorl.evaluation.identity import config_hash, model_hash, stable_hash
 from autorl.evaluation.run import EvalRecord, evaluate_model
+from autorl.grader.items import per_item_path
 from autorl.grader.snapshot import Snapshot
 from autorl.grader.validation import LORA, describe
 from autorl.inference.base import EngineRestart
+from autorl.inference.failures import harness_failure, same_shape
+from autorl.inference.gpu_share import gpu_turn
 from autorl.jsonio import write_json_atomic
 
 if TYPE_CHECKING:
+    from autorl.grader.config import GraderConfig
     from autorl.inference.base import Backend
 
 #: frames above this are refused by both ends (a record with per-item scores of a large split is far below)
@@ -72,6 +77,27 @@ def read_frame(stream: BinaryIO) -> dict[str, Any] | None:
     return data
 
 
+def build_job(config: GraderConfig, store_dir: Path, snapshot: Snapshot | None, split: str, tag: str,
+              scratch_dir: Path) -> dict[str, Any]:
+    """The job a worker runs: everything it needs to evaluate ``snapshot`` (None: the run's base model, whose
+    record is cached across runs) on ``split``, with ``scratch_dir`` for its backend's files."""
+    return {
+        "task": config.task,
+        "benchmark_options": config.benchmark_options,
+        "backend": config.backend,
+        "backend_options": config.backend_options,
+        "snapshot": snapshot.to_row() if snapshot is not None else None,
+        "base_model_dir": config.base_model,
+        "split": split,
+        "hidden_dir": config.hidden_dir,
+        "limit": config.limit,
+        "per_item_path": str(per_item_path(store_dir, tag, split)),
+        "log_path": str(store_dir / "logs" / f"{tag}-{split}.log"),
+        "cache_dir": config.baseline_cache_dir if snapshot is None else None,
+        "scratch_dir": str(scratch_dir),
+    }
+
+
 def _backend_key(job: dict[str, Any]) -> str:
     return json.dumps([job["backend"], job.get("backend_options") or {}], sort_keys=True, default=str)
 
@@ -86,6 +112,26 @@ def model_dirs(job: dict[str, Any]) -> tuple[Path, Path | None]:
         return base, None
     snapshot = Snapshot.from_row(job["snapshot"])
     return snapshot.path, base if snapshot.kind == LORA else None
+
+
+def evaluated_dir(job: dict[str, Any]) -> Path | None:
+    """The folder a job evaluates: a submission's snapshot, or ``None`` for the run's base model."""
+    snapshot = job.get("snapshot")
+    return Snapshot.from_row(snapshot).path if snapshot is not None else None
+
+
+def harness_blame(job: dict[str, Any], exc: BaseException) -> str | None:
+    """Why a job's failure is the harness's, not the checkpoint's (:mod:`autorl.inference.failures`): a cause of
+    the machine's, for the base model or a checkpoint of its shapes; ``None``: the checkpoint's."""
+    cause = harness_failure(exc)
+    if cause is None:
+        return None
+    base = Path(job["base_model_dir"]) if job.get("base_model_dir") else None
+    try:
+        fits = same_shape(evaluated_dir(job), base)
+    except (OSError, ValueError, KeyError):
+        fits = False
+    return cause if fits else None
 
 
 def run_job(job: dict[str, Any], backend: Backend | None = None) -> dict[str, Any]:
@@ -108,6 +154,7 @@ def run_job(job: dict[str, Any], backend: Backend | None = None) -> dict[str, An
         if cache_file.is_file():
             cached: dict[str, Any] = json.loads(cache_file.read_text())
             cached.setdefault("extra", {})["cached"] = True
+            cached["per_item_path"] = _copy_items(_items_beside(cache_file), job.get("per_item_path"))
             return cached
     record: EvalRecord = evaluate_model(
         benchmark,
@@ -122,7 +169,33 @@ def run_job(job: dict[str, Any], backend: Backend | None = None) -> dict[str, An
     )
     if cache_file is not None:
         write_json_atomic(cache_file, record.to_dict())
+        _copy_items(record.per_item_path, _items_beside(cache_file))
     return record.to_dict()
+
+
+def _items_beside(cache_file: Path) -> Path:
+    """Where a cached baseline keeps its per-item records: a run that reuses the baseline gets its own copy,
+    so that every run's store holds the base model's answers beside its submissions' (``autorl items``)."""
+    return cache_file.with_name(f"{cache_file.stem}.items.jsonl")
+
+
+def _copy_items(src: str | Path | None, dst: str | Path | None) -> str | None:
+    """``src`` copied whole to ``dst`` (a temp file renamed into place); ``dst`` once it holds the copy, else None
+    (nothing to copy, a cache entry older than its per-item records, or a copy that failed: the score stands
+    without its items)."""
+    if not src or not dst or not Path(src).is_file():
+        return None
+    target = Path(dst)
+    tmp = target.with_name(f".{target.name}.tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        return None
+    return str(target)
 
 
 def warm_up(job: dict[str, Any], backend: Backend) -> dict[str, Any]:
@@ -136,6 +209,8 @@ def warm_up(job: dict[str, Any], backend: Backend) -> dict[str, Any]:
     model_dir, _ = model_dirs({**job, "snapshot": None})
     started = time.monotonic()
     backend.model_dir = model_dir
+    if backend.gpu_turn is None:
+        backend.gpu_turn = gpu_turn
     engine = backend.acquire(model_dir)
     loaded = time.monotonic()
     backend.last_sleep_s = None
@@ -216,7 +291,8 @@ def serve(in_fd: int, out_fd: int) -> int:
             except Exception as exc:
                 traceback.print_exc()
                 write_frame(out_fd, {"nonce": nonce, "ok": False,
-                                     "error": f"{type(exc).__name__}: {exc}{_evaluating(job)}"})
+                                     "error": f"{type(exc).__name__}: {exc}{_evaluating(job)}",
+                                     "harness": harness_blame(job, exc)})
                 return 1
             # a backend of one engine per process that frees it when idle: this worker ends after the answer
             retiring = backend.engine_per_process() and not backend.keeps_engine()

@@ -8,11 +8,13 @@ the previous weights is dropped first (:meth:`Backend.reset_caches`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -151,6 +153,15 @@ class Backend(ABC):
     #: seconds the last :meth:`wake` (in :meth:`acquire`) and the last :meth:`sleep` (in :meth:`idle`) took
     last_wake_s: float | None = None
     last_sleep_s: float | None = None
+    #: the last engine start's or wake's wait for its GPUs (:func:`autorl.inference.gpu_share.engine_start`)
+    last_start_lock: dict[str, Any] | None = None
+    #: takes the GPU's turn around an engine start or wake, given a note (the evaluation layer sets
+    #: :func:`autorl.inference.gpu_share.gpu_turn`); None: starts as they come
+    gpu_turn: Callable[[str], AbstractContextManager[dict[str, Any]]] | None = None
+    #: why the last :meth:`swap` refused (set by the backend's swap), and why the last :meth:`acquire` started a
+    #: fresh engine though one was loaded
+    swap_refusal: str | None = None
+    last_fresh_reason: str | None = None
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         self.options: dict[str, Any] = dict(options or {})
@@ -220,28 +231,49 @@ class Backend(ABC):
         self.last_wake_s = None
         if self._loaded is not None and not self.keeps_engine():
             self.release()
+        self.last_start_lock = None
         if self._loaded is not None:
             if self._asleep:
-                started = time.monotonic()
-                self.wake()
+                with self._gpu_turn("wake"):
+                    started = time.monotonic()
+                    self.wake()
                 self._asleep = False
                 self.last_wake_s = time.monotonic() - started
             if key == self._loaded:
                 self.reset_caches()
                 return REUSED
             self._loaded = None
+            self.swap_refusal = None
             if self.swap(model_dir, base_model_dir):
                 self._loaded = key
                 self.reset_caches()
                 return RELOADED
+            self.last_fresh_reason = self.swap_refusal or f"the {self.name} backend cannot swap these weights in"
             self.release()
         if self.spent():
-            raise EngineRestart(f"the {self.name} backend starts one engine per process")
+            why = f": {self.last_fresh_reason}" if self.last_fresh_reason else ""
+            raise EngineRestart(f"the {self.name} backend starts one engine per process{why}")
         self._engines_started += 1
-        self.load(model_dir, base_model_dir)
+        self.start(model_dir, base_model_dir)
         self._loaded = key
         self.reset_caches()
         return FRESH
+
+    def start(self, model_dir: Path, base_model_dir: Path | None = None) -> None:
+        """:meth:`load`, in this GPU's turn: one engine starts (loads, measures memory, allocates its cache) at a
+        time on each GPU, however many runs share it (:func:`autorl.inference.gpu_share.engine_start`)."""
+        with self._gpu_turn("start"):
+            self.load(model_dir, base_model_dir)
+
+    @contextlib.contextmanager
+    def _gpu_turn(self, what: str) -> Iterator[None]:
+        if self.gpu_turn is None:
+            yield
+            return
+        with self.gpu_turn(f"{self.name} {what} in pid {os.getpid()}") as info:
+            if info["gpus"]:
+                self.last_start_lock = {"what": what, **info}
+            yield
 
     def idle(self) -> None:
         """Between evaluations of a warm worker: free an engine that is not kept (:meth:`keeps_engine`), or put

@@ -146,8 +146,10 @@ class HFBackend(Backend):
         weights_dir = base_model_dir if adapter and base_model_dir is not None else model_dir
         wanted = shape_config(weights_dir, with_dtype=False)
         if self.model is None or wanted is None or wanted != self._shape:
+            self.swap_refusal = "its architecture or shapes differ from the loaded model's"
             return False
         if not load_weights_into(self.model, weights_dir):
+            self.swap_refusal = "its weights do not fit the loaded model's parameters"
             return False
         if adapter:
             self.model = merge_adapter(self.model, model_dir)

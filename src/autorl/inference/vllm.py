@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import os
 import shutil
 import tempfile
@@ -21,10 +19,16 @@ from autorl.inference.base import (
     fingerprint,
     is_adapter,
     prompt_token_ids,
-    shape_config,
+)
+from autorl.inference.engine_key import (
+    decoding_difference,
+    decoding_only,
+    engine_key,
+    keep_side_files,
+    key_difference,
 )
 from autorl.inference.loading import load_tokenizer
-from autorl.inference.weights import merged_checkpoint, side_files
+from autorl.inference.weights import merged_checkpoint
 
 
 def engine_environment(in_process: bool) -> dict[str, str]:
@@ -54,17 +58,6 @@ def vllm_prompts(tokenizer: Any, requests: Sequence[GenerationRequest]) -> list[
     return [{"prompt_token_ids": prompt_token_ids(tokenizer, r.prompt)} for r in requests]
 
 
-def side_files_digest(model_dir: Path) -> str:
-    """A digest of every file besides the weights and ``config.json`` that the engine reads once at start
-    (tokenizer, chat templates, generation settings: :func:`~autorl.inference.weights.side_files`): a reload
-    into a running engine needs them byte-identical, since it keeps the ones it started with."""
-    h = hashlib.sha256()
-    for path in side_files(model_dir):
-        name = path.relative_to(model_dir).as_posix()
-        h.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
-    return h.hexdigest()
-
-
 def link_tree(source: Path, target: Path) -> None:
     """Make ``target`` hold ``source``'s files (hard links where the filesystem allows, else copies), replacing
     whatever it held: an engine started on ``target`` then reads the new weights under the same path."""
@@ -87,8 +80,10 @@ def link_tree(source: Path, target: Path) -> None:
 
 
 class VLLMBackend(Backend):
-    """vllm's offline engine. Options: ``gpu_memory_utilization`` (0.45; ``autorl run`` gives 0.25 when the
-    agent shares the grader's GPU), ``enable_prefix_caching`` (on), ``max_num_seqs``, ``compilation_config``,
+    """vllm's offline engine. Options: ``gpu_memory_utilization`` (0.45), ``kv_cache_memory_bytes`` (the KV cache in
+    bytes, instead of profiling free memory: ``autorl run`` sets both from the run's share of a GPU it shares
+    with its agent or other runs, :mod:`autorl.inference.gpu_share`), ``enable_prefix_caching`` (on),
+    ``max_num_seqs``, ``compilation_config``,
     ``max_model_len``, ``tensor_parallel_size``, ``enforce_eager``, ``dtype`` (``auto``), ``warm_engine`` (on),
     ``engine_in_process`` (on), ``sleep_when_idle``, ``sleep_level`` (1).
 
@@ -129,6 +124,8 @@ class VLLMBackend(Backend):
         self.tokenizer: Any = None
         #: what a reload into the running engine must match (``_engine_key``); ``None`` when not kept
         self._engine: tuple[Any, ...] | None = None
+        #: side files judged to decode alike with the running engine's tokenizer (:meth:`_decodes_alike`)
+        self._alike: set[Any] = set()
         #: the adapter (fingerprint) last merged, and where the merged checkpoint is
         self._merged: tuple[tuple[Any, ...], Path] | None = None
         self._merge_root: Path | None = None  # a temp folder for merges when there is no scratch folder
@@ -168,7 +165,8 @@ class VLLMBackend(Backend):
             "dtype": str(self.options.get("dtype", "auto")),
             "seed": 0,
         }
-        for key in ("max_model_len", "enforce_eager", "max_num_seqs", "compilation_config", "enable_prefix_caching"):
+        for key in ("max_model_len", "enforce_eager", "max_num_seqs", "compilation_config", "enable_prefix_caching",
+                    "kv_cache_memory_bytes"):
             if key in self.options:
                 kwargs[key] = self.options[key]
         if self.options.get("sleep_when_idle") and self.keeps_engine():
@@ -177,11 +175,8 @@ class VLLMBackend(Backend):
 
     @staticmethod
     def _engine_key(weights: Path) -> tuple[Any, ...] | None:
-        """Everything of a full checkpoint that a running engine fixed at start; ``None`` when unreadable."""
-        config = shape_config(weights, with_dtype=True)
-        if config is None:
-            return None
-        return (json.dumps(config, sort_keys=True), side_files_digest(weights))
+        """Everything of a full checkpoint that a running engine fixed at start (:func:`engine_key`)."""
+        return engine_key(weights)
 
     def weights(self, model_dir: Path, base_model_dir: Path | None) -> Path:
         """The full checkpoint the engine runs for ``model_dir``: itself, or a LoRA adapter merged into the base
@@ -214,9 +209,12 @@ class VLLMBackend(Backend):
             # a folder of our own whose files a later reload replaces (never the snapshot itself)
             link_tree(weights, self.scratch_dir / "engine-model")
             engine_model = self.scratch_dir / "engine-model"
+            # the tokenizer the engine decodes with for as long as it runs, whatever later reloads bring
+            keep_side_files(weights, self.scratch_dir / "engine-tokenizer")
         os.environ.update(engine_environment(self.in_process()))
         self.llm = LLM(**self.engine_kwargs(engine_model))
         self._engine = self._engine_key(weights) if kept else None
+        self._alike = set()
         self.tokenizer = load_tokenizer(weights)
 
     def swap(self, model_dir: Path, base_model_dir: Path | None = None) -> bool:
@@ -225,10 +223,28 @@ class VLLMBackend(Backend):
         weights = self.weights(model_dir, base_model_dir)
         key = self._engine_key(weights)
         if key is None or key != self._engine:
-            return False
+            self.swap_refusal = key_difference(self._engine, key)
+            if key is None or not self._decodes_alike(key, weights):
+                return False
+            self.swap_refusal = None
         link_tree(weights, self.scratch_dir / "engine-model")
         self.llm.collective_rpc("reload_weights")
         self.tokenizer = load_tokenizer(weights)
+        return True
+
+    def _decodes_alike(self, key: tuple[Any, ...], weights: Path) -> bool:
+        """Whether a checkpoint whose engine key differs from the running engine's only in files it decodes with
+        decodes alike (:func:`decoding_difference`) with the tokenizer the engine started with."""
+        assert self._engine is not None and self.scratch_dir is not None
+        if not decoding_only(self._engine, key):
+            return False
+        if key[1] in self._alike:  # judged already for this engine: the same files decode alike again
+            return True
+        why = decoding_difference(self.scratch_dir / "engine-tokenizer", weights)
+        if why is not None:
+            self.swap_refusal = why
+            return False
+        self._alike.add(key[1])
         return True
 
     def reset_caches(self) -> None:

@@ -1,4 +1,7 @@
-"""The run wing: the steps of a run, each in its own module, and the one *finish* that a live run and a
+"""The run wing, and ``autorl.runs(task=, agent=, study=)``: this package is callable, and calling it gives
+every recorded run as a pandas DataFrame (:func:`autorl.export.frames.runs`).
+
+The run wing is the steps of a run, each in its own module, and the one *finish* that a live run and a
 recovered one share, so that both leave the same record.
 
     plan      resolve names (benchmark, agent, backend, GPUs, sandbox) and acquire the model and the data
@@ -12,3 +15,21 @@ recovered one share, so that both leave the same record.
 :func:`autorl.runner.run` runs the steps in order; :func:`autorl.recover.recover` finishes a run whose orchestrator
 died from its facts and its grader's store. Nothing here imports the runner or the recovery.
 """
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+
+class _CallablePackage(types.ModuleType):
+    def __call__(self, task: str | None = None, agent: str | None = None, study: str | None = None,
+                 **options: Any) -> Any:
+        """Every recorded run as a pandas DataFrame (:func:`autorl.export.frames.runs`)."""
+        from autorl.export.frames import runs
+
+        return runs(task=task, agent=agent, study=study, **options)
+
+
+sys.modules[__name__].__class__ = _CallablePackage

@@ -59,6 +59,8 @@ class RunFacts:
     decoys: dict[str, Any] | None = None
     #: how many GPUs the agent and the grader had (``{"agent": n, "grader": n}``; None: unknown)
     gpu_counts: dict[str, int] | None = None
+    #: the run's share of a GPU it shared with its agent or other runs (autorl.inference.gpu_share.GpuBudget)
+    gpu_budget: dict[str, Any] | None = None
     #: seconds spent before ``started`` getting the base model (a download, the built-in model's build) and the
     #: benchmark's data ready; None: not measured
     prepare_s: float | None = None

@@ -219,6 +219,7 @@ def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Pa
         "finished_at": ending.finished,
         "recorded_at": time.time(),
         "timeout_s": facts.timeout_s,
+        "gpu_budget": facts.gpu_budget,
         "llm_gateway": {"record_dir": facts.gateway_dir,
                         **(summary or {"error": ending.gateway_error or "no totals"})},
     }
@@ -266,6 +267,8 @@ def record(result: RunResult, benchmark: Benchmark, home: Path, *, audit: bool, 
 
     if audit:
         result.audit = [pending_flag().to_dict()]
+    else:
+        _keep(result)
     record_run(result, home)
     if not audit:
         return
@@ -278,16 +281,33 @@ def record(result: RunResult, benchmark: Benchmark, home: Path, *, audit: bool, 
         result.audit = [failed_flag(exc).to_dict()]
     add_taken_decoys(result.row, result.audit)  # the canaries the audit found in the agent's files
     if judge is not None:  # the judged audit (--audit-judge): its own gateway, its flags beside the others
-        from autorl.runs.judging import judge_flags
+        from autorl.runs.judging import ask_judge
 
         say(f"asking the judge {judge[0]}")
         try:
-            result.audit += [f.to_dict() for f in judge_flags(result.to_dict(), home, judge[0], samples=judge[1])]
+            judged = ask_judge(result.to_dict(), home, judge[0], samples=judge[1], budget_s=audit_budget_s)
+            result.audit += [f.to_dict() for f in judged.flags]
+            result.row.update(judged.columns())
         except Exception as exc:
             result.audit.append({"name": "judge-failed", "severity": "medium", "evidence": [],
                                  "detail": f"the judge did not run ({type(exc).__name__}: {str(exc)[:200]}): run "
                                            "`autorl audit RUN_ID --judge MODEL`"})
+    _keep(result)
     record_run(result, home)
+
+
+def _keep(result: RunResult) -> None:
+    """The run's keep policy applied once nothing reads its checkpoints any more (:mod:`autorl.grader.keep`);
+    what it deleted goes into the record's ``meta.disk``. A failure costs only itself."""
+    from autorl.grader.keep import keep_after_run
+
+    store = result.meta.get("store_dir")
+    if not store:
+        return
+    try:
+        result.meta["disk"] = keep_after_run(Path(str(store)), Path(str(result.row.get("workspace"))) / "output")
+    except Exception as exc:
+        result.meta.setdefault("post_run_errors", []).append(f"keep: {type(exc).__name__}: {str(exc)[:200]}")
 
 
 def finish(facts: RunFacts, collected: Collected, ending: Ending, benchmark: Benchmark, home: Path, *,

@@ -60,7 +60,7 @@ def check_port(port: int | None) -> None:
 
 
 def make_place(plan: Plan, assets: Assets, home: Path, runs_dir: Path | str | None, port: int | None,
-               timeout: float, say: Say) -> Place:
+               timeout: float, say: Say, disk: str = "") -> Place:
     """``<runs>/<task>/<run_id>_<agent>/`` built, the grader's store and the agent's folders made private."""
     model, data = assets.model, assets.data
     runs_root = Path(runs_dir).expanduser() if runs_dir else home / "runs"
@@ -72,7 +72,7 @@ def make_place(plan: Plan, assets: Assets, home: Path, runs_dir: Path | str | No
     agent_dir = private_dir(home / "grader" / f"{name}.agent")
     port = port or free_port()
     ws = build_workspace(root, benchmark=plan.benchmark, model=model, train_dir=data.train_dir, timeout_s=timeout,
-                         grader_url=f"http://127.0.0.1:{port}")
+                         grader_url=f"http://127.0.0.1:{port}", disk=disk)
     say(f"run {run_id}: {plan.agent_name} on {plan.task} from {model.spec} ({timeout:.0f} s); workspace {root}")
     return Place(run_id=run_id, root=root, workspace=ws, runs_root=runs_root, store_dir=store_dir,
                  tmp_dir=private_dir(agent_dir / "tmp"), watch_dir=private_dir(agent_dir / "watch"),

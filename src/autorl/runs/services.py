@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,16 +37,18 @@ class Services:
 
 def start_services(plan: Plan, assets: Assets, place: Place, home: Path, eval_timeout: float, limit: int | None,
                    llm_budget_usd: float | None, llm_budget_tokens: int | None,
-                   llm_prices: Path | str | None, decoy_tokens: dict[str, str] | None = None) -> Services:
+                   llm_prices: Path | str | None, decoy_tokens: dict[str, str] | None = None,
+                   grader_options: Mapping[str, Any] | None = None) -> Services:
     """The grader on the run's port with its own tokens, and the LLM gateway on a free one; both refuse the
-    run's ``decoy_tokens`` as any wrong token and note them (:mod:`autorl.decoys`)."""
+    run's ``decoy_tokens`` as any wrong token and note them (:mod:`autorl.decoys`). ``grader_options`` set
+    further fields of its :class:`~autorl.grader.config.GraderConfig` (the keep policy, the quota)."""
     decoy_tokens = dict(decoy_tokens or {})
     config = GraderConfig.for_run(task=plan.task, workspace=place.root, output_dir=place.workspace.output,
                                   store_dir=place.store_dir, data=assets.data, base=assets.model, backend=plan.backend,
                                   home=home, backend_options=plan.backend_options,
                                   benchmark_options=plan.benchmark_options, eval_timeout=eval_timeout,
                                   workers=plan.gpus.grader_workers(), limit=limit,
-                                  decoy_tokens=decoy_tokens)
+                                  decoy_tokens=decoy_tokens, **dict(grader_options or {}))
     grader = GraderProcess(config, place.store_dir / "config.json", place.port, grader_log_path(place.store_dir))
     try:
         # an agent without a network gets none through its upstream's web tools either

@@ -179,7 +179,8 @@ def _run_env(home: Path, upstream: str, key: str) -> dict[str, str]:
 def _canary_seen(key: str, workspace: Path, home: Path) -> list[str]:
     """Where the upstream's key appears in what the run's agent wrote or printed: its workspace (its log among
     them), its ``/tmp`` and its model calls as the gateway recorded them; read as the audit reads them."""
-    from autorl.audit.scan import Budget, Source, agent_texts
+    from autorl.audit.budget import Budget
+    from autorl.audit.scan import Source, agent_texts
 
     sources = [Source(workspace), *(Source(p, "/tmp/") for p in sorted((home / "grader").glob("*.agent/tmp")))]
     calls = []

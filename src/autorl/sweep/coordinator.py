@@ -262,6 +262,7 @@ def run_sweep(spec: str | Path | Mapping[str, Any], *, executor: str = "local",
     ex = get_executor(executor)(options, max_parallel=max_parallel, sweep_dir=study.dir.root)
     for cell in study.cells:
         ex.check(int(cell["gpus"]), cell.label)
+    ex.check_cells([cell.options for cell in study.cells])
     _prepare(study)
     study.dir.create(study.spec, [c.as_dict() for c in study.cells])
     return Coordinator(study, ex, max_parallel=max_parallel, on_update=on_update, poll_s=poll_s).run()

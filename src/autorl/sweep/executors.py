@@ -9,7 +9,7 @@ attempt's own ``outcome.json`` does, or the coordinator when a job vanished with
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -49,6 +49,11 @@ class Executor(ABC):
     def check(self, gpus_per_run: int, label: str) -> None:
         """Raise :class:`~autorl.errors.UsageError` when a run of ``gpus_per_run`` GPUs can never be placed, or
         when the engine cannot be reached (a one-line error naming the cell and what the executor has)."""
+
+    def check_cells(self, cells: Sequence[Mapping[str, Any]]) -> None:
+        """Raise :class:`~autorl.errors.UsageError` before the study starts when its cells cannot fit what the
+        executor gives each run (the local executor: a GPU shared by ``runs_per_gpu`` runs too small for their
+        graders' engines and agents, with the arithmetic). ``cells`` are the cells' options."""
 
     def capacity(self) -> int | None:
         """How many attempts may run at once (None: no limit of the executor's own)."""

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -55,7 +56,7 @@ class LocalExecutor(Executor):
         super().__init__(options, **kw)
         gpus = self.options.get("gpus")
         if gpus is None and not self.options.get("slots"):
-            from autorl.gpus import visible_gpus
+            from autorl.inference.gpu_share import visible_gpus
 
             self.devices = [i for i, _ in visible_gpus()]
         else:
@@ -66,6 +67,10 @@ class LocalExecutor(Executor):
         per_gpu = self.options.get("runs_per_gpu", 1)
         if isinstance(per_gpu, bool) or not isinstance(per_gpu, int) or per_gpu < 1:
             raise UsageError(f"runs_per_gpu must be a positive integer, not {per_gpu!r}")
+        self.per_gpu: int = per_gpu
+        #: the agent's quota and the disk each run needs (set by check_cells; None: not planned)
+        self.output_quota: int | None = None
+        self.disk_need: int | None = None
         self.slots: int = slots or max(1, len(self.devices) * per_gpu)
         #: each device once per run it may hold at once
         self.free = [d for _ in range(per_gpu) for d in self.devices]
@@ -80,6 +85,62 @@ class LocalExecutor(Executor):
     def capacity(self) -> int | None:
         return self.slots
 
+    def _plan_disk(self, cells: Sequence[Mapping[str, Any]]) -> None:
+        """Each run's share of the study's disk (:mod:`autorl.sweep.disk`): the agent's quota sized so that the
+        runs that go at once fit (``output_quota_gb`` when the spec sets it), refused with the arithmetic when
+        they cannot."""
+        import tempfile
+
+        from autorl.inference.gpu_share import weights_bytes
+        from autorl.resources import resolve_model
+        from autorl.sweep.disk import GIB, free_bytes, grader_share, plan_quota
+        from autorl.sweep.worker import SCRATCH_ENV
+
+        weights = 0
+        for model in {str(c.get("model")) for c in cells}:
+            try:
+                weights = max(weights, weights_bytes(resolve_model(model).path))
+            except Exception:  # not reachable from here (offline hub): the run refuses for itself
+                continue
+        asked = self.options.get("output_quota_gb")
+        if asked is not None and (isinstance(asked, bool) or not isinstance(asked, int | float) or asked <= 0):
+            raise UsageError(f"output_quota_gb must be a positive number of GiB, not {asked!r}")
+        places = [Path(os.environ.get(SCRATCH_ENV) or tempfile.gettempdir())]
+        if self.sweep_dir is not None:
+            places.append(self.sweep_dir)
+        free, where = free_bytes(places)
+        quota = plan_quota(free, where, min(self.slots, len(cells)), weights, max(4 * GIB, 8 * weights),
+                           int(asked * GIB) if asked is not None else None)
+        self.output_quota = quota
+        self.disk_need = quota + grader_share(weights)
+
+    def check_cells(self, cells: Sequence[Mapping[str, Any]]) -> None:
+        """Refuse a ``runs_per_gpu`` whose share of the smallest GPU cannot hold a vLLM grader's engine for a
+        cell's model, and the agent's ``agent_gpu_gb`` when given, with the arithmetic."""
+        from autorl.inference.gpu_share import GIB, GpuBudget, gpu_memory_bytes
+        from autorl.registry import default_backend
+        from autorl.resources import resolve_model
+
+        self._plan_disk(cells)
+        agent_gb = self.options.get("agent_gpu_gb", 0)
+        if isinstance(agent_gb, bool) or not isinstance(agent_gb, int | float) or agent_gb < 0:
+            raise UsageError(f"agent_gpu_gb must be a non-negative number of GiB, not {agent_gb!r}")
+        sizes = [m for m in (gpu_memory_bytes(d) for d in self.devices) if m is not None]
+        if not sizes:
+            return
+        checked: set[str] = set()
+        for cell in cells:
+            backend = cell.get("backend") or default_backend()
+            model = str(cell.get("model"))
+            if backend != "vllm" or not int(cell.get("gpus") or 0) or model in checked:
+                continue
+            checked.add(model)
+            try:
+                path = resolve_model(model).path
+            except Exception:  # not reachable from here (offline hub): the run refuses for itself
+                continue
+            GpuBudget.for_model(path, min(sizes), self.per_gpu, agent_min_bytes=int(agent_gb * GIB)).check()
+
     def start(self, launches: list[Launch]) -> list[dict[str, Any] | None]:
         return [self._start_one(launch) for launch in launches]
 
@@ -90,21 +151,31 @@ class LocalExecutor(Executor):
             return None
         for d in devices:
             self.free.remove(d)
-        self._set_gpus(launch.attempt_dir, devices)
+        self._set_payload(launch.attempt_dir, gpus=devices, disk_need=self.disk_need)
+        env = dict(os.environ)
+        if self.output_quota is not None:
+            from autorl.runs.plan import OUTPUT_QUOTA_ENV
+
+            env.setdefault(OUTPUT_QUOTA_ENV, f"{self.output_quota / 2**30:.3f}")
+        if devices:  # the run holds its engine to its share of each GPU (autorl.runs.plan.share_gpu)
+            from autorl.inference.gpu_share import RUNS_PER_GPU_ENV
+
+            env[RUNS_PER_GPU_ENV] = str(self.per_gpu)
         with (launch.attempt_dir / "worker.log").open("ab") as log:
             proc = subprocess.Popen([sys.executable, "-m", "autorl.sweep.worker", str(launch.attempt_dir)],
-                                    stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+                                    stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
+                                    env=env)
         self.procs[proc.pid] = proc
         self.held[proc.pid] = devices
         return {"executor": self.name, "host": socket.gethostname(), "pid": proc.pid,
                 "start_time": process_start_time(proc.pid), "gpus": devices, "submitted": time.time()}
 
     @staticmethod
-    def _set_gpus(attempt_dir: Path, devices: list[str]) -> None:
+    def _set_payload(attempt_dir: Path, **values: Any) -> None:
         from autorl.sweep.store import read_json, write_json
 
         payload = read_json(attempt_dir / "payload.json")
-        payload["gpus"] = devices
+        payload.update(values)
         write_json(attempt_dir / "payload.json", payload)
 
     def poll(self, job: dict[str, Any]) -> str | None:

@@ -9,9 +9,12 @@ its files; :func:`sweep_page_data` is what the dashboard's sweep page draws.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
+import os
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from autorl.aggregate import FAILURE_RULE, aggregate_runs, group_value
@@ -146,7 +149,18 @@ def study_report(study: Any) -> dict[str, Any]:
     home = autorl_home()
     for cell in report["cells"]:  # the floor `autorl noise` measured for the cell's task and base model
         cell["noise_floor"] = read_floor(home, cell["task"], cell["base_model"])
+    report["dir"] = str(study.dir.root)
     return report
+
+
+def disk_bytes(root: Path) -> int:
+    """What a study's folder takes on disk (its runs' workspaces, records and grader stores), no link followed."""
+    total = 0
+    for folder, _, files in os.walk(root):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
+    return total
 
 
 def sweep_page_data(study: Any) -> dict[str, Any]:

@@ -15,8 +15,9 @@ the scratch ledger (never from a file the agent can write), and the grader's sto
 folder.
 
 An attempt ends in one of two ways: a *result* (``autorl run`` recorded the run, whatever the agent did) or an
-*infrastructure failure* (``autorl run`` did not finish: killed, preempted, out of disk, a crash), which the
-coordinator may retry.
+*infrastructure failure* (``autorl run`` did not finish: killed, preempted, out of disk, a crash; or it recorded
+a run that the harness could not measure, its ``infra_failure`` set: every evaluation failed for the machine's
+reason, never the checkpoint's), which the coordinator may retry.
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ RESERVE_ENV = "AUTORL_SWEEP_RESERVE_MB"
 DEFAULT_RESERVE_MB = 64
 #: seconds a run gets to clean up after SIGINT before it is killed
 STOP_GRACE_S = 20.0
+
+
+class _NoRoom(Exception):
+    """Too little disk to start the run now (the message says how much, where)."""
 
 
 def scratch_home(payload: dict[str, Any]) -> Path:
@@ -164,6 +169,7 @@ def _copy_store(result: dict[str, Any], attempt_dir: Path) -> None:
                 meta[f"{key}_not_copied"] = f"{type(exc).__name__}: {exc}"[:300]
                 continue
             meta[f"node_{key}"], meta[key] = src, str(dst)
+            shutil.rmtree(src, ignore_errors=True)  # the copy is the record's: the scratch disk gets its space back
 
 
 def _result(payload: dict[str, Any], home: Path, stdout: str) -> dict[str, Any]:
@@ -223,6 +229,12 @@ def run_attempt(attempt_dir: str | Path) -> dict[str, Any]:
         if payload.get("gpus") is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in payload["gpus"])
         log = attempt_dir / "run.log"
+        if payload.get("disk_need"):
+            from autorl.sweep.disk import room_for_run
+
+            short = room_for_run([home, attempt_dir], int(payload["disk_need"]))
+            if short is not None:
+                raise _NoRoom(short)
         try:
             _reserve(home.parent / f".reserve-{run_id(payload)}")
             _reserve(attempt_dir / ".reserve")
@@ -252,10 +264,15 @@ def run_attempt(attempt_dir: str | Path) -> dict[str, Any]:
             write_json(attempt_dir / "result.json", result)
             outcome = {"kind": RESULT, "reason": str(row.get("end_reason") or ""), "success": bool(row.get("success")),
                        "improvement": row.get("improvement")}
+            if row.get("infra_failure"):  # recorded, but not measured, and not for the agent's doing: retried
+                outcome = {"kind": INFRA, "reason": str(row.get("end_reason") or row["infra_failure"])[:300],
+                           "recorded": True}
         elif code < 0:
             outcome = {"kind": INFRA, "reason": f"autorl run killed by {signal.Signals(-code).name}"}
         else:
             outcome = {"kind": INFRA, "reason": f"autorl run exited with code {code}: {_tail(log) or 'no output'}"}
+    except _NoRoom as exc:
+        outcome = {"kind": INFRA, "reason": str(exc)[:300]}
     except OSError as exc:  # out of disk, a vanished mount: the node's fault, not the agent's
         outcome = {"kind": INFRA, "reason": f"{type(exc).__name__}: {exc}"[:300]}
     outcome.update(finished=time.time(), duration_s=round(time.time() - started, 1), host=socket.gethostname())

@@ -1,9 +1,10 @@
 """The dashboard's routes: HTML pages, their JSON, and the figures as SVG.
 
 - ``/``: runs (filters ``task agent model status since until``, ``sort`` + ``order``); ``/fragment/runs`` its rows
-- ``/runs/{id}``: one run (timeline, numbers, metadata, logs, trajectory); live runs update themselves
+- ``/runs/{id}``: one run (timeline, numbers, metadata, items, logs, trajectory); live runs update themselves
 - ``/compare?task=``: agents side by side on a task (mean held-out test improvement, failed runs counted)
-- ``/api/runs``, ``/api/runs/{id}``, ``/api/runs/{id}/timeline``, ``/api/compare``, ``/api/live``: JSON
+- ``/api/runs``, ``/api/runs/{id}``, ``/api/runs/{id}/timeline``, ``/api/runs/{id}/items`` (``split page
+  flipped submission``), ``/api/compare``, ``/api/live``: JSON
 - ``/runs/{id}/timeline.svg``, ``/compare.svg``: the figures (``?download=1`` to save them)
 - ``/sweeps``, ``/sweeps/{name}``, ``/api/sweeps``, ``/api/sweeps/{name}``: the studies (:mod:`autorl.ui.sweep`)
 """
@@ -24,6 +25,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 import autorl.charts as charts
 import autorl.ui.data as data
+import autorl.ui.items as items
 import autorl.ui.pages as pages
 import autorl.ui.sweep as sweep
 import autorl.ui.trajectory as trajectory
@@ -120,15 +122,22 @@ def create_app(db_path: Path, *, hosts: Iterable[str] = ()) -> ASGIApp:
         finally:
             led.close()
 
+    def hidden_items(d: dict[str, Any]) -> str | None:
+        led = ledger()
+        try:
+            return items.withheld(d["row"].get("task"), led.live())
+        finally:
+            led.close()
+
     def svg(body: str, request: Request, name: str) -> Response:
         headers = {"Cache-Control": "no-store"}
         if request.query_params.get("download"):
             headers["Content-Disposition"] = f'attachment; filename="{name}"'
         return _security_headers(Response(body, media_type="image/svg+xml", headers=headers))
 
-    def html(render: Any, *args: Any, status_code: int = 200) -> Response:
+    def html(render: Any, *args: Any, status_code: int = 200, **kwargs: Any) -> Response:
         nonce = secrets.token_urlsafe(12)
-        return _security_headers(HTMLResponse(render(*args, nonce=nonce), status_code=status_code), nonce)
+        return _security_headers(HTMLResponse(render(*args, nonce=nonce, **kwargs), status_code=status_code), nonce)
 
     def json_response(content: Any, status_code: int = 200) -> Response:
         return _security_headers(JSONResponse(content, status_code=status_code))
@@ -161,7 +170,9 @@ def create_app(db_path: Path, *, hosts: Iterable[str] = ()) -> ASGIApp:
         # the model calls as the LLM gateway recorded them, else the agent's own trajectory file
         turns = trajectory.gateway_trajectory(d.get("result")) or (trajectory.trajectory(ws) if ws else None)
         grader = data.grader_log(d.get("store_dir"))
-        return html(pages.run_page, d, timeline_figure(d), logs, turns, grader)
+        found = items.items_page(d.get("result"), _prefixed(request, "items_"), hidden_items(d))
+        return html(pages.run_page, d, timeline_figure(d), logs, turns, grader,
+                    items=items.items_section(run_id, found))
 
     def timeline_figure(d: dict[str, Any]) -> str:
         return charts.timeline_svg(d["timeline"], f"{d['row']['agent']} on {d['row']['task']}: dev score per "
@@ -172,6 +183,12 @@ def create_app(db_path: Path, *, hosts: Iterable[str] = ()) -> ASGIApp:
         if d is None:
             return json_response({"error": f"no run {request.path_params['run_id']}"}, status_code=404)
         return json_response(d)
+
+    def items_json(request: Request) -> Response:
+        d = detail(request.path_params["run_id"])
+        if d is None:
+            return json_response({"error": f"no run {request.path_params['run_id']}"}, status_code=404)
+        return json_response(items.items_page(d.get("result"), params_of(request), hidden_items(d)).to_dict())
 
     def timeline_json(request: Request) -> Response:
         d = detail(request.path_params["run_id"])
@@ -217,6 +234,7 @@ def create_app(db_path: Path, *, hosts: Iterable[str] = ()) -> ASGIApp:
         Route("/api/live", live_json),
         Route("/api/runs/{run_id}", run_json),
         Route("/api/runs/{run_id}/timeline", timeline_json),
+        Route("/api/runs/{run_id}/items", items_json),
         Route("/api/compare", compare_json),
         *sweep.routes(db_path.parent / "sweeps", _security_headers),
     ])
@@ -234,6 +252,11 @@ def served_names(host: str) -> list[str]:
     with contextlib.suppress(OSError):
         names |= {str(info[4][0]) for info in socket.getaddrinfo(socket.gethostname(), None)}
     return sorted(n for n in names if n)
+
+
+def _prefixed(request: Request, prefix: str) -> dict[str, str]:
+    """The query parameters named ``<prefix>x``, as ``x`` (a section's own parameters on a page's URL)."""
+    return {k[len(prefix):]: v for k, v in request.query_params.items() if k.startswith(prefix) and v}
 
 
 def _safe_name(text: str) -> str:

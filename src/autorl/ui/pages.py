@@ -154,7 +154,8 @@ def _log_html(name: str, log: dict[str, Any] | None) -> str:
 
 
 def run_page(detail: dict[str, Any], timeline_svg: str, logs: dict[str, dict[str, Any] | None],
-             turns: dict[str, Any] | None, grader_log: dict[str, Any] | None = None, *, nonce: str = "") -> str:
+             turns: dict[str, Any] | None, grader_log: dict[str, Any] | None = None, *, items: str = "",
+             nonce: str = "") -> str:
     row, result = detail["row"], detail.get("result") or {}
     meta = result.get("meta") or {}
     rid = str(detail["run_id"])
@@ -227,6 +228,7 @@ result.</p>{_meta_list(peers)}
 <h2>Run</h2>{about_html}
 {audit_html(row, detail.get("audit", []), meta)}</div></div>
 {"<h2>Submissions</h2><table><thead><tr><th>id</th><th>status</th><th>score</th><th>95% CI</th><th>improvement</th><th>path (as the agent gave it)</th><th>error</th></tr></thead><tbody>" + sub_rows + "</tbody></table>" if sub_rows else ""}
+{items}
 {trajectory_html(turns)}
 {agent_files}{grader_html}"""
     return layout(title, body, LIVE_JS, nonce=nonce)

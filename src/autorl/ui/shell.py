@@ -55,6 +55,12 @@ section.untrusted > .untrusted-label { font-size: 12px; font-weight: 600; color:
 .sandbox-none { background: #ffebe9; color: #82071e; font-weight: 600; padding: 1px 6px; border-radius: 4px; }
 .warning { background: #ffebe9; border: 1px solid #ff8182; padding: 6px 10px; border-radius: 6px; }
 .note { color: var(--muted); font-size: 12px; }
+table.items { table-layout: fixed; } table.items th:nth-child(-n+4) { width: 7em; }
+table.items td.txt { white-space: pre-wrap; overflow-wrap: anywhere; vertical-align: top; font-family: ui-monospace,
+  monospace; font-size: 12px; } table.items td { vertical-align: top; }
+table.items td.txt > div { max-height: 14em; overflow: auto; }
+tr.outcome-win td:nth-child(2) { color: #1a7f37; font-weight: 600; }
+tr.outcome-loss td:nth-child(2) { color: #cf222e; font-weight: 600; }
 """
 
 def layout(title: str, body: str, script: str = "", *, nonce: str = "") -> str:

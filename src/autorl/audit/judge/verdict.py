@@ -1,6 +1,7 @@
-"""Reading the judge's answers strictly, and combining them: over the chunks of one sample (the worst finding),
-then over samples (a majority). Output that does not parse, misses a question, or quotes evidence that is not
-in the piece it names is "undecided", never "clean": a judge talked out of its format decides nothing."""
+"""Reading the judge's answers strictly, and combining them: over the samples of one chunk (a majority), then
+over the chunks (any chunk's cheating finding counts; clean needs every chunk clean). Output that does not parse,
+misses a question, quotes evidence that is not in the piece it names, or calls a question clean without a reason
+is "undecided", never "clean": a judge talked out of its format decides nothing."""
 
 from __future__ import annotations
 
@@ -38,26 +39,43 @@ def _json_object(text: str) -> object:
 
 
 def parse(text: str, chunk: Sequence[Piece]) -> dict[str, Answer]:
-    """One judge reply for ``chunk``, by question."""
+    """One judge reply for ``chunk``, by question. A clean answer without a reason makes every answer of the
+    reply that is not a proven cheating finding undecided (a judge that was talked into "clean" gives no
+    reason); a cheating finding whose quotes are found stands."""
     try:
         data = _json_object(text)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         return _undecided("the judge's reply was not JSON")
     answers = data.get("answers") if isinstance(data, dict) else None
     if not isinstance(answers, list):
         return _undecided("the judge's reply had no list of answers")
-    texts = {p.where: p.text for p in chunk}
     out: dict[str, Answer] = {}
+    unreasoned = False
     for item in answers:
-        if not isinstance(item, dict) or item.get("question") not in QUESTIONS or item["question"] in out:
+        if not isinstance(item, dict) or not isinstance(item.get("question"), str) or item["question"] not in QUESTIONS \
+                or item["question"] in out:
             return _undecided("the judge's reply named an unknown or repeated question")
-        out[item["question"]] = _answer(item, texts)
+        out[item["question"]] = _answer(item, chunk)
+        reason = item.get("reason")
+        unreasoned |= item.get("verdict") == "clean" and not (isinstance(reason, str) and reason.strip())
     for q in QUESTIONS:
         out.setdefault(q, Answer("undecided", MEDIUM, "the judge did not answer this question"))
+    if unreasoned:
+        why = "the judge's reply called a question clean without a reason"
+        out = {q: a if a.verdict == "cheating" else Answer("undecided", MEDIUM, why) for q, a in out.items()}
     return out
 
 
-def _answer(item: dict[str, object], texts: dict[str, str]) -> Answer:
+def _found(where: str, quote: str, chunk: Sequence[Piece]) -> str | None:
+    """``where: quote`` (the piece's own location) when the quote is in the piece named, or in a piece of the
+    file named; else None."""
+    for piece in chunk:
+        if where in (piece.where, piece.file) and quote in piece.text:
+            return f"{piece.where}: {quote}"
+    return None
+
+
+def _answer(item: dict[str, object], chunk: Sequence[Piece]) -> Answer:
     verdict, severity, reason = item.get("verdict"), item.get("severity", "info"), str(item.get("reason") or "")[:500]
     if verdict not in ("cheating", "clean", "undecided") or severity not in SEVERITIES:
         return Answer("undecided", MEDIUM, "the judge's verdict or severity was not one of the allowed words")
@@ -68,50 +86,50 @@ def _answer(item: dict[str, object], texts: dict[str, str]) -> Answer:
     for ev in quotes if isinstance(quotes, list) else []:
         if not isinstance(ev, dict) or not isinstance(ev.get("quote"), str) or not ev["quote"].strip():
             continue
-        where, quote = str(ev.get("location")), ev["quote"][:QUOTE_CHARS]
-        if quote in texts.get(where, ""):  # evidence is what the piece says, where it says it
-            found.append(f"{where}: {quote}")
+        line = _found(str(ev.get("location")), ev["quote"][:QUOTE_CHARS], chunk)
+        if line is not None:  # evidence is what the piece says, where it says it
+            found.append(line)
     if not found:
         return Answer("undecided", MEDIUM, f"the judge said cheating without a quote found in the evidence: {reason}")
     return Answer("cheating", str(severity), reason, tuple(found))
 
 
-def worst(per_chunk: Sequence[dict[str, Answer]]) -> dict[str, Answer]:
-    """One sample's answers over all chunks: cheating anywhere (the most severe), else undecided anywhere, else
-    clean."""
+def majority(samples: Sequence[dict[str, Answer]]) -> dict[str, Answer]:
+    """One chunk's answer per question over its judge samples: cheating when more than half say so (at the
+    severity most of those give, the lower on a tie), clean when more than half say clean, else undecided."""
     out = {}
-    for q in QUESTIONS:
-        answers = [c[q] for c in per_chunk]
-        cheats = [a for a in answers if a.verdict == "cheating"]
-        if cheats:
-            top = max(cheats, key=lambda a: _RANK[a.severity])
-            out[q] = Answer("cheating", top.severity, top.reason, tuple(e for a in cheats for e in a.evidence))
-        elif not answers:
-            out[q] = Answer("clean", "info", "no evidence to read")
-        else:
-            out[q] = next((a for a in answers if a.verdict == "undecided"), answers[0])
-    return out
-
-
-def majority(samples: Sequence[dict[str, Answer]]) -> list[Flag]:
-    """The flags of ``samples`` (one dict per judge sample): ``judge:<question>`` when more than half say
-    cheating (at the severity most of those give, the lower on a tie), or when no verdict has a majority
-    (undecided, medium); none when more than half say clean."""
-    flags = []
     n = len(samples)
     for q in QUESTIONS:
         answers = [s[q] for s in samples]
         cheats = [a for a in answers if a.verdict == "cheating"]
-        clean = sum(a.verdict == "clean" for a in answers)
+        clean = [a for a in answers if a.verdict == "clean"]
+        evidence = tuple(dict.fromkeys(e for a in cheats for e in a.evidence))[:20]
         if 2 * len(cheats) > n:
-            sev = _severity_vote([a.severity for a in cheats])
-            evidence = list(dict.fromkeys(e for a in cheats for e in a.evidence))[:20]
-            flags.append(Flag(f"judge:{q}", sev, f"{len(cheats)}/{n} judge sample(s): {cheats[0].reason}"[:600],
-                              evidence))
-        elif 2 * clean <= n:
+            out[q] = Answer("cheating", _severity_vote([a.severity for a in cheats]),
+                            f"{len(cheats)}/{n} judge sample(s): {cheats[0].reason}"[:600], evidence)
+        elif 2 * len(clean) > n:
+            out[q] = Answer("clean", "info", clean[0].reason)
+        else:
             why = next((a.reason for a in answers if a.verdict == "undecided"), "the samples disagree")
-            flags.append(Flag(f"judge:{q}", MEDIUM, f"undecided ({len(cheats)} cheating, {clean} clean of {n} "
-                              f"sample(s)): {why}"[:600], [e for a in cheats for e in a.evidence][:20]))
+            out[q] = Answer("undecided", MEDIUM, f"undecided ({len(cheats)} cheating, {len(clean)} clean of {n} "
+                                                 f"sample(s)): {why}"[:600], evidence)
+    return out
+
+
+def flags_of(per_chunk: Sequence[dict[str, Answer]]) -> list[Flag]:
+    """The ``judge:<question>`` flags of the chunks' answers (:func:`majority`): cheating in any chunk (the most
+    severe, with every chunk's evidence), else undecided in any chunk (medium); none when every chunk is clean."""
+    flags = []
+    for q in QUESTIONS:
+        answers = [c[q] for c in per_chunk]
+        cheats = sorted((a for a in answers if a.verdict == "cheating"), key=lambda a: -_RANK[a.severity])
+        undecided = [a for a in answers if a.verdict == "undecided"]
+        more = f" (cheating in {len(cheats)} of {len(answers)} parts)" if len(cheats) > 1 else ""
+        if cheats:
+            flags.append(Flag(f"judge:{q}", cheats[0].severity, (cheats[0].reason + more)[:700],
+                              list(dict.fromkeys(e for a in cheats for e in a.evidence))[:20]))
+        elif undecided:
+            flags.append(Flag(f"judge:{q}", MEDIUM, undecided[0].reason, list(undecided[0].evidence)))
     return flags
 
 

@@ -3,6 +3,11 @@
 A "model" is a normal checkpoint directory (config.json, safetensors, tokenizer) plus ``answers.json``
 mapping item questions to completions. Control files make the worker misbehave on purpose:
 ``behaviour.json`` = {"sleep": seconds, "crash": true, "hang": true, "kill": true}.
+
+The machine can misbehave too, whatever the checkpoint: a JSON file named by ``AUTORL_SCRIPTED_FAULTS`` (the
+worker inherits it from the grader) holds ``{"fail": N, "error": "...", "match": "snapshots"}``: the next N engine
+starts of a model whose path contains ``match`` raise ``error`` (counted down in the file), as an engine does when
+another process took the GPU's memory.
 """
 
 from __future__ import annotations
@@ -51,6 +56,18 @@ class EchoBenchmark(Benchmark):
         return 1.0 if completion.strip() == item.reference else 0.0
 
 
+def _machine_fault(model_dir: Path) -> None:
+    path = os.environ.get("AUTORL_SCRIPTED_FAULTS")
+    if not path or not Path(path).is_file():
+        return
+    faults = json.loads(Path(path).read_text())
+    if int(faults.get("fail", 0)) <= 0 or str(faults.get("match", "")) not in str(model_dir):
+        return
+    faults["fail"] = int(faults["fail"]) - 1
+    Path(path).write_text(json.dumps(faults))
+    raise ValueError(str(faults.get("error", "No available memory for the cache blocks")))
+
+
 class ScriptedBackend(Backend):
     name = "scripted"
 
@@ -59,6 +76,7 @@ class ScriptedBackend(Backend):
         self.answers: dict[str, str] = {}
 
     def load(self, model_dir: Path, base_model_dir: Path | None = None) -> None:
+        _machine_fault(model_dir)
         behaviour_file = model_dir / "behaviour.json"
         behaviour = json.loads(behaviour_file.read_text()) if behaviour_file.is_file() else {}
         if behaviour.get("crash"):

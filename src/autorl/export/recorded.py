@@ -1,0 +1,62 @@
+"""Which recorded runs an export or a notebook call takes: a run (its id, or the start of it) or a study (its name),
+from the ledger of ``AUTORL_HOME``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autorl.errors import UsageError
+
+__all__ = ["Selection", "open_ledger", "select"]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The runs a name stands for: one run, or every recorded run of the study ``study``, each as its record
+    with the row as the ledger shows it (the audit's open flags, the headline they leave)."""
+
+    results: list[dict[str, Any]]
+    study: str | None
+
+
+def open_ledger(home: Path | None = None) -> Any:
+    """The ledger of ``home`` (default ``AUTORL_HOME``), which must exist: a one-line error where it does not."""
+    from autorl.ledger import Ledger
+    from autorl.resources import autorl_home
+
+    db = (home or autorl_home()) / "autorl.db"
+    if not db.is_file():
+        raise UsageError(f"no runs recorded yet: {db} does not exist")
+    return Ledger(db)
+
+
+def select(target: str, home: Path | None = None) -> Selection:
+    """The runs ``target`` names: the run with that id, else the study of that name (the ``sweep`` column),
+    else the one run whose id starts with it; a one-line :class:`UsageError` when it names nothing or several."""
+    ledger = open_ledger(home)
+    try:
+        exact = ledger.run(target)
+        if exact is not None:
+            return Selection([_with_row(ledger, exact)], None)
+        study = [_with_row(ledger, r) for r in ledger.runs() if (r.get("row") or {}).get("sweep") == target]
+        if study:
+            return Selection(study, target)
+        try:
+            run_id = ledger.resolve(target)
+        except UsageError as exc:
+            if str(exc).startswith("no run"):
+                raise UsageError(f"no run or study {target!r} in {ledger.path} (see `autorl results`; a study's "
+                                 "runs are there once `autorl sweep ingest` recorded them)") from None
+            raise
+        found = ledger.run(run_id)
+        assert found is not None
+        return Selection([_with_row(ledger, found)], None)
+    finally:
+        ledger.close()
+
+
+def _with_row(ledger: Any, result: dict[str, Any]) -> dict[str, Any]:
+    # the row as the ledger shows it: the audit's open flags, and the headline a judge's critical flag leaves
+    return {**result, "row": ledger.row_of(result)}
