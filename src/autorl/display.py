@@ -1,17 +1,20 @@
-"""How numbers read on a screen: the one rule for p-values, intervals and signed differences.
+"""How a result reads on a screen: the one rule for p-values, intervals and signed differences, a run's result
+in words (:func:`outcome`), and long run ids and local paths shortened (:func:`short_ids`, :func:`short_path`).
 
 The command line, the dashboard and a notebook's ``repr`` all print through these functions, so one p-value
-reads the same everywhere (``4.7e-06``, ``0.032``, ``<1e-300``). Files (CSV, JSON) keep full precision instead.
+reads the same everywhere (``4.7e-06``, ``0.032``, ``<1e-300``) and a run below its baseline is never called a
+success anywhere. Files (CSV, JSON) keep full precision and whole names instead.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["as_number", "as_pair", "fmt_ci", "fmt_p", "fmt_signed", "is_number", "run_html", "run_repr", "short_ids",
-           "short_path"]
+__all__ = ["BEAT_BASELINE", "BELOW_BASELINE", "NO_CLEAR_CHANGE", "NO_TEST_SCORE", "OUTCOMES", "as_number", "as_pair",
+           "beat_baseline", "fmt_ci", "fmt_p", "fmt_signed", "is_number", "outcome", "run_html", "run_repr",
+           "short_ids", "short_path"]
 
 #: below this a p-value is shown as a bound: a double cannot tell such values apart from each other
 P_FLOOR = 1e-300
@@ -106,6 +109,37 @@ def as_pair(value: Any) -> tuple[float, float] | None:
     if isinstance(value, list | tuple) and len(value) == 2 and all(is_number(v) for v in value):
         return float(value[0]), float(value[1])
     return None
+
+
+#: a finished run's result in words that mean what they say (the dashboard's badge, ``autorl results``' status):
+#: its headline interval lies above 0, below 0, or across it; or it has no test score (``success`` false)
+BEAT_BASELINE = "beat baseline"
+BELOW_BASELINE = "below baseline"
+NO_CLEAR_CHANGE = "no clear change"
+NO_TEST_SCORE = "no test score"
+OUTCOMES = (BEAT_BASELINE, NO_CLEAR_CHANGE, BELOW_BASELINE, NO_TEST_SCORE)
+
+
+def outcome(row: Mapping[str, Any]) -> str:
+    """What a finished run's row says of its result, one of :data:`OUTCOMES`: ``success`` alone (the reference
+    harness's column: "finished with a test score") says nothing of a gain, so a run at -18 points never reads
+    as one."""
+    if row.get("headline_rule"):  # a judge's standing flag made the headline the base model's: no change
+        return NO_CLEAR_CHANGE
+    if not row.get("success") or as_number(row.get("improvement")) is None:
+        return NO_TEST_SCORE
+    if row.get("beat_baseline") is True or (row.get("beat_baseline") is None
+                                           and beat_baseline(row.get("improvement_ci95"))):
+        return BEAT_BASELINE
+    ci = as_pair(row.get("improvement_ci95"))
+    return BELOW_BASELINE if ci is not None and ci[1] < 0 else NO_CLEAR_CHANGE
+
+
+def beat_baseline(improvement_ci95: Any) -> bool:
+    """Whether a headline improvement's 95% interval lies above 0 (None or a malformed interval: no)."""
+    ok = isinstance(improvement_ci95, list | tuple) and len(improvement_ci95) == 2
+    low = improvement_ci95[0] if ok else None
+    return isinstance(low, int | float) and not isinstance(low, bool) and low > 0
 
 
 def _one(v: float | None) -> str:

@@ -15,9 +15,19 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
+from autorl.display import (
+    BEAT_BASELINE,
+    BELOW_BASELINE,
+    NO_CLEAR_CHANGE,
+    NO_TEST_SCORE,
+    OUTCOMES,
+    beat_baseline,
+    outcome,
+    run_html,
+    run_repr,
+)
 from autorl.display import as_number as _number
 from autorl.display import as_pair as _pair
-from autorl.display import run_html, run_repr
 
 __all__ = [
     "BEAT_BASELINE",
@@ -427,37 +437,6 @@ def judged_headline(row: Mapping[str, Any], open_flags: Sequence[Mapping[str, An
                test_score=row.get("test_baseline"), test_improvement=0.0 if row.get("test_baseline") is not None
                else None, test_improvement_ci95=None, headline_rule=f"base-model ({', '.join(critical)})")
     return out
-
-
-#: a finished run's result in words that mean what they say (the dashboard's badge, ``autorl results``' status):
-#: its headline interval lies above 0, below 0, or across it; or it has no test score (``success`` false)
-BEAT_BASELINE = "beat baseline"
-BELOW_BASELINE = "below baseline"
-NO_CLEAR_CHANGE = "no clear change"
-NO_TEST_SCORE = "no test score"
-OUTCOMES = (BEAT_BASELINE, NO_CLEAR_CHANGE, BELOW_BASELINE, NO_TEST_SCORE)
-
-
-def outcome(row: Mapping[str, Any]) -> str:
-    """What a finished run's row says of its result, one of :data:`OUTCOMES`: ``success`` alone (the reference
-    harness's column: "finished with a test score") says nothing of a gain, so a run at -18 points never reads
-    as one."""
-    if row.get("headline_rule"):  # a judge's standing flag made the headline the base model's: no change
-        return NO_CLEAR_CHANGE
-    if not row.get("success") or _number(row.get("improvement")) is None:
-        return NO_TEST_SCORE
-    if row.get("beat_baseline") is True or (row.get("beat_baseline") is None
-                                           and beat_baseline(row.get("improvement_ci95"))):
-        return BEAT_BASELINE
-    ci = _pair(row.get("improvement_ci95"))
-    return BELOW_BASELINE if ci is not None and ci[1] < 0 else NO_CLEAR_CHANGE
-
-
-def beat_baseline(improvement_ci95: Any) -> bool:
-    """Whether a headline improvement's 95% interval lies above 0 (None or a malformed interval: no)."""
-    ok = isinstance(improvement_ci95, list | tuple) and len(improvement_ci95) == 2
-    low = improvement_ci95[0] if ok else None
-    return isinstance(low, int | float) and not isinstance(low, bool) and low > 0
 
 
 def _with_beat(row: dict[str, Any]) -> dict[str, Any]:
