@@ -22,6 +22,7 @@ import pytest
 
 from autorl.sandbox import INNER_SOCKET_DIR, SandboxSpec, bwrap_argv, bwrap_available
 from autorl.sandbox.netns import DNS_ADDRESS, GATEWAY_ADDRESS, NETNS_MAIN, slirp_available
+from autorl.sandbox.relay import RELAY_MAIN
 
 from .conftest import ROOT, cli, echo_answers, write_stub_checkpoint
 
@@ -133,6 +134,8 @@ def test_malicious_agent_gets_nothing_and_the_results_are_its_real_submissions(
     result = json.loads((ws / "result.json").read_text())
     assert result["row"].get("dev_best", result["row"]["best_score"]) == pytest.approx(60.0)
     assert result["meta"]["sandbox"] == {"mode": "bwrap", "network": "off", "warning": None}
+    # the agent's log opens with what the agent printed, not with a warning of the relay in front of it
+    assert "RuntimeWarning" not in (ws / "agent.log").read_text()
 
 
 class HostSockets:
@@ -352,7 +355,7 @@ def test_bwrap_command_reexposes_only_what_lies_strictly_under_hidden_places(tmp
     off = bwrap_argv(SandboxSpec(workspace=ws, network=False, grader_port=4321, socket_dir=tmp_path, gpus=False),
                      ["bash"], executable="bwrap")
     assert "--unshare-net" in off
-    assert off[off.index("--") + 1:][:3] == [sys.executable, "-m", "autorl.sandbox.relay"]
+    assert off[off.index("--") + 1:][:3] == [sys.executable, "-c", RELAY_MAIN]
     assert ("--ro-bind", os.fspath(tmp_path), INNER_SOCKET_DIR) in zip(off, off[1:], off[2:], strict=False)
     # network on with slirp4netns: the launcher outside, its own namespace, the relay inside
     on = bwrap_argv(SandboxSpec(workspace=ws, grader_port=4321, gpus=False, slirp="/usr/bin/slirp4netns"),
@@ -360,7 +363,7 @@ def test_bwrap_command_reexposes_only_what_lies_strictly_under_hidden_places(tmp
     assert on[:5] == [sys.executable, "-c", NETNS_MAIN, "--slirp", "/usr/bin/slirp4netns"]
     bwrap_part = on[on.index("--") + 1:]
     assert bwrap_part[0] == "bwrap" and "--unshare-net" in bwrap_part
-    assert bwrap_part[bwrap_part.index("--", 1) + 1:][:3] == [sys.executable, "-m", "autorl.sandbox.relay"]
+    assert bwrap_part[bwrap_part.index("--", 1) + 1:][:3] == [sys.executable, "-c", RELAY_MAIN]
     # the host's runtime directories and TMPDIR are masked; TMPDIR names the sandbox's /tmp
     assert ("--tmpfs", "/run") in itertools.pairwise(off)
     assert off[off.index("/dev/shm") - 1:off.index("/dev/shm") + 1] == ["--tmpfs", "/dev/shm"]

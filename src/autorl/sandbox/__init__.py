@@ -51,7 +51,7 @@ from autorl.sandbox.netns import (
     slirp_available,
     slirp_hardened,
 )
-from autorl.sandbox.relay import SOCKET_NAME, socket_name_for
+from autorl.sandbox.relay import RELAY_MAIN, SOCKET_NAME, socket_name_for
 
 __all__ = [
     "INNER_SOCKET_DIR",
@@ -315,7 +315,7 @@ def bwrap_argv(spec: SandboxSpec, argv: Sequence[str], *, executable: str, envir
         args += ["--ro-bind", str(socket_dir), INNER_SOCKET_DIR]  # a socket connects on a read-only mount
         if spec.grader_port is not None:  # without a grader (checks of the sandbox itself) nothing to relay
             also = [a for p in spec.relay_ports for a in ("--also", f"{p}={INNER_SOCKET_DIR}/{socket_name_for(p)}")]
-            inner = [sys.executable, "-m", "autorl.sandbox.relay", "--port", str(spec.grader_port),
+            inner = [sys.executable, "-c", RELAY_MAIN, "--port", str(spec.grader_port),
                      "--socket", f"{INNER_SOCKET_DIR}/{SOCKET_NAME}", *also, "--", *inner]
     elif resolv_masked and resolv.is_file():  # the host's network: its resolver file stays readable
         args += ["--ro-bind", str(resolv), str(resolv)]
