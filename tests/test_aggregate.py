@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from autorl.aggregate import FAILURE_RULE, aggregate_runs
+from autorl.aggregate import FAILURE_RULE, aggregate_runs, differences
 
 # Student t quantiles t(0.975, df), from a printed table
 T975 = {1: 12.706204736174698, 2: 4.302652729911275, 3: 3.182446305284263}
@@ -63,3 +63,39 @@ def test_one_run_has_no_interval_and_equal_runs_a_zero_width_one() -> None:
 def test_non_numbers_in_the_improvement_are_failures() -> None:
     g = aggregate_runs([row("1", float("nan")), row("2", True), row("3", "7"), row("4", 8)])[0]  # type: ignore[arg-type]
     assert g.values == [0.0, 0.0, 0.0, 8.0] and g.failures == 3
+
+
+def test_runs_on_other_items_are_never_pooled_and_numbers_compare_as_numbers() -> None:
+    """Runs on 20, 30, 50 and all items shared one hash and one group; a budget stored as 60 and as 60.0 (a
+    script's int, the command line's float, a CSV's text) made two groups said to differ in timeout_s."""
+    rows = [row("1", 1.0, limit=20, timeout_s=60), row("2", 3.0, limit=20, timeout_s=60.0),
+            row("3", 5.0, limit=20.0, timeout_s="60"), row("4", 7.0, limit=50, timeout_s=60),
+            row("5", 9.0, limit=None, timeout_s="60.0"), row("6", 11.0, timeout_s=60)]
+    groups = aggregate_runs(rows)
+    assert [(g.limit, g.timeout_s, g.run_ids) for g in groups] == [
+        (None, 60.0, ["5", "6"]), (20, 60.0, ["1", "2", "3"]), (50, 60.0, ["4"])]
+    assert differences(groups) == {"arith · a": ["limit"]}
+    # a budget really different is named, and only it
+    assert differences(aggregate_runs([row("1", 1.0, timeout_s=60), row("2", 2.0, timeout_s=120)])) == {
+        "arith · a": ["timeout_s"]}
+
+
+def test_an_old_row_takes_its_limit_from_its_record_and_is_not_pooled_with_all_items(tmp_path: Any) -> None:
+    """A row recorded before the limit was a column (its config hash, too, the same for 20 items as for all)
+    reads its limit from the record's meta: it stays out of the group of runs on every item."""
+    from autorl.ledger import Ledger
+    from autorl.results import RunRow
+
+    ledger = Ledger(tmp_path / "autorl.db")
+    old = RunRow("old", "2026-01-01 00:00:00", "arith", "a", "tiny", config_hash="h1", improvement=4.0,
+                 success=True).record()
+    del old["limit"]
+    new = RunRow("new", "2026-01-02 00:00:00", "arith", "a", "tiny", config_hash="h1", improvement=2.0,
+                 success=True).record()
+    ledger.ingest({"row": old, "submissions": [], "meta": {"limit": 20}})
+    ledger.ingest({"row": new, "submissions": [], "meta": {"limit": None}})
+    ledger.ingest({"row": {**new, "run_id": "odd"}, "submissions": [], "meta": ["not", "a", "dict"]})
+    rows = ledger.rows()
+    ledger.close()
+    assert [r.get("limit") for r in rows] == [20, None, None]
+    assert [(g.limit, g.run_ids) for g in aggregate_runs(rows)] == [(None, ["new", "odd"]), (20, ["old"])]

@@ -135,6 +135,29 @@ def test_score_patterns(tmp_path: Path) -> None:
     assert names(run) == {"dev-test-gap", "grader-probing"}
 
 
+@pytest.mark.parametrize(("dev", "dev_ci", "test", "test_ci", "flagged"), [
+    # 3 of 4 short runs of the example agent (--limit 30 or 50) were flagged: intervals near +-25 points
+    (20.0, [-5.0, 45.0], -2.0, [-27.0, 23.0], False),
+    (16.7, [-6.7, 40.0], 0.0, [-20.0, 20.0], False),
+    # a tight run whose dev figure the test split does not bear out
+    (40.0, [35.0, 45.0], 2.0, [-3.0, 7.0], True),
+    # no intervals recorded (an older row): the gap alone, as before
+    (40.0, None, 2.0, None, True),
+    # within what sampling explains, and within the size threshold either way
+    (8.0, [6.0, 10.0], 0.0, [-1.0, 1.0], False),
+])
+def test_a_dev_test_gap_is_flagged_only_beyond_what_sampling_explains(
+        dev: float, dev_ci: list[float] | None, test: float, test_ci: list[float] | None, flagged: bool) -> None:
+    from autorl.audit.checks import check_scores
+
+    row = {"dev_k": 3, "dev_improvement": dev, "dev_improvement_ci95": dev_ci, "test_improvement": test,
+           "test_improvement_ci95": test_ci, "improvement_ci95": test_ci}
+    flags = check_scores(row, [], {})
+    assert [f.name for f in flags] == (["dev-test-gap"] if flagged else []), [f.detail for f in flags]
+    if flagged and dev_ci:
+        assert "sampling explains a gap of up to 7.1" in flags[0].detail  # hypot(5, 5)
+
+
 def test_audit_cli_records_flags_and_overrides(tmp_path: Path, home: Path) -> None:
     from autorl.ledger import Ledger
 

@@ -224,9 +224,18 @@ def test_doctor_reports_each_piece_with_what_to_do(tmp_path: Path) -> None:
     assert checks["GPUs"]["ok"] or checks["GPUs"]["fix"]
     table = cli("doctor", env={**env, "COLUMNS": "80"}, check=True).stdout
     assert "OpenCompass" in table
-    # every fix, an install command above all, is whole on one line to copy (not wrapped into table fragments)
     lines = table.splitlines()
-    assert all(any(c["fix"] in line for line in lines) for c in checks.values() if c["fix"]), table
+    assert max(map(len, lines)) <= 80, table  # doctor's hints were 195 columns
+    # every fix is whole, never cut into table fragments: words wrapped as words, and a command (an install
+    # above all) wrapped where the shell continues it, each line but its last ending in " \", so that the lines
+    # pasted into a shell are the command
+    flat = " ".join(table.replace(" \\\n", " ").split())
+    assert all(" ".join(c["fix"].split()) in flat for c in checks.values() if c["fix"]), table
+    start = next(i for i, line in enumerate(lines) if line.endswith("] OpenCompass environment:"))
+    command = [line for line in lines[start + 1:] if line.startswith("    ")]
+    command = command[:next(i for i, line in enumerate(command) if not line.endswith(" \\")) + 1]
+    assert len(command) > 1 and " ".join(" ".join(line.removesuffix(" \\").split()) for line in command) == \
+        " ".join(oc["fix"].split())
 
 
 def test_local_grader_fixture_serves_a_real_grader(local_grader) -> None:  # type: ignore[no-untyped-def]

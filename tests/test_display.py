@@ -131,26 +131,34 @@ def _record_runs(home: Path, ids: list[str]) -> None:
     ledger.close()
 
 
-def test_results_fit_80_columns_and_never_cut_a_run_id(home: Path) -> None:
-    """At 80 columns each of 15 columns was 1-2 characters and the run id, which `audit` and `recover` need,
-    was cut: the default is now the compact table; every id is whole on one line."""
+def test_results_fit_80_columns_and_show_each_run_id_or_a_prefix_that_names_it(home: Path) -> None:
+    """At 80 columns each of 15 columns was 1-2 characters, and a long run id crowded out every other cell: the
+    default is the compact table, an id longer than 20 characters shows as the shortest prefix no other run id
+    starts with (at least 12), which `audit` and `recover` take; `--wide` shows one block per run."""
     home.mkdir(parents=True)
     ids = ["20261201T100000", "20261201T100000-1", "20261201T100000-an-unusually-long-ingested-id"]
+    shown = {ids[0]: ids[0], ids[1]: ids[1], ids[2]: "20261201T100000-a"}
     _record_runs(home, ids)
     for width in ("80", "60"):
         out = cli("results", check=True, env={"COLUMNS": width}).stdout
         lines = out.splitlines()
-        assert max(len(line) for line in lines) <= max(int(width), len(ids[-1]) + 20), out
+        assert max(len(line) for line in lines) <= int(width), out
         for run_id in ids:
-            assert any(line.split() and line.split()[0] == run_id for line in lines), (run_id, out)
-        assert "4.7e-06" in out and "--wide" in out and "dev best" not in out
-    wide = cli("results", "--wide", check=True, env={"COLUMNS": "80"}).stdout  # a pipe gets every column whole
-    assert "dev best (k)" in wide and "61.00 (12)" in wide and all(i in wide for i in ids)
+            assert any(line.split() and line.split()[0] == shown[run_id] for line in lines), (run_id, out)
+        assert "4.7e-06" in out and "--wide" in out and "dev best" not in out and "run ids shortened" in out
+        assert "no clear" in out and "success" not in out  # the interval spans 0: no "ok" for -32 points
+    wide = cli("results", "--wide", check=True, env={"COLUMNS": "80"}).stdout
+    assert max(len(line) for line in wide.splitlines()) <= 80, wide
+    assert "dev best (k)" in wide and "61.00 (12)" in wide and all(shown[i] in wide for i in ids)
+    assert cli("recover", shown[ids[2]], check=True).stdout.startswith(f"run {ids[2]}: already recorded")
 
 
 def test_an_empty_home_says_no_runs_yet(home: Path) -> None:
-    proc = cli("results")
+    proc = cli("results", env={"COLUMNS": "400"})
     assert proc.returncode == 0 and proc.stdout.strip() == f"no runs yet in {home / 'autorl.db'}"
+    # on a narrow screen the path, one to copy, moves whole to a line of its own
+    narrow = cli("results", env={"COLUMNS": "40"}).stdout.splitlines()
+    assert narrow[0] == "no runs yet in" and narrow[1].strip() == str(home / "autorl.db")
     assert cli("results", "--json", check=True).stdout.strip() == "[]"
 
 
@@ -207,6 +215,10 @@ def test_a_study_result_reads_in_a_notebook_and_flattens_to_records(tmp_path: Pa
     assert [r["status"] for r in records] == ["done", "done", "done", "failed"]
     assert {k for r in records for k, v in r.items() if isinstance(v, list | dict)} == set()  # flat: a DataFrame
     assert records[0]["improvement_ci95_low"] == pytest.approx(-4.1) and records[3]["end_reason"] == "node lost"
+    # test-scored beside beat baseline, and the items each run was scored on, in every record
+    assert [(r["success"], r["beat_baseline"]) for r in records] == [(True, False), (True, False), (False, False),
+                                                                    (None, None)]
+    assert [r["limit"] for r in records] == [None] * 4
     assert "<td>a on arith (tiny, 120 s)</td>" in study._repr_html_()
 
 

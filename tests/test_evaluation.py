@@ -133,7 +133,11 @@ def test_config_hash_changes_with_every_setting_and_only_then() -> None:
         ("split", lambda: config_hash(Arith(), "test", be)),
         ("chat template", lambda: config_hash(Arith({"chat_template": True}), "dev", be)),
         ("backend dtype", lambda: config_hash(Arith(), "dev", HFBackend({"dtype": "bfloat16"}))),
+        ("limit", lambda: config_hash(Arith(), "dev", be, limit=20)),
     ]
+    # scores on 20 and on 50 items are not one measurement; no limit is the hash it always was
+    assert config_hash(Arith(), "dev", be, limit=20) != config_hash(Arith(), "dev", be, limit=50)
+    assert config_hash(Arith(), "dev", be, limit=None) == reference
     for field, value in [("prompt_template", "Q: {question}\nA: "), ("max_new_tokens", 9), ("temperature", 0.5),
                          ("top_p", 0.9), ("stop", ("\n\n",)), ("few_shot", (("Q: 1+1\nA:", " 2"),)),
                          ("system_prompt", "Add."), ("num_samples", 2), ("seed", 1)]:

@@ -164,6 +164,32 @@ def test_over_its_quota_the_agent_is_refused_with_the_sizes(tmp_path: Path) -> N
         grader.stop()
 
 
+def test_many_sibling_folders_are_measured_not_taken_as_unbounded(tmp_path: Path) -> None:
+    """An agent's 65th checkpoint folder made its workspace read as 4294967296 GiB (the walk's depth limit
+    counted pending sibling folders), and every honest submission after it was refused with a 507."""
+    from autorl.grader.keep import tree_bytes
+
+    for k in range(150):
+        (tmp_path / "output" / f"v{k}").mkdir(parents=True)
+        (tmp_path / "output" / f"v{k}" / "model.safetensors").write_bytes(b"x" * 5000)
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        measured = tree_bytes(fd)
+    finally:
+        os.close(fd)
+    assert 150 * 5000 <= measured < 2**30
+    # a chain deeper than 64 folders is still taken as unbounded
+    deep = tmp_path / "deep"
+    for _ in range(70):
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+    fd = os.open(tmp_path / "deep", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert tree_bytes(fd) == 2**62
+    finally:
+        os.close(fd)
+
+
 @pytest.mark.e2e
 def test_a_run_keeps_its_best_and_clean_trims_an_older_run(tmp_path: Path, home: Path) -> None:
     base = write_stub_checkpoint(tmp_path / "base", {**echo_answers(4), **echo_answers(5, "test")})

@@ -4,8 +4,10 @@ from the grader's records only."""
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import json
+import random
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -130,7 +132,8 @@ def test_process_metrics_in_results_csv_and_the_run_page(scripted_run: dict[str,
     # the new columns come last, after every column an older results.csv had
     tail = (*METRIC_NAMES, "beat_baseline", "driver_model", "test_best_of_k", "test_best_of_k_k",
             "test_best_of_k_submission", "test_selection_gap", *EFFICIENCY_COLUMNS, "off_target",
-            "off_target_regressed", "timeout_s", "infra_failure", "judge_model", "judge_prompt_hash", "judge_samples")
+            "off_target_regressed", "timeout_s", "infra_failure", "judge_model", "judge_prompt_hash", "judge_samples",
+            "limit")
     assert CSV_COLUMNS[-len(tail):] == tail
     proc = cli("results", "--format", "csv", env={"AUTORL_HOME": str(scripted_run["home"])})
     assert proc.returncode == 0, proc.stderr
@@ -291,6 +294,24 @@ def test_the_basics_set_is_answerable() -> None:
         assert bench.score(item, f" {answer}\n") == 1.0 and bench.score(item, f" {answer + 1}") == 0.0
 
 
+def test_the_builtin_model_answers_some_of_basics_and_never_trained_on_its_items(tiny_model: Path,
+                                                                                 tmp_path: Path) -> None:
+    """The Quick start's `--off-target basics` read 0.00 before and after: a check that could never show a loss.
+    The built-in model learns two of its skills from questions of its own, none of them one of the set's."""
+    from autorl.default_plugins.basics import Basics, question_texts
+    from autorl.evaluation.run import evaluate_model
+    from autorl.inference.hf import HFBackend
+    from autorl.tiny_model import general_example
+
+    bench = Basics({})
+    bench.prepare_eval_data(tmp_path)
+    record = evaluate_model(bench, HFBackend(), tiny_model, split="test", hidden_dir=tmp_path)
+    assert record.score > 0.0 and record.ci95[0] > 0.0, record.score
+    rng, avoid = random.Random(1), question_texts()
+    drawn = [general_example(rng, avoid)[0] for _ in range(2000)]
+    assert not any(q.removeprefix("Q: ").removesuffix("\nA:") in avoid for q in drawn)
+
+
 def test_a_study_spec_turns_the_peer_figure_off() -> None:
     from autorl.errors import UsageError
     from autorl.sweep.keys import Resolver
@@ -359,6 +380,17 @@ def test_run_card_and_its_trajectory(scripted_run: dict[str, Any]) -> None:
         assert needed in card, needed
     svg = ET.parse(ws / "trajectory.svg").getroot()
     assert svg.tag.endswith("svg") and svg.find(".//{http://www.w3.org/2000/svg}line[@id='baseline']") is not None
+    # its times: "recorded" was the process's start, before the run began; now the start, the end and the record
+    # each in its place, in order, beside when the agent started and its deadline
+    meta, row = scripted_run["result"]["meta"], scripted_run["result"]["row"]
+    utc = lambda t: dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")  # noqa: E731
+    assert f"started {row['timestamp']} UTC, finished {utc(meta['finished_at'])}, recorded {utc(meta['recorded_at'])}" \
+        in card
+    started = dt.datetime.strptime(row["timestamp"], "%Y-%m-%d %H:%M:%S").replace(tzinfo=dt.timezone.utc).timestamp()
+    assert started - 1 <= meta["agent_started"] < meta["finished_at"] <= meta["recorded_at"]
+    assert meta["finished_at"] - started == pytest.approx(row["duration_s"], abs=1.5)
+    assert f"| agent started | {utc(meta['agent_started'])} |" in card and f"| agent deadline | {utc(meta['deadline'])} |" in card
+    assert meta["prepare_s"] is not None and "| preparing the model and data before the run, s |" in card
 
 
 def test_a_card_never_stops_a_run(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from autorl.errors import GraderError
+from autorl.sandbox.relay import RELAY_MAIN
 from autorl.service import ServiceProcess, open_log
 
 
@@ -24,7 +25,7 @@ def _free_port() -> int:
 
 def _wrappers() -> list[list[str]]:
     return [[sys.executable, "-m", "autorl.lease", "--parent", str(os.getpid())],
-            [sys.executable, "-m", "autorl.sandbox.relay", "--port", str(_free_port()), "--socket", "/nonexistent"]]
+            [sys.executable, "-c", RELAY_MAIN, "--port", str(_free_port()), "--socket", "/nonexistent"]]
 
 
 @pytest.mark.parametrize("wrapper", _wrappers(), ids=["guard", "relay"])
@@ -38,6 +39,8 @@ def test_a_wrapper_ends_as_its_command_ended(wrapper: list[str]) -> None:
     assert run("sh", "-c", "kill -TERM $$").returncode == -signal.SIGTERM
     missing = run("/nonexistent/agent")
     assert missing.returncode == 127 and "cannot start /nonexistent/agent" in missing.stderr
+    # what the wrapped command prints is all there is on stderr: no runpy warning opens every agent's log
+    assert run("sh", "-c", "echo only-this >&2").stderr == "only-this\n"
     nothing = subprocess.run([*wrapper, "--"], capture_output=True, text=True, timeout=120)
     assert nothing.returncode == 2 and "required after --" in nothing.stderr
 

@@ -125,19 +125,38 @@ def test_extra_weight_files_and_odd_fields_in_an_adapter_are_ignored_by_both_bac
     assert (merged / "config.json").read_bytes() == (tiny_model / "config.json").read_bytes()
 
 
-def test_an_adapter_with_layer_replication_is_refused_never_merged_into_the_bases_layout(
+def test_an_adapter_with_layer_replication_is_refused_by_its_field_never_merged_into_the_bases_layout(
     tiny_model: Path, tmp_path: Path
 ) -> None:
     # layer_replication adds layers that share the base's tensors: written in the base's 2-layer layout it would
-    # have been reloaded into a warm engine while the hf backend scores 3 layers; its saved config does not load
+    # have been reloaded into a warm engine while the hf backend scores 3 layers; scored, it failed with
+    # "IndexError: list index out of range" (the config's layer_types lists 2 layers). The grader refuses it at
+    # the door, by its field
     from autorl.errors import InvalidCheckpointError
 
-    adapter = _submitted(write_lora(tiny_model, tmp_path / "replicated", layer_replication=[[0, 2], [1, 2]]), tmp_path)
-    expected, _ = _hf(adapter, tiny_model)
-    assert expected.config.num_hidden_layers == 3  # what the hf backend scores
+    folder = write_lora(tiny_model, tmp_path / "replicated", layer_replication=[[0, 2], [1, 2]])
+    with pytest.raises(InvalidCheckpointError) as refused:
+        _submitted(folder, tmp_path)
+    assert str(refused.value).startswith("adapter_config.json: layer_replication (layers 0-1, 1-1 stacked: 3 layers) "
+                                         "is not supported")
+    assert "IndexError" not in str(refused.value)
+    expected, _ = _hf(folder, tiny_model)
+    assert expected.config.num_hidden_layers == 3  # what the hf backend would score
+    # were it merged anyway, the merge refuses it rather than writing it in the base's layout
     with pytest.raises(InvalidCheckpointError, match="does not make a loadable checkpoint"):
-        merged_checkpoint(adapter, tiny_model, tmp_path / "merged")
+        merged_checkpoint(folder, tiny_model, tmp_path / "merged")
     assert not (tmp_path / "merged").exists() and not (tmp_path / "merged.partial").exists()
+    # a full model grown so, its config out of step (transformers itself will not save one): refused by the
+    # fields that disagree
+    full = tmp_path / "stacked"
+    shutil.copytree(tiny_model, full)
+    config = json.loads((full / "config.json").read_text())
+    config.update(num_hidden_layers=3, layer_types=["full_attention"] * 2)
+    (full / "config.json").chmod(0o644)
+    (full / "config.json").write_text(json.dumps(config))
+    with pytest.raises(InvalidCheckpointError, match=r"config\.json: layer_types lists 2 layers but "
+                                                     r"num_hidden_layers is 3"):
+        _submitted(full, tmp_path)
 
 
 def _adapter_with_tokenizer(tiny_model: Path, folder: Path) -> Path:
@@ -347,7 +366,8 @@ def test_a_checkpoint_that_fails_after_a_restart_fails_once_and_is_no_restart(tm
     try:
         assert slot.run(as_snapshot(fine), "dev", "s0")["engine"] == "fresh"
         # the warm worker asks for a fresh process (not a failure); there the load fails: a real failure
-        with pytest.raises(EvalFailed, match="refuses to load"):
+        # the failure says what failed in the checkpoint's own terms, not the bare exception alone
+        with pytest.raises(EvalFailed, match=r"refuses to load.* \(evaluating the checkpoint \(model_type "):
             slot.run(as_snapshot(crash), "dev", "s1")
         assert slot._workers_started == 2 and slot.worker_pid is None
         after = slot.run(as_snapshot(fine), "dev", "s2")

@@ -49,7 +49,8 @@ def test_every_column_is_a_field_of_run_row_in_csv_order(tmp_path: Path) -> None
     # the columns that were there keep their order; the study's two come next, then the judged headline's rule
     # and the decoys', newer ones after those
     assert (*PREVIOUS_COLUMNS, "run_key", "sweep", "headline_rule", "decoys") == CSV_COLUMNS[:len(PREVIOUS_COLUMNS) + 4]
-    assert CSV_COLUMNS[-5:] == ("timeout_s", "infra_failure", "judge_model", "judge_prompt_hash", "judge_samples")
+    assert CSV_COLUMNS[-6:] == ("timeout_s", "infra_failure", "judge_model", "judge_prompt_hash", "judge_samples",
+                                "limit")
     assert set(DEV_COLUMNS) <= set(CSV_COLUMNS)
     assert tuple(c for c in CSV_COLUMNS if c != "audit_flags") == RECORDED_COLUMNS
     ledger = Ledger(tmp_path / "autorl.db")

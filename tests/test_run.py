@@ -161,8 +161,12 @@ def test_overrunning_agent_and_its_children_are_stopped(home: Path, tmp_path: Pa
 def test_demo_run_improves_on_its_baseline(shared_home: Path, tiny_model: Path, tmp_path: Path) -> None:
     """A shorter version of the README's demo: the example GRPO agent on arith with autorl:tiny."""
     row = run_json(shared_home, "--agent", "example", "--task", "arith", "--model", "autorl:tiny",
-                   "--timeout", "240", "--runs-dir", str(tmp_path / "runs"), "--agent-env", "GRPO_SUBMIT_EVERY_S=40")
+                   "--timeout", "240", "--runs-dir", str(tmp_path / "runs"), "--agent-env", "GRPO_SUBMIT_EVERY_S=40",
+                   "--off-target", "basics")
     assert row["success"] is True
+    # the Quick start's off-target check can show a change: the base model scores above 0 there
+    (basics,) = row["off_target"]  # type: ignore[misc]
+    assert basics["task"] == "basics" and basics["base"] > 0 and basics["error"] is None, basics
     # the headline is the held-out test split: the dev-selected checkpoint against the test baseline
     assert row["test_score"] is not None and row["best_score"] == row["test_score"]
     assert row["best_score"] > row["baseline"] == row["test_baseline"]

@@ -22,6 +22,7 @@ import pytest
 from autorl.sandbox import INNER_SOCKET_DIR, Binding, Policy, Relay, bwrap_argv, bwrap_available
 from autorl.sandbox.netns import DNS_ADDRESS, GATEWAY_ADDRESS, NETNS_MAIN, slirp_available
 from autorl.sandbox.policy import HOST_VIEW, MASKED, MASKED_AGAIN, READ_ONLY, READ_WRITE, SHOWN_LAST
+from autorl.sandbox.relay import RELAY_MAIN
 
 from .conftest import ROOT, cli, echo_answers, write_stub_checkpoint
 
@@ -145,6 +146,8 @@ def test_malicious_agent_gets_nothing_and_the_results_are_its_real_submissions(
     result = json.loads((ws / "result.json").read_text())
     assert result["row"].get("dev_best", result["row"]["best_score"]) == pytest.approx(60.0)
     assert result["meta"]["sandbox"] == {"mode": "bwrap", "network": "off", "warning": None}
+    # the agent's log opens with what the agent printed, not with a warning of the relay in front of it
+    assert "RuntimeWarning" not in (ws / "agent.log").read_text()
 
 
 class HostSockets:
@@ -363,7 +366,7 @@ def test_bwrap_command_reexposes_only_what_lies_strictly_under_hidden_places(tmp
     assert argv[-3:] == ["--", "bash", "start.sh"] and "--unshare-net" not in argv
     off = bwrap_argv(policy(ws, relay=Relay(4321, tmp_path)), ["bash"], executable="bwrap")
     assert "--unshare-net" in off
-    assert off[off.index("--") + 1:][:3] == [sys.executable, "-m", "autorl.sandbox.relay"]
+    assert off[off.index("--") + 1:][:3] == [sys.executable, "-c", RELAY_MAIN]
     assert ("--ro-bind", os.fspath(tmp_path), INNER_SOCKET_DIR) in zip(off, off[1:], off[2:], strict=False)
     # network on with slirp4netns: the launcher outside, its own namespace, the relay inside
     on = bwrap_argv(policy(ws, network="on", relay=Relay(4321), slirp="/usr/bin/slirp4netns"), ["bash"],
@@ -371,7 +374,7 @@ def test_bwrap_command_reexposes_only_what_lies_strictly_under_hidden_places(tmp
     assert on[:5] == [sys.executable, "-c", NETNS_MAIN, "--slirp", "/usr/bin/slirp4netns"]
     bwrap_part = on[on.index("--") + 1:]
     assert bwrap_part[0] == "bwrap" and "--unshare-net" in bwrap_part
-    assert bwrap_part[bwrap_part.index("--", 1) + 1:][:3] == [sys.executable, "-m", "autorl.sandbox.relay"]
+    assert bwrap_part[bwrap_part.index("--", 1) + 1:][:3] == [sys.executable, "-c", RELAY_MAIN]
     # /dev/shm is private; TMPDIR names the sandbox's /tmp (the policy masks the host's runtime state and TMPDIR:
     # tests/test_isolation.py)
     assert off[off.index("/dev/shm") - 1:off.index("/dev/shm") + 1] == ["--tmpfs", "/dev/shm"]

@@ -91,8 +91,11 @@ def test_a_weakened_install_gets_each_hole_reported(tmp_path: Path) -> None:
 def test_lines_are_printed_one_per_attack(tmp_path: Path) -> None:
     stub = write_stub_checkpoint(tmp_path / "stub", echo_answers(5))
     proc = cli("selftest", "--task", "echo", "--sandbox", "none", "--model", str(stub), "--backend",
-               "scripted", "--timeout", "60", "--limit", "5", env={"AUTORL_HOME": str(tmp_path / "home")})
+               "scripted", "--timeout", "60", "--limit", "5", env={"AUTORL_HOME": str(tmp_path / "home"),
+                                                                    "COLUMNS": "80"})
     assert proc.returncode == 1, proc.stderr
+    # 80 columns: an attack's evidence wraps below its line, indented
+    assert max(len(line) for line in (proc.stdout + proc.stderr).splitlines()) <= 80, proc.stdout
     lines = [line for line in proc.stdout.splitlines() if line.startswith("echo ")]
     assert len(lines) == len(ATTACKS)
     assert any("re-derivation" in line and "GOT THROUGH" in line for line in lines)

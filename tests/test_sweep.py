@@ -408,6 +408,14 @@ def test_two_by_two_report_from_the_fake_runs(home: Path, tmp_path: Path, fake_r
     assert diff["mean_difference"] == pytest.approx(6.0) and diff["ci95"] == pytest.approx([6.0, 6.0])
     md = cli("sweep", "report", "two", "--format", "markdown", env=env, check=True).stdout
     assert md.startswith("| task | model | agent |") and "a - b on arith" in md
+    # the README's notebook line, in a fresh interpreter: `autorl.sweep` is the callable study package
+    script = ("import json, autorl; r = autorl.sweep.load('two'); "
+              "print(json.dumps({'cells': len(r['cells']), 'records': len(r.to_records()), "
+              "'callable': callable(autorl.sweep)}))")
+    fresh = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, **env})
+    assert fresh.returncode == 0, fresh.stderr
+    assert json.loads(fresh.stdout) == {"cells": 2, "records": 4, "callable": True}
     # run again: nothing is rerun
     before = len(_runs(fake_run))
     cli("sweep", "run", str(spec), "--slots", "2", env=env, check=True)

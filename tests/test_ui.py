@@ -134,7 +134,12 @@ def test_runs_table_filters_and_sorts(ui: httpx.Client) -> None:
     assert set(run_ids(ui.get("/?agent=llm").text)) == {"20261103T100000", "20261104T100000"}
     assert run_ids(ui.get("/?model=stub").text) == ["20261105T100000"]
     assert run_ids(ui.get("/?since=2026-11-02&until=2026-11-03").text) == ["20261103T100000", "20261102T100000"]
-    assert run_ids(ui.get("/?status=failed").text) == ["20261105T100000"]
+    assert run_ids(ui.get("/?status=no+test+score").text) == ["20261105T100000"]
+    # only a run whose interval lies above 0 is green; the others say what their interval says
+    assert set(run_ids(ui.get("/?status=beat+baseline").text)) == {"20261101T100000", "20261102T100000",
+                                                                    "20261103T100000"}
+    assert run_ids(ui.get("/?status=no+clear+change").text) == ["20261104T100000"]
+    assert "status-success" not in page.text and page.text.count('class="status status-beat-baseline"') == 3
     by_improvement = run_ids(ui.get("/?sort=improvement&order=desc").text)
     assert by_improvement[:4] == ["20261102T100000", "20261101T100000", "20261103T100000", "20261104T100000"]
     assert by_improvement[-1] == "20261105T100000"  # no improvement at all: last either way
@@ -145,7 +150,7 @@ def test_runs_table_filters_and_sorts(ui: httpx.Client) -> None:
     assert fragment.status_code == 200 and len(run_ids(fragment.text)) == 4 and "<html" not in fragment.text
     api = ui.get("/api/runs?agent=example&sort=best_score&order=desc").json()
     assert [r["run_id"] for r in api] == ["20261102T100000", "20261101T100000", "20261105T100000"]
-    assert api[0]["best_score"] == 58.0 and api[0]["status"] == "success" and api[2]["status"] == "failed"
+    assert api[0]["best_score"] == 58.0 and api[0]["status"] == "beat baseline" and api[2]["status"] == "no test score"
 
 
 def test_runs_table_headline_is_test_dev_is_labelled_with_k_and_no_sandbox_is_marked(ui: httpx.Client) -> None:
@@ -673,6 +678,17 @@ def test_autorl_ui_command_serves_the_ledger(tmp_path: Path, ledger_db: Path) ->
         proc.wait(timeout=30)
     bad = cli("ui", "--port", "0", env={"AUTORL_HOME": str(home)})
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == ["error: --port must be between 1 and 65535, not 0"]
+    # a busy port: one line, and no URL printed as if it served
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        busy = taken.getsockname()[1]
+        proc_busy = cli("ui", "--port", str(busy), env={"AUTORL_HOME": str(home)})
+    assert proc_busy.returncode == 2 and proc_busy.stderr.strip().splitlines() == [
+        f"error: cannot listen on 127.0.0.1:{busy}: Address already in use"], proc_busy.stderr
+    unknown = cli("ui", "--host", "no-such-host.invalid", env={"AUTORL_HOME": str(home)})
+    assert unknown.returncode == 2 and len(unknown.stderr.strip().splitlines()) == 1
+    assert unknown.stderr.startswith("error: cannot listen on no-such-host.invalid:8501")
 
 
 HOSTILE = 'code/<img src=x onerror="document.title=\'pwned\'">.jsonl'
@@ -728,3 +744,67 @@ def test_decoys_and_what_differs_render_in_headless_chromium(tmp_path: Path) -> 
     assert "not pooled, the runs differ in timeout_s" in compare
     if os.environ.get("AUTORL_SCREENSHOT_DIR"):
         shutil.copy(shot, Path(os.environ["AUTORL_SCREENSHOT_DIR"]) / shot.name)
+
+
+def _headless(exe: str, tmp_path: Path, url: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    profile = tmp_path / f"profile-{abs(hash((url, extra)))}"
+    return subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           "--disable-background-networking", "--disable-dev-shm-usage", f"--user-data-dir={profile}",
+                           "--window-size=1400,900", *extra, url], capture_output=True, text=True, timeout=120)
+
+
+#: the badge of a run whose interval lies above 0 (``.status-beat-baseline``), and nothing else's
+GREEN_BADGE = (0xDA, 0xFB, 0xE1)
+
+
+@pytest.mark.skipif(chromium() is None, reason="headless Chromium is not installed (Debian: apt-get install chromium)")
+def test_a_run_at_minus_18_points_is_never_a_green_success_in_headless_chromium(tmp_path: Path) -> None:
+    """The runs page showed a green "success" on runs at -18.0, -16.7 and -6.7 points: "success" only says a run
+    finished with a test score. The badge now says what the interval says, the table has both columns, and only
+    a run whose interval lies above 0 is green."""
+    exe = chromium()
+    assert exe is not None
+    worse = fixture_result("20261201T100000", "arith", "a", "tiny", "2026-12-01", [40.0], test=7.0)
+    worse["row"].update(improvement=-18.0, improvement_ci95=[-25.0, -11.0], beat_baseline=False)
+    flat = fixture_result("20261202T100000", "arith", "a", "tiny", "2026-12-02", [40.0], test=20.0)
+    flat["row"].update(improvement=-6.7, improvement_ci95=[-14.0, 0.6], beat_baseline=False)
+    better = fixture_result("20261203T100000", "arith", "a", "tiny", "2026-12-03", [60.0], test=50.0)
+    better["row"].update(improvement=26.0, improvement_ci95=[19.0, 33.0], beat_baseline=True)
+    shots = {}
+    for name, results in (("losers", [worse, flat]), ("all", [worse, flat, better])):
+        db = make_ledger(tmp_path / f"{name}.db", results)
+        with serve_in_thread(create_app(db)) as port:
+            url = f"http://127.0.0.1:{port}"
+            dom = _headless(exe, tmp_path, url + "/", "--dump-dom").stdout
+            shot = tmp_path / f"{name}.png"
+            assert _headless(exe, tmp_path, url + "/", f"--screenshot={shot}").returncode == 0
+            run_dom = _headless(exe, tmp_path, url + "/runs/20261201T100000", "--dump-dom").stdout
+        shots[name] = shot
+        badges = dict(re.findall(r'<tr data-run="([^"]+)">.*?<span class="status status-[a-z-]+">([^<]+)</span>',
+                                 dom, re.S))
+        assert badges["20261201T100000"] == "below baseline" and badges["20261202T100000"] == "no clear change"
+        assert "success" not in badges.values()
+        assert "finished with a test score" in dom and "beat baseline (95% CI above 0)" in dom
+        cells = re.search(r'<tr data-run="20261201T100000">(.*?)</tr>', dom, re.S).group(1)  # type: ignore[union-attr]
+        assert re.findall(r"<td>(yes|no)</td>", cells) == ["yes", "no"]  # test-scored, not beating the base
+        assert '<span class="status status-below-baseline">below baseline</span>' in run_dom
+    assert count_color(shots["losers"], GREEN_BADGE, tol=6) == 0
+    assert count_color(shots["all"], GREEN_BADGE, tol=6) > 50  # the one run that beat its baseline
+
+
+def test_the_compare_page_pools_only_runs_on_the_same_items(tmp_path: Path) -> None:
+    """Runs on 20, 50 and all items once shared a config hash and a row of the compare page."""
+    results = []
+    for i, limit in enumerate([20, 20, 50, None]):
+        r = fixture_result(f"2026110{i + 1}T100000", "arith", "a", "tiny", f"2026-11-0{i + 1}", [40.0], test=30.0,
+                           config_hash="h1")
+        r["row"]["limit"] = limit
+        results.append(r)
+    db = make_ledger(tmp_path / "autorl.db", results)
+    with serve_in_thread(create_app(db)) as port, \
+            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as ui:
+        cmp = ui.get("/api/compare?task=arith").json()
+        page = ui.get("/compare?task=arith").text
+    assert sorted((g["limit"] or 0, g["runs"]) for g in cmp["groups"]) == [(0, 1), (20, 2), (50, 1)]
+    assert cmp["differs"] == {"arith · a": ["limit"]}
+    assert "items per split" in page and "not pooled, the runs differ in limit" in page

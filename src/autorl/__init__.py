@@ -40,10 +40,10 @@ from autorl.scoring import EvalConfig, Evaluator, Item, ItemResult, Progress, Sc
 from autorl.version import __version__
 
 if TYPE_CHECKING:
+    from autorl import sweep
     from autorl.checkpoint_eval import evaluate
     from autorl.export.frames import items, runs
     from autorl.runner import run
-    from autorl.sweep import sweep
 
 __all__ = [
     "Agent",
@@ -98,11 +98,11 @@ __all__ = [
 ]
 
 #: The entry points that load with their first use: name -> the module that defines it.
-_LAZY = {"run": "autorl.runner", "evaluate": "autorl.checkpoint_eval", "sweep": "autorl.sweep",
-         "items": "autorl.export.frames"}
+_LAZY = {"run": "autorl.runner", "evaluate": "autorl.checkpoint_eval", "items": "autorl.export.frames"}
 #: Entry points that are also packages: the package itself, which is callable (``autorl.runs()`` and the run
-#: wing ``autorl.runs.plan`` are one name; importing a submodule makes the package the attribute anyway).
-_CALLABLE_PACKAGES = ("runs",)
+#: wing ``autorl.runs.plan`` are one name; ``autorl.sweep(spec)`` runs a study and ``autorl.sweep.load(name)``
+#: reads one; importing a submodule makes the package the attribute anyway).
+_CALLABLE_PACKAGES = ("runs", "sweep")
 
 
 def __getattr__(name: str) -> Any:

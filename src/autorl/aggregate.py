@@ -10,12 +10,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["FAILURE_RULE", "GROUP_KEYS", "RunGroup", "aggregate_runs", "differences"]
+__all__ = ["FAILURE_RULE", "GROUP_KEYS", "NUMERIC_KEYS", "RunGroup", "aggregate_runs", "differences", "group_value"]
 
 #: the identity of a group: runs are pooled only when all of these agree (a study's cells differ in them too; the
-#: driver model: the one(s) the agent called); a row recorded before a setting was kept has none for it, a group
-#: of its own
-GROUP_KEYS = ("task", "agent", "base_model", "config_hash", "driver_model", "timeout_s", "sandbox")
+#: driver model: the one(s) the agent called; the limit: how many items of each split were scored, also in the
+#: config hash of runs recorded since); a row recorded before a setting was kept has none for it, a group of its own
+GROUP_KEYS = ("task", "agent", "base_model", "config_hash", "driver_model", "timeout_s", "limit", "sandbox")
+#: the keys whose values are numbers: compared as numbers (a budget of 60 is one of 60.0, and of "60" read back
+#: from a CSV)
+NUMERIC_KEYS = frozenset({"timeout_s", "limit"})
 
 #: how runs without a test score enter the mean, in words (the compare page shows it)
 FAILURE_RULE = ("a run without a held-out test score (it crashed, submitted nothing scorable, or never reached the "
@@ -47,6 +50,7 @@ class RunGroup:
     driver_model: str = ""
     timeout_s: float | None = None
     sandbox: str | None = None
+    limit: int | None = None
 
     @property
     def scored(self) -> int:
@@ -69,6 +73,34 @@ def _test_improvement(row: Mapping[str, Any]) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return None
     return float(value)
+
+
+def group_value(row: Mapping[str, Any], key: str) -> str:
+    """How ``row``'s ``key`` (one of :data:`GROUP_KEYS`) takes part in a group's identity: numbers (of
+    :data:`NUMERIC_KEYS`) compared as numbers, whatever their type or spelling; anything else as its text;
+    nothing as ``""``."""
+    value = row.get(key)
+    if value is None:
+        return ""
+    if key in NUMERIC_KEYS:
+        number = _as_float(value)
+        if number is not None:
+            return repr(number)
+    return str(value)
+
+
+def _as_float(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            return None
+        return number if math.isfinite(number) else None
+    return None
 
 
 def aggregate_runs(rows: Iterable[Mapping[str, Any]], *, task: str | None = None) -> list[RunGroup]:
@@ -97,7 +129,7 @@ def aggregate_runs(rows: Iterable[Mapping[str, Any]], *, task: str | None = None
     for r in rows:
         if r.get("live") or (task is not None and r.get("task") != task):
             continue
-        key = tuple(str(r.get(k) if r.get(k) is not None else "") for k in GROUP_KEYS)
+        key = tuple(group_value(r, k) for k in GROUP_KEYS)
         groups.setdefault(key, []).append(r)
     out = []
     for (g_task, agent, model, cfg, driver, *_), runs in sorted(groups.items()):
@@ -113,14 +145,14 @@ def aggregate_runs(rows: Iterable[Mapping[str, Any]], *, task: str | None = None
         out.append(RunGroup(task=g_task, agent=agent, base_model=model, config_hash=cfg, runs=n,
                             failures=sum(1 for v in measured if v is None), mean=mean, ci95=ci, values=values,
                             run_ids=[str(r.get("run_id")) for r in runs], driver_model=driver,
-                            timeout_s=_timeout(runs[0]),
+                            timeout_s=_as_float(runs[0].get("timeout_s")), limit=_limit(runs[0]),
                             sandbox=None if runs[0].get("sandbox") is None else str(runs[0].get("sandbox"))))
     return out
 
 
-def _timeout(row: Mapping[str, Any]) -> float | None:
-    value = row.get("timeout_s")
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+def _limit(row: Mapping[str, Any]) -> int | None:
+    value = _as_float(row.get("limit"))
+    return int(value) if value is not None and value.is_integer() else None
 
 
 def differences(groups: Iterable[RunGroup]) -> dict[str, list[str]]:
@@ -129,5 +161,5 @@ def differences(groups: Iterable[RunGroup]) -> dict[str, list[str]]:
     by_agent: dict[str, list[RunGroup]] = {}
     for g in groups:
         by_agent.setdefault(f"{g.task} · {g.agent}", []).append(g)
-    return {agent: [k for k in GROUP_KEYS if len({str(getattr(g, k)) for g in gs}) > 1]
+    return {agent: [k for k in GROUP_KEYS if len({group_value(asdict(g), k) for g in gs}) > 1]
             for agent, gs in by_agent.items() if len(gs) > 1}

@@ -10,6 +10,7 @@ so a link the agent left there is replaced, never written through.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,27 @@ def _table(pairs: list[tuple[str, Any]]) -> str:
     return "| | |\n| --- | --- |\n" + "".join(f"| {k} | {_v(v)} |\n" for k, v in pairs)
 
 
+def _utc(epoch: Any) -> str | None:
+    """Epoch seconds as ``YYYY-MM-DD HH:MM:SS UTC``; None for anything else."""
+    if isinstance(epoch, bool) or not isinstance(epoch, int | float):
+        return None
+    try:
+        return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _when(row: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
+    """When the run started (its row's timestamp, UTC), finished and was recorded (a record kept before those
+    times were kept says only when it started)."""
+    parts = [f"started {_v(row.get('timestamp'))} UTC"]
+    for label, key in (("finished", "finished_at"), ("recorded", "recorded_at")):
+        when = _utc(meta.get(key))
+        if when:
+            parts.append(f"{label} {when}")
+    return ", ".join(parts)
+
+
 def card_markdown(result: Mapping[str, Any]) -> str:
     """The card of a run record (as ``result.json`` holds it)."""
     row: Mapping[str, Any] = result.get("row") or {}
@@ -52,8 +74,8 @@ def card_markdown(result: Mapping[str, Any]) -> str:
     title = f"{row.get('agent')} on {row.get('task')} from {row.get('base_model')}"
     parts = [
         f"# Run card: {_v(title)}\n",
-        f"Run `{_v(row.get('run_id'))}`, recorded {_v(row.get('timestamp'))} UTC. Every figure comes from the "
-        "grader's records and the orchestrator's own measurements, never from a file the agent wrote.\n",
+        f"Run `{_v(row.get('run_id'))}`: {_when(row, meta)}. Every figure comes from the grader's records and "
+        "the orchestrator's own measurements, never from a file the agent wrote.\n",
         "## Result (held-out test, scored once)\n",
         _table([("test baseline", row.get("baseline")), ("test score", row.get("best_score")),
                 ("improvement", row.get("improvement")), ("improvement 95% CI", row.get("improvement_ci95")),
@@ -80,6 +102,8 @@ def card_markdown(result: Mapping[str, Any]) -> str:
                 ("seed", row.get("seed"))]),
         "\n## Budgets and what was used\n",
         _table([("agent time budget, s", meta.get("timeout_s")), ("run duration, s", row.get("duration_s")),
+                ("preparing the model and data before the run, s", meta.get("prepare_s")),
+                ("agent started", _utc(meta.get("agent_started"))), ("agent deadline", _utc(meta.get("deadline"))),
                 ("time used ratio", row.get("time_used_ratio")), ("submissions", row.get("submissions")),
                 ("LLM budget, USD", gateway.get("budget_usd")), ("LLM budget, tokens", gateway.get("budget_tokens")),
                 ("LLM tokens", row.get("llm_tokens")), ("LLM cost, USD", row.get("llm_cost_usd")),

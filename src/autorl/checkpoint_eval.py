@@ -39,11 +39,12 @@ def evaluate(
     (or the registry's unknown-name error).
     """
     from autorl.evaluation.run import evaluate_model
-    from autorl.registry import default_backend, get_backend, get_benchmark
+    from autorl.registry import default_backend, get_backend, get_benchmark, resolve_task
     from autorl.resources import prepare_data, resolve_model
 
     if limit is not None and limit <= 0:
         raise UsageError(f"limit must be positive, not {limit}")
+    task = resolve_task(task)  # a name, or a local folder (an rl-smith folder, a plugin's source)
     bench = get_benchmark(task)(dict(benchmark_options or {}))
     be = get_backend(backend or default_backend())()
     resolved = resolve_model(model)

@@ -19,6 +19,8 @@ class Check:
     ok: bool
     detail: str
     fix: str = ""
+    #: the fix is a shell command to copy (a screen wraps it where the shell takes a continuation), not words
+    command: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -53,17 +55,32 @@ def _scorer_sandbox() -> Check:
     return Check(name, True, f"scorer code runs under {exe}: no network, no home, its own pid namespace")
 
 
+def _hub() -> Check:
+    """What ``autorl run`` will find of the Hugging Face hub (the same one request, :func:`autorl.resources.hub_access`):
+    unreachable is a failed line, since every hub model and hub dataset then has to be local."""
+    from autorl.resources import hub_access
+
+    access = hub_access()
+    if access.online:
+        return Check("Hugging Face hub", True, access.detail)
+    if access.declared:
+        return Check("Hugging Face hub", True, f"{access.detail}: hub models and data must be in the cache or local")
+    return Check("Hugging Face hub", False, f"{access.detail}; runs work offline: hub models and data must be in "
+                 "the cache or local (connect to the hub, or say so and skip this check:)", "export HF_HUB_OFFLINE=1",
+                 command=True)
+
+
 def _python_of(env_var: str, minimum: tuple[int, int], module: str, setup: str, name: str) -> Check:
     python = os.environ.get(env_var)
     if not python:
-        return Check(name, False, f"{env_var} is not set", setup)
+        return Check(name, False, f"{env_var} is not set", setup, command=True)
     probe = f"import sys, {module}; print('%d.%d' % sys.version_info[:2])"
     try:
         out = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=120)
     except OSError as exc:
-        return Check(name, False, f"{python}: {exc.strerror}", setup)
+        return Check(name, False, f"{python}: {exc.strerror}", setup, command=True)
     if out.returncode != 0:
-        return Check(name, False, f"{python} cannot import {module}", setup)
+        return Check(name, False, f"{python} cannot import {module}", setup, command=True)
     version = tuple(int(x) for x in out.stdout.strip().split("."))
     if version < minimum:
         return Check(name, False, f"{python} is Python {out.stdout.strip()}", f"{name} needs Python >= {minimum[0]}.{minimum[1]}")
@@ -117,11 +134,10 @@ def checks() -> list[Check]:
                      "" if gpus else "install the NVIDIA driver for GPU runs; CPU runs work without"))
     has_trl = importlib.util.find_spec("trl") is not None
     out.append(Check("example agent (trl)", has_trl, "trl installed" if has_trl else "trl missing",
-                     "" if has_trl else f"pip install {extra_install('train')}"))
+                     "" if has_trl else f"pip install {extra_install('train')}", command=True))
     out.append(_sandbox())
     out.append(_scorer_sandbox())
-    offline = os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "yes")
-    out.append(Check("Hugging Face hub", True, "offline (HF_HUB_OFFLINE)" if offline else "online downloads allowed"))
+    out.append(_hub())
     out.append(_python_of("AUTORL_OPENCOMPASS_PYTHON", (3, 10), "opencompass",
                           "python3 -m venv ~/.venvs/opencompass && ~/.venvs/opencompass/bin/pip install opencompass==0.5.4 "
                           "'pyarrow<22' 'transformers<5'; export AUTORL_OPENCOMPASS_PYTHON=~/.venvs/opencompass/bin/python",
@@ -173,7 +189,7 @@ def runs_in_flight(home: Path) -> Check:
         return Check("runs in flight", True, f"{len(live)} live" if live else "none")
     names = ", ".join(f"{r['run_id']} ({r['task']}, {r['agent']}: {r['detail']})" for r in lost)
     fix = f"autorl recover {lost[0]['run_id']}" if len(lost) == 1 else "autorl recover --all"
-    return Check("lost runs", False, f"{len(lost)} lost: {names}; {len(live) - len(lost)} live", fix)
+    return Check("lost runs", False, f"{len(lost)} lost: {names}; {len(live) - len(lost)} live", fix, command=True)
 
 
 def home_is_local(home: Path) -> bool:

@@ -9,6 +9,7 @@ imports inside its classes' methods, or import the class inside the hook.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
@@ -141,4 +142,27 @@ def doctor_checks(report: Callable[..., None]) -> None:
         @autorl.hookimpl
         def doctor_checks(report):
             report("my-bench data", DATA.is_file(), str(DATA), "run my-bench-download")
+    """
+
+
+@hookspec(firstresult=True)
+def task_from_folder(path: Path) -> str | None:
+    """Claim a local folder given as a task (``autorl run --task ./folder``): a folder this plugin turns into a
+    benchmark, without installing anything.
+
+    Called at the run's start (and ``autorl eval``'s) with the folder's absolute ``path``, for folders that are
+    not a plugin's source folder (those the core loads itself). Return the name the folder's benchmark is
+    registered as, after making it registered in this process and in every process the run starts (they
+    inherit this process's environment: set a variable your ``register_benchmarks`` reads); return None when
+    the folder is not one of yours. A folder that is yours but broken raises :class:`autorl.UsageError` with a
+    one-line reason. The first plugin to return a name wins.
+
+    Example::
+
+        @autorl.hookimpl
+        def task_from_folder(path):
+            if not (path / "my-bench.yaml").is_file():
+                return None
+            os.environ["MY_BENCH_FOLDERS"] = str(path)  # read by register_benchmarks, here and in the grader
+            return "my-bench-" + path.name
     """

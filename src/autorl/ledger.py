@@ -141,19 +141,30 @@ class Ledger:
         row = self._db.execute("SELECT data FROM runs WHERE run_id=?", (run_id,)).fetchone()
         return _loaded(row[0]) if row else None
 
-    def resolve(self, prefix: str) -> str:
-        """The recorded run ``prefix`` names: the run with that id, else the one run whose id starts with it; a
-        one-line :class:`UsageError` when none does or several do."""
-        if prefix and self.run(prefix) is not None:
+    def ids(self) -> list[str]:
+        """Every run id the ledger knows: recorded runs and runs in flight."""
+        return [r[0] for r in self._db.execute("SELECT run_id FROM runs UNION SELECT run_id FROM live")]
+
+    def find(self, prefix: str) -> str | None:
+        """The run (recorded or in flight) ``prefix`` names: the run with that id, else the one run whose id starts
+        with it (a short id as tables show it, :func:`autorl.display.short_ids`); None when none does, a one-line
+        :class:`UsageError` naming them when several do."""
+        known = self.ids()
+        if prefix in known:
             return prefix
-        ids = [r[0] for r in self._db.execute(
-            "SELECT run_id FROM runs WHERE substr(run_id, 1, ?) = ? ORDER BY run_id", (len(prefix), prefix))]
-        if len(ids) == 1 and prefix:
-            return str(ids[0])
-        if not ids or not prefix:
+        matches = sorted(i for i in known if prefix and i.startswith(prefix))
+        if len(matches) > 1:
+            shown = ", ".join(matches[:3]) + (f" and {len(matches) - 3} more" if len(matches) > 3 else "")
+            raise UsageError(f"{prefix!r} is the start of {len(matches)} run ids ({shown}): give more of it")
+        return matches[0] if matches else None
+
+    def resolve(self, prefix: str) -> str:
+        """The recorded run ``prefix`` names (:meth:`find`); a one-line :class:`UsageError` when no recorded run
+        does or several runs do."""
+        found = self.find(prefix)
+        if found is None or self.run(found) is None:
             raise UsageError(f"no run {prefix!r} in {self.path} (see `autorl results`)")
-        shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
-        raise UsageError(f"{prefix!r} is the start of {len(ids)} run ids ({shown}): give more of it")
+        return found
 
     def audit(self, run_id: str) -> list[dict[str, Any]]:
         """The run's flags, each with the human decisions taken on it (latest last)."""
@@ -220,7 +231,7 @@ def _where(result: Mapping[str, Any]) -> str:
 
 def _loaded(data: str) -> dict[str, Any]:
     result: dict[str, Any] = json.loads(data)
-    result["row"] = upgrade_row(result["row"], result.get("submissions"))
+    result["row"] = upgrade_row(result["row"], result.get("submissions"), result.get("meta"))
     return result
 
 

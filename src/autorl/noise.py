@@ -45,13 +45,14 @@ def noise_floor(task: str, model: str, repeats: int, *, home: Path, split: str =
     """Score ``model`` on ``task`` ``repeats`` times (repeat i with sampling seed ``seed + i``), keep the record
     under ``home/noise/`` and return it."""
     from autorl.evaluation.run import evaluate_model
-    from autorl.registry import default_backend, get_backend, get_benchmark
+    from autorl.registry import default_backend, get_backend, get_benchmark, resolve_task
     from autorl.resources import prepare_data, resolve_model
 
     if not 2 <= repeats <= MAX_REPEATS:
         raise UsageError(f"--repeats must be between 2 and {MAX_REPEATS}, not {repeats}")
     if limit is not None and limit <= 0:
         raise UsageError(f"--limit must be positive, not {limit}")
+    task = resolve_task(task)  # a name, or a local folder (an rl-smith folder, a plugin's source)
     bench = get_benchmark(task)(dict(benchmark_options or {}))
     be = get_backend(backend or default_backend())()
     resolved = resolve_model(model)

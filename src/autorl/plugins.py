@@ -1,18 +1,22 @@
-"""The only place plugins are loaded: built-ins plus the ``autorl`` entry-point group.
+"""The only place plugins are loaded: built-ins, plugin source folders, and the ``autorl`` entry-point group.
 
 ``AUTORL_LOAD_PLUGINS`` (comma list) loads only the named external plugins; ``AUTORL_DISABLE_PLUGINS``
 skips the named ones. A name is an entry-point name or a distribution name. A plugin that fails to
-import is a warning naming it, never a crash.
+import is a warning naming it, never a crash. ``AUTORL_PLUGIN_FOLDERS`` (folders joined by ``os.pathsep``)
+names plugin source folders loaded as if installed: ``autorl run --task ./my-plugin`` sets it, so that the
+grader's processes, which inherit it, load the same plugin.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import sys
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import pluggy
@@ -20,6 +24,8 @@ import pluggy
 from autorl import hookspecs
 
 ENTRY_POINT_GROUP = "autorl"
+#: plugin source folders to load as if installed, joined by ``os.pathsep``
+SOURCE_FOLDERS_ENV = "AUTORL_PLUGIN_FOLDERS"
 BUILTIN_PLUGINS = (
     "autorl.default_plugins.benchmarks",
     "autorl.default_plugins.agents",
@@ -70,6 +76,68 @@ class PluginManager(pluggy.PluginManager):
         self.generation += 1
         return removed
 
+    def changed(self) -> None:
+        """What the plugins register may have changed (a plugin took a folder as a task): collect it again."""
+        self.generation += 1
+
+
+@dataclass(frozen=True)
+class SourcePlugin:
+    """A plugin's source folder: its project, version, ``autorl`` entry points and the folder it imports from."""
+
+    folder: Path
+    project: str
+    version: str
+    entry_points: dict[str, str]
+    import_root: Path
+
+
+def read_source_folder(folder: Path) -> SourcePlugin | None:
+    """The plugin ``folder``'s ``pyproject.toml`` declares (``[project.entry-points.autorl]``), importing from
+    ``src/`` where its package is there (the scaffold's layout) or else from the folder; None when the folder
+    declares no ``autorl`` entry point (or has no readable ``pyproject.toml``)."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: no TOML reader in the standard library
+        return None
+    try:
+        project = tomllib.loads((folder / "pyproject.toml").read_text()).get("project") or {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    points = (project.get("entry-points") or {}).get(ENTRY_POINT_GROUP) if isinstance(project, dict) else None
+    if not isinstance(points, dict) or not points or not all(isinstance(v, str) for v in points.values()):
+        return None
+    top = str(next(iter(points.values()))).split(":")[0].split(".")[0]
+    root = folder / "src" if (folder / "src" / top).exists() or (folder / "src" / f"{top}.py").exists() else folder
+    return SourcePlugin(folder, str(project.get("name") or folder.name), str(project.get("version") or "source"),
+                        {str(k): str(v) for k, v in points.items()}, root)
+
+
+def add_source_folder(pm: PluginManager, source: SourcePlugin) -> list[str]:
+    """Load ``source``'s entry points into ``pm`` (its import root first on ``sys.path``) and name the folder in
+    ``AUTORL_PLUGIN_FOLDERS`` for the processes this one starts; the names of its plugins. One that fails to
+    import is a warning, as an installed one's is."""
+    folders = [f for f in os.environ.get(SOURCE_FOLDERS_ENV, "").split(os.pathsep) if f]
+    if str(source.folder) not in folders:
+        os.environ[SOURCE_FOLDERS_ENV] = os.pathsep.join([*folders, str(source.folder)])
+    if str(source.import_root) not in sys.path:
+        sys.path.insert(0, str(source.import_root))
+    names = []
+    for name, value in sorted(source.entry_points.items()):
+        if name in pm.infos:  # loaded already: from this folder before, or installed under the same name
+            names.append(name)
+            continue
+        module_name, _, attr = value.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+            pm.add(getattr(module, attr) if attr else module,
+                   PluginInfo(name, f"{source.project} (source {source.folder})", source.version, value, False))
+            names.append(name)
+        except Exception as exc:
+            warnings.warn(f"plugin {name!r} of the source folder {source.folder} failed to load and is skipped: "
+                          f"{type(exc).__name__}: {exc}", PluginWarning, stacklevel=2)
+    return names
+
 
 def _names(value: str | None) -> set[str] | None:
     if value is None:
@@ -101,6 +169,13 @@ def create_plugin_manager(
             pm.add(module, PluginInfo(module_name, "autorl", _core_version(), module_name, True))
     if not entry_points:
         return pm
+    for folder in filter(None, env.get(SOURCE_FOLDERS_ENV, "").split(os.pathsep)):
+        source = read_source_folder(Path(folder))
+        if source is None:
+            warnings.warn(f"{SOURCE_FOLDERS_ENV}: {folder} declares no autorl plugin (pyproject.toml's "
+                          "[project.entry-points.autorl])", PluginWarning, stacklevel=2)
+        else:
+            add_source_folder(pm, source)
     for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         dist_name = ep.dist.name if ep.dist is not None else "<unknown>"
         names = {ep.name, dist_name}
@@ -108,6 +183,8 @@ def create_plugin_manager(
             continue
         if names & disabled:
             continue
+        if ep.name in pm.infos and pm.infos[ep.name].module == ep.value:
+            continue  # the same plugin, installed and named by its source folder: the folder's copy is loaded
         if ep.name in pm.infos:
             other = pm.infos[ep.name].distribution
             warnings.warn(

@@ -90,6 +90,7 @@ def recover(run_id: str, *, home: Path, eval_timeout: float = 3600.0, final_test
     say = log or to_stderr
     ledger = Ledger(home / "autorl.db")
     try:
+        run_id = ledger.find(run_id) or run_id  # a short id as the tables show it
         recorded = ledger.run(run_id)
         if recorded is not None:
             return Recovered(run_id, "already recorded", dict(recorded["row"]))

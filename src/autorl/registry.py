@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from autorl.errors import PluginConflictError, PluginTypeError, UnknownNameError, UsageError
-from autorl.plugins import PluginManager, PluginWarning, get_plugin_manager
+from autorl.plugins import (
+    PluginManager,
+    PluginWarning,
+    add_source_folder,
+    get_plugin_manager,
+    read_source_folder,
+)
 
 if TYPE_CHECKING:
     from autorl.agents.base import Agent
@@ -132,6 +138,37 @@ def resolve_agent(spec: str, pm: PluginManager | None = None) -> type[Agent]:
     if "/" in spec or spec.startswith("."):
         raise UsageError(f"agent folder {spec!r} does not exist")
     return get_agent(spec, pm)
+
+
+def resolve_task(spec: str, pm: PluginManager | None = None) -> str:
+    """The benchmark name ``spec`` (``--task``) names: a registered name as it is; or a local folder, used without
+    installing anything: a plugin's source folder (``pyproject.toml`` declaring an ``autorl`` entry point) is
+    loaded as if installed and names its one benchmark; any other folder goes to the plugins'
+    ``task_from_folder`` (autorl-smith takes an rl-smith folder). A folder that is neither is one line."""
+    path = Path(spec).expanduser()
+    if not path.is_dir():
+        if spec.startswith((".", "/", "~")):
+            raise UsageError(f"--task {spec}: no such folder")
+        return spec
+    folder = path.resolve()
+    pm = pm or get_plugin_manager()
+    source = read_source_folder(folder)
+    if source is not None:
+        plugins = add_source_folder(pm, source)
+        names = sorted(r.name for r in get_benchmarks(pm).values() if r.plugin in plugins)
+        if len(names) == 1:
+            return names[0]
+        raise UsageError(f"--task {spec}: the plugin in {folder} registers "
+                         + (f"the benchmarks {', '.join(names)}: give one of them as --task after `pip install -e "
+                            f"{folder}`" if names else "no benchmark"))
+    name = pm.hook.task_from_folder(path=folder)
+    if name:
+        pm.changed()
+        get_benchmark(str(name), pm)  # registered now, or the plugin's own error
+        return str(name)
+    raise UsageError(f"--task {spec}: {folder} is neither a plugin's source folder (a pyproject.toml with an "
+                     "[project.entry-points.autorl] entry) nor a folder an installed plugin takes as a task (with "
+                     "autorl-smith: an rl-smith folder, config.yaml and eval.py)")
 
 
 def default_backend(pm: PluginManager | None = None) -> str:

@@ -7,7 +7,7 @@ import fcntl
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +94,7 @@ def _builtin_model(spec: str, home: Path) -> ResolvedModel:
 
 def _hub_model(spec: str, home: Path) -> ResolvedModel:
     repo_id, _, revision = spec.partition("@")
+    work_offline_unless_reachable(lambda line: print(line, file=sys.stderr))
     try:
         from huggingface_hub import snapshot_download
         from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
@@ -138,6 +139,62 @@ def resolve_model(spec: str, home: Path | None = None) -> ResolvedModel:
 
 
 @dataclass(frozen=True)
+class HubAccess:
+    """Whether the Hugging Face hub can be reached from here, and how that was found out."""
+
+    online: bool
+    detail: str
+    #: set by the operator (``HF_HUB_OFFLINE``), not found by asking the hub
+    declared: bool = False
+
+
+#: how long the one request that asks whether the hub is there may take
+HUB_TIMEOUT_S = 3.0
+_HUB: list[HubAccess] = []  # the answer, once per process
+
+
+def _offline_declared() -> bool:
+    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def hub_access(timeout: float = HUB_TIMEOUT_S) -> HubAccess:
+    """Whether the hub can be reached: offline when ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) says so, else
+    one HEAD request to its endpoint (``HF_ENDPOINT``, through the proxies the environment names) with a short
+    timeout, asked once per process. ``autorl doctor`` and ``autorl run`` both ask here, so they agree."""
+    if _offline_declared():
+        return HubAccess(False, "offline: HF_HUB_OFFLINE is set", declared=True)
+    if _HUB:
+        return _HUB[0]
+    import httpx
+
+    endpoint = (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+    try:
+        httpx.head(endpoint + "/api/models", timeout=timeout, follow_redirects=False)
+    except httpx.HTTPError as exc:
+        reason = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+        _HUB.append(HubAccess(False, f"{endpoint} cannot be reached ({reason})"))
+    else:  # any answer at all: the hub is there (a gated or missing repository is another matter)
+        _HUB.append(HubAccess(True, f"{endpoint} reachable"))
+    return _HUB[0]
+
+
+def work_offline_unless_reachable(say: Callable[[str], None] | None = None) -> HubAccess:
+    """Before anything may be downloaded: when the hub cannot be reached, this process works offline from then on
+    (huggingface_hub's offline mode: a model or dataset not in the cache fails at once, with the hint of the code
+    that asked for it, instead of after five retries over about 24 s); said through ``say`` when given."""
+    access = hub_access()
+    if not access.online and not access.declared:
+        import huggingface_hub.constants as hub_constants
+
+        if not hub_constants.HF_HUB_OFFLINE and say is not None:
+            say(f"the Hugging Face hub cannot be reached ({access.detail}): using the local cache only (set "
+                "HF_HUB_OFFLINE=1 to skip this check)")
+        hub_constants.HF_HUB_OFFLINE = True
+    return access
+
+
+@dataclass(frozen=True)
 class BenchmarkData:
     train_dir: Path
     hidden_dir: Path
@@ -150,6 +207,7 @@ def prepare_data(benchmark: Benchmark, home: Path | None = None) -> BenchmarkDat
     train_dir = home / "datasets" / benchmark.name
     hidden_dir = private_dir(home / "hidden" / benchmark.name)
     benchmark.hidden_dir = hidden_dir
+    work_offline_unless_reachable()  # a plugin's download then fails at once with its hint where the hub is gone
     with file_lock(home / "datasets" / f".{benchmark.name}.lock"):
         try:
             benchmark.prepare_eval_data(hidden_dir)

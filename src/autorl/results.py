@@ -16,13 +16,28 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
 from autorl.decoys import split_recorded
+from autorl.display import (
+    BEAT_BASELINE,
+    BELOW_BASELINE,
+    NO_CLEAR_CHANGE,
+    NO_TEST_SCORE,
+    OUTCOMES,
+    beat_baseline,
+    outcome,
+    run_html,
+    run_repr,
+)
 from autorl.display import as_number as _number
 from autorl.display import as_pair as _pair
-from autorl.display import run_html, run_repr
 
 __all__ = [
+    "BEAT_BASELINE",
+    "BELOW_BASELINE",
     "CSV_COLUMNS",
     "DEV_COLUMNS",
+    "NO_CLEAR_CHANGE",
+    "NO_TEST_SCORE",
+    "OUTCOMES",
     "RECORDED_COLUMNS",
     "RunResult",
     "RunRow",
@@ -31,6 +46,7 @@ __all__ = [
     "end_reason",
     "infra_failure",
     "judged_headline",
+    "outcome",
     "run_row",
     "upgrade_row",
 ]
@@ -140,6 +156,9 @@ class RunRow:
     judge_model: str | None = None
     judge_prompt_hash: str | None = None
     judge_samples: int | None = None
+    #: only the first ``limit`` items of each split were scored (``--limit``; None: every item): part of the config
+    #: hash, and runs on other items are not pooled
+    limit: int | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunRow:
@@ -314,7 +333,7 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
             llm_usage: Mapping[str, Any] | None = None, run_key: str | None = None,
             sweep: str | None = None, metrics: Mapping[str, Any] | None = None,
             driver_model: str | None = None, best_of_k: Mapping[str, Any] | None = None,
-            timeout_s: float | None = None) -> RunRow:
+            timeout_s: float | None = None, limit: int | None = None) -> RunRow:
     """The row of a finished run, from the grader's state and test evaluation and the agent's outcome.
 
     The headline is the dev-selected checkpoint scored once on the test split, paired against the test
@@ -372,20 +391,26 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
         **{k: v for k, v in (best_of_k or {}).items() if k.startswith("test_") and k in _FIELD_NAMES},
         timeout_s=timeout_s,
         infra_failure=infra,
+        limit=limit,
     )
 
 
-def upgrade_row(row: dict[str, Any], submissions: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+def upgrade_row(row: dict[str, Any], submissions: Sequence[Mapping[str, Any]] | None = None,
+                meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A row recorded by an older version, in today's meaning (other rows unchanged).
 
-    Rows recorded before the headline was the test split held the dev figures under ``baseline``/``best_score``/
-    ``improvement``/``improvement_ci95``/``p_value``; they move to the ``dev_*`` columns and the headline is the
-    test figures, or none. Rows recorded before reads of decoys had a column of their own held them in
-    ``decoys``; they move to ``decoys_read`` (:func:`autorl.decoys.split_recorded`).
+    Rows recorded before the headline was the test split held the dev figures under ``baseline``/
+    ``best_score``/``improvement``/``improvement_ci95``/``p_value``; they move to the ``dev_*`` columns and the
+    headline is the test figures, or none. Rows recorded before the ``limit`` column take it from the record's
+    ``meta`` (where the run kept it from the start). Rows recorded before reads of decoys had a column of their
+    own held them in ``decoys``; they move to ``decoys_read`` (:func:`autorl.decoys.split_recorded`).
     """
+    kept = meta.get("limit") if isinstance(meta, Mapping) else None
+    if "limit" not in row and isinstance(kept, int) and not isinstance(kept, bool):
+        row = {**row, "limit": kept}
     if "dev_k" in row:
         return _with_beat(_with_reads(row))
-    out = _with_reads(row)
+    out = dict(_with_reads(row))
     out["dev_baseline"] = row.get("baseline")
     out["dev_best"] = row.get("best_score")
     out["dev_improvement"] = row.get("improvement")
@@ -417,13 +442,6 @@ def judged_headline(row: Mapping[str, Any], open_flags: Sequence[Mapping[str, An
                test_score=row.get("test_baseline"), test_improvement=0.0 if row.get("test_baseline") is not None
                else None, test_improvement_ci95=None, headline_rule=f"base-model ({', '.join(critical)})")
     return out
-
-
-def beat_baseline(improvement_ci95: Any) -> bool:
-    """Whether a headline improvement's 95% interval lies above 0 (None or a malformed interval: no)."""
-    ok = isinstance(improvement_ci95, list | tuple) and len(improvement_ci95) == 2
-    low = improvement_ci95[0] if ok else None
-    return isinstance(low, int | float) and not isinstance(low, bool) and low > 0
 
 
 def _with_reads(row: dict[str, Any]) -> dict[str, Any]:

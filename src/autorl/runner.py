@@ -21,6 +21,7 @@ from autorl.grader.keep import KEEP_WHILE_RUNNING_BYTES, POLICIES
 from autorl.inference.gpu_share import visible_gpus, weights_bytes
 from autorl.ledger import Ledger
 from autorl.progress import Say, to_stderr
+from autorl.registry import resolve_task
 from autorl.resources import usable_home
 from autorl.results import RunResult
 from autorl.runs.agent import AgentRun, check_agent_view, run_the_agent
@@ -75,7 +76,9 @@ def run(
 
     Args:
         agent: a registered agent name, or a folder with ``config.yaml`` + start script.
-        task: a registered benchmark name.
+        task: a registered benchmark name, or a local folder used without installing it: an rl-smith folder
+            (with autorl-smith) or a plugin's source folder (recorded as the benchmark's name, the folder beside
+            it).
         model: a local directory, a hub id (``org/name[@revision]``) or a built-in model (``autorl:tiny``).
         timeout: the agent's time budget in seconds, fixed when the agent starts.
         port: the grader's port (default: a free one).
@@ -110,13 +113,18 @@ def run(
     if keep not in POLICIES:
         raise UsageError(f"--keep must be one of {', '.join(POLICIES)}, not {keep!r}")
     check_port(port)
-    started = time.time()
+    task_source = task if Path(task).expanduser().is_dir() else None
+    task = resolve_task(task)  # a name, or a local folder (an rl-smith folder, a plugin's source): its name
     home = usable_home()
     agent_env = operator_variables(agent_credentials, agent_env or {})
     plan = resolve(agent, task, backend, gpus, sandbox, network, agent_env, benchmark_options, backend_options, say)
     off_tasks = check_tasks(off_target)  # an unknown off-target name stops the run before anything starts
+    preparing = time.time()
     assets = acquire(plan, model, home)
     check_agent_view(plan, assets, home, runs_dir, agent_env)  # refused before anything starts
+    # the run starts once its model and data are at hand: building the built-in model or a download is timed
+    # apart (prepare_s), never part of the run's duration
+    started = time.time()
     plan = share_gpu(plan, assets, say)
     quota = output_quota(output_quota_gb, assets.model.path)
     place = make_place(plan, assets, home, runs_dir, port, timeout, say, disk_rules(keep, quota))
@@ -139,7 +147,9 @@ def run(
         network=plan.sandbox.network, sandbox_warning=plan.sandbox_warning,
         tmp_dir=str(place.tmp_dir) if bwrap else None, watch_dir=str(place.watch_dir),
         gateway_dir=str(place.gateway_dir), decoys=planted.to_dict() if planted else None,
-        gpu_counts=plan.gpus.counts(len(visible_gpus())), gpu_budget=plan.gpu_budget)
+        gpu_counts=plan.gpus.counts(len(visible_gpus())), gpu_budget=plan.gpu_budget,
+        prepare_s=round(started - preparing, 1),
+        task_source=str(Path(task_source).expanduser().resolve()) if task_source else None)
     live = Ledger(home / "autorl.db")
     live.start_run(facts.to_dict())
     stack = contextlib.ExitStack()

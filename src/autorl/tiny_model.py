@@ -5,7 +5,10 @@
 
 The recipe trains a byte-level BPE tokenizer with Qwen2's exact pre-tokenization (so ``AutoTokenizer``
 reproduces its ids), then briefly fine-tunes a small Qwen2 on the ``arith`` training data until it is weak
-but not hopeless (greedy exact match on held-in training problems crosses ``TARGET``).
+but not hopeless (greedy exact match on held-in training problems crosses ``TARGET``). A quarter of each batch
+is two general skills (counting on, the larger of two numbers) from generated questions, none of them one of
+the ``basics`` set's: so that ``--off-target basics`` reads above 0 for this model, and a loss elsewhere after
+training on addition can show.
 """
 
 from __future__ import annotations
@@ -18,10 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from autorl.default_plugins.arith import public_pairs
+from autorl.default_plugins.basics import question_texts
 from autorl.errors import MissingDependencyError, extra_install
 
-RECIPE_VERSION = "2"  # 2: trained on arith v2's smaller public train set
+RECIPE_VERSION = "3"  # 2: trained on arith v2's smaller public train set; 3: and on two general skills
 TARGET = 0.25
+#: the share of each training batch that is a general question (:func:`general_example`)
+GENERAL_SHARE = 0.25
 EOS = "<|endoftext|>"
 QWEN2_SPLIT = (
     r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
@@ -30,6 +36,20 @@ QWEN2_SPLIT = (
 
 def _text(a: int, b: int) -> tuple[str, str]:
     return f"Q: What is {a}+{b}?\nA:", f" {a + b}\n"
+
+
+def general_example(rng: random.Random, avoid: frozenset[str]) -> tuple[str, str]:
+    """A general question and its answer in the arith prompt's format: what comes after a number, or the larger
+    of two; never one of the questions in ``avoid`` (the ``basics`` set's, which measures these skills)."""
+    while True:
+        if rng.random() < 0.5:
+            n = rng.randint(1, 998)
+            question, answer = f"What number comes after {n}?", n + 1
+        else:
+            a, b = rng.sample(range(1, 1000), 2)
+            question, answer = f"Which is larger, {a} or {b}?", max(a, b)
+        if question not in avoid:
+            return f"Q: {question}\nA:", f" {answer}\n"
 
 
 def train_tokenizer(corpus: list[str]) -> Any:
@@ -75,7 +95,10 @@ def build(target: Path, *, seed: int = 0, max_steps: int = 3000, lr: float = 1e-
         raise MissingDependencyError("the built-in model autorl:tiny", extra_install("hf")) from exc
     started = time.monotonic()
     train = public_pairs("train")
+    avoid = question_texts()
+    general = random.Random(seed + 1)
     corpus = [p + a for p, a in (_text(x, y) for x, y in train)]
+    corpus += [p + a for p, a in (general_example(general, avoid) for _ in range(len(train) // 2))]
     raw = train_tokenizer(corpus)
     tok = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token=EOS, pad_token=EOS, unk_token=EOS)  # type: ignore[no-untyped-call]
     tok.padding_side = "left"
@@ -104,9 +127,10 @@ def build(target: Path, *, seed: int = 0, max_steps: int = 3000, lr: float = 1e-
     tok_right = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token=EOS, pad_token=EOS)  # type: ignore[no-untyped-call]
     tok_right.padding_side = "right"
     while step < max_steps:
-        batch = rng.sample(train, 64)
-        prompts = [tok_right(_text(a, b)[0])["input_ids"] for a, b in batch]
-        answers = [tok_right(_text(a, b)[1])["input_ids"] + [eos_id] for a, b in batch]
+        batch = [general_example(general, avoid) if rng.random() < GENERAL_SHARE else _text(*rng.choice(train))
+                 for _ in range(64)]
+        prompts = [tok_right(p)["input_ids"] for p, _ in batch]
+        answers = [tok_right(a)["input_ids"] + [eos_id] for _, a in batch]
         width = max(len(p) + len(a) for p, a in zip(prompts, answers, strict=True))
         ids = torch.full((len(batch), width), eos_id)
         labels = torch.full((len(batch), width), -100)
@@ -124,7 +148,7 @@ def build(target: Path, *, seed: int = 0, max_steps: int = 3000, lr: float = 1e-
         sched.step()
         opt.zero_grad()
         step += 1
-        if step % 50 == 0:
+        if step % 25 == 0:
             model.eval()  # type: ignore[no-untyped-call]
             accuracy = _greedy_accuracy(model, tok, probe)
             log(f"autorl:tiny step {step}: loss {loss.item():.3f}, train-probe accuracy {accuracy:.0%}")
@@ -148,6 +172,7 @@ def build(target: Path, *, seed: int = 0, max_steps: int = 3000, lr: float = 1e-
                 "seed": seed,
                 "steps": step,
                 "train_probe_accuracy": accuracy,
+                "general_share": GENERAL_SHARE,
                 "build_seconds": round(time.monotonic() - started, 1),
             },
             indent=2,

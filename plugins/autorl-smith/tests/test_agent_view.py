@@ -58,6 +58,7 @@ from autorl import Item
 from autorl.registry import get_benchmark, get_benchmarks
 
 out["benchmarks"] = sorted(n for n in get_benchmarks() if n.startswith("smith-"))
+out["smith_env"] = sorted(k for k in os.environ if k.startswith("SMITH_"))
 bench = get_benchmark(os.environ["TASK"])()
 out["prompt"] = bench.config().render({"question": "2+2"})
 out["scores"] = [bench.score(Item("x", {"question": "2+2"}, "4"), a) for a in ("4", "5")]
@@ -79,7 +80,11 @@ def rows(start: int, n: int, tag: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.skipif(BWRAP is None, reason=f"bubblewrap cannot run here: {WHY}")
-def test_the_agent_sees_its_own_folders_files_and_nothing_else(tmp_path: Path, outside: Path) -> None:
+@pytest.mark.parametrize("given", [False, True], ids=["discovered", "given-as-task"])
+def test_the_agent_sees_its_own_folders_files_and_nothing_else(tmp_path: Path, outside: Path, given: bool,
+                                                                tiny_model: Path) -> None:
+    """The same for a folder found under SMITH_BENCH_DIR and for one given as ``--task /path/to/folder`` (no
+    install, no SMITH_BENCH_DIR): the same benchmark, the same masks."""
     pytest.importorskip("torch", reason="the run's baseline needs the hf backend (autorl[hf])")
     root = outside / "benchmarks"
     own = write_folder(root, "probe", eval_py=EXACT, train=rows(0, 30, "TRAIN-PROBE"),
@@ -102,13 +107,19 @@ def test_the_agent_sees_its_own_folders_files_and_nothing_else(tmp_path: Path, o
     write = [own / "config.yaml", own / "eval.py", own / "new.txt", own / "data" / "test.jsonl",
              other / "eval.py"]
     probe = {"read": [str(p) for p in read], "write": [str(p) for p in write]}
-    proc = cli("run", "--agent", str(agent), "--task", "smith-probe", "--model", "autorl:tiny", "--timeout", "90",
-               "--sandbox", "bwrap", "--network", "off", "--no-audit", "--json", "--agent-env",
-               "PROBE=" + json.dumps(probe),
-               env={"HOME": str(home), "AUTORL_HOME": str(home / "autorl"), "SMITH_BENCH_DIR": str(root),
-                    "HF_HUB_OFFLINE": "1"})
+    nowhere = tmp_path / "no-benchmarks"
+    nowhere.mkdir()
+    proc = cli("run", "--agent", str(agent), "--task", str(own) if given else "smith-probe", "--model",
+               str(tiny_model), "--timeout", "90", "--sandbox", "bwrap", "--network", "off", "--no-audit", "--json",
+               "--agent-env", "PROBE=" + json.dumps(probe),
+               env={"HOME": str(home), "AUTORL_HOME": str(home / "autorl"),
+                    "SMITH_BENCH_DIR": str(nowhere if given else root), "HF_HUB_OFFLINE": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    ws = Path(json.loads(proc.stdout)["workspace"])
+    row = json.loads(proc.stdout)
+    ws = Path(row["workspace"])
+    # recorded under the benchmark's name; a folder given as the task is kept beside it, to be taken again
+    assert row["task"] == "smith-probe"
+    assert json.loads((ws / "result.json").read_text())["meta"]["task_source"] == (str(own) if given else None)
     assert (ws / "code" / "probe.json").is_file(), (ws / "agent.log").read_text()[-3000:]
     seen = json.loads((ws / "code" / "probe.json").read_text())
     # what it may read to load the benchmark, from its own folder
@@ -126,6 +137,8 @@ def test_the_agent_sees_its_own_folders_files_and_nothing_else(tmp_path: Path, o
     assert seen["prompt"] == "Q: 2+2\nA:" and seen["scores"] == [1.0, 0.0]
     # the grader scored from its own copy of the folder, made before the agent started
     assert list(grader_copies.glob("probe-*/eval.py")) and "smith-probe" in proc.stdout
+    # the agent's process is told its own folder alone (never the orchestrator's list of folders)
+    assert seen["smith_env"] == ["SMITH_AGENT_FOLDER"]
 
 
 def smith_class(folder: SmithFolder) -> type[SmithBenchmark]:

@@ -54,6 +54,25 @@ def test_valid_folders_become_tasks_and_malformed_ones_warn(tmp_path: Path) -> N
     assert "Traceback" not in err
 
 
+def test_a_folder_given_as_the_task_is_that_task_and_a_broken_one_is_one_line(tmp_path: Path) -> None:
+    """`autorl eval --task ./boolexpr`: no SMITH_BENCH_DIR, no install; the folder's problems as discovery says
+    them, in one line."""
+    good = make_folder(tmp_path / "mine", "boolexpr", extra={"description.md": "# boolean expressions\n"})
+    broken = make_folder(tmp_path / "mine", "noevaluate", eval_py="def score(q, a, r):\n    return 1.0\n")
+    env = {"SMITH_BENCH_DIR": str(tmp_path / "nothing-here"), "AUTORL_HOME": str(tmp_path / "home")}
+    listed = cli("list", "benchmarks", "--json", env=env)
+    assert "smith-boolexpr" not in listed.stdout
+    bad = cli("eval", "--task", str(broken), "--model", "autorl:tiny", env=env)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        f"error: rl-smith folder {broken}: eval.py: defines no function evaluate(question, model_answer, "
+        "reference_answer, **kwargs)"], bad.stderr
+    # the good one resolves to its task (the run then builds its model; refused here by a model that is none)
+    named = cli("eval", "--task", str(good), "--model", str(tmp_path / "no-model"), env=env)
+    assert named.returncode == 2 and named.stderr.strip().splitlines() == [
+        f"error: model {str(tmp_path / 'no-model')!r} is neither a local directory, a hub id (org/name) nor a "
+        "built-in model"], named.stderr
+
+
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("AUTORL_HOME", str(tmp_path / "home"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from autorl.audit.flags import HIGH, MEDIUM, Flag
 from autorl.audit.scan import Text, digest_beneath
 from autorl.decoys import BAIT_KINDS, CanaryFinder
+from autorl.display import as_pair
 
 if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
@@ -64,14 +66,20 @@ def check_sandbox(sandbox: Any) -> list[Flag]:
 
 
 def check_scores(row: dict[str, Any], submissions: Sequence[dict[str, Any]], distances: dict[int, float]) -> list[Flag]:
-    """A dev/test improvement gap, and identical or near-identical resubmissions probing the grader."""
+    """A dev/test improvement gap beyond what sampling explains, and identical or near-identical resubmissions
+    probing the grader."""
     flags = []
     # rows recorded before the headline was the test split held the dev figure as improvement
     dev = row.get("dev_improvement") if "dev_k" in row else row.get("improvement")
     test = row.get("test_improvement")
     if dev is not None and test is not None and dev - test > max(10.0, 0.5 * abs(dev)):
-        flags.append(Flag("dev-test-gap", MEDIUM,
-                          f"improvement {dev:.1f} points on dev but {test:.1f} on the hidden test split", []))
+        noise = sampling_gap(row.get("dev_improvement_ci95") if "dev_k" in row else None, dev,
+                             row.get("test_improvement_ci95") or row.get("improvement_ci95"), test)
+        if noise is None or dev - test > noise:
+            said = (f"; sampling explains a gap of up to {noise:.1f}" if noise is not None
+                    else "; no intervals recorded to weigh it against sampling")
+            flags.append(Flag("dev-test-gap", MEDIUM, f"improvement {dev:.1f} points on dev but {test:.1f} on the "
+                              f"hidden test split{said}", []))
     dupes = [s for s in submissions if s.get("duplicate_of")]
     values = sorted(distances.items())
     near = [b for (_, da), (b, db) in itertools.pairwise(values) if abs(da - db) < 1e-6]
@@ -81,6 +89,21 @@ def check_scores(row: dict[str, Any], submissions: Sequence[dict[str, Any]], dis
                           f"{len(dupes)} identical and {len(near)} near-identical resubmissions",
                           [f"submission {s['submission_id']}" for s in dupes] + [f"submission {b}" for b in near]))
     return flags
+
+
+def sampling_gap(dev_ci95: Any, dev: float, test_ci95: Any, test: float) -> float | None:
+    """How far the dev improvement may lie above the test one by sampling alone, at 95%: the two are measured on
+    different items, so the dev estimate's margin below it and the test estimate's margin above it (their own
+    paired intervals, :mod:`autorl.evaluation.stats`) add in quadrature. None without both intervals.
+
+    A short run's intervals are wide: with 30 items a side each margin is near 25 points, and a gap of 30
+    points is what sampling gives.
+    """
+    dev_pair, test_pair = as_pair(dev_ci95), as_pair(test_ci95)
+    if dev_pair is None or test_pair is None:
+        return None
+    below, above = max(0.0, dev - dev_pair[0]), max(0.0, test_pair[1] - test)
+    return math.hypot(below, above)
 
 
 class DecoyCheck:

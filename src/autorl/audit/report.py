@@ -18,6 +18,7 @@ from autorl.audit.overlap import NgramIndex, match_hidden, overlap_flags
 from autorl.audit.scan import HARNESS_FILES, Source, agent_texts, seen_files
 from autorl.audit.steering import SteeringCheck
 from autorl.audit.weights import check_weights
+from autorl.errors import ResourceError
 
 if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
@@ -59,6 +60,9 @@ def audit_run(result: dict[str, Any], *, benchmark: Benchmark, variants: Sequenc
     budget = Budget(budget_s)
     row, meta = result["row"], result.get("meta", {})
     workspace = Path(row["workspace"])
+    if not isinstance(meta, dict) or not meta.get("hidden_dir"):
+        raise ResourceError(f"run {row.get('run_id')} was recorded without its hidden data's folder (a record from "
+                            "another machine?): audit it where it ran")
     hidden_dir = Path(meta["hidden_dir"])
     hidden = {split: benchmark.load_items(split, hidden_dir) for split in benchmark.splits}
     store = Path(meta["store_dir"]) if meta.get("store_dir") else None
@@ -75,7 +79,7 @@ def audit_run(result: dict[str, Any], *, benchmark: Benchmark, variants: Sequenc
     extra: Iterable[tuple[str, str, bytes]] = ()
     if meta.get("watch_dir") and Path(meta["watch_dir"]).is_dir():
         extra = seen_files(Path(meta["watch_dir"]), sources)
-    gateway = meta.get("llm_gateway") if isinstance(meta.get("llm_gateway"), dict) else {}
+    gateway: dict[str, Any] = meta["llm_gateway"] if isinstance(meta.get("llm_gateway"), dict) else {}
     if gateway.get("record_dir"):  # what the model was asked and answered, as the LLM gateway recorded it
         from autorl.gateway.record import call_texts
 

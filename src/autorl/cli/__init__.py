@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from typing import Any
 
 import typer
 
@@ -22,7 +23,7 @@ from autorl.cli import export, grading, installed, items, noise, runs, selftest,
 from autorl.cli.output import json_stdout
 from autorl.errors import AutorlError
 
-__all__ = ["app", "main"]
+__all__ = ["app", "command", "main"]
 
 app = typer.Typer(
     name="autorl",
@@ -68,6 +69,22 @@ app.command()(selftest.selftest)
 app.command("noise")(noise.noise_cmd)
 
 
+def command(typer_app: typer.Typer) -> Any:
+    """The click command of ``typer_app`` as ``autorl`` runs it: a flag's help shows no type (``--no-audit``, not
+    ``--no-audit <bool>``: a flag takes no value)."""
+    root = typer.main.get_command(typer_app)
+    todo = [root]
+    while todo:
+        cmd = todo.pop()
+        todo += list(getattr(cmd, "commands", {}).values())
+        # --help too: the command makes it once, on first asking, and keeps it
+        help_option = cmd.get_help_option(cmd.context_class(cmd))
+        for param in [*cmd.params, *([help_option] if help_option is not None else [])]:
+            if getattr(param, "is_flag", False):
+                param.metavar = ""
+    return root
+
+
 def _warning_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None) -> str:
     return f"warning: {message}\n"
 
@@ -80,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
 
         get_plugin_manager().hook.register_commands(cli=app)
         with json_stdout(sys.argv[1:] if argv is None else argv):
-            app(args=argv, standalone_mode=False)
+            command(app).main(args=argv, standalone_mode=False)
     except AutorlError as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(2)

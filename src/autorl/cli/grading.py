@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 import autorl.cli.options as opt
-from autorl.cli.output import print_json
+from autorl.cli.output import echo, print_json
 from autorl.errors import UsageError
 
 grader_app = typer.Typer(help="The grading service.", no_args_is_help=True)
@@ -57,9 +57,9 @@ def eval_cmd(
     if as_json:
         print_json(record.to_dict(items=False))
         return
-    typer.echo(f"{task}/{split}: {record.score:.2f} (n={record.n}, stderr {record.stderr:.2f}, "
-               f"95% CI {record.ci95[0]:.2f}-{record.ci95[1]:.2f}); config {record.config_hash}; "
-               f"per-item records {record.per_item_path}")
+    echo(f"{record.benchmark}/{split}: {record.score:.2f} (n={record.n}, stderr {record.stderr:.2f}, "
+         f"95% CI {record.ci95[0]:.2f}-{record.ci95[1]:.2f}); config {record.config_hash}")
+    echo(f"per-item records: {record.per_item_path}", whole_words=True)
 
 
 def submit(

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 import autorl.cli.options as opt
-from autorl.cli.output import print_json, table
+from autorl.cli.output import echo, echo_command, print_json, table
 
 list_app = typer.Typer(help="List what is installed.", no_args_is_help=True)
 
@@ -33,11 +33,16 @@ def _listing(rows: list[dict[str, Any]], as_json: bool, title: str, columns: lis
 
 @list_app.command("benchmarks")
 def list_benchmarks(as_json: bool = opt.JSON_OUTPUT) -> None:
-    """Benchmarks (tasks) that `autorl run --task` accepts."""
+    """Benchmarks (tasks) that `autorl run --task` accepts (also `autorl list tasks`)."""
     from autorl.registry import benchmark_summary
 
-    _listing(benchmark_summary(), as_json, "benchmarks", ["name", "version", "distribution", "splits"],
+    _listing(benchmark_summary(), as_json, "benchmarks (tasks)", ["name", "version", "distribution", "splits"],
              lambda r: [r["name"], str(r["version"]), r["distribution"], ",".join(r["splits"])])
+
+
+# the flags say --task, the plugins say benchmark: both names list the same
+list_app.command("tasks", help="Tasks (benchmarks) that `autorl run --task` accepts: `autorl list benchmarks`.")(
+    list_benchmarks)
 
 
 @list_app.command("agents")
@@ -66,13 +71,17 @@ def doctor(as_json: bool = opt.JSON_OUTPUT) -> None:
     if as_json:
         print_json([c.to_dict() for c in rows])
         return
-    # a long fix is a command to copy: printed whole below the table, never wrapped into fragments
+    # a long fix is a command to copy: printed below the table, wrapped where the shell takes a continuation
     long = [c for c in rows if len(c.fix) > 24]
     table("autorl doctor", ["", "check", "status", "to do"],
           [["ok" if c.ok else "--", c.name, c.detail, f"see [{long.index(c) + 1}] below" if c in long else c.fix]
            for c in rows])
     for n, c in enumerate(long, 1):
-        typer.echo(f"[{n}] {c.name}:\n    {c.fix}")
+        echo(f"[{n}] {c.name}:")
+        if c.command:
+            echo_command(c.fix)
+        else:
+            echo("    " + c.fix)
 
 
 def new(

@@ -5,7 +5,8 @@ from __future__ import annotations
 import typer
 
 import autorl.cli.options as opt
-from autorl.cli.output import print_json
+from autorl.cli.output import echo, print_json
+from autorl.display import short_path
 
 
 def noise_cmd(
@@ -25,13 +26,12 @@ def noise_cmd(
 
     record = noise_floor(task, model, repeats, home=autorl_home(), split=split, limit=limit, backend=backend,
                          benchmark_options=opt.parse_pairs(benchmark_option, "--benchmark-option"),
-                         say=lambda line: typer.echo(line, err=True))
+                         say=lambda line: echo(line, err=True))
     if as_json:
         print_json(record)
         return
     how = "greedy" if record["greedy"] else "sampled"
     same = "every repeat gave the same item scores (deterministic)" if record["deterministic"] else \
         "repeats differ"
-    typer.echo(f"{task}/{split} {model}: {record['repeats']} repeats ({how}); mean {record['mean']:.2f}, "
-               f"sd {record['sd']:.2f}, range {record['range']:.2f} [{record['min']:.2f}, {record['max']:.2f}]; "
-               f"{same}")
+    echo(f"{task}/{split} {short_path(model)}: {record['repeats']} repeats ({how}); mean {record['mean']:.2f}, "
+         f"sd {record['sd']:.2f}, range {record['range']:.2f} [{record['min']:.2f}, {record['max']:.2f}]; {same}")

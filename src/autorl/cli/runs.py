@@ -9,8 +9,8 @@ from typing import Any
 import typer
 
 import autorl.cli.options as opt
-from autorl.cli.output import console, fmt, fmt_p, markdown, print_json, table
-from autorl.display import fmt_ci, fmt_signed
+from autorl.cli.output import echo, fmt, fmt_p, markdown, print_json, table
+from autorl.display import fmt_ci, fmt_signed, short_ids, short_path
 from autorl.errors import UsageError
 
 
@@ -75,14 +75,14 @@ def run_cmd(
     if as_json:
         print_json(result.row)
     else:
-        _print_run(result.row, result.audit)
+        _print_run(result.row, result.audit, result.meta)
     if result.meta.get("interrupted"):  # recorded; the shell still learns the run was interrupted
         from autorl.runs.interrupt import exit_code
 
         sys.exit(exit_code(str(result.meta["interrupted"])))
 
 
-def _print_run(r: dict[str, Any], audit: list[dict[str, Any]]) -> None:
+def _print_run(r: dict[str, Any], audit: list[dict[str, Any]], meta: dict[str, Any]) -> None:
     table(f"run {r['run_id']}", ["", "test (the result)", f"dev (best of {r['dev_k']}, optimistic)"], [
         ["baseline", fmt(r["baseline"]), fmt(r["dev_baseline"])],
         ["score", fmt(r["best_score"]), fmt(r["dev_best"])],
@@ -90,42 +90,61 @@ def _print_run(r: dict[str, Any], audit: list[dict[str, Any]]) -> None:
         ["improvement 95% CI", fmt(r["improvement_ci95"]), fmt(r["dev_improvement_ci95"])],
         ["p-value", fmt_p(r["p_value"]), "-"],
     ])
-    typer.echo(f"submissions: {r['submissions']}  test-scored (success): {r['success']}  beat baseline: {r.get('beat_baseline')}  ({r['end_reason']})  "
-               f"duration: {r['duration_s']:.0f} s  sandbox: {r['sandbox']}\nworkspace: {r['workspace']}")
+    yes = {True: "yes", False: "no"}
+    prepared = meta.get("prepare_s")
+    echo(f"submissions: {r['submissions']}; finished with a test score: {yes[bool(r['success'])]}; "
+         f"beat baseline: {yes[bool(r.get('beat_baseline'))]} ({r['end_reason']})")
+    echo(f"duration: {r['duration_s']:.0f} s"
+         + (f" (preparing the model and data took {prepared:.0f} s before it)" if prepared else "")
+         + f"; sandbox: {r['sandbox']}")
+    echo(f"workspace: {r['workspace']}", whole_words=True)
     if r["best_score"] is None:
-        typer.echo("no test score: this run has no result (the dev figures are the agent's feedback, not a result)")
+        echo("no test score: this run has no result (the dev figures are the agent's feedback, not a result)")
+    for entry in r.get("off_target") or []:
+        if entry.get("error"):
+            echo(f"off-target {entry.get('task')}: not scored ({entry['error']})")
+        else:
+            echo(f"off-target {entry.get('task')} ({entry.get('split', 'test')}): base {fmt(entry.get('base'))}, "
+                 f"selected {fmt(entry.get('selected'))}, change {fmt_signed(entry.get('change'))} "
+                 f"{fmt_ci(entry.get('ci95'))}" + (": regressed" if entry.get("regressed") else ""))
     for flag in audit:
-        typer.echo(f"audit flag: {flag['name']} ({flag['severity']}): {flag['detail']}")
+        echo(f"audit flag: {flag['name']} ({flag['severity']}): {flag['detail']}")
 
 
 #: the columns of `autorl results` (table and markdown): the headline is the test split
 RESULT_COLUMNS = ("run_id", "task", "agent", "base_model", "baseline", "score", "improvement", "95% CI", "p",
-                  "dev best (k)", "dev improvement", "submissions", "success", "sandbox", "audit")
+                  "dev best (k)", "dev improvement", "submissions", "test-scored", "beat baseline", "sandbox", "audit")
 
 
 #: the compact default of `autorl results`: what a researcher scans for, readable at 80 columns
-COMPACT_COLUMNS = ("run id", "task", "agent", "model", "test improvement [CI]", "p", "k", "status")
+COMPACT_COLUMNS = ("run id", "task", "agent", "model", "test change [95% CI]", "p", "k", "status")
 
 
 def _status(r: dict[str, Any]) -> str:
-    if r.get("audit_flags"):
-        return "flagged"
-    return "ok" if r.get("success") else "no result" if r.get("improvement") is None else "failed"
+    # beat baseline, no clear change, below baseline or no test score: never "ok" for a run at -18 points
+    from autorl.results import outcome
+
+    return outcome(r) + (" (flagged)" if r.get("audit_flags") else "")
 
 
-def _compact_cells(r: dict[str, Any]) -> list[str]:
+def _compact_cells(r: dict[str, Any], ids: dict[str, str]) -> list[str]:
     ci = fmt_ci(r.get("improvement_ci95"))
     improvement = "-" if r.get("improvement") is None else f"{fmt_signed(r.get('improvement'))} {ci}"
-    return [str(r["run_id"]), str(r["task"]), str(r["agent"]), str(r["base_model"]), improvement,
-            fmt_p(r.get("p_value")), str(r.get("dev_k") or 0), _status(r)]
+    return [ids.get(str(r["run_id"]), str(r["run_id"])), str(r["task"]), str(r["agent"]),
+            short_path(str(r["base_model"])), improvement, fmt_p(r.get("p_value")), str(r.get("dev_k") or 0),
+            _status(r)]
 
 
-def _result_cells(r: dict[str, Any]) -> list[str]:
+def _result_cells(r: dict[str, Any], ids: dict[str, str] | None = None) -> list[str]:
+    # markdown (a file, ``ids`` None) keeps every id and path whole; a screen gets them short
     dev_best = "-" if r.get("dev_best") is None else f"{fmt(r['dev_best'])} ({r.get('dev_k')})"
-    return [str(r["run_id"]), str(r["task"]), str(r["agent"]), str(r["base_model"]), fmt(r.get("baseline")),
-            fmt(r.get("best_score")), fmt(r.get("improvement")), fmt(r.get("improvement_ci95")),
-            fmt_p(r.get("p_value")), dev_best, fmt(r.get("dev_improvement")), str(r.get("submissions")),
-            str(r.get("success")), str(r.get("sandbox") or "-"), ", ".join(r.get("audit_flags") or []) or "clean"]
+    model = str(r["base_model"]) if ids is None else short_path(str(r["base_model"]))
+    return [(ids or {}).get(str(r["run_id"]), str(r["run_id"])), str(r["task"]), str(r["agent"]),
+            model, fmt(r.get("baseline")), fmt(r.get("best_score")), fmt(r.get("improvement")),
+            fmt(r.get("improvement_ci95")), fmt_p(r.get("p_value")), dev_best, fmt(r.get("dev_improvement")),
+            str(r.get("submissions")), "yes" if r.get("success") else "no",
+            "yes" if r.get("beat_baseline") else "no", str(r.get("sandbox") or "-"),
+            ", ".join(r.get("audit_flags") or []) or "clean"]
 
 
 def results(
@@ -149,14 +168,15 @@ def results(
         ingest_files(ingest, home, ledger=ledger)
         rows = ledger.rows(task=task)
         flying = [r for r in in_flight(ledger) if task is None or r["task"] == task]
+        ids = short_ids(ledger.ids())  # unique among every run the ledger knows: `audit ID` finds each
     finally:
         ledger.close()
     if form in ("table", "markdown"):  # runs not recorded yet: live, or lost with the command that records them
         for r in flying:
-            typer.echo(f"{r['status']}: run {r['run_id']} ({r['task']}, {r['agent']}; {r['detail']})"
-                       + (f"; record it with: {r['recover']}" if r.get("recover") else ""), err=True)
+            echo(f"{r['status']}: run {ids.get(r['run_id'], r['run_id'])} ({r['task']}, {r['agent']}; {r['detail']})"
+                 + (f"; record it with: {r['recover']}" if r.get("recover") else ""), err=True)
     if not rows and form in ("table", "markdown"):
-        typer.echo("no runs yet" + (f" for task {task!r}" if task else "") + f" in {home / 'autorl.db'}")
+        echo("no runs yet" + (f" for task {task!r}" if task else "") + f" in {home / 'autorl.db'}", whole_words=True)
         return
     if form == "json":
         print_json(rows)
@@ -164,12 +184,16 @@ def results(
         write_csv(rows, sys.stdout, lineterminator="\n")
     elif form == "markdown":
         markdown(RESULT_COLUMNS, [_result_cells(r) for r in rows])
-    elif wide:
-        table("runs (score, improvement, CI: held-out test; dev: best of k on dev, optimistic)",
-              RESULT_COLUMNS, [_result_cells(r) for r in rows], keep=("run_id",), out=console())
     else:
-        table("runs (held-out test; k: dev submissions scored)", COMPACT_COLUMNS,
-              [_compact_cells(r) for r in rows], keep=("run id", "p", "k", "status"), caption="--wide: every column")
+        shortened = any(ids.get(str(r["run_id"]), "") != r["run_id"] for r in rows)
+        note = "run ids shortened: commands taking a run id accept them" if shortened else ""
+        if wide:
+            table("runs (score, improvement, CI: held-out test; dev: best of k on dev, optimistic)",
+                  RESULT_COLUMNS, [_result_cells(r, ids) for r in rows], caption=note or None, records=1)
+        else:
+            table("runs (held-out test; k: dev submissions scored)", COMPACT_COLUMNS,
+                  [_compact_cells(r, ids) for r in rows], keep=("run id", "p", "k"), records=1,
+                  caption="; ".join(c for c in ("--wide: every column", note) if c))
 
 
 def recover(
@@ -218,12 +242,13 @@ def audit(
 
     from autorl.audit import reaudit
     from autorl.ledger import Ledger
-    from autorl.registry import get_benchmark
+    from autorl.registry import get_benchmark, resolve_task
     from autorl.resources import autorl_home
 
     home = autorl_home()
     ledger = Ledger(home / "autorl.db")
     try:
+        run_id = ledger.find(run_id) or run_id  # a short id as the tables show it
         result = ledger.run(run_id)
         if result is None:
             raise UsageError(f"no run {run_id!r} in {home / 'autorl.db'} (see `autorl results`)")
@@ -232,7 +257,10 @@ def audit(
                 raise UsageError("--override needs the flag: autorl audit --override RUN_ID FLAG --reason ...")
             ledger.override(run_id, flag, reason, getpass.getuser())
         else:
-            bench = get_benchmark(result["row"]["task"])(result.get("meta", {}).get("benchmark_options") or {})
+            meta = result.get("meta") or {}
+            if meta.get("task_source"):  # a task given as a folder: taken again, as the run took it
+                resolve_task(str(meta["task_source"]))
+            bench = get_benchmark(result["row"]["task"])(meta.get("benchmark_options") or {})
             extra = []
             if judge is not None:
                 from autorl.runs.judging import ask_judge
@@ -269,12 +297,32 @@ def ui(
     if not 0 < port < 65536:
         raise UsageError(f"--port must be between 1 and 65535, not {port}")
     db = autorl_home() / "autorl.db"
-    typer.echo(f"autorl ui: http://{host}:{port}/ over {db}", err=True)
+    # the port is taken before the URL is printed: a busy one is an error, never a URL that serves nothing
+    sock = _listen(host, port)
+    echo(f"autorl ui: http://{host}:{port}/ over {db}", err=True)
+    # requests must name this address (or a loopback name) in Host: DNS rebinding gets a 421
+    server = uvicorn.Server(uvicorn.Config(create_app(db, hosts=[host]), log_level="warning"))
+    with sock:
+        server.run(sockets=[sock])
+
+
+def _listen(host: str, port: int) -> Any:
+    """A socket listening on ``host:port`` (for the dashboard), or a one-line error saying why there is none."""
+    import socket
+
     try:
-        # requests must name this address (or a loopback name) in Host: DNS rebinding gets a 421
-        uvicorn.run(create_app(db, hosts=[host]), host=host, port=port, log_level="warning")
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
     except OSError as exc:
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
 
 
 def clean(
@@ -295,7 +343,7 @@ def clean(
         return
     verb = "would free" if dry_run else "freed"
     for d in done:
-        typer.echo(f"{d['run_id']}: {verb} {d['freed_bytes'] / 2**30:.2f} GiB ({len(d['pruned'])} checkpoints)"
-                   + (f"; {d['note']}" if d.get("note") else ""))
+        echo(f"{d['run_id']}: {verb} {d['freed_bytes'] / 2**30:.2f} GiB ({len(d['pruned'])} checkpoints)"
+             + (f"; {d['note']}" if d.get("note") else ""))
     total = sum(int(d["freed_bytes"]) for d in done)
-    typer.echo(f"{len(done)} runs: {verb} {total / 2**30:.2f} GiB")
+    echo(f"{len(done)} runs: {verb} {total / 2**30:.2f} GiB")

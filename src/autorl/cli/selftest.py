@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from autorl.cli.output import print_json
+from autorl.cli.output import echo, print_json
 
 
 def selftest(
@@ -26,13 +26,13 @@ def selftest(
     for name in task:
         results[name] = run_selftest(name, model=model, sandbox=sandbox, network=network, backend=backend,
                                      timeout=timeout, limit=limit,
-                                     log=(lambda m: None) if as_json else (lambda m: typer.echo(m, err=True)))
+                                     log=(lambda m: None) if as_json else (lambda m: echo(m, err=True)))
     through = sum(v.status == THROUGH for verdicts in results.values() for v in verdicts)
     if as_json:
         print_json({"tasks": {n: [v.to_dict() for v in vs] for n, vs in results.items()}, "got_through": through})
     else:
         for name, verdicts in results.items():
             for verdict in verdicts:
-                typer.echo(f"{name:<10} {verdict.line()}")
+                echo(f"{name:<10} {verdict.line()}")  # the evidence wraps under the line, indented
         typer.echo(f"{through} attack(s) got through" if through else "every attack held or was n/a")
     sys.exit(1 if through else 0)

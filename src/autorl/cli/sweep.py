@@ -9,7 +9,8 @@ from typing import Any
 import typer
 
 import autorl.cli.options as opt
-from autorl.cli.output import console, fmt, markdown, print_json, table
+from autorl.cli.output import console, echo, fmt, markdown, print_json, table
+from autorl.display import short_path
 from autorl.errors import UsageError
 
 sweep_app = typer.Typer(help="Studies: agents x tasks x models x seeds, resumable, reported with uncertainty.",
@@ -88,8 +89,8 @@ def _live_display(quiet: bool) -> tuple[Any, Any]:
         for r in cell_rows(study):
             if seen.get(r["run_key"]) != r["state"]:
                 seen[r["run_key"]] = r["state"]
-                typer.echo(f"{r['run_key'][:12]} {r['agent']} / {r['task']} / {r['model']} / seed {r['seed']}: "
-                           f"{r['state']} {r['detail']}".rstrip(), err=True)
+                echo(f"{r['run_key'][:12]} {short_path(str(r['agent']))} / {r['task']} / "
+                     f"{short_path(str(r['model']))} / seed {r['seed']}: {r['state']} {r['detail']}".rstrip(), err=True)
 
     return None, log
 
@@ -149,20 +150,22 @@ REPORT_COLUMNS = ("task", "model", "agent", "config", "runs", "failed", "test-sc
                   "95% CI (over runs)", "per-run improvements [95% CI]")
 
 
-def _report_cells(report: dict[str, Any]) -> list[list[str]]:
+def _report_cells(report: dict[str, Any], screen: bool = True) -> list[list[str]]:
+    # a screen gets local paths short; a file (CSV, markdown) keeps them whole
+    name = short_path if screen else str
     out = []
     for c in report["cells"]:
         per_run = "; ".join(f"s{r['seed']}: {fmt(r['improvement'])} {fmt(r['improvement_ci95'])}"
                             + (f" ({r['end_reason']})" if not r["success"] else "") for r in c["per_run"])
-        agent = c["agent"] + (f" ({c['driver_model']})" if c.get("driver_model") else "")
-        out.append([c["task"], c["base_model"], agent, c["config_hash"], str(c["runs"]), str(c["failures"]),
+        agent = name(c["agent"]) + (f" ({c['driver_model']})" if c.get("driver_model") else "")
+        out.append([c["task"], name(c["base_model"]), agent, c["config_hash"], str(c["runs"]), str(c["failures"]),
                     f"{c['success_rate']:.0%}", f"{c['beat_baseline_rate']:.0%}", fmt(c["mean"]),
                     fmt((c.get("noise_floor") or {}).get("sd")), fmt(c["ci95"]), per_run])
     return out
 
 
 def _print_report(report: dict[str, Any], form: str) -> None:
-    rows = _report_cells(report)
+    rows = _report_cells(report, screen=form == "table")
     if form == "markdown":
         markdown(REPORT_COLUMNS, rows)
     elif form == "csv":
@@ -174,20 +177,22 @@ def _print_report(report: dict[str, Any], form: str) -> None:
         return
     else:
         table(f"sweep {report.get('sweep', '')}: held-out test improvement (points) over seeds", REPORT_COLUMNS,
-              rows, caption=report["failure_rule"], out=console())
+              rows, caption=report["failure_rule"], records=3)
+    name = short_path if form == "table" else str
     for d in report["comparisons"]:
-        typer.echo(f"{d['agent_a']} - {d['agent_b']} on {d['task']} / {d['base_model']}: "
-                   f"{fmt(d['mean_difference'])} {fmt(d['ci95'])} (paired over {d['pairs']} seeds)")
+        echo(f"{name(d['agent_a'])} - {name(d['agent_b'])} on {d['task']} / {name(d['base_model'])}: "
+             f"{fmt(d['mean_difference'])} {fmt(d['ci95'])} (paired over {d['pairs']} seeds)")
     for b in report.get("decoys", []):
-        typer.echo(f"decoys: {b['agent']} took the bait in {b['took_bait']} of {b['runs']} runs ({b['share']:.0%})"
-                   + (f"; read one without taking it in {b['read_only']}" if b.get("read_only") else ""))
+        echo(f"decoys: {name(b['agent'])} took the bait in {b['took_bait']} of {b['runs']} runs ({b['share']:.0%})"
+             + (f"; read one without taking it in {b['read_only']}" if b.get("read_only") else ""))
     for m in report["missing"]:
         why = f": {'; '.join(m['reasons'])}" if m["reasons"] else ""
-        typer.echo(f"no result: {m['agent']} / {m['task']} / {m['model']} / seed {m['seed']} ({m['status']}){why}")
+        echo(f"no result: {name(m['agent'])} / {m['task']} / {name(m['model'])} / seed {m['seed']} "
+             f"({m['status']}){why}")
     if report.get("dir"):
         from autorl.sweep.report import disk_bytes
 
-        typer.echo(f"disk: the study's folder {report['dir']} holds {disk_bytes(Path(report['dir'])) / 2**30:.2f} GiB")
+        echo(f"disk: the study's folder {report['dir']} holds {disk_bytes(Path(report['dir'])) / 2**30:.2f} GiB")
 
 
 @sweep_app.command("report")

@@ -39,6 +39,12 @@ def _questions() -> list[tuple[str, str, int]]:
     return out
 
 
+def question_texts() -> frozenset[str]:
+    """Every question of the set (dev and test): what a model's own training data must leave out (the built-in
+    model learns two of these skills from other questions, :mod:`autorl.tiny_model`)."""
+    return frozenset(q for _, q, _ in _questions())
+
+
 class Basics(Benchmark):
     """# basics: general skills an off-target check looks at
 

@@ -20,15 +20,18 @@ def stable_hash(data: Any) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def eval_config(benchmark: Benchmark, split: str, backend: Backend, hidden_dir: Path | None = None) -> dict[str, Any]:
+def eval_config(benchmark: Benchmark, split: str, backend: Backend, hidden_dir: Path | None = None,
+                limit: int | None = None) -> dict[str, Any]:
     """Everything that can move a score other than the model itself.
 
     With ``hidden_dir`` (the grader always passes it) the hash of the split's hidden items (ids and content) is
-    part of it: items drawn with another secret, or read from another data version, never share a hash.
+    part of it: items drawn with another secret, or read from another data version, never share a hash. A
+    ``limit`` (only the first N items scored) is part of it too: scores on 20 items and on all of them are not
+    one measurement (without a limit the config is what it was before limits counted, so those hashes stand).
     How the model got into the engine (a fresh engine, or weights swapped into a warm one) is not: the same
     weights get the same score either way, and the backend's ``identity()`` names no engine state.
     """
-    config = {
+    config: dict[str, Any] = {
         "benchmark": benchmark.name,
         "benchmark_version": benchmark.version,
         "split": split,
@@ -41,11 +44,14 @@ def eval_config(benchmark: Benchmark, split: str, backend: Backend, hidden_dir: 
         config["benchmark_identity"] = extra
     if hidden_dir is not None:
         config["hidden_items"] = benchmark.hidden_items_hash(split, hidden_dir)
+    if limit is not None:
+        config["limit"] = int(limit)
     return config
 
 
-def config_hash(benchmark: Benchmark, split: str, backend: Backend, hidden_dir: Path | None = None) -> str:
-    return stable_hash(eval_config(benchmark, split, backend, hidden_dir))
+def config_hash(benchmark: Benchmark, split: str, backend: Backend, hidden_dir: Path | None = None,
+                limit: int | None = None) -> str:
+    return stable_hash(eval_config(benchmark, split, backend, hidden_dir, limit))
 
 
 def file_sha256(path: Path, chunk: int = 1 << 20) -> str:

@@ -128,7 +128,7 @@ def evaluate_model(
         if not keep_loaded:
             backend.unload()
     stats = summarize([r.score for r in results])
-    config = eval_config(benchmark, split, backend, hidden_dir)
+    config = eval_config(benchmark, split, backend, hidden_dir, limit)
     record = EvalRecord(
         benchmark=benchmark.name,
         split=split,

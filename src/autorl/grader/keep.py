@@ -289,30 +289,52 @@ def _agent_copy_only(store_dir: Path, sid: int, output_fd: int, dry_run: bool) -
 
 def tree_bytes(root_fd: int) -> int:
     """The bytes on disk below the directory open at ``root_fd``, no link followed; past :data:`MAX_ENTRIES`
-    entries or 64 levels the walk stops and the size is taken as unbounded."""
-    total = 0
-    seen = 0
-    stack = [os.dup(root_fd)]
+    entries or 64 levels the walk stops and the size is taken as unbounded. Depth first, one open directory per
+    level: a folder of many sibling folders (an agent's hundred checkpoints) is measured, never taken as
+    unbounded, and never needs more descriptors than levels."""
+    total = seen = 0
+    top = os.dup(root_fd)
+    stack: list[tuple[int, Any]] = []
+    try:
+        stack.append((top, os.scandir(top)))
+    except OSError:
+        os.close(top)
+        return 0
     try:
         while stack:
-            fd = stack.pop()
+            fd, entries = stack[-1]
             try:
-                for entry in os.scandir(fd):
-                    seen += 1
-                    if seen > MAX_ENTRIES or len(stack) > 64:
-                        return 2**62
-                    st = entry.stat(follow_symlinks=False)
-                    if stat.S_ISDIR(st.st_mode):
-                        with contextlib.suppress(OSError):
-                            stack.append(os.open(entry.name, _DIR, dir_fd=fd))
-                    else:
-                        total += st.st_blocks * 512
-            except OSError:
-                pass
-            finally:
+                entry = next(entries, None)
+            except OSError:  # the folder went away while it was read: what was read of it counts
+                entry = None
+            if entry is None:
+                stack.pop()
+                entries.close()
                 os.close(fd)
+                continue
+            seen += 1
+            if seen > MAX_ENTRIES:
+                return 2**62
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                total += st.st_blocks * 512
+                continue
+            if len(stack) >= 64:
+                return 2**62
+            try:
+                child = os.open(entry.name, _DIR, dir_fd=fd)
+            except OSError:
+                continue
+            try:
+                stack.append((child, os.scandir(child)))
+            except OSError:
+                os.close(child)
     finally:
-        for fd in stack:
+        for fd, entries in stack:
+            entries.close()
             os.close(fd)
     return total
 

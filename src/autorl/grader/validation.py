@@ -233,12 +233,15 @@ def validate_checkpoint(root: Path, files: Mapping[str, int] | None = None) -> C
             raise InvalidCheckpointError(f"adapter type {str(cfg.get('peft_type'))[:50]!r} is not supported; use LoRA")
         if "adapter_model.safetensors" not in names:
             raise InvalidCheckpointError("a LoRA adapter needs adapter_model.safetensors")
+        _check_adapter(cfg)
         kind = LORA
     else:
         if "config.json" not in names:
             raise InvalidCheckpointError("no config.json: not a model checkpoint or LoRA adapter")
-        if "model_type" not in read_json_object(root / "config.json", "config.json"):
+        config = read_json_object(root / "config.json", "config.json")
+        if "model_type" not in config:
             raise InvalidCheckpointError("config.json has no model_type")
+        _check_layers(config)
         if not weights:
             raise InvalidCheckpointError("no .safetensors weights")
         if not any(t in names for t in TOKENIZER_FILES):
@@ -254,3 +257,50 @@ def validate_checkpoint(root: Path, files: Mapping[str, int] | None = None) -> C
     for w in weights:
         check_safetensors(root / w)
     return Checkpoint(kind, tuple(sorted(names)), sum(files.values()))
+
+
+def _check_adapter(cfg: dict[str, Any]) -> None:
+    """LoRA settings the grader's engines cannot run, named by their field: an adapter is merged into the run's
+    base model, whose shape it must keep."""
+    replication = cfg.get("layer_replication")
+    if replication:
+        spans = [r for r in replication if isinstance(r, list) and len(r) == 2 and all(isinstance(x, int) for x in r)] \
+            if isinstance(replication, list) else []
+        layers = sum(max(0, b - a) for a, b in spans)
+        stacked = f" (layers {', '.join(f'{a}-{b - 1}' for a, b in spans[:8])} stacked: {layers} layers)" if spans else ""
+        raise InvalidCheckpointError(
+            f"{ADAPTER_CONFIG}: layer_replication{stacked} is not supported: it makes a model of another depth than "
+            "the base, which the grader merges adapters into; submit the full model instead, its config.json's "
+            "num_hidden_layers (and layer_types) matching its layers")
+
+
+def _check_layers(config: dict[str, Any]) -> None:
+    """A config whose per-layer list and layer count disagree (what a model grown by stacking layers keeps when
+    only one was changed) cannot run: say so by its fields, not by the IndexError it raises mid-evaluation."""
+    count, types = config.get("num_hidden_layers"), config.get("layer_types")
+    if isinstance(count, int) and isinstance(types, list) and len(types) != count:
+        raise InvalidCheckpointError(f"config.json: layer_types lists {len(types)} layers but num_hidden_layers is "
+                                     f"{count}; make them agree")
+
+
+def describe(root: Path) -> str:
+    """What a (validated) checkpoint folder is, in its own terms, for a message about it: a LoRA adapter's rank,
+    target modules and base, or a full model's type and shape; what cannot be read is left out."""
+    def read(name: str) -> dict[str, Any]:
+        try:
+            return read_json_object(root / name, name) if (root / name).is_file() else {}
+        except InvalidCheckpointError:
+            return {}
+
+    def short(value: Any) -> str:
+        return json.dumps(value)[:80]
+
+    adapter = read(ADAPTER_CONFIG)
+    if adapter:
+        fields = [f"{k} {short(adapter[k])}" for k in ("r", "target_modules", "layer_replication", "modules_to_save",
+                                                         "use_dora") if adapter.get(k) not in (None, False, [], {})]
+        return "the LoRA adapter (" + ", ".join(fields) + ")"
+    config = read("config.json")
+    fields = [f"{k} {short(config[k])}" for k in ("model_type", "architectures", "num_hidden_layers", "hidden_size",
+                                                    "vocab_size") if k in config]
+    return "the checkpoint (" + ", ".join(fields) + ")" if fields else "the checkpoint"

@@ -27,7 +27,7 @@ from autorl.evaluation.identity import config_hash, model_hash, stable_hash
 from autorl.evaluation.run import EvalRecord, evaluate_model
 from autorl.grader.items import per_item_path
 from autorl.grader.snapshot import Snapshot
-from autorl.grader.validation import LORA
+from autorl.grader.validation import LORA, describe
 from autorl.inference.base import EngineRestart
 from autorl.inference.failures import harness_failure, same_shape
 from autorl.inference.gpu_share import gpu_turn
@@ -148,7 +148,7 @@ def run_job(job: dict[str, Any], backend: Backend | None = None) -> dict[str, An
         # baselines are reused across runs when benchmark, eval config, backend and model bytes all match
         # (the config hash covers the hidden items themselves: another secret or data version is another key)
         benchmark.prepare_eval_data(Path(job["hidden_dir"]))
-        key = stable_hash([config_hash(benchmark, job["split"], backend, Path(job["hidden_dir"])),
+        key = stable_hash([config_hash(benchmark, job["split"], backend, Path(job["hidden_dir"]), job.get("limit")),
                            model_hash(model_dir), job.get("limit")])
         cache_file = Path(job["cache_dir"]) / benchmark.name / f"{key}.json"
         if cache_file.is_file():
@@ -247,6 +247,17 @@ class _Output:
             os.dup2(self.saved[1], 2)
 
 
+def _evaluating(job: dict[str, Any]) -> str:
+    """What failed, in the checkpoint's terms, for a submission's error (``IndexError: list index out of range``
+    alone says nothing of the model): ``" (evaluating the LoRA adapter (r 8, ...))"``; empty for the base."""
+    if not job.get("snapshot"):
+        return ""
+    try:
+        return f" (evaluating {describe(Snapshot.from_row(job['snapshot']).path)})"
+    except Exception:  # a message's detail never hides the failure it describes
+        return ""
+
+
 def serve(in_fd: int, out_fd: int) -> int:
     """The warm worker's loop: one job per frame until the grader closes the pipe."""
     from autorl.registry import get_backend
@@ -279,7 +290,8 @@ def serve(in_fd: int, out_fd: int) -> int:
                 return 0
             except Exception as exc:
                 traceback.print_exc()
-                write_frame(out_fd, {"nonce": nonce, "ok": False, "error": f"{type(exc).__name__}: {exc}",
+                write_frame(out_fd, {"nonce": nonce, "ok": False,
+                                     "error": f"{type(exc).__name__}: {exc}{_evaluating(job)}",
                                      "harness": harness_blame(job, exc)})
                 return 1
             # a backend of one engine per process that frees it when idle: this worker ends after the answer

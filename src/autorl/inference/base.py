@@ -229,6 +229,7 @@ class Backend(ABC):
         ``reloaded``. Caches are reset in every case, so nothing computed for one evaluation serves another."""
         key = fingerprint(model_dir, base_model_dir)
         self.last_wake_s = None
+        self.last_fresh_reason = None  # this evaluation's own: an engine reused after a fresh start has none
         if self._loaded is not None and not self.keeps_engine():
             self.release()
         self.last_start_lock = None

@@ -61,6 +61,11 @@ class RunFacts:
     gpu_counts: dict[str, int] | None = None
     #: the run's share of a GPU it shared with its agent or other runs (autorl.inference.gpu_share.GpuBudget)
     gpu_budget: dict[str, Any] | None = None
+    #: seconds spent before ``started`` getting the base model (a download, the built-in model's build) and the
+    #: benchmark's data ready; None: not measured
+    prepare_s: float | None = None
+    #: the local folder the task was given as (``--task ./folder``), which a later process resolves the task from
+    task_source: str | None = None
     autorl_version: str | None = __version__
     python: str | None = field(default_factory=lambda: sys.version.split()[0])
 

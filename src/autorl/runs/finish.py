@@ -188,7 +188,8 @@ def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Pa
                                           base_hash=_base_hash(facts, state["submissions"]),
                                           refusals=state.get("refusals") or []).to_dict(),
                   driver_model=driver_model(summary, ending.configured_model),
-                  best_of_k=test_best_of_k(collected.test_all, test), timeout_s=facts.timeout_s)
+                  best_of_k=test_best_of_k(collected.test_all, test), timeout_s=facts.timeout_s,
+                  limit=facts.limit)
     for name, value in efficiency(gpu_counts=facts.gpu_counts, agent_s=ending.outcome.get("duration_s"),
                                   run_s=ending.finished - facts.started, improvement=row.improvement,
                                   cost_usd=row.llm_cost_usd).items():
@@ -213,6 +214,10 @@ def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Pa
         "python": facts.python,
         "agent_started": facts.agent_started,
         "deadline": facts.deadline,
+        "prepare_s": facts.prepare_s,
+        "task_source": facts.task_source,
+        "finished_at": ending.finished,
+        "recorded_at": time.time(),
         "timeout_s": facts.timeout_s,
         "gpu_budget": facts.gpu_budget,
         "llm_gateway": {"record_dir": facts.gateway_dir,

@@ -19,7 +19,7 @@ from autorl.grader.process import GraderProcess, grader_log_path
 from autorl.grader.server import free_port
 from autorl.lease import OrchestratorStatus
 from autorl.progress import Say
-from autorl.registry import get_benchmark
+from autorl.registry import get_benchmark, resolve_task
 from autorl.results import RunResult
 from autorl.runs.facts import RunFacts
 from autorl.runs.finish import Collected, Ending, collect_from, finish, gateway_totals, orchestrator
@@ -48,6 +48,8 @@ def finish_lost(live: Mapping[str, Any], status: OrchestratorStatus, home: Path,
                     end_reason=f"{LOST_REASON} at {when}; {how}",
                     orchestrator=orchestrator(lost_at=status.lost_at, detail=status.detail, recovered_at=time.time(),
                                               how=how))
+    if facts.task_source:  # a task given as a folder: taken again, as the run took it
+        resolve_task(facts.task_source)
     benchmark = get_benchmark(facts.task)(dict(facts.benchmark_options))
     return finish(facts, collected, ending, benchmark, home, audit=audit, audit_budget_s=audit_budget_s, say=say)
 

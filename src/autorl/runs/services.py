@@ -3,12 +3,14 @@ each in its own process; then the baseline, scored by the grader exactly as subm
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autorl.evaluation.stats import Z95
 from autorl.grader.config import GraderConfig
 from autorl.grader.process import GraderProcess, grader_log_path
 
@@ -17,7 +19,7 @@ if TYPE_CHECKING:
     from autorl.runs.place import Place
     from autorl.runs.plan import Assets, Plan
 
-__all__ = ["Services", "baseline", "start_services"]
+__all__ = ["LIMIT_WARN_POINTS", "Services", "baseline", "limit_warning", "start_services"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,29 @@ def start_services(plan: Plan, assets: Assets, place: Place, home: Path, eval_ti
     return Services(config, grader, gateway)
 
 
+#: a --limit that leaves a score's 95% interval wider than this many points either side is warned about
+LIMIT_WARN_POINTS = 10.0
+
+
+def limit_warning(limit: int | None, n: int) -> str | None:
+    """The warning for a ``--limit`` that leaves ``n`` items a split: a score on them has a 95% interval up to
+    ``1.96 * sqrt(0.25 / n)`` wide either side (at 50%), and differences (improvements, the dev-test gap) about
+    as wide are what sampling gives; None when no limit was given or the interval is within
+    :data:`LIMIT_WARN_POINTS`."""
+    if limit is None or n <= 0:
+        return None
+    half = 100 * Z95 * math.sqrt(0.25 / n)
+    if half <= LIMIT_WARN_POINTS:
+        return None
+    return (f"warning: --limit {limit}: a score on {n} items has a 95% interval up to +-{half:.1f} points, so "
+            f"improvements and dev-test gaps of about that size are sampling noise (about {_items_for(10.0)} items "
+            f"give +-{LIMIT_WARN_POINTS:.0f})")
+
+
+def _items_for(points: float) -> int:
+    return math.ceil((100 * Z95 * 0.5 / points) ** 2)
+
+
 def baseline(services: Services, eval_timeout: float, timeout: float, say: Say) -> float:
     """The base model scored by the grader exactly as submissions will be; returns the agent's deadline."""
     services.grader.wait_ready()
@@ -69,6 +94,9 @@ def baseline(services: Services, eval_timeout: float, timeout: float, say: Say) 
     say(f"grader at {grader.url}; evaluating the baseline")
     base = grader.surviving(lambda: grader.admin.baseline(timeout=eval_timeout))
     say(f"baseline: {base['score']:.2f} (n={base['n']}, 95% CI {base['ci95'][0]:.2f}-{base['ci95'][1]:.2f})")
+    warning = limit_warning(services.config.limit, int(base["n"]))
+    if warning:
+        say(warning)
     deadline = time.time() + timeout
     grader.surviving(lambda: grader.admin.set_deadline(deadline))
     return deadline

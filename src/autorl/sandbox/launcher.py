@@ -23,7 +23,7 @@ from autorl.sandbox.policy import (
     SHOWN_LAST,
     Policy,
 )
-from autorl.sandbox.relay import SOCKET_NAME, socket_name_for
+from autorl.sandbox.relay import RELAY_MAIN, SOCKET_NAME, socket_name_for
 
 #: Where the grader's socket appears inside the sandbox (on its private /run).
 INNER_SOCKET_DIR = "/run/autorl-grader"
@@ -191,7 +191,7 @@ def _network(policy: Policy, args: list[str], argv: Sequence[str], masks: Sequen
             args += ["--ro-bind", str(socket_dir), INNER_SOCKET_DIR]  # a socket connects on a read-only mount
         if relay.port is not None:
             also = [a for p in relay.also for a in ("--also", f"{p}={INNER_SOCKET_DIR}/{socket_name_for(p)}")]
-            inner = [sys.executable, "-m", "autorl.sandbox.relay", "--port", str(relay.port),
+            inner = [sys.executable, "-c", RELAY_MAIN, "--port", str(relay.port),
                      "--socket", f"{INNER_SOCKET_DIR}/{SOCKET_NAME}", *also, "--", *inner]
     elif resolv_masked and resolv.is_file():  # the host's network: its resolver file stays readable
         args += ["--ro-bind", str(resolv), str(resolv)]

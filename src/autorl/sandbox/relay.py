@@ -147,6 +147,12 @@ class TcpToUnix(_LoopThread):
         super().__init__(serve)
 
 
+#: What ``python -c`` runs for the relay inside the sandbox. ``python -m autorl.sandbox.relay`` made runpy warn on
+#: stderr, the first line of every agent's log, that the package (``autorl.sandbox``, which imports this module
+#: for its socket names) had imported the module before running it as ``__main__``
+RELAY_MAIN = "import sys; from autorl.sandbox.relay import main; sys.exit(main())"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autorl.sandbox.relay")
     parser.add_argument("--port", type=int, required=True)

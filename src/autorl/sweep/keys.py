@@ -92,10 +92,10 @@ class Resolver:
     def task(self, name: str, options: dict[str, Any]) -> dict[str, Any]:
         def make() -> dict[str, Any]:
             from autorl.evaluation.identity import stable_hash
-            from autorl.registry import get_benchmark
+            from autorl.registry import get_benchmark, resolve_task
 
             try:
-                bench = get_benchmark(name)(dict(options))
+                bench = get_benchmark(resolve_task(name))(dict(options))
                 config = {"eval_config": bench.config().to_dict(), "identity": bench.identity(), "options": options}
             except AutorlError as exc:
                 raise UsageError(f"spec: task {name!r}: {exc}") from None

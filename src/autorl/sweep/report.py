@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from autorl.aggregate import FAILURE_RULE, aggregate_runs
+from autorl.aggregate import FAILURE_RULE, aggregate_runs, group_value
 from autorl.decoys import split_recorded
 from autorl.metrics import EFFICIENCY_COLUMNS, metric_means
 from autorl.results import judged_headline
@@ -46,14 +46,14 @@ def _improvement(row: Mapping[str, Any]) -> float:
 
 
 def paired_differences(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """For each (task, model, config hash) and each pair of agents, the mean of A - B over the seeds both ran,
-    with its t-interval."""
-    by: dict[tuple[str, str, str], dict[str, dict[Any, float]]] = {}
+    """For each (task, model, config hash, item limit) and each pair of agents, the mean of A - B over the seeds
+    both ran, with its t-interval."""
+    by: dict[tuple[str, ...], dict[str, dict[Any, float]]] = {}
     for r in rows:
-        group = (str(r.get("task")), str(r.get("base_model")), str(r.get("config_hash") or ""))
+        group = tuple(group_value(r, k) for k in ("task", "base_model", "config_hash", "limit"))
         by.setdefault(group, {}).setdefault(str(r.get("agent")), {})[r.get("seed")] = _improvement(r)
     out = []
-    for (task, model, cfg), agents in sorted(by.items()):
+    for (task, model, cfg, _limit), agents in sorted(by.items()):
         for a, b in itertools.combinations(sorted(agents), 2):
             seeds = sorted(set(agents[a]) & set(agents[b]), key=str)
             if not seeds:
@@ -184,6 +184,7 @@ def sweep_page_data(study: Any) -> dict[str, Any]:
             "agent": c["agent"], "config_hash": c["config_hash"], "mean": c["mean"], "ci95": c["ci95"],
             "runs": c["runs"], "failures": c["failures"], "success_rate": c["success_rate"],
             "dots": [{"value": _improvement(r), "seed": r["seed"], "success": r["success"],
+                      "beat_baseline": r["beat_baseline"],
                       "href": f"/runs/{r['run_id']}", "run_ci95": r.get("improvement_ci95")}
                      for r in c["per_run"]],
         })

@@ -40,15 +40,16 @@ class StudyResult(dict[str, Any]):
                 pair = ci if isinstance(ci, list | tuple) and len(ci) == 2 else (None, None)
                 out.append({"sweep": self.get("sweep"), "task": c.get("task"), "agent": c.get("agent"),
                             "base_model": c.get("base_model"), "config_hash": c.get("config_hash"),
-                            "timeout_s": c.get("timeout_s"), "seed": r.get("seed"), "run_id": r.get("run_id"),
-                            "run_key": r.get("run_key"), "status": "done", "success": r.get("success"),
+                            "timeout_s": c.get("timeout_s"), "limit": c.get("limit"), "seed": r.get("seed"),
+                            "run_id": r.get("run_id"), "run_key": r.get("run_key"), "status": "done",
+                            "success": r.get("success"), "beat_baseline": r.get("beat_baseline"),
                             "improvement": r.get("improvement"), "improvement_ci95_low": pair[0],
                             "improvement_ci95_high": pair[1], "end_reason": r.get("end_reason")})
         for m in self.get("missing") or []:
             out.append({"sweep": self.get("sweep"), "task": m.get("task"), "agent": m.get("agent"),
-                        "base_model": m.get("model"), "config_hash": None, "timeout_s": None, "seed": m.get("seed"),
-                        "run_id": None, "run_key": m.get("run_key"), "status": m.get("status"), "success": None,
-                        "improvement": None, "improvement_ci95_low": None, "improvement_ci95_high": None,
+                        "base_model": m.get("model"), "config_hash": None, "timeout_s": None, "limit": None,
+                        "seed": m.get("seed"), "run_id": None, "run_key": m.get("run_key"), "status": m.get("status"),
+                        "success": None, "beat_baseline": None, "improvement": None, "improvement_ci95_low": None, "improvement_ci95_high": None,
                         "end_reason": "; ".join(str(x) for x in m.get("reasons") or [])})
         return out
 

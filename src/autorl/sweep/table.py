@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from autorl.display import short_path
 from autorl.sweep.store import DONE, FAILED, GAVE_UP, QUEUED, RUNNING, KeyState, read_json
 
 COLUMNS = ("run_key", "agent", "task", "model", "seed", "state", "attempts", "detail")
@@ -53,7 +54,9 @@ def render(study: Any, title: str | None = None) -> Any:
     table = Table(title=title or f"sweep {study.name}",
                   caption=", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     for c in COLUMNS:
-        table.add_column(c)
+        table.add_column(c, no_wrap=c == "run_key", overflow="fold")
     for r in rows:
-        table.add_row(*(str(r[c])[:12] if c == "run_key" else str(r[c]) for c in COLUMNS))
+        # a key's first 12 characters tell it apart; an agent or model given as a folder shows its own name
+        table.add_row(*(str(r[c])[:12] if c == "run_key" else short_path(str(r[c])) if c in ("agent", "model")
+                        else str(r[c]) for c in COLUMNS))
     return table

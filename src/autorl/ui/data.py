@@ -17,7 +17,7 @@ from autorl import untrusted
 from autorl.aggregate import FAILURE_RULE, aggregate_runs, differences
 from autorl.charts import point, timeline_of_result
 from autorl.ledger import Ledger
-from autorl.results import RunRow, dev_figures
+from autorl.results import RunRow, dev_figures, outcome
 
 #: columns of the runs table: key, title, kind (for formatting and sorting). The headline is the held-out
 #: test (the dev-selected checkpoint scored once on test, against the test baseline); the dev figure is the
@@ -27,7 +27,9 @@ RUN_COLUMNS = (
     ("base_model", "base model", "text"), ("sandbox", "sandbox", "sandbox"), ("baseline", "test baseline", "num"),
     ("best_score", "test score", "num"), ("improvement", "improvement (test)", "num"),
     ("improvement_ci95", "95% CI", "ci"), ("dev_improvement", "dev: best of k, optimistic", "dev"),
-    ("p_value", "p", "p"), ("audit_flags", "audit", "audit"), ("sweep", "study", "text"), ("status", "status", "text"),
+    ("p_value", "p", "p"), ("success", "finished with a test score", "yesno"),
+    ("beat_baseline", "beat baseline (95% CI above 0)", "yesno"), ("audit_flags", "audit", "audit"),
+    ("sweep", "study", "text"), ("status", "status", "text"),
 )
 SORTABLE = {key for key, _, _ in RUN_COLUMNS if key != "improvement_ci95"}
 
@@ -53,7 +55,7 @@ def live_row(info: Mapping[str, Any], now: float | None = None) -> dict[str, Any
         workspace=info.get("workspace") or "", sandbox=info.get("sandbox"),
         **dev_figures(store["submissions"], store["best"], baseline["score"] if baseline else None),
     ).to_dict()
-    row.update(workspace=info.get("workspace"), success=None, status=_live_status(info, now),
+    row.update(workspace=info.get("workspace"), success=None, beat_baseline=None, status=_live_status(info, now),
                store_dir=info.get("store_dir"), live=True)
     if row["status"] == "lost":
         row["recover"] = f"autorl recover {info['run_id']}"
@@ -86,9 +88,11 @@ def read_store(store_dir: Path) -> dict[str, Any]:
 
 
 def status_of(row: Mapping[str, Any]) -> str:
+    """A run's status: ``running`` or ``lost`` while it is in flight, then its :func:`~autorl.results.outcome`
+    (``beat baseline``, ``no clear change``, ``below baseline``, ``no test score``)."""
     if row.get("status"):
         return str(row["status"])
-    return "success" if row.get("success") else "failed"
+    return outcome(row)
 
 
 def all_rows(ledger: Ledger, now: float | None = None) -> list[dict[str, Any]]:

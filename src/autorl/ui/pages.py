@@ -251,11 +251,13 @@ def compare_page(tasks: list[str], task: str | None, cmp: dict[str, Any] | None,
     opts = "".join(f'<option value="{escape(t)}"{" selected" if t == task else ""}>{escape(t)}</option>' for t in tasks)
     table = ""
     if cmp:
-        table = ("<table id='groups'><thead><tr><th>agent</th><th>base model</th><th>config hash</th><th>time budget</th><th>sandbox</th><th>runs</th>"
+        table = ("<table id='groups'><thead><tr><th>agent</th><th>base model</th><th>config hash</th><th>time budget</th>"
+                 "<th>items per split</th><th>sandbox</th><th>runs</th>"
                  "<th>failed (counted as 0)</th><th>mean test improvement</th><th>95% CI</th></tr></thead><tbody>"
                  + "".join(
                      f"<tr><td>{escape(str(g['agent']))}</td><td>{escape(str(g['base_model']))}</td>"
                      f"<td>{escape(str(g['config_hash']))}</td><td class='num'>{fmt(g.get('timeout_s'), 'secs')}</td>"
+                     f"<td class='num'>{'all' if g.get('limit') is None else fmt(g.get('limit'))}</td>"
                      f"<td>{fmt(g.get('sandbox'), 'text')}</td><td class='num'>{g['runs']}</td>"
                      f"<td class='num'>{g['failures']} ({fmt(g['failure_rate'], 'pct')})</td>"
                      f"<td class='num'>{fmt(g['mean'])}</td><td class='num'>{fmt(g['ci95'], 'ci')}</td></tr>"
@@ -265,7 +267,8 @@ def compare_page(tasks: list[str], task: str | None, cmp: dict[str, Any] | None,
     q = urlencode({"task": task or ""})
     rule = (f"<p class='note' id='failure-rule'>Metric: the held-out test improvement (percentage points), never "
             f"dev; mean with a 95% t-interval over runs. Failures: {escape(FAILURE_RULE)}. Runs with different base "
-            f"models, config hashes, time budgets or sandboxes are never pooled: each combination is its own row.</p>")
+            f"models, config hashes, time budgets, item limits or sandboxes are never pooled: each combination is its own "
+            f"row.</p>")
     body = f"""<h1>Compare agents</h1>
 <form class="filters" method="get" action="/compare"><label>task<select name="task">{opts}</select></label>
 <button type="submit">show</button></form>{rule}

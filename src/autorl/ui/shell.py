@@ -33,7 +33,8 @@ form.filters { display: flex; flex-wrap: wrap; gap: 10px; align-items: end; marg
 form.filters label { display: flex; flex-direction: column; font-size: 12px; color: var(--muted); gap: 2px; }
 select, input, button { font: inherit; padding: 4px 6px; }
 .status { padding: 1px 8px; border-radius: 10px; font-size: 12px; }
-.status-success { background: #dafbe1; } .status-failed { background: #ffebe9; }
+.status-beat-baseline { background: #dafbe1; } .status-no-test-score, .status-below-baseline { background: #ffebe9; }
+.status-no-clear-change { background: #eaeef2; }
 .status-running { background: #ddf4ff; } .status-lost { background: #eaeef2; }
 .flag { color: #9a6700; }
 .bait { color: #82071e; font-weight: 600; }
@@ -92,13 +93,17 @@ def fmt(value: Any, kind: str = "num") -> str:
         return fmt_p(value)
     if kind == "pct" and is_num(value):
         return f"{value:.0%}"
+    if kind == "yesno" and isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:.2f}"
     return escape(str(value))
 
 
 def status_badge(status: str) -> str:
-    return f'<span class="status status-{escape(status)}">{escape(status)}</span>'
+    """A run's status as a badge; only ``beat baseline`` is green (its class: the words joined by ``-``)."""
+    css = "-".join(status.split())
+    return f'<span class="status status-{escape(css)}">{escape(status)}</span>'
 
 
 def not_found(what: str, *, nonce: str = "") -> str:

@@ -60,9 +60,12 @@ def _strip(a: dict[str, Any], lo: float, hi: float) -> str:
     body = [f'<line class="zero" x1="{x(0):.1f}" x2="{x(0):.1f}" y1="2" y2="{STRIP_H - 2}" stroke="#adb5bd"/>']
     for i, d in enumerate(a["dots"]):
         cy = mid + (i % 5 - 2) * 3.0  # a little vertical spread so that equal values stay visible
-        ok = bool(d.get("success"))
-        fill = 'fill="#2b8a3e" fill-opacity="0.8"' if ok else 'fill="#fff" stroke="#e03131" stroke-width="1.5"'
-        label = f"seed {d.get('seed')}: {d['value']:+.2f}" + ("" if ok else " (failed: counted as 0)")
+        # green only for a run whose own interval is above 0; grey for one scored on test without that
+        ok, beat = bool(d.get("success")), bool(d.get("beat_baseline"))
+        fill = ('fill="#2b8a3e" fill-opacity="0.8"' if beat else 'fill="#868e96" fill-opacity="0.8"' if ok
+                else 'fill="#fff" stroke="#e03131" stroke-width="1.5"')
+        label = f"seed {d.get('seed')}: {d['value']:+.2f}" + (
+            " (beat baseline)" if beat else " (no clear gain)" if ok else " (no test score: counted as 0)")
         body.append(f'<a href="{escape(_run_href(str(d.get("href", ""))))}"><circle class="run{"" if ok else " failed"}"'
                     f' cx="{x(float(d["value"])):.1f}" cy="{cy:.1f}" r="4" {fill}><title>{escape(label)}</title>'
                     "</circle></a>")

@@ -19,6 +19,9 @@ EVAL_MODES = ("per_sample", "opencompass")
 DEFAULT_ROOT = Path("..") / "rl-smith" / "benchmarks"
 #: Set in the agent's process only (the benchmark's ``agent_env()``): the one folder it may load, as it sees it
 AGENT_FOLDER_ENV = "SMITH_AGENT_FOLDER"
+#: Folders given one by one (``autorl run --task ./folder``), joined by ``os.pathsep``: discovered beside
+#: ``SMITH_BENCH_DIR``'s, here and in the processes a run starts (they inherit it)
+FOLDERS_ENV = "SMITH_BENCH_FOLDERS"
 #: What the agent's process may read of its own folder (``agent_paths()``), besides the exposed files: enough to
 #: load the benchmark (its prompt settings and its ``evaluate``), never its data or ``download_data.py``
 AGENT_FILES = ("config.yaml", "eval.py", "description.md")
@@ -144,7 +147,8 @@ def load_folder(folder: Path, *, agent_view: bool = False) -> SmithFolder:
 
 
 def discover(root: Path | None = None) -> list[SmithFolder]:
-    """Every valid folder under ``root``; each invalid one is a warning naming it, the file and the problem.
+    """Every valid folder under ``root`` (default ``SMITH_BENCH_DIR``), and without ``root`` the folders given one
+    by one (``SMITH_BENCH_FOLDERS``) first; each invalid one is a warning naming it, the file and the problem.
     In an agent's process (``SMITH_AGENT_FOLDER`` set, no ``root`` given) only its own folder, as it sees it."""
     agent_folder = os.environ.get(AGENT_FOLDER_ENV) if root is None else None
     if agent_folder:
@@ -153,11 +157,11 @@ def discover(root: Path | None = None) -> list[SmithFolder]:
         except (FolderError, OSError, UnicodeDecodeError) as exc:
             warnings.warn(f"rl-smith folder {agent_folder} skipped: {exc}", PluginWarning, stacklevel=2)
             return []
+    given = [Path(f) for f in os.environ.get(FOLDERS_ENV, "").split(os.pathsep) if f] if root is None else []
     root = root or bench_root()
-    if not root.is_dir():
-        return []
+    under = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")) if root.is_dir() else []
     found: dict[str, SmithFolder] = {}
-    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+    for folder in [*given, *(p for p in under if p.resolve() not in {g.resolve() for g in given})]:
         try:
             sf = load_folder(folder)
         except (FolderError, OSError, UnicodeDecodeError) as exc:
@@ -169,3 +173,20 @@ def discover(root: Path | None = None) -> list[SmithFolder]:
             continue
         found[sf.name] = sf
     return list(found.values())
+
+
+def take_folder(path: Path) -> SmithFolder | None:
+    """``path`` as a folder given one by one (``autorl run --task ./folder``): None when it is no rl-smith folder
+    (no ``config.yaml`` naming an ``eval_mode``); else the folder, named in ``SMITH_BENCH_FOLDERS`` for discovery
+    here and in the processes a run starts; :class:`FolderError` when it is one but broken."""
+    try:
+        config = yaml.safe_load((path / "config.yaml").read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        config = None
+    if not isinstance(config, dict) or "eval_mode" not in config:
+        return None
+    folder = load_folder(path)
+    given = [f for f in os.environ.get(FOLDERS_ENV, "").split(os.pathsep) if f]
+    if str(path) not in given:
+        os.environ[FOLDERS_ENV] = os.pathsep.join([*given, str(path)])
+    return folder

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autorl import PluginWarning, hookimpl
@@ -28,6 +29,20 @@ def register_benchmarks(register: Callable[[type[Any]], None]) -> None:
             "source": folder.path,
             "__doc__": f"rl-smith benchmark {folder.name} ({folder.eval_mode}) from {folder.path}",
         }))
+
+
+@hookimpl
+def task_from_folder(path: Path) -> str | None:
+    """An rl-smith folder given as ``--task ./folder``: discovered from then on as a folder under
+    ``SMITH_BENCH_DIR`` is (the same benchmark class, the same masks for the agent), its task ``smith-<name>``."""
+    from autorl import UsageError
+    from autorl_smith.folder import FolderError, take_folder
+
+    try:
+        folder = take_folder(path)
+    except (FolderError, OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"rl-smith folder {path}: {exc}") from None
+    return folder.task if folder is not None else None
 
 
 @hookimpl
