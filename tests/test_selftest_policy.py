@@ -119,7 +119,8 @@ def test_weakened_installs_make_selftest_fail(tmp_path: Path) -> None:
     plugins = _plugin(tmp_path / "plugins", "autorl_path_parents", PATH_PARENTS)
     _plugin(plugins, "autorl_leaky_env", LEAKY_ENV)
     stub = write_stub_checkpoint(tmp_path / "stub", echo_answers(5))  # a scripted model: no weights to build
-    env = {"PYTHONPATH": str(plugins), "AUTORL_HOME": str(tmp_path / "operator-autorl")}
+    # a wide screen: one line per attack, its words unwrapped
+    env = {"PYTHONPATH": str(plugins), "AUTORL_HOME": str(tmp_path / "operator-autorl"), "COLUMNS": "400"}
     proc = cli("selftest", "--task", "leaky-env", "--sandbox", "bwrap", "--network", "off", "--model", str(stub),
                "--backend", "scripted", "--timeout", "60", "--limit", "5", env=env)
     assert proc.returncode == 1, proc.stderr

@@ -71,8 +71,9 @@ def doctor(as_json: bool = opt.JSON_OUTPUT) -> None:
     if as_json:
         print_json([c.to_dict() for c in rows])
         return
-    # a long fix is a command to copy: printed below the table, wrapped where the shell takes a continuation
-    long = [c for c in rows if len(c.fix) > 24]
+    # a command to copy, or a long fix: printed below the table, a command wrapped where the shell takes a
+    # continuation (in a cell it would break at the column's width, its lines no longer the command)
+    long = [c for c in rows if c.fix and (c.command or len(c.fix) > 24)]
     table("autorl doctor", ["", "check", "status", "to do"],
           [["ok" if c.ok else "--", c.name, c.detail, f"see [{long.index(c) + 1}] below" if c in long else c.fix]
            for c in rows])
