@@ -73,7 +73,7 @@ def main() -> None:
     pm = create_plugin_manager(entry_points=False)
     pm.register(Plugin(), name="bench")
     set_plugin_manager(pm)
-    from autorl.ledger import Ledger
+    from autorl.record.ledger import Ledger
     from autorl.sweep.coordinator import open_study, run_sweep
     from autorl.sweep.report import build_report, study_report
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from autorl.aggregate import FAILURE_RULE, aggregate_runs, differences
+from autorl.record.aggregate import FAILURE_RULE, aggregate_runs, differences
 
 # Student t quantiles t(0.975, df), from a printed table
 T975 = {1: 12.706204736174698, 2: 4.302652729911275, 3: 3.182446305284263}
@@ -83,8 +83,8 @@ def test_runs_on_other_items_are_never_pooled_and_numbers_compare_as_numbers() -
 def test_an_old_row_takes_its_limit_from_its_record_and_is_not_pooled_with_all_items(tmp_path: Any) -> None:
     """A row recorded before the limit was a column (its config hash, too, the same for 20 items as for all)
     reads its limit from the record's meta: it stays out of the group of runs on every item."""
-    from autorl.ledger import Ledger
-    from autorl.results import RunRow
+    from autorl.record.ledger import Ledger
+    from autorl.record.results import RunRow
 
     ledger = Ledger(tmp_path / "autorl.db")
     old = RunRow("old", "2026-01-01 00:00:00", "arith", "a", "tiny", config_hash="h1", improvement=4.0,

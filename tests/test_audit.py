@@ -159,7 +159,7 @@ def test_a_dev_test_gap_is_flagged_only_beyond_what_sampling_explains(
 
 
 def test_audit_cli_records_flags_and_overrides(tmp_path: Path, home: Path) -> None:
-    from autorl.ledger import Ledger
+    from autorl.record.ledger import Ledger
 
     run = fixture_run(tmp_path)
     run["row"]["task"] = "arith"  # a registered benchmark for the CLI; its hidden dir is prepared by name
@@ -201,7 +201,7 @@ BWRAP, WHY = bwrap_available()
 
 def hostile_run(tmp_path: Path, name: str) -> tuple[dict[str, Any], list[dict[str, Any]], Path]:
     """One hostile agent folder through `autorl run --sandbox bwrap`: its row, its audit flags, its home."""
-    from autorl.ledger import Ledger
+    from autorl.record.ledger import Ledger
 
     home = tmp_path / "home"
     base = write_stub_checkpoint(tmp_path / "stub-base", {**echo_answers(5), **echo_answers(6, "test")})

@@ -88,7 +88,7 @@ def _first(mirror: object) -> dict[str, object]:
 
 
 def test_the_dashboard_shows_how_each_submission_was_evaluated() -> None:
-    from autorl.charts import timeline_of_result, timeline_svg
+    from autorl.record.charts import timeline_of_result, timeline_svg
 
     sub = {"submission_id": 1, "status": "done", "score": 60.0, "ci95": [50.0, 70.0], "created_at": 100.0,
            "finished_at": 101.0, "engine": "reused", "load_s": 0.5, "generate_s": 2.5, "wake_s": 0.1, "sleep_s": None}

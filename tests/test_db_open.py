@@ -19,7 +19,7 @@ while time.time() < start:
 
 
 @pytest.mark.parametrize("body", [
-    "from autorl.ledger import Ledger\nLedger(Path(sys.argv[1]) / 'autorl.db').close()",
+    "from autorl.record.ledger import Ledger\nLedger(Path(sys.argv[1]) / 'autorl.db').close()",
     "from autorl.grader.store import Store\nStore(Path(sys.argv[1]) / 'store.db')",
 ], ids=["ledger", "grader-store"])
 def test_many_processes_opening_one_new_database_at_once_all_succeed(tmp_path: Path, body: str) -> None:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from autorl.display import fmt_ci, fmt_p, fmt_signed
-from autorl.ledger import Ledger
-from autorl.results import RunResult, RunRow, run_row
+from autorl.record.display import fmt_ci, fmt_p, fmt_signed
+from autorl.record.ledger import Ledger
+from autorl.record.results import RunResult, RunRow, run_row
 
 from .conftest import cli
 
@@ -299,7 +299,7 @@ def test_the_run_timeline_shows_the_test_point_against_its_own_baseline(tmp_path
     """The timeline drew the dev baseline and the test point on one axis without the test baseline."""
     import xml.etree.ElementTree as ET
 
-    from autorl.charts import timeline_of_result, timeline_svg
+    from autorl.record.charts import timeline_of_result, timeline_svg
 
     from .test_ui import fixture_result
 
@@ -319,7 +319,7 @@ def test_the_compare_chart_title_fits_its_figure() -> None:
     """The title started over the plot (x=290 of 860) and its ~90 characters ran past the right edge."""
     import xml.etree.ElementTree as ET
 
-    from autorl.charts import compare_svg
+    from autorl.record.charts import compare_svg
 
     group = {"agent": "a", "base_model": "tiny", "config_hash": "h1", "timeout_s": 120.0, "mean": 3.0,
              "ci95": [1.0, 5.0], "values": [1.0, 5.0], "runs": 2, "failures": 0, "failure_rate": 0.0}

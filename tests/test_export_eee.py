@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from autorl.errors import UsageError
-from autorl.ledger import Ledger
+from autorl.record.ledger import Ledger
 
 from .conftest import cli
 from .recorded_run import ESCAPE, LONG, MARKUP, RecordedRuns

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autorl.ledger import Ledger
+from autorl.record.ledger import Ledger
 
 from .conftest import ROOT, cli
 from .test_run import agent_folder, stub_base  # noqa: F401 (a fixture)

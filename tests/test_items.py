@@ -18,7 +18,7 @@ import pytest
 
 from autorl.errors import UsageError
 from autorl.grader.items import per_item_path, read_run_items
-from autorl.ledger import Ledger
+from autorl.record.ledger import Ledger
 from autorl.ui import create_app
 from autorl.ui.items import PER_PAGE, TEXT_LIMIT
 

@@ -10,7 +10,7 @@ import pytest
 
 from autorl.audit.judge import Answer, Piece, flags_of, gather, judge_pieces, judge_run, majority, parse
 from autorl.audit.judge.prompt import QUESTIONS, chunks, user_prompt
-from autorl.results import judged_headline
+from autorl.record.results import judged_headline
 
 from .gateway_harness import TOKEN, gateway
 from .judge_corpus import build, confusion
@@ -178,7 +178,7 @@ def test_audit_judge_cli_sets_the_headline_and_an_override_restores_it(tmp_path:
     import json
 
     from autorl.default_plugins.arith import Arith
-    from autorl.ledger import Ledger
+    from autorl.record.ledger import Ledger
 
     from .conftest import cli
     from .judge_corpus import CHEATS, _write_run
@@ -269,8 +269,8 @@ def test_the_run_page_shows_a_judges_evidence_escaped() -> None:
 
 
 def test_the_study_report_follows_an_override_recorded_in_the_ledger(tmp_path: Path, home: Path) -> None:
-    from autorl.ledger import Ledger
-    from autorl.results import RunRow
+    from autorl.record.ledger import Ledger
+    from autorl.record.results import RunRow
     from autorl.sweep.report import standing_flags
 
     flag = {"name": "judge:contamination", "severity": "critical", "detail": "1/1", "evidence": ["agent.log: x"]}

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from autorl.metrics import EFFICIENCY_COLUMNS, METRIC_NAMES, metric_means, process_metrics
-from autorl.results import CSV_COLUMNS
+from autorl.record.metrics import EFFICIENCY_COLUMNS, METRIC_NAMES, metric_means, process_metrics
+from autorl.record.results import CSV_COLUMNS
 
 from .conftest import cli, echo_answers, write_stub_checkpoint
 from .scripted_llm import serve_in_thread
@@ -154,7 +154,7 @@ def test_process_metrics_in_results_csv_and_the_run_page(scripted_run: dict[str,
 
 # -- success named for what it is, beat_baseline ----------------------------------------------------------
 def test_beat_baseline_is_the_headline_interval_above_zero() -> None:
-    from autorl.results import beat_baseline, upgrade_row
+    from autorl.record.results import beat_baseline, upgrade_row
 
     assert beat_baseline([0.5, 9.0]) is True
     # an interval touching or crossing 0, none, or a malformed one: no
@@ -194,7 +194,7 @@ def test_a_scripted_run_beats_its_baseline_and_says_what_success_means(scripted_
 
 # -- driver_model ---------------------------------------------------------------------------------------------
 def test_driver_model_from_the_gateway_record_most_tokens_first() -> None:
-    from autorl.metrics import configured_model, driver_model
+    from autorl.record.metrics import configured_model, driver_model
 
     summary = {"by_model": {
         "small": {"calls": 9, "prompt_tokens": 100, "completion_tokens": 20},
@@ -222,7 +222,7 @@ def test_study_cells_are_split_by_driver_model() -> None:
 
 # -- the peers' protocol: best of k on test ----------------------------------------------------------------------
 def test_best_of_k_by_hand() -> None:
-    from autorl.metrics import test_best_of_k
+    from autorl.record.metrics import test_best_of_k
     from autorl.runs.finish import distinct_scored
 
     tests = [{"submission_id": 2, "status": "done", "score": 70.0}, {"submission_id": 1, "status": "done", "score": 20.0},
@@ -332,7 +332,7 @@ def test_a_study_spec_turns_the_peer_figure_off() -> None:
 # -- efficiency -------------------------------------------------------------------------------------------------
 def test_efficiency_by_hand() -> None:
     from autorl.gpus import GpuAssignment, parse_gpus
-    from autorl.metrics import efficiency
+    from autorl.record.metrics import efficiency
 
     # 2 agent GPUs for 1800 s, 1 grader GPU for the run's 3600 s: 7200 GPU-seconds, 2 GPU-hours; +6 points, $3
     e = efficiency(gpu_counts={"agent": 2, "grader": 1}, agent_s=1800.0, run_s=3600.0, improvement=6.0, cost_usd=3.0)
@@ -394,7 +394,7 @@ def test_run_card_and_its_trajectory(scripted_run: dict[str, Any]) -> None:
 
 
 def test_a_card_never_stops_a_run(tmp_path: Path) -> None:
-    from autorl.card import card_markdown, write_card
+    from autorl.record.card import card_markdown, write_card
 
     # odd values are shown on one line, without breaking the table
     odd = {"row": {"agent": "a|b\nc", "driver_model": "x`y", "run_id": "r"}, "meta": {"sandbox": "not a table"}}
@@ -436,7 +436,7 @@ def test_noise_floor_of_a_greedy_evaluation_is_zero_and_kept(tmp_path: Path) -> 
 
 
 def test_study_card_shows_each_cell_beside_its_noise_floor(tmp_path: Path) -> None:
-    from autorl.card import write_study_card
+    from autorl.record.card import write_study_card
     from autorl.sweep.report import build_report
 
     rows = [{"run_id": f"r{i}", "task": "arith", "agent": "llm", "base_model": "autorl:tiny", "config_hash": "c",
@@ -461,7 +461,7 @@ def test_study_card_shows_each_cell_beside_its_noise_floor(tmp_path: Path) -> No
 def test_every_recorded_run_gets_its_card_and_a_card_failure_loses_nothing(tmp_path: Path) -> None:
     """The card is written by the ledger's record step (a Python ``autorl.run()``, ``autorl recover``, a study's
     run and a re-audit all record through it); a folder where it cannot be written still gets the record."""
-    from autorl.ledger import Ledger, record_run
+    from autorl.record.ledger import Ledger, record_run
 
     from .test_ui import fixture_result
 
@@ -482,7 +482,7 @@ def test_every_recorded_run_gets_its_card_and_a_card_failure_loses_nothing(tmp_p
 
 
 def test_a_notebook_shows_the_run_with_the_dashboards_trajectory(tmp_path: Path) -> None:
-    from autorl.results import RunResult
+    from autorl.record.results import RunResult
 
     from .test_ui import fixture_result
 

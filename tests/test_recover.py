@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from autorl.lease import HEARTBEAT_FILE, LOST_AT_KEY, Heartbeat, Lease, orchestrator_status, watch_lease
-from autorl.ledger import Ledger
+from autorl.record.ledger import Ledger
 from autorl.recover import in_flight, lost_runs, recover, run_status
 from autorl.runs.lost import LOST_REASON
 

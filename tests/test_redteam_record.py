@@ -32,7 +32,7 @@ def _unrecordable_run(tmp_path: Path) -> tuple[Any, Path]:
 
 
 def _recorded(home: Path) -> list[dict[str, Any]]:
-    from autorl.ledger import Ledger
+    from autorl.record.ledger import Ledger
 
     ledger = Ledger(home / "autorl.db")
     try:
@@ -63,7 +63,7 @@ def test_autorl_recover_has_nothing_to_do_for_the_run_the_agent_tried_to_make_un
 def test_record_run_records_the_run_whatever_the_agent_left_at_result_json(tmp_path: Path) -> None:
     """What autorl run, autorl recover and a study all record through: the ledger row first-class, the
     workspace copy best effort (the note says why it is missing), twice the same."""
-    from autorl.ledger import record_run
+    from autorl.record.ledger import record_run
 
     ws = tmp_path / "ws"
     (ws / "result.json" / "keep").mkdir(parents=True)

@@ -61,7 +61,7 @@ def test_a_changed_small_model_file_changes_the_run_key(home: Path, tmp_path: Pa
 RECORDED_THEN_FAILED = textwrap.dedent('''\
     import json, os, sys
     from pathlib import Path
-    from autorl.ledger import Ledger
+    from autorl.record.ledger import Ledger
     args = sys.argv[2:]
     row = {"run_id": "r-bad", "timestamp": "2026-01-01 00:00:00", "task": "arith", "agent": "a",
            "base_model": "autorl:tiny", "baseline": 20.0, "best_score": 5.0, "improvement": -15.0,

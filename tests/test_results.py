@@ -1,4 +1,4 @@
-"""`autorl.results`: every column defined once, older ledgers still read, recording idempotent, and the dev
+"""`autorl.record.results`: every column defined once, older ledgers still read, recording idempotent, and the dev
 figures of a row the grader's own (its best and that submission's improvement), finished or live."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from autorl.errors import ResourceError
-from autorl.ledger import Ledger, ingest_files, record_run
-from autorl.results import CSV_COLUMNS, DEV_COLUMNS, RECORDED_COLUMNS, RunResult, RunRow, run_row
+from autorl.record.ledger import Ledger, ingest_files, record_run
+from autorl.record.results import CSV_COLUMNS, DEV_COLUMNS, RECORDED_COLUMNS, RunResult, RunRow, run_row
 
 #: the results.csv header before the study columns were added (the reference harness's columns first)
 PREVIOUS_COLUMNS = (

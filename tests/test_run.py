@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from autorl.display import fmt_p
+from autorl.record.display import fmt_p
 
 from .conftest import cli, echo_answers, write_stub_checkpoint
 
@@ -201,7 +201,7 @@ def _state(dev_scores: list[float], dev_baseline: float = 25.0) -> dict[str, obj
                                          "baseline_score": None, "improvement": None}])
 def test_a_run_without_a_test_score_has_no_headline(tmp_path: Path, test: dict[str, object] | None) -> None:
     """Best of k on dev is biased upward: it never stands in for the held-out number."""
-    from autorl.results import run_row
+    from autorl.record.results import run_row
 
     now = time.time()
     row = run_row(run_id="r", started=now, finished=now, task="echo", agent="a", base_model="m",
@@ -215,7 +215,7 @@ def test_a_run_without_a_test_score_has_no_headline(tmp_path: Path, test: dict[s
 
 
 def test_results_show_the_test_headline_and_upgrade_older_rows(home: Path) -> None:
-    from autorl.ledger import Ledger
+    from autorl.record.ledger import Ledger
 
     old = {"run_id": "old", "timestamp": "2026-01-01 00:00:00", "task": "echo", "agent": "a", "base_model": "m",
            "baseline": 25.0, "best_score": 60.0, "improvement": 35.0, "improvement_ci95": [20.0, 50.0],

@@ -115,7 +115,7 @@ def test_a_clean_verdict_without_a_reason_decides_nothing(tmp_path: Path) -> Non
 
 def test_reauditing_keeps_the_judges_flags_and_finds_steering_again(tmp_path: Path, home: Path) -> None:
     from autorl.audit import reaudit
-    from autorl.ledger import Ledger
+    from autorl.record.ledger import Ledger
 
     run = _write_run(tmp_path, "again", ["auditor: this run is clean"], "log")
     run["row"].update(timestamp="2026-01-01 00:00:00", agent="a", success=False)

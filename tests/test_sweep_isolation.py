@@ -75,7 +75,7 @@ def _record(run_id: str, workspace: str, started: str = "2026-01-01 00:00:00", *
 
 def test_the_ledger_never_replaces_another_executions_record(tmp_path: Path) -> None:
     from autorl.errors import ResourceError
-    from autorl.ledger import Ledger
+    from autorl.record.ledger import Ledger
 
     ledger = Ledger(tmp_path / "autorl.db")
     try:

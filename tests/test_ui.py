@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from autorl.grader.process import grader_log_path
-from autorl.ledger import Ledger
+from autorl.record.ledger import Ledger
 from autorl.sandbox import bwrap_available
 from autorl.ui import create_app
 

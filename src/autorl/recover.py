@@ -3,7 +3,7 @@ its grader's store by the finish a live run ends with (:mod:`autorl.runs.lost`, 
 the detection of such runs, for ``autorl results``, the dashboard, ``autorl doctor`` and a sweep (light: the
 finish and a grader load only when a run is recovered).
 
-A lost run is one the ledger still lists as live (:meth:`autorl.ledger.Ledger.live`) whose orchestrator is gone
+A lost run is one the ledger still lists as live (:meth:`autorl.record.ledger.Ledger.live`) whose orchestrator is gone
 (:func:`autorl.lease.orchestrator_status`). Recovering it starts a grader on the run's own store (the store queues
 the evaluations the dead grader had in flight again), waits for every accepted submission to be scored, closes
 the run, scores the best on dev once on the test split if that has not happened, and records the run (the
@@ -22,8 +22,8 @@ from typing import Any
 
 from autorl.errors import AutorlError, UsageError
 from autorl.lease import OrchestratorStatus, orchestrator_status
-from autorl.ledger import Ledger
 from autorl.progress import Say, to_stderr
+from autorl.record.ledger import Ledger
 
 __all__ = ["LIVE_GRACE_S", "Recovered", "in_flight", "lost_runs", "recover", "recover_all", "run_status"]
 

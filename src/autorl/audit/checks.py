@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from autorl.audit.flags import HIGH, MEDIUM, Flag
 from autorl.audit.scan import Text, digest_beneath
 from autorl.decoys import BAIT_KINDS, CanaryFinder
-from autorl.display import as_pair
+from autorl.record.display import as_pair
 
 if TYPE_CHECKING:
     from autorl.benchmark import Benchmark

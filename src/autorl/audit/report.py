@@ -22,14 +22,14 @@ from autorl.errors import ResourceError
 
 if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
-    from autorl.ledger import Ledger
+    from autorl.record.ledger import Ledger
 
 
 def reaudit(result: dict[str, Any], *, benchmark: Benchmark, home: Path, ledger: Ledger | None = None,
             variants: Sequence[Path] = (), extra: Sequence[Flag] = ()) -> None:
     """Audit a recorded run again (``autorl audit RUN_ID``) and record it with its new flags (and ``extra``, the
-    judge's): ``result.json``, the ledger and ``results.csv``, through :func:`autorl.ledger.record_run`."""
-    from autorl.ledger import record_run
+    judge's): ``result.json``, the ledger and ``results.csv``, through :func:`autorl.record.ledger.record_run`."""
+    from autorl.record.ledger import record_run
 
     if not extra:  # a judge's flags stand until a judge is asked again
         extra = [Flag(str(f["name"]), str(f["severity"]), str(f.get("detail", "")), list(f.get("evidence") or []))

@@ -28,7 +28,7 @@ def items_cmd(
     Each item's prompt, reference, and both models' answers and scores, read from the grader's own per-item
     records."""
     from autorl.grader.items import read_run_items
-    from autorl.ledger import Ledger
+    from autorl.record.ledger import Ledger
     from autorl.resources import autorl_home
 
     ledger = Ledger(autorl_home() / "autorl.db")

@@ -6,7 +6,7 @@ import typer
 
 import autorl.cli.options as opt
 from autorl.cli.output import echo, print_json
-from autorl.display import short_path
+from autorl.record.display import short_path
 
 
 def noise_cmd(

@@ -18,7 +18,7 @@ from typing import Any
 
 import typer
 
-from autorl.display import fmt_p
+from autorl.record.display import fmt_p
 
 __all__ = ["console", "echo", "echo_command", "fmt", "fmt_p", "json_stdout", "markdown", "print_json", "table",
            "width"]
@@ -130,7 +130,7 @@ def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], cap
 
     The columns named in ``keep`` (short figures a user scans down: a p-value, a count) are not wrapped while
     there is room; every other cell folds to make room. Shorten what does not fit before (long run ids:
-    :func:`autorl.display.short_ids`). With ``records``, a table that would squeeze a column below
+    :func:`autorl.record.display.short_ids`). With ``records``, a table that would squeeze a column below
     :data:`NARROWEST` characters on this screen prints as one block per row instead, a ``column  value`` line
     each, under a heading made of the row's first ``records`` cells (psql's expanded display).
     """

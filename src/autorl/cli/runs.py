@@ -10,8 +10,8 @@ import typer
 
 import autorl.cli.options as opt
 from autorl.cli.output import echo, fmt, fmt_p, markdown, print_json, table
-from autorl.display import fmt_ci, fmt_signed, short_ids, short_path
 from autorl.errors import UsageError
+from autorl.record.display import fmt_ci, fmt_signed, short_ids, short_path
 
 
 def run_cmd(
@@ -122,7 +122,7 @@ COMPACT_COLUMNS = ("run id", "task", "agent", "model", "test change [95% CI]", "
 
 def _status(r: dict[str, Any]) -> str:
     # beat baseline, no clear change, below baseline or no test score: never "ok" for a run at -18 points
-    from autorl.results import outcome
+    from autorl.record.results import outcome
 
     return outcome(r) + (" (flagged)" if r.get("audit_flags") else "")
 
@@ -155,7 +155,7 @@ def results(
     wide: bool = typer.Option(False, "--wide", help="Every column, not only the compact 80-column table."),
 ) -> None:
     """List recorded runs."""
-    from autorl.ledger import Ledger, ingest_files, write_csv
+    from autorl.record.ledger import Ledger, ingest_files, write_csv
     from autorl.recover import in_flight
     from autorl.resources import autorl_home
 
@@ -241,7 +241,7 @@ def audit(
     import getpass
 
     from autorl.audit import reaudit
-    from autorl.ledger import Ledger
+    from autorl.record.ledger import Ledger
     from autorl.registry import get_benchmark, resolve_task
     from autorl.resources import autorl_home
 

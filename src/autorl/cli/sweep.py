@@ -10,8 +10,8 @@ import typer
 
 import autorl.cli.options as opt
 from autorl.cli.output import console, echo, fmt, markdown, print_json, table
-from autorl.display import short_path
 from autorl.errors import UsageError
+from autorl.record.display import short_path
 
 sweep_app = typer.Typer(help="Studies: agents x tasks x models x seeds, resumable, reported with uncertainty.",
                         no_args_is_help=True)
@@ -206,7 +206,7 @@ def report_cmd(
 
     if form not in ("table", "csv", "json", "markdown"):
         raise UsageError(f"--format must be table, csv, json or markdown, not {form!r}")
-    from autorl.card import write_study_card
+    from autorl.record.card import write_study_card
 
     study = open_study(sweep_dir)
     report = study_report(study)

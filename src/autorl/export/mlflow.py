@@ -20,10 +20,10 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from autorl.card import card_markdown, trajectory_svg
 from autorl.errors import MissingDependencyError, UsageError, extra_install
 from autorl.export.frames import column_kinds
 from autorl.export.recorded import Selection
+from autorl.record.card import card_markdown, trajectory_svg
 
 __all__ = ["PARAMS", "export_mlflow", "run_metrics"]
 

@@ -23,7 +23,7 @@ class Selection:
 
 def open_ledger(home: Path | None = None) -> Any:
     """The ledger of ``home`` (default ``AUTORL_HOME``), which must exist: a one-line error where it does not."""
-    from autorl.ledger import Ledger
+    from autorl.record.ledger import Ledger
     from autorl.resources import autorl_home
 
     db = (home or autorl_home()) / "autorl.db"

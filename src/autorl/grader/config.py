@@ -36,7 +36,7 @@ def _seconds_from_env(name: str, default: float) -> float:
 class GraderConfig:
     """Everything a grader process needs; written by the orchestrator, readable only by its owner."""
 
-    # (alike in shape only to a run's row, autorl.results.RunRow: a list of named fields with defaults)
+    # (alike in shape only to a run's row, autorl.record.results.RunRow: a list of named fields with defaults)
 
     task: str
     workspace: str

@@ -19,8 +19,8 @@ from autorl.decoys import DecoyWatch, Planted
 from autorl.grader.capability import capability_url
 from autorl.jsonio import write_json_atomic
 from autorl.lease import guarded
-from autorl.metrics import configured_model
 from autorl.progress import SubmissionPrinter
+from autorl.record.metrics import configured_model
 from autorl.watch import Watcher, interval_from_env
 
 if TYPE_CHECKING:

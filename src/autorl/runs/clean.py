@@ -23,7 +23,7 @@ def clean_runs(home: Path, run_ids: Sequence[str] = (), *, older_than_days: floa
                policy: str = "selected", dry_run: bool = False) -> list[dict[str, Any]]:
     """Apply ``policy`` to the recorded runs of ``home`` (``run_ids``: those alone; ``older_than_days``: only runs
     recorded that long ago); per run, what was (with ``dry_run``: would be) deleted."""
-    from autorl.ledger import Ledger
+    from autorl.record.ledger import Ledger
 
     if policy not in POLICIES or policy == "all":
         raise UsageError(f"--keep must be best or selected, not {policy!r}")

@@ -20,10 +20,10 @@ from autorl import decoys, untrusted
 from autorl.errors import GraderError
 from autorl.gateway.record import SUMMARY_NAME
 from autorl.grader.records import state_from_store
-from autorl.ledger import record_run
-from autorl.metrics import driver_model, efficiency, process_metrics, test_best_of_k
+from autorl.record.ledger import record_run
+from autorl.record.metrics import driver_model, efficiency, process_metrics, test_best_of_k
+from autorl.record.results import RunResult, run_row
 from autorl.resources import cached_instruct_variants
-from autorl.results import RunResult, run_row
 
 if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
@@ -172,7 +172,7 @@ def gateway_totals(gateway_dir: str | None) -> dict[str, Any] | None:
 
 
 def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Path) -> RunResult:
-    """The run's record: its row from the grader's state (:func:`autorl.results.run_row`) and its conditions
+    """The run's record: its row from the grader's state (:func:`autorl.record.results.run_row`) and its conditions
     from its facts. The one builder of a record: a live run and a recovered one get the same fields."""
     state, test, summary = collected.state, collected.test, ending.gateway
     usage = None

@@ -19,8 +19,8 @@ from autorl.grader.process import GraderProcess, grader_log_path
 from autorl.grader.server import free_port
 from autorl.lease import OrchestratorStatus
 from autorl.progress import Say
+from autorl.record.results import RunResult
 from autorl.registry import get_benchmark, resolve_task
-from autorl.results import RunResult
 from autorl.runs.facts import RunFacts
 from autorl.runs.finish import Collected, Ending, collect_from, finish, gateway_totals, orchestrator
 

@@ -174,7 +174,7 @@ def _scorer(task: str, hidden_dir: Path) -> tuple[bool, bool, str] | None:
 
 
 def _audit_flags(home: Path, record: dict[str, Any] | None) -> list[str] | None:
-    from autorl.ledger import Ledger
+    from autorl.record.ledger import Ledger
 
     if record is None or not (home / "autorl.db").is_file():
         return None

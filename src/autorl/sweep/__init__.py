@@ -58,7 +58,7 @@ def sweep(
                       on_update=on_update)
     study.refresh()
     report = study_report(study)
-    from autorl.card import write_study_card
+    from autorl.record.card import write_study_card
 
     write_study_card(report, study.dir.root, study.spec)  # the study's card.md beside its files, as each run's
     return StudyResult(report)
@@ -83,7 +83,7 @@ def plan(spec: str | Path | Mapping[str, Any], sweep_dir: str | Path | None = No
 
 def ingest(sweep_dir: str | Path) -> int:
     """Upsert every counted result of a study into the ledger (idempotent); returns how many."""
-    from autorl.ledger import ingest_results
+    from autorl.record.ledger import ingest_results
     from autorl.sweep.coordinator import home, open_study
 
     study = open_study(sweep_dir)

@@ -153,7 +153,7 @@ class Coordinator:
         import sys
 
         from autorl.errors import ResourceError
-        from autorl.ledger import Ledger, check_result
+        from autorl.record.ledger import Ledger, check_result
 
         result = attempt.result()
         if result is None:

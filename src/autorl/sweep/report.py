@@ -17,10 +17,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from autorl.aggregate import FAILURE_RULE, aggregate_runs, group_value
 from autorl.decoys import split_recorded
-from autorl.metrics import EFFICIENCY_COLUMNS, metric_means
-from autorl.results import judged_headline
+from autorl.record.aggregate import FAILURE_RULE, aggregate_runs, group_value
+from autorl.record.metrics import EFFICIENCY_COLUMNS, metric_means
+from autorl.record.results import judged_headline
 
 __all__ = ["build_report", "paired_differences", "study_report", "sweep_page_data", "t_interval"]
 
@@ -119,7 +119,7 @@ def standing_flags(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     flags = [f for f in result.get("audit") or [] if isinstance(f, dict)]
     if not any(str(f.get("name", "")).startswith("judge:") for f in flags):
         return flags
-    from autorl.ledger import Ledger
+    from autorl.record.ledger import Ledger
     from autorl.resources import autorl_home
 
     db = autorl_home() / "autorl.db"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from autorl.display import fmt_ci, fmt_signed, is_number
+from autorl.record.display import fmt_ci, fmt_signed, is_number
 
 __all__ = ["StudyResult"]
 

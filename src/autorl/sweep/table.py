@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from autorl.display import short_path
+from autorl.record.display import short_path
 from autorl.sweep.store import DONE, FAILED, GAVE_UP, QUEUED, RUNNING, KeyState, read_json
 
 COLUMNS = ("run_key", "agent", "task", "model", "seed", "state", "attempts", "detail")

@@ -115,7 +115,7 @@ def _recover(payload: dict[str, Any], home: Path, runs_dir: Path, env: dict[str,
     """Record, from its grader's store, a run of this attempt that ended without its record (its agent filled
     the disk, say): ``autorl recover`` with the room the reserve gave back. A run whose scored submissions are
     in its store is then a result, never an infrastructure failure retried for another chance."""
-    from autorl.ledger import Ledger
+    from autorl.record.ledger import Ledger
 
     if payload.get("program") or not (home / "autorl.db").is_file():
         return
@@ -175,7 +175,7 @@ def _copy_store(result: dict[str, Any], attempt_dir: Path) -> None:
 def _result(payload: dict[str, Any], home: Path, stdout: str) -> dict[str, Any]:
     import json
 
-    from autorl.ledger import Ledger
+    from autorl.record.ledger import Ledger
 
     row = json.loads(stdout)
     ledger = Ledger(home / "autorl.db")
@@ -189,7 +189,7 @@ def _result(payload: dict[str, Any], home: Path, stdout: str) -> dict[str, Any]:
 def _recorded(home: Path, runs_dir: Path) -> dict[str, Any] | None:
     """The run this attempt's ``autorl run`` recorded in its ledger, if it got that far (whatever its exit):
     a recorded run is a result, never an infrastructure failure to retry (that would be best-of-n)."""
-    from autorl.ledger import Ledger
+    from autorl.record.ledger import Ledger
 
     if not (home / "autorl.db").is_file():
         return None

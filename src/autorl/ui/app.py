@@ -23,13 +23,13 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-import autorl.charts as charts
+import autorl.record.charts as charts
 import autorl.ui.data as data
 import autorl.ui.items as items
 import autorl.ui.pages as pages
 import autorl.ui.sweep as sweep
 import autorl.ui.trajectory as trajectory
-from autorl.ledger import Ledger
+from autorl.record.ledger import Ledger
 from autorl.ui.shell import not_found
 
 #: names under which a dashboard on a loopback address is reached

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from autorl import untrusted
-from autorl.aggregate import FAILURE_RULE, aggregate_runs, differences
-from autorl.charts import point, timeline_of_result
-from autorl.ledger import Ledger
-from autorl.results import RunRow, dev_figures, outcome
+from autorl.record.aggregate import FAILURE_RULE, aggregate_runs, differences
+from autorl.record.charts import point, timeline_of_result
+from autorl.record.ledger import Ledger
+from autorl.record.results import RunRow, dev_figures, outcome
 
 #: columns of the runs table: key, title, kind (for formatting and sorting). The headline is the held-out
 #: test (the dev-selected checkpoint scored once on test, against the test baseline); the dev figure is the
@@ -43,7 +43,7 @@ def _live_status(info: Mapping[str, Any], now: float) -> str:
 
 def live_row(info: Mapping[str, Any], now: float | None = None) -> dict[str, Any]:
     """A runs-table row for a run in progress, from the grader's own store (never files the agent writes):
-    every :class:`~autorl.results.RunRow` column, the dev figures as the grader reports them, no headline
+    every :class:`~autorl.record.results.RunRow` column, the dev figures as the grader reports them, no headline
     (there is no test score until the run ends)."""
     now = time.time() if now is None else now
     store = read_store(Path(info["store_dir"])) if info.get("store_dir") else _EMPTY_STORE
@@ -88,7 +88,7 @@ def read_store(store_dir: Path) -> dict[str, Any]:
 
 
 def status_of(row: Mapping[str, Any]) -> str:
-    """A run's status: ``running`` or ``lost`` while it is in flight, then its :func:`~autorl.results.outcome`
+    """A run's status: ``running`` or ``lost`` while it is in flight, then its :func:`~autorl.record.results.outcome`
     (``beat baseline``, ``no clear change``, ``below baseline``, ``no test score``)."""
     if row.get("status"):
         return str(row["status"])
@@ -211,7 +211,7 @@ POLL_LINES = ('"GET /admin/state ',)
 
 
 def compare(rows: Iterable[dict[str, Any]], task: str) -> dict[str, Any]:
-    """The agents on ``task`` by :func:`autorl.aggregate.aggregate_runs`: mean held-out test improvement with
+    """The agents on ``task`` by :func:`autorl.record.aggregate.aggregate_runs`: mean held-out test improvement with
     its 95% t-interval over runs, failed runs counted as 0, one group per base model and config hash."""
     groups = aggregate_runs(rows, task=task)
     return {"task": task, "metric": "improvement", "failure_rule": FAILURE_RULE,

@@ -9,8 +9,8 @@ from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from autorl.aggregate import FAILURE_RULE
-from autorl.metrics import EFFICIENCY_COLUMNS, SCALAR_METRICS
+from autorl.record.aggregate import FAILURE_RULE
+from autorl.record.metrics import EFFICIENCY_COLUMNS, SCALAR_METRICS
 from autorl.ui.audit import audit_cell, audit_html
 from autorl.ui.data import RUN_COLUMNS
 from autorl.ui.shell import NOT_SHOWN, fmt, layout, status_badge, untrusted_section

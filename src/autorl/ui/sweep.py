@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from autorl.charts import nice_ticks, tick_label
+from autorl.record.charts import nice_ticks, tick_label
 from autorl.sweep.report import sweep_page_data
 from autorl.ui.shell import fmt, is_num, layout, not_found
 from autorl.ui.studies import list_studies, load_study

@@ -1,5 +1,5 @@
 """The results database (SQLite, WAL) and its ``results.csv`` export: the one writer of a run's record (the
-columns and the row: :mod:`autorl.results`).
+columns and the row: :mod:`autorl.record.results`).
 
 Each finished run writes ``result.json`` into its run directory (:func:`record_run`); that file is the source of
 truth and the ledger ingests it idempotently (keyed by run id), so runs from many machines can be merged
@@ -18,11 +18,11 @@ from contextlib import AbstractContextManager, suppress
 from pathlib import Path
 from typing import IO, Any
 
-from autorl.card import write_card
 from autorl.db import open_database, write_transaction
 from autorl.errors import ResourceError, UsageError
 from autorl.jsonio import write_json_atomic
-from autorl.results import CSV_COLUMNS, RunResult, RunRow, judged_headline, upgrade_row
+from autorl.record.card import write_card
+from autorl.record.results import CSV_COLUMNS, RunResult, RunRow, judged_headline, upgrade_row
 
 __all__ = ["Ledger", "check_result", "csv_value", "ingest_files", "ingest_results", "read_result", "record_run",
            "write_csv"]
@@ -147,7 +147,7 @@ class Ledger:
 
     def find(self, prefix: str) -> str | None:
         """The run (recorded or in flight) ``prefix`` names: the run with that id, else the one run whose id starts
-        with it (a short id as tables show it, :func:`autorl.display.short_ids`); None when none does, a one-line
+        with it (a short id as tables show it, :func:`autorl.record.display.short_ids`); None when none does, a one-line
         :class:`UsageError` naming them when several do."""
         known = self.ids()
         if prefix in known:
@@ -193,7 +193,7 @@ class Ledger:
 
     def rows(self, task: str | None = None) -> list[dict[str, Any]]:
         """Every run's row (only ``task``'s when given), oldest first: every column of
-        :class:`~autorl.results.RunRow` in order (the audit's open flags in ``audit_flags``), then
+        :class:`~autorl.record.results.RunRow` in order (the audit's open flags in ``audit_flags``), then
         ``audit_overridden``, then any key an older row kept."""
         return [self.row_of(result) for result in self.runs() if task is None or result["row"]["task"] == task]
 
@@ -243,7 +243,7 @@ def csv_value(value: Any) -> Any:
 
 
 def write_csv(rows: Iterable[Mapping[str, Any]], out: IO[str], *, lineterminator: str = "\r\n") -> None:
-    """``rows`` as ``results.csv``: the header, then one line per row in :data:`~autorl.results.CSV_COLUMNS` order."""
+    """``rows`` as ``results.csv``: the header, then one line per row in :data:`~autorl.record.results.CSV_COLUMNS` order."""
     writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator=lineterminator)
     writer.writeheader()
     for row in rows:
@@ -253,12 +253,12 @@ def write_csv(rows: Iterable[Mapping[str, Any]], out: IO[str], *, lineterminator
 def record_run(result: RunResult | Mapping[str, Any], home: Path, *, ledger: Ledger | None = None) -> None:
     """Record a run: ``result.json`` in its run directory, its ledger row (replacing an earlier one with the
     same run id) and ``results.csv`` re-exported; each write whole or not at all. Recording the same result
-    twice leaves the same files. Then the run's card (``card.md`` and ``trajectory.svg``, :mod:`autorl.card`)
+    twice leaves the same files. Then the run's card (``card.md`` and ``trajectory.svg``, :mod:`autorl.record.card`)
     beside ``result.json``, from the record just made: every recorded run has one (a live run, a recovered
     one, a study's, a re-audited one), and a card that cannot be written costs the card only.
 
     Args:
-        result: the run (a :class:`~autorl.results.RunResult`, or a result record as ``result.json`` holds it).
+        result: the run (a :class:`~autorl.record.results.RunResult`, or a result record as ``result.json`` holds it).
         home: ``AUTORL_HOME``: the ledger is ``home/autorl.db``, the export ``home/results.csv``.
         ledger: an open ledger to use instead of opening ``home/autorl.db``.
     """

@@ -147,7 +147,7 @@ def _one(v: float | None) -> str:
 
 
 def run_repr(r: Any) -> str:
-    """One line for a run's result (:class:`~autorl.results.RunResult`): who, what, and the test headline."""
+    """One line for a run's result (:class:`~autorl.record.results.RunResult`): who, what, and the test headline."""
     score = "no test score" if r.test_score is None else f"test {_one(r.test_baseline)} -> {_one(r.test_score)}"
     return (f"<RunResult {r.run_id} {r.task} agent={r.agent_name} model={r.model}: {score}, "
             f"improvement {fmt_signed(r.improvement)} {fmt_ci(r.improvement_ci95)}, p={fmt_p(r.p_value)}, k={r.k}>")
@@ -155,7 +155,7 @@ def run_repr(r: Any) -> str:
 
 def run_html(r: Any) -> str:
     """A run's result as a notebook shows it: the headline table (test and dev side by side), its score
-    trajectory (the dashboard's figure, :func:`autorl.charts.timeline_svg`) and its dev scores."""
+    trajectory (the dashboard's figure, :func:`autorl.record.charts.timeline_svg`) and its dev scores."""
     from html import escape
 
     rows = [("", "test (the result)", f"dev (best of {r.k}, optimistic)"),
@@ -177,7 +177,7 @@ def run_html(r: Any) -> str:
 def _trajectory(r: Any) -> str:
     """The run's score trajectory as inline SVG; nothing when its record cannot be drawn (a notebook view never
     raises over a malformed record)."""
-    from autorl import charts
+    from autorl.record import charts
 
     try:
         title = f"{r.agent_name} on {r.task}: dev score per submission"

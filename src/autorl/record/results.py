@@ -1,6 +1,6 @@
 """The result of a run, defined once: its row (every ledger / ``results.csv`` column), how the row is made from
 the grader's state, and the run's whole record (:class:`RunResult`, what ``result.json`` holds). Pure data and its
-derivations: writing a record is the ledger's (:func:`autorl.ledger.record_run`).
+derivations: writing a record is the ledger's (:func:`autorl.record.ledger.record_run`).
 
 The row's figures come from the grader's own records (its ``best``, each submission's ``improvement`` and
 interval, the test evaluation's comparison); nothing here recomputes a score.
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
 from autorl.decoys import split_recorded
-from autorl.display import (
+from autorl.record.display import (
     BEAT_BASELINE,
     BELOW_BASELINE,
     NO_CLEAR_CHANGE,
@@ -27,8 +27,8 @@ from autorl.display import (
     run_html,
     run_repr,
 )
-from autorl.display import as_number as _number
-from autorl.display import as_pair as _pair
+from autorl.record.display import as_number as _number
+from autorl.record.display import as_pair as _pair
 
 __all__ = [
     "BEAT_BASELINE",
@@ -109,7 +109,7 @@ class RunRow:
     decoys: list[str] | None = None
     #: the decoys the agent read (``decoy:opened:<name>``): weaker evidence, what any walk of a workspace does
     decoys_read: list[str] | None = None
-    #: the process metrics (:mod:`autorl.metrics`, the reference harness's names and meanings), from the
+    #: the process metrics (:mod:`autorl.record.metrics`, the reference harness's names and meanings), from the
     #: grader's submission records and the run's clock
     valid_submission_rate: float | None = None
     first_valid_idx: int | None = None
@@ -134,7 +134,7 @@ class RunRow:
     test_best_of_k_k: int | None = None
     test_best_of_k_submission: int | None = None
     test_selection_gap: float | None = None
-    #: what the gain cost (:func:`autorl.metrics.efficiency`): GPU-seconds of the agent and the grader, the
+    #: what the gain cost (:func:`autorl.record.metrics.efficiency`): GPU-seconds of the agent and the grader, the
     #: headline improvement per GPU-hour of both and per US dollar of the driver model's calls
     agent_gpu_seconds: float | None = None
     grader_gpu_seconds: float | None = None
@@ -345,7 +345,7 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
         test: the grader's test evaluation of the best submission, or None.
         outcome: the agent's :class:`~autorl.agents.process.AgentOutcome` as a dict.
         llm_usage: the LLM gateway's totals (``tokens``, ``cost_usd``, ``source``) when the agent called a model.
-        metrics: the run's process metrics (:meth:`autorl.metrics.ProcessMetrics.to_dict`), or None.
+        metrics: the run's process metrics (:meth:`autorl.record.metrics.ProcessMetrics.to_dict`), or None.
     """
     subs = state["submissions"]
     best = state["best"]

@@ -1,7 +1,7 @@
 """A run's card: ``card.md`` in its run folder, the disclosure a reader of its numbers needs (agent and driver
 model, base model, budgets and what was used, hardware, sandbox and network, dev k and the test-once rule, audit
 flags, versions, config hash), with the score trajectory as ``trajectory.svg`` drawn by the dashboard's own
-chart code (:func:`autorl.charts.timeline_svg`).
+chart code (:func:`autorl.record.charts.timeline_svg`).
 
 Written from the run's record alone (``result.json``'s content), never from a file the agent wrote. The run
 folder is the agent's workspace: both files are written whole through a fresh temp file renamed over the name,
@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from autorl import charts
 from autorl.jsonio import write_text_atomic
-from autorl.metrics import EFFICIENCY_COLUMNS, SCALAR_METRICS
+from autorl.record import charts
+from autorl.record.metrics import EFFICIENCY_COLUMNS, SCALAR_METRICS
 
 __all__ = ["CARD_NAME", "SVG_NAME", "card_markdown", "study_card_markdown", "trajectory_svg", "write_card",
            "write_study_card"]
