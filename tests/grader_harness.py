@@ -10,7 +10,7 @@ import httpx
 
 from autorl.grader.config import GraderConfig
 from autorl.grader.process import GraderProcess
-from autorl.grader.server import free_port
+from autorl.procs.group import free_port
 
 
 class RunningGrader(GraderProcess):

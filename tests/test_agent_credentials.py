@@ -11,10 +11,10 @@ import pytest
 
 from autorl.agents.base import AgentContext
 from autorl.agents.command import CommandAgent
-from autorl.agents.process import agent_environment
 from autorl.default_plugins.arith import Arith
 from autorl.errors import UsageError
 from autorl.gateway.agent_env import operator_variables, scrub
+from autorl.sandbox.agent import agent_environment
 from autorl.sweep.keys import Resolver
 from autorl.sweep.spec import expand_options
 

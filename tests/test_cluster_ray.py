@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from autorl.procs.group import free_port
+
 from .test_sweep import FAKE_RUN, _agents
 
 pytestmark = pytest.mark.cluster
@@ -26,20 +28,12 @@ START_S = 120.0
 ENV = {**os.environ, "RAY_AUTH_MODE": "disabled"}
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def ray_address() -> Iterator[str]:
     """`ray start --head --block` in its own process group (stopped with it, never `ray stop`, which would stop
     every Ray of this user on the machine); its address once `ray status` answers."""
     ray = str(Path(sys.executable).with_name("ray"))
-    port = _free_port()
+    port = free_port()
     temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # a short path: Ray's socket names have a length limit
     head = subprocess.Popen([ray, "start", "--head", "--block", f"--port={port}", "--num-cpus=2", "--num-gpus=0",
                              "--include-dashboard=false", f"--temp-dir={temp}", "--disable-usage-stats"],

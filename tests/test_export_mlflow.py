@@ -100,7 +100,7 @@ def test_a_store_that_cannot_be_opened_is_one_line(recorded_runs: RecordedRuns, 
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert proc.stderr.startswith("error: MLflow store nosuchscheme://x: ")
     # a server that does not answer fails at once (MLflow's own client would retry for minutes)
-    from autorl.grader.server import free_port
+    from autorl.procs.group import free_port
 
     uri = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(UsageError, match=f"MLflow store {uri}: the server does not answer"):

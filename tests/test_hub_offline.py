@@ -11,7 +11,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from autorl.grader.server import free_port
+from autorl.procs.group import free_port
 
 from .conftest import cli, write_stub_checkpoint
 from .scripted_llm import serve_in_thread

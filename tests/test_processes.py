@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,19 +12,14 @@ from pathlib import Path
 import pytest
 
 from autorl.errors import GraderError
+from autorl.procs.group import free_port
+from autorl.procs.service import ServiceProcess, open_log
 from autorl.sandbox.relay import RELAY_MAIN
-from autorl.service import ServiceProcess, open_log
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wrappers() -> list[list[str]]:
-    return [[sys.executable, "-m", "autorl.lease", "--parent", str(os.getpid())],
-            [sys.executable, "-c", RELAY_MAIN, "--port", str(_free_port()), "--socket", "/nonexistent"]]
+    return [[sys.executable, "-m", "autorl.procs.lease", "--parent", str(os.getpid())],
+            [sys.executable, "-c", RELAY_MAIN, "--port", str(free_port()), "--socket", "/nonexistent"]]
 
 
 @pytest.mark.parametrize("wrapper", _wrappers(), ids=["guard", "relay"])
@@ -47,7 +41,7 @@ def test_a_wrapper_ends_as_its_command_ended(wrapper: list[str]) -> None:
 
 def test_a_service_that_exits_at_once_says_so_with_its_log(tmp_path: Path) -> None:
     log = tmp_path / "logs" / "svc.log"
-    svc = ServiceProcess("autorl.no_such_service", tmp_path / "config.json", _free_port(), log, what="the service")
+    svc = ServiceProcess("autorl.no_such_service", tmp_path / "config.json", free_port(), log, what="the service")
     try:
         with pytest.raises(GraderError, match=r"the service exited with code 1; see .*svc\.log"):
             svc.wait_answer(lambda: False, 60, error=GraderError)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from autorl.lease import HEARTBEAT_FILE, LOST_AT_KEY, Heartbeat, Lease, orchestrator_status, watch_lease
+from autorl.procs.lease import HEARTBEAT_FILE, LOST_AT_KEY, Heartbeat, Lease, orchestrator_status, watch_lease
 from autorl.record.ledger import Ledger
 from autorl.recover import in_flight, lost_runs, recover, run_status
 from autorl.runs.lost import LOST_REASON
@@ -179,7 +179,7 @@ def test_the_guard_ends_its_command_and_the_command_s_children_when_its_parent_d
     pids = tmp_path / "pids"
     script = (f"sleep 300 & echo $! >> {pids}; sleep 300 & echo $! >> {pids}; echo $$ >> {pids}; wait")
     parent = subprocess.Popen(
-        [sys.executable, "-c", "import subprocess, sys, time; from autorl.lease import guarded; "
+        [sys.executable, "-c", "import subprocess, sys, time; from autorl.procs.lease import guarded; "
          "subprocess.Popen(guarded(sys.argv[1:]), start_new_session=True); time.sleep(300)", "bash", "-c", script])
     try:
         end = time.time() + 20
@@ -199,7 +199,7 @@ def test_the_guard_ends_its_command_and_the_command_s_children_when_its_parent_d
 
 def test_a_busy_child_ends_with_its_parent(tmp_path: Path) -> None:
     pid_file = tmp_path / "child"
-    child = ("import os, sys, time; from autorl.lease import end_with_parent; end_with_parent(0.1); "
+    child = ("import os, sys, time; from autorl.procs.lease import end_with_parent; end_with_parent(0.1); "
              f"open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(300)")
     parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
                                "subprocess.Popen([sys.executable, '-c', sys.argv[1]], start_new_session=True); "

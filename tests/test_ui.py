@@ -654,7 +654,7 @@ def test_pages_render_in_headless_chromium(ui: httpx.Client, tmp_path: Path) -> 
 
 
 def test_autorl_ui_command_serves_the_ledger(tmp_path: Path, ledger_db: Path) -> None:
-    from autorl.grader.server import free_port
+    from autorl.procs.group import free_port
 
     home = tmp_path / "home"
     home.mkdir()

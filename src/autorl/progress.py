@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from autorl.ticker import Ticker
+from autorl.procs.ticker import Ticker
 
 #: where a run, a recovery or a study says what it is doing: one line at a time
 Say = Callable[[str], None]

@@ -4,7 +4,7 @@ the detection of such runs, for ``autorl results``, the dashboard, ``autorl doct
 finish and a grader load only when a run is recovered).
 
 A lost run is one the ledger still lists as live (:meth:`autorl.record.ledger.Ledger.live`) whose orchestrator is gone
-(:func:`autorl.lease.orchestrator_status`). Recovering it starts a grader on the run's own store (the store queues
+(:func:`autorl.procs.lease.orchestrator_status`). Recovering it starts a grader on the run's own store (the store queues
 the evaluations the dead grader had in flight again), waits for every accepted submission to be scored, closes
 the run, scores the best on dev once on the test split if that has not happened, and records the run (the
 audit included) with an ``end_reason`` naming the lost orchestrator and when. A run already recorded is left as
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from autorl.errors import AutorlError, UsageError
-from autorl.lease import OrchestratorStatus, orchestrator_status
+from autorl.procs.lease import OrchestratorStatus, orchestrator_status
 from autorl.progress import Say, to_stderr
 from autorl.record.ledger import Ledger
 
@@ -45,7 +45,7 @@ class Recovered:
 
 def run_status(live: Mapping[str, Any], now: float | None = None) -> OrchestratorStatus:
     """Whether a run the ledger lists as live still has its orchestrator: its store's heartbeat says
-    (:func:`autorl.lease.orchestrator_status`); without one (the store is gone, or the run began before
+    (:func:`autorl.procs.lease.orchestrator_status`); without one (the store is gone, or the run began before
     heartbeats), it is live until :data:`LIVE_GRACE_S` past its deadline."""
     now = time.time() if now is None else now
     store_dir = live.get("store_dir")

@@ -2,7 +2,7 @@
 wing (:mod:`autorl.runs`): resolve and acquire (:mod:`~autorl.runs.plan`), the workspace
 (:mod:`~autorl.runs.place`), the grader, the gateway and the baseline (:mod:`~autorl.runs.services`), the agent
 (:mod:`~autorl.runs.agent`), then the finish that ``autorl recover`` shares (:mod:`~autorl.runs.finish`). Every
-process a run starts ends with it (:mod:`autorl.lease`).
+process a run starts ends with it (:mod:`autorl.procs.lease`).
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ class LocalGrader:
     def __init__(self, root: Path, task: str, base_model: Path | None, backend: str) -> None:
         from autorl.grader.config import GraderConfig
         from autorl.grader.process import GraderProcess
-        from autorl.grader.server import free_port
+        from autorl.procs.group import free_port
         from autorl.registry import get_benchmark
         from autorl.resources import ResolvedModel, prepare_data
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from autorl import untrusted
-from autorl.ticker import Ticker
+from autorl.procs.ticker import Ticker
 
 #: seconds between two listings (``AUTORL_WATCH_INTERVAL_S`` overrides it)
 INTERVAL_S = 10.0

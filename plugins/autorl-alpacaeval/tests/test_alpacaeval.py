@@ -297,7 +297,7 @@ def test_a_judge_that_answers_nothing_fails_the_evaluation(mirror: Path, tmp_pat
 
 
 def test_judge_key_stays_with_the_grader(judge_server: ScriptedJudge) -> None:
-    from autorl.agents.process import agent_environment
+    from autorl.sandbox.agent import agent_environment
 
     config = JudgeConfig.from_env()
     assert "sk-judge" not in json.dumps(config.identity()) and "sk-judge" not in repr(config)

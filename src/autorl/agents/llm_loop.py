@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -22,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from autorl.procs.group import kill_group
 
 TRUNCATE = 8000
 TOOLS: list[dict[str, Any]] = [
@@ -47,23 +48,6 @@ TOOLS: list[dict[str, Any]] = [
 
 class BudgetSpent(RuntimeError):
     """The gateway refused a call: the run's LLM budget is spent."""
-
-
-def kill_group(pgid: int, grace_s: float) -> None:
-    """SIGTERM to a process group, then SIGKILL after ``grace_s`` if any of it is left."""
-    try:
-        os.killpg(pgid, signal.SIGTERM if grace_s > 0 else signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        return
-    end = time.monotonic() + grace_s
-    while time.monotonic() < end:
-        try:
-            os.killpg(pgid, 0)
-        except (ProcessLookupError, PermissionError):
-            return
-        time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
 
 
 def truncate(text: str, limit: int = TRUNCATE) -> str:

@@ -89,7 +89,8 @@ def grader_serve(
     import hashlib
 
     from autorl.grader.config import GraderConfig
-    from autorl.grader.server import free_port, serve
+    from autorl.grader.server import serve
+    from autorl.procs.group import free_port
     from autorl.registry import default_backend, get_benchmark
     from autorl.resources import autorl_home, prepare_data, resolve_model
 

@@ -1,6 +1,6 @@
 """The gateway as its own process: ``python -m autorl.gateway.process CONFIG.json --port P [--lease-fd FD]``, and
 ``GatewayProcess``, which the run starts outside the sandbox and stops after the agent. The gateway holds a
-lease (:mod:`autorl.service`): it exits when the process that started it dies, however that dies."""
+lease (:mod:`autorl.procs.service`): it exits when the process that started it dies, however that dies."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import httpx
 from autorl.errors import AutorlError
 from autorl.gateway.agent_env import agent_variables
 from autorl.gateway.app import GatewayConfig, create_app
-from autorl.service import ServiceProcess, serve, service_args
+from autorl.procs.service import ServiceProcess, serve, service_args
 
 
 class GatewayError(AutorlError):
@@ -41,7 +41,7 @@ def start_gateway(folder: Path, budget_usd: float | None = None, budget_tokens: 
     from autorl.errors import UsageError
     from autorl.gateway.prices import load_prices
     from autorl.gateway.upstreams import upstreams_from_env
-    from autorl.grader.server import free_port
+    from autorl.procs.group import free_port
     from autorl.resources import private_dir
 
     if budget_usd is not None and not 0 < budget_usd < float("inf"):

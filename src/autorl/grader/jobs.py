@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 from autorl.grader.snapshot import Snapshot
 from autorl.grader.worker import MAX_FRAME, build_job, encode_frame, evaluated_dir, write_all
 from autorl.inference.failures import same_shape
-from autorl.lease import PARENT_ENV
-from autorl.service import kill_group
+from autorl.procs.group import kill_group
+from autorl.procs.lease import PARENT_ENV
 
 if TYPE_CHECKING:
     from autorl.grader.config import GraderConfig

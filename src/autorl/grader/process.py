@@ -2,8 +2,8 @@
 answers, keep it up (a grader that dies is started again on the same store and port, so the agent's URL stays
 valid), stop or kill it; plus where that process logs.
 
-A :class:`autorl.service.ServiceProcess` (the grader holds a lease: it ends when this process does), with the
-run's heartbeat (:class:`autorl.lease.Heartbeat`, in the store: readers tell a live run from a lost one).
+A :class:`autorl.procs.service.ServiceProcess` (the grader holds a lease: it ends when this process does), with the
+run's heartbeat (:class:`autorl.procs.lease.Heartbeat`, in the store: readers tell a live run from a lost one).
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from typing import TypeVar
 from autorl.errors import GraderError
 from autorl.grader.client import GraderClient
 from autorl.grader.config import GraderConfig
-from autorl.lease import Heartbeat
-from autorl.service import ServiceProcess, kill_group
+from autorl.procs.group import kill_group
+from autorl.procs.lease import Heartbeat
+from autorl.procs.service import ServiceProcess
 
 T = TypeVar("T")
 #: how many times a run's grader is started again after dying before the run gives up on it

@@ -3,7 +3,7 @@
 
 This is the grader's entry point, where names may be resolved: it hands :func:`autorl.grader.app.create_app` the
 plugin and benchmark listings from the registry, so that the grader package below never imports it. With a lease
-(:mod:`autorl.lease`) the grader ends with its orchestrator: when the lease breaks it closes the run, records
+(:mod:`autorl.procs.lease`) the grader ends with its orchestrator: when the lease breaks it closes the run, records
 when it lost its orchestrator in its store, abandons the evaluation in flight (the store queues it again for the
 grader that recovers the run) and exits.
 """
@@ -11,22 +11,14 @@ grader that recovers the run) and exits.
 from __future__ import annotations
 
 import logging
-import socket
 import sys
 import time
 from typing import Any
 
-from autorl import service
 from autorl.grader.config import GraderConfig
 from autorl.grader.core import Grader
-from autorl.lease import LOST_AT_KEY
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from autorl.procs import service
+from autorl.procs.lease import LOST_AT_KEY
 
 
 def plugin_listing() -> list[dict[str, Any]]:
@@ -61,7 +53,7 @@ _LOST_EXIT_S = 30.0
 
 
 def orchestrator_lost(grader: Grader) -> None:
-    """The lease broke: no new submissions and the loss recorded in the store; then (:func:`autorl.service.serve`)
+    """The lease broke: no new submissions and the loss recorded in the store; then (:func:`autorl.procs.service.serve`)
     a shutdown, in which the app's lifespan stops the grader and kills the evaluation in flight, and past
     :data:`_LOST_EXIT_S` an exit regardless."""
     logging.getLogger("autorl.grader").warning("the orchestrator is gone: closing the run and exiting")

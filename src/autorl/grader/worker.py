@@ -310,7 +310,7 @@ def serve(in_fd: int, out_fd: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from autorl.lease import end_with_parent
+    from autorl.procs.lease import end_with_parent
 
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 3 or argv[0] != "--serve" or not all(a.isdigit() for a in argv[1:]):

@@ -343,7 +343,7 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
     Args:
         state: the grader's ``state()`` (``submissions``, ``best``, ``baseline_score``, ``baseline``).
         test: the grader's test evaluation of the best submission, or None.
-        outcome: the agent's :class:`~autorl.agents.process.AgentOutcome` as a dict.
+        outcome: the agent's :class:`~autorl.procs.agent.AgentOutcome` as a dict.
         llm_usage: the LLM gateway's totals (``tokens``, ``cost_usd``, ``source``) when the agent called a model.
         metrics: the run's process metrics (:meth:`autorl.record.metrics.ProcessMetrics.to_dict`), or None.
     """

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autorl.agents.base import AgentContext
-from autorl.agents.process import AgentOutcome, run_agent
 from autorl.decoys import DecoyWatch, Planted
 from autorl.grader.capability import capability_url
 from autorl.jsonio import write_json_atomic
-from autorl.lease import guarded
+from autorl.procs.agent import AgentOutcome, run_agent
+from autorl.procs.lease import guarded
 from autorl.progress import SubmissionPrinter
 from autorl.record.metrics import configured_model
 from autorl.watch import Watcher, interval_from_env
@@ -38,7 +38,7 @@ POLICY_RECORD = "policy.json"
 
 @dataclass(frozen=True)
 class AgentRun:
-    """How the agent's process ended (:class:`~autorl.agents.process.AgentOutcome` as a dict), and what the
+    """How the agent's process ended (:class:`~autorl.procs.agent.AgentOutcome` as a dict), and what the
     watcher of its files saw."""
 
     outcome: dict[str, Any]

@@ -134,7 +134,7 @@ class Ending:
     """What is known of the agent's phase when the run is finished.
 
     Attributes:
-        outcome: the agent's :class:`~autorl.agents.process.AgentOutcome` as a dict.
+        outcome: the agent's :class:`~autorl.procs.agent.AgentOutcome` as a dict.
         finished: when the run ended (epoch seconds).
         watch: the watcher's counts (``passes``, ``entries``, ``copied_bytes``; None when unknown).
         gateway: the LLM gateway's totals, or None (``gateway_error`` then says why).

@@ -38,7 +38,7 @@ def exit_code(signal_name: str) -> int:
 
 
 def interrupted_outcome(signal_name: str, agent_started: float | None) -> dict[str, Any]:
-    """The agent's outcome (as :class:`~autorl.agents.process.AgentOutcome`'s dict) when the run was interrupted."""
+    """The agent's outcome (as :class:`~autorl.procs.agent.AgentOutcome`'s dict) when the run was interrupted."""
     duration = max(0.0, time.time() - agent_started) if agent_started else 0.0
     return {"exit_code": None, "timed_out": False, "duration_s": duration, "reason": f"interrupted by {signal_name}"}
 

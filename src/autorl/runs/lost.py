@@ -16,8 +16,8 @@ from autorl.errors import AutorlError
 from autorl.grader import records
 from autorl.grader.config import GraderConfig
 from autorl.grader.process import GraderProcess, grader_log_path
-from autorl.grader.server import free_port
-from autorl.lease import OrchestratorStatus
+from autorl.procs.group import free_port
+from autorl.procs.lease import OrchestratorStatus
 from autorl.progress import Say
 from autorl.record.results import RunResult
 from autorl.registry import get_benchmark, resolve_task

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from autorl.audit import harness_hashes
 from autorl.errors import AutorlError, UsageError
-from autorl.grader.server import free_port
+from autorl.procs.group import free_port
 from autorl.resources import private_dir
 from autorl.workspace import Workspace, build_workspace
 

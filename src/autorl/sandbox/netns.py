@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from autorl import wrapper
+from autorl.procs import wrapper
 from autorl.sandbox.relay import SOCKET_NAME, UnixToTcp, socket_name_for
 
 #: slirp4netns's fixed addresses in its default 10.0.2.0/24 network

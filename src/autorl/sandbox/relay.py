@@ -19,7 +19,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from autorl import wrapper
+from autorl.procs import wrapper
 
 #: the grader's socket, in the directory bound into the sandbox
 SOCKET_NAME = "grader.sock"

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from autorl.errors import UsageError
-from autorl.lease import process_start_time
+from autorl.procs.group import kill_group
+from autorl.procs.lease import process_start_time
 from autorl.sweep.executors import Executor, Launch
 
 #: seconds an interrupted worker gets to stop its run before its process group is killed
@@ -209,8 +210,7 @@ class LocalExecutor(Executor):
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)
             time.sleep(0.2)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
+        kill_group(pid)
 
     def cancel(self, job: dict[str, Any]) -> None:
         pid = int(job["pid"])

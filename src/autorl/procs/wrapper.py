@@ -1,4 +1,4 @@
-"""A process that wraps a command and ends as the command ended: the lease's guard (``python -m autorl.lease``),
+"""A process that wraps a command and ends as the command ended: the lease's guard (``python -m autorl.procs.lease``),
 the sandbox's grader relay (``python -m autorl.sandbox.relay``) and its network helper
 (``python -m autorl.sandbox.netns``) each run one command and report its end as their own, so that the run
 records how the agent ended (its exit code, or the signal that killed it) whatever wraps it.

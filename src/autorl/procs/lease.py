@@ -6,7 +6,7 @@ Three pieces, one per kind of child and one for the readers:
 * the **lease pipe** (:class:`Lease`, :func:`watch_lease`): the orchestrator holds the write end of a pipe and
   hands the read end to a child (the grader server, the LLM gateway); when the orchestrator dies, however it
   dies, the kernel closes the write end and the child reads EOF at once. No clock, no polling.
-* the **guard** (``python -m autorl.lease --parent PID -- COMMAND...``): for a child that gets no pipe (an agent
+* the **guard** (``python -m autorl.procs.lease --parent PID -- COMMAND...``): for a child that gets no pipe (an agent
   run without a sandbox), a session leader that runs the command and kills its whole process group when its
   parent goes (``PR_SET_PDEATHSIG``, with a check of ``getppid`` to close the race and a poll as a backstop).
 * the **heartbeat** (:class:`Heartbeat`, :func:`orchestrator_status`): a file in the grader's store naming the
@@ -32,8 +32,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from autorl import wrapper
 from autorl.jsonio import write_json_atomic
+from autorl.procs import wrapper
+from autorl.procs.group import kill_group
 
 __all__ = [
     "HEARTBEAT_FILE",
@@ -135,8 +136,7 @@ def end_with_parent(poll_s: float = 1.0, *, parent: int | None = None, group: bo
         while os.getppid() == parent:
             time.sleep(poll_s)
         if group:
-            with contextlib.suppress(OSError):
-                os.killpg(os.getpgid(0), signal.SIGKILL)
+            kill_group(os.getpgrp())
         os.kill(os.getpid(), signal.SIGKILL)
 
     thread = threading.Thread(target=watch, name="autorl-parent-watch", daemon=True)
@@ -146,18 +146,17 @@ def end_with_parent(poll_s: float = 1.0, *, parent: int | None = None, group: bo
 
 def guarded(argv: list[str]) -> list[str]:
     """``argv`` run under the guard: it and everything in its process group end when this process dies."""
-    return [sys.executable, "-m", "autorl.lease", "--parent", str(os.getpid()), "--", *argv]
+    return [sys.executable, "-m", "autorl.procs.lease", "--parent", str(os.getpid()), "--", *argv]
 
 
 def _guard(parent: int, command: list[str]) -> int:
     """Run ``command`` in this process group; kill the group when ``parent`` is gone; exit as it exited."""
 
-    def kill_group(*_: Any) -> None:
-        with contextlib.suppress(OSError):
-            os.killpg(os.getpgid(0), signal.SIGKILL)
+    def end_group(*_: Any) -> None:
+        kill_group(os.getpgrp())
         os._exit(137)
 
-    signal.signal(signal.SIGUSR2, kill_group)
+    signal.signal(signal.SIGUSR2, end_group)
     die_with_parent(signal.SIGUSR2, parent)
     proc = wrapper.start(command)
     if proc is None:
@@ -171,7 +170,7 @@ def _guard(parent: int, command: list[str]) -> int:
             break
         except subprocess.TimeoutExpired:
             if os.getppid() != parent:  # the backstop, should the signal not come
-                kill_group()
+                end_group()
     return wrapper.end_as(code)
 
 
@@ -278,7 +277,7 @@ def _recorded_loss(store_dir: Path) -> float | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autorl.lease",
+    parser = argparse.ArgumentParser(prog="python -m autorl.procs.lease",
                                      description="run a command that ends, with its process group, when PARENT dies")
     parser.add_argument("--parent", type=int, required=True)
     parser.add_argument("command", nargs=argparse.REMAINDER)

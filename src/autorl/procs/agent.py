@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import time
@@ -10,10 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-# the agent's environment is its policy's (autorl.sandbox.agent); named here too, where callers found it
-from autorl.sandbox.agent import PASSTHROUGH, agent_environment
+from autorl.procs.group import kill_group
 
-__all__ = ["PASSTHROUGH", "AgentOutcome", "agent_environment", "run_agent"]
+__all__ = ["AgentOutcome", "run_agent"]
+
 
 @dataclass(frozen=True)
 class AgentOutcome:
@@ -24,18 +23,6 @@ class AgentOutcome:
     timed_out: bool
     duration_s: float
     reason: str
-
-
-def _signal_group(pgid: int, sig: int) -> bool:
-    try:
-        os.killpg(pgid, sig)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
-
-
-def _group_alive(pgid: int) -> bool:
-    return _signal_group(pgid, 0)
 
 
 def run_agent(
@@ -65,12 +52,7 @@ def run_agent(
             timed_out = True
         finally:
             # whether it exited or not, nothing it started may outlive the run
-            if _group_alive(pgid):
-                _signal_group(pgid, signal.SIGTERM)
-                end = time.time() + grace_s
-                while time.time() < end and (proc.poll() is None or _group_alive(pgid)):
-                    time.sleep(0.1)
-                _signal_group(pgid, signal.SIGKILL)
+            kill_group(pgid, grace_s, reap=proc.poll)
             proc.wait()
     code = proc.returncode
     if timed_out:

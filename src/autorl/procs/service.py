@@ -10,7 +10,6 @@ link), and :func:`service_args` + :func:`serve`, the service's own ``main`` (``p
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import signal
 import subprocess
@@ -21,7 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from autorl.lease import Lease, watch_lease
+from autorl.procs.group import kill_group
+from autorl.procs.lease import Lease, watch_lease
 
 __all__ = ["ServiceProcess", "exit_soon", "open_log", "serve", "service_args"]
 
@@ -36,7 +36,7 @@ def open_log(path: Path) -> BinaryIO:
 class ServiceProcess:
     """The orchestrator's handle on one service process: ``python -m MODULE CONFIG --port P --lease-fd FD``.
 
-    The service holds the read end of a fresh :class:`~autorl.lease.Lease` each time it is started, so it ends
+    The service holds the read end of a fresh :class:`~autorl.procs.lease.Lease` each time it is started, so it ends
     when this process does, however that ends. ``what`` names it in errors ("the grader").
     """
 
@@ -90,21 +90,10 @@ class ServiceProcess:
         """SIGTERM to the service's process group, SIGKILL after ``grace`` s; then the lease and the log are
         closed."""
         if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                kill_group(self.proc.pid)
-                self.proc.wait()
+            kill_group(self.proc.pid, grace, reap=self.proc.poll)
+            self.proc.wait()
         self._lease.release()
         self._log.close()
-
-
-def kill_group(pgid: int) -> None:
-    """SIGKILL to a process group that may be gone already."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
 
 
 def service_args(prog: str, what: str, argv: list[str] | None) -> argparse.Namespace:
