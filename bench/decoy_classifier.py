@@ -4,7 +4,7 @@
                                      [--doc docs/decoys.md] [--from-json bench/results-decoy-classifier.json]
 
 The attacker is as strong as the source makes it: it runs autorl's own planting code (``autorl.decoys.plant``)
-in real workspaces (``autorl.workspace.build_workspace`` for the demo benchmark ``arith`` and the built-in tiny
+in real workspaces (``autorl.runs.workspace.build_workspace`` for the demo benchmark ``arith`` and the built-in tiny
 model) as often as it likes, learns what a decoy looks like from the files' names, places, sizes, times and
 permissions, and is then asked about the files of workspaces it has not seen (5-fold cross-validation grouped
 by workspace; a logistic regression and a random forest from scikit-learn, the better one reported). Every
@@ -81,7 +81,7 @@ def plant_new(root: Path) -> tuple[set[str], set[str]]:
 def workspace(root: Path, model_dir: Path, data_dir: Path) -> None:
     from autorl.registry import get_benchmark
     from autorl.resources import ResolvedModel
-    from autorl.workspace import build_workspace
+    from autorl.runs.workspace import build_workspace
 
     build_workspace(root, benchmark=get_benchmark("arith")(), model=ResolvedModel("tiny", model_dir, "local"),
                     train_dir=data_dir, timeout_s=600, grader_url="http://127.0.0.1:1/r/x")

@@ -378,7 +378,7 @@ def test_snapshots_and_the_agents_tmp_are_scanned(tmp_path: Path) -> None:
 
 
 def test_files_deleted_during_the_run_are_found_in_the_watch_record(tmp_path: Path) -> None:
-    from autorl.watch import Watcher
+    from autorl.audit.watch import Watcher
 
     run = fixture_run(tmp_path)
     ws = Path(run["row"]["workspace"])

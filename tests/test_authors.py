@@ -101,7 +101,7 @@ def _autorl_imports(code: str) -> list[tuple[str, list[str]]]:
 
 def test_plugins_templates_and_docs_import_only_from_autorl(tmp_path: Path) -> None:
     import autorl
-    from autorl.scaffold import KINDS, scaffold
+    from autorl.cli.scaffold import KINDS, scaffold
 
     sources = {str(f.relative_to(ROOT)): f.read_text() for f in sorted(
         [*ROOT.glob("plugins/*/src/**/*.py"), *ROOT.glob("tests/example_plugin/src/**/*.py")])}
@@ -198,7 +198,7 @@ def test_scaffold_templates_are_package_data_files() -> None:
 
     import tomllib
 
-    from autorl.scaffold import KINDS, templates
+    from autorl.cli.scaffold import KINDS, templates
 
     package = ROOT / "src" / "autorl"
     shipped = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["autorl"]

@@ -9,7 +9,7 @@ from autorl import hookimpl
 
 
 def test_plugin_lines_are_reported_and_a_raising_hook_is_one_failed_line(register_plugin: Any) -> None:
-    from autorl.doctor import plugin_checks
+    from autorl.cli.doctor import plugin_checks
 
     @hookimpl
     def reports(report: Any) -> None:

@@ -20,7 +20,7 @@ from autorl.default_plugins.arith import Arith
 from autorl.export.harbor import Scoring, TaskCell, export
 from autorl.hidden import HIDDEN_SECRET_ENV, read_hidden_items
 from autorl.resources import prepare_data
-from autorl.workspace import instructions
+from autorl.runs.workspace import instructions
 
 from .conftest import cli, write_stub_checkpoint
 

@@ -78,8 +78,8 @@ def test_items_is_a_runs_items_in_the_benchmarks_order(recorded_runs: RecordedRu
 
 
 def test_the_entry_points_survive_the_run_wing_being_imported(recorded_runs: RecordedRuns) -> None:
-    import autorl.runner  # imports autorl.runs.plan & co: autorl.runs is the package from then on
     import autorl.runs.plan
+    import autorl.runs.runner  # imports autorl.runs.plan & co: autorl.runs is the package from then on
 
     assert callable(autorl.runs) and autorl.runs.plan.__name__ == "autorl.runs.plan"
     assert len(autorl.runs(home=recorded_runs.home)) == 2

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from autorl.errors import UsageError
-from autorl.gpus import GpuAssignment
 from autorl.inference.gpu_share import (
     AGENT_BUDGET_ENV,
     GIB,
@@ -24,6 +23,7 @@ from autorl.inference.gpu_share import (
     kv_bytes_per_token,
 )
 from autorl.resources import ResolvedModel
+from autorl.runs.gpus import GpuAssignment
 from autorl.runs.plan import Assets, resolve, share_gpu
 
 from .conftest import write_stub_checkpoint

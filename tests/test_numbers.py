@@ -331,8 +331,8 @@ def test_a_study_spec_turns_the_peer_figure_off() -> None:
 
 # -- efficiency -------------------------------------------------------------------------------------------------
 def test_efficiency_by_hand() -> None:
-    from autorl.gpus import GpuAssignment, parse_gpus
     from autorl.record.metrics import efficiency
+    from autorl.runs.gpus import GpuAssignment, parse_gpus
 
     # 2 agent GPUs for 1800 s, 1 grader GPU for the run's 3600 s: 7200 GPU-seconds, 2 GPU-hours; +6 points, $3
     e = efficiency(gpu_counts={"agent": 2, "grader": 1}, agent_s=1800.0, run_s=3600.0, improvement=6.0, cost_usd=3.0)
@@ -407,14 +407,14 @@ def test_a_card_never_stops_a_run(tmp_path: Path) -> None:
 
 # -- the noise floor --------------------------------------------------------------------------------------------
 def test_spread_by_hand() -> None:
-    from autorl.noise import spread
+    from autorl.evaluation.noise import spread
 
     s = spread([50.0, 52.0, 54.0])
     assert s["mean"] == 52.0 and s["sd"] == pytest.approx(2.0) and s["range"] == 4.0 and s["min"] == 50.0
 
 
 def test_noise_floor_of_a_greedy_evaluation_is_zero_and_kept(tmp_path: Path) -> None:
-    from autorl.noise import noise_path, read_floor
+    from autorl.evaluation.noise import noise_path, read_floor
 
     home = tmp_path / "home"
     model = write_stub_checkpoint(tmp_path / "ckpt", echo_answers(9))

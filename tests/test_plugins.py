@@ -259,7 +259,7 @@ HEAVY = ("torch", "transformers", "trl", "vllm", "peft", "datasets")
 # a plugin's classes load only when something is looked up, not for --help
 LAZY = (*HEAVY, "autorl_example_plugin.stub")
 # what `import autorl` leaves for the first call of autorl.run / evaluate / sweep
-ENTRY_POINTS = ("autorl.runner", "autorl.checkpoint_eval", "autorl.sweep", "autorl.grader", "autorl.cli")
+ENTRY_POINTS = ("autorl.runs.runner", "autorl.evaluation.checkpoint", "autorl.sweep", "autorl.grader", "autorl.cli")
 
 
 @pytest.mark.parametrize(
@@ -303,7 +303,7 @@ def test_public_api_is_curated() -> None:
         if callable(value) and name != "Progress":
             assert value.__doc__, f"autorl.{name} has no docstring"
     # the entry points are the functions themselves, loaded on first use (never a second signature to drift)
-    for name, module in (("run", "autorl.runner"), ("evaluate", "autorl.checkpoint_eval")):
+    for name, module in (("run", "autorl.runs.runner"), ("evaluate", "autorl.evaluation.checkpoint")):
         assert getattr(autorl, name) is getattr(importlib.import_module(module), name)
     assert callable(autorl.sweep) and callable(autorl.runs)
     assert autorl.items is importlib.import_module("autorl.export.frames").items

@@ -14,8 +14,8 @@ import pytest
 
 from autorl.procs.lease import HEARTBEAT_FILE, LOST_AT_KEY, Heartbeat, Lease, orchestrator_status, watch_lease
 from autorl.record.ledger import Ledger
-from autorl.recover import in_flight, lost_runs, recover, run_status
 from autorl.runs.lost import LOST_REASON
+from autorl.runs.recover import in_flight, lost_runs, recover, run_status
 
 
 def _beat(store: Path, **fields: object) -> Path:

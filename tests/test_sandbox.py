@@ -433,7 +433,7 @@ def test_gpus_pass_through_only_when_the_agent_has_them(tmp_path: Path, monkeypa
 
 
 def test_gpu_assignment_decides_what_the_agent_sees() -> None:
-    from autorl.gpus import GpuAssignment, parse_gpus
+    from autorl.runs.gpus import GpuAssignment, parse_gpus
 
     two = [("0", "GPU-a"), ("1", "GPU-b")]
     assert GpuAssignment().agent_env() == {} and GpuAssignment().agent_has_gpus

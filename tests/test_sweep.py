@@ -426,7 +426,7 @@ def test_two_by_two_report_from_the_fake_runs(home: Path, tmp_path: Path, fake_r
 
 
 def test_each_submission_is_printed_once_as_it_lands() -> None:
-    from autorl.progress import SubmissionPrinter
+    from autorl.runs.progress import SubmissionPrinter
 
     subs: list[dict[str, Any]] = [{"submission_id": 1, "status": "running"}]
     lines: list[str] = []

@@ -41,9 +41,9 @@ from autorl.version import __version__
 
 if TYPE_CHECKING:
     from autorl import sweep
-    from autorl.checkpoint_eval import evaluate
+    from autorl.evaluation.checkpoint import evaluate
     from autorl.export.frames import items, runs
-    from autorl.runner import run
+    from autorl.runs.runner import run
 
 __all__ = [
     "Agent",
@@ -98,7 +98,7 @@ __all__ = [
 ]
 
 #: The entry points that load with their first use: name -> the module that defines it.
-_LAZY = {"run": "autorl.runner", "evaluate": "autorl.checkpoint_eval", "items": "autorl.export.frames"}
+_LAZY = {"run": "autorl.runs.runner", "evaluate": "autorl.evaluation.checkpoint", "items": "autorl.export.frames"}
 #: Entry points that are also packages: the package itself, which is callable (``autorl.runs()`` and the run
 #: wing ``autorl.runs.plan`` are one name; ``autorl.sweep(spec)`` runs a study and ``autorl.sweep.load(name)``
 #: reads one; importing a submodule makes the package the attribute anyway).

@@ -217,7 +217,7 @@ def test_tiny_model_eval_end_to_end(prepared: tuple[HumanEval, Path, Path]) -> N
 
 
 def test_instructions_show_the_prompt_format() -> None:
-    from autorl.workspace import instructions
+    from autorl.runs.workspace import instructions
 
     text = instructions(HumanEval(), "base", 60, "http://127.0.0.1:1")
     assert "<the item's prompt>" in text and "max new tokens: 512" in text

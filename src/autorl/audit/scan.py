@@ -136,7 +136,7 @@ def digest_beneath(root: Path, rel: str, limit: int = 1 << 30) -> str:
 def seen_files(watch_dir: Path, sources: Sequence[Source]) -> Iterator[tuple[str, str, bytes]]:
     """Copies the runner kept of files seen during the run that are gone or changed at its end, as
     (evidence, name, bytes); the listing and the copies are the runner's, their content the agent's."""
-    from autorl.watch import read_listing
+    from autorl.audit.watch import read_listing
 
     done: set[tuple[str, str]] = set()
     for entry in read_listing(watch_dir):

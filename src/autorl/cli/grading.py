@@ -28,7 +28,7 @@ def eval_cmd(
     as_json: bool = opt.JSON_RECORD,
 ) -> None:
     """Evaluate a checkpoint through the same path the grader uses."""
-    from autorl.checkpoint_eval import evaluate
+    from autorl.evaluation.checkpoint import evaluate
     from autorl.resources import autorl_home
 
     if limit is not None and limit <= 0:

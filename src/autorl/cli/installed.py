@@ -65,7 +65,7 @@ def list_backends(as_json: bool = opt.JSON_OUTPUT) -> None:
 
 def doctor(as_json: bool = opt.JSON_OUTPUT) -> None:
     """Report what is installed and ready, and what to do for each missing piece."""
-    from autorl.doctor import checks
+    from autorl.cli.doctor import checks
 
     rows = checks()
     if as_json:
@@ -92,7 +92,7 @@ def new(
 ) -> None:
     """Scaffold a plugin package (`autorl new benchmark NAME`, `autorl new agent NAME`) that installs,
     is discovered and passes its own tests unchanged."""
-    from autorl.scaffold import next_steps, scaffold
+    from autorl.cli.scaffold import next_steps, scaffold
 
     root = scaffold(kind, name, directory)
     typer.echo(f"created {root}\nnext: {next_steps(root)}")

@@ -21,7 +21,7 @@ def noise_cmd(
 ) -> None:
     """Score one checkpoint N times (each repeat its own sampling seed) and report the spread: the floor under
     which an improvement is not told apart from noise. Kept under AUTORL_HOME/noise/ for study reports."""
-    from autorl.noise import noise_floor
+    from autorl.evaluation.noise import noise_floor
     from autorl.resources import autorl_home
 
     record = noise_floor(task, model, repeats, home=autorl_home(), split=split, limit=limit, backend=backend,

@@ -61,7 +61,7 @@ def run_cmd(
                                                    "(default 8x the base model's weights, at least 4; 0: none)."),
 ) -> None:
     """Run an agent on a task and record baseline, scores and improvement."""
-    from autorl.runner import run
+    from autorl.runs.runner import run
 
     result = run(agent, task, model, timeout, port=port, backend=backend, gpus=gpus, runs_dir=runs_dir, seed=seed,
                  agent_env=opt.parse_pairs(agent_env, "--agent-env", json_values=False, key="NAME"),
@@ -156,8 +156,8 @@ def results(
 ) -> None:
     """List recorded runs."""
     from autorl.record.ledger import Ledger, ingest_files, write_csv
-    from autorl.recover import in_flight
     from autorl.resources import autorl_home
+    from autorl.runs.recover import in_flight
 
     form = "json" if as_json else fmt_name
     if form not in ("table", "csv", "json", "markdown"):
@@ -205,9 +205,9 @@ def recover(
     as_json: bool = opt.JSON_OUTPUT,
 ) -> None:
     """Record runs whose orchestrator died (killed, preempted, node lost) from their grader's store."""
-    from autorl.recover import recover as recover_run
-    from autorl.recover import recover_all
     from autorl.resources import autorl_home
+    from autorl.runs.recover import recover as recover_run
+    from autorl.runs.recover import recover_all
 
     if (run_id is None) == (not every):
         raise UsageError("give a run id or --all (not both)")

@@ -205,7 +205,7 @@ def _prepare(stage: Path, cell: TaskCell, benchmark: Benchmark, split: str, log:
 def _agent_image(env: Path, cell: TaskCell, benchmark: Benchmark, model: ResolvedModel, scoring: Scoring) -> str:
     """``environment/``: the workspace (base model, training data, the benchmark's exposed files, description and
     instructions) and the Dockerfile that puts it at /app; the instruction text."""
-    from autorl.workspace import instructions
+    from autorl.runs.workspace import instructions
 
     workspace = env / "workspace"
     _copy_tree(model.path, workspace / "models" / model.name)

@@ -1,19 +1,25 @@
 """The run wing, and ``autorl.runs(task=, agent=, study=)``: this package is callable, and calling it gives
 every recorded run as a pandas DataFrame (:func:`autorl.export.frames.runs`).
 
-The run wing is the steps of a run, each in its own module, and the one *finish* that a live run and a
-recovered one share, so that both leave the same record.
+The run wing is a run from its names to its record, each step in its own module, and the one *finish*
+that a live run and a recovered one share, so that both leave the same record.
 
+    runner    ``autorl.run()``: the steps below in order
     plan      resolve names (benchmark, agent, backend, GPUs, sandbox) and acquire the model and the data
+    gpus      ``--gpus``: which GPUs the agent and the grader get
     place     the run's id, its workspace and its private folders
+    workspace the folder the agent lives in: code/, output/, read-only links to model and data, docs
     services  the grader and the LLM gateway, each in its own process; the baseline
     agent     the agent's process (sandboxed where chosen) until it exits or its deadline
+    progress  the lines people watch during a run
     facts     what a run is, fixed before its agent starts (kept in the ledger's live row)
     finish    collect from the grader, test the best, build the record, record it, audit it
-    lost      the finish of a run whose orchestrator died (``autorl recover``)
-
-:func:`autorl.runner.run` runs the steps in order; :func:`autorl.recover.recover` finishes a run whose orchestrator
-died from its facts and its grader's store. Nothing here imports the runner or the recovery.
+    lost      the finish of a run whose orchestrator died
+    recover   ``autorl recover``: lost runs found and finished through ``lost``
+    interrupt SIGINT, SIGTERM, SIGHUP as an orderly finish
+    offtarget off-target regression after a run
+    judging   the judged audit with a gateway of its own
+    clean     ``autorl clean``: checkpoints of recorded runs deleted by a keep policy
 """
 
 from __future__ import annotations

@@ -14,19 +14,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autorl.agents.base import AgentContext
+from autorl.audit.watch import Watcher, interval_from_env
 from autorl.decoys import DecoyWatch, Planted
 from autorl.grader.capability import capability_url
 from autorl.jsonio import write_json_atomic
 from autorl.procs.agent import AgentOutcome, run_agent
 from autorl.procs.lease import guarded
-from autorl.progress import SubmissionPrinter
 from autorl.record.metrics import configured_model
-from autorl.watch import Watcher, interval_from_env
+from autorl.runs.progress import SubmissionPrinter
 
 if TYPE_CHECKING:
-    from autorl.progress import Say
     from autorl.runs.place import Place
     from autorl.runs.plan import Assets, Plan
+    from autorl.runs.progress import Say
     from autorl.runs.services import Services
     from autorl.sandbox import Policy, SandboxChoice
 

@@ -1,5 +1,5 @@
-"""The finish of a run, shared by a live run (:func:`autorl.runner.run`) and a recovered one
-(:func:`autorl.recover.recover`): collect from the grader's own store, score the best on dev once on the test
+"""The finish of a run, shared by a live run (:func:`autorl.runs.runner.run`) and a recovered one
+(:func:`autorl.runs.recover.recover`): collect from the grader's own store, score the best on dev once on the test
 split, build the record from the run's facts (:func:`build_result`, the one builder of a run's record), record
 it, then audit it and record it again with the audit's flags.
 
@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
     from autorl.grader.client import GraderClient
     from autorl.grader.process import GraderProcess
-    from autorl.progress import Say
     from autorl.runs.facts import RunFacts
+    from autorl.runs.progress import Say
 
 __all__ = ["GATEWAY_USAGE_SOURCE", "Collected", "Ending", "build_result", "collect", "collect_from",
            "distinct_scored", "finish",

@@ -1,7 +1,7 @@
 """The finish of a run whose orchestrator died: its facts read from the ledger's row of the run in flight, what
 its grader's store holds collected by a grader started on that store, and the shared finish
 (:func:`autorl.runs.finish.finish`) with an ending that names the lost orchestrator. ``autorl recover``
-(:mod:`autorl.recover`) finds such runs and calls :func:`finish_lost`.
+(:mod:`autorl.runs.recover`) finds such runs and calls :func:`finish_lost`.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from autorl.grader.config import GraderConfig
 from autorl.grader.process import GraderProcess, grader_log_path
 from autorl.procs.group import free_port
 from autorl.procs.lease import OrchestratorStatus
-from autorl.progress import Say
 from autorl.record.results import RunResult
 from autorl.registry import get_benchmark, resolve_task
 from autorl.runs.facts import RunFacts
 from autorl.runs.finish import Collected, Ending, collect_from, finish, gateway_totals, orchestrator
+from autorl.runs.progress import Say
 
 __all__ = ["LOST_REASON", "finish_lost"]
 

@@ -1,5 +1,5 @@
 """Step 3 of a run: its id and the places it lives in: ``<runs>/<task>/<run_id>_<agent>/`` (the workspace, built
-by :func:`autorl.workspace.build_workspace`), the grader's store and the agent's private folders beside it, out
+by :func:`autorl.runs.workspace.build_workspace`), the grader's store and the agent's private folders beside it, out
 of the agent's reach, and the grader's port."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from autorl.audit import harness_hashes
 from autorl.errors import AutorlError, UsageError
 from autorl.procs.group import free_port
 from autorl.resources import private_dir
-from autorl.workspace import Workspace, build_workspace
+from autorl.runs.workspace import Workspace, build_workspace
 
 if TYPE_CHECKING:
-    from autorl.progress import Say
     from autorl.runs.plan import Assets, Plan
+    from autorl.runs.progress import Say
 
 __all__ = ["Place", "check_port", "make_place", "new_run_id"]
 

@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 from autorl.agents.base import Agent
 from autorl.errors import UsageError
-from autorl.gpus import GpuAssignment, parse_gpus
 from autorl.inference.gpu_share import GIB, RUNS_PER_GPU_ENV, GpuBudget, gpu_memory_bytes, weights_bytes
 from autorl.registry import default_backend, get_backend, get_benchmark, resolve_agent
 from autorl.resources import BenchmarkData, ResolvedModel, prepare_data, resolve_model
+from autorl.runs.gpus import GpuAssignment, parse_gpus
 from autorl.sandbox import choose
 
 if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
-    from autorl.progress import Say
+    from autorl.runs.progress import Say
     from autorl.sandbox import SandboxChoice
 
 __all__ = ["Assets", "Plan", "acquire", "output_quota", "resolve", "runs_per_gpu", "share_gpu"]

@@ -15,9 +15,9 @@ from autorl.grader.config import GraderConfig
 from autorl.grader.process import GraderProcess, grader_log_path
 
 if TYPE_CHECKING:
-    from autorl.progress import Say
     from autorl.runs.place import Place
     from autorl.runs.plan import Assets, Plan
+    from autorl.runs.progress import Say
 
 __all__ = ["LIMIT_WARN_POINTS", "Services", "baseline", "limit_warning", "start_services"]
 

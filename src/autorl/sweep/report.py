@@ -152,7 +152,7 @@ def study_report(study: Any) -> dict[str, Any]:
         rows.append(row)
     report = build_report(rows, missing)
     report["sweep"] = study.name
-    from autorl.noise import read_floor
+    from autorl.evaluation.noise import read_floor
     from autorl.resources import autorl_home
 
     home = autorl_home()

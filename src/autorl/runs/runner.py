@@ -19,7 +19,6 @@ from autorl.errors import UsageError
 from autorl.gateway.agent_env import operator_variables
 from autorl.grader.keep import KEEP_WHILE_RUNNING_BYTES, POLICIES
 from autorl.inference.gpu_share import visible_gpus, weights_bytes
-from autorl.progress import Say, to_stderr
 from autorl.record.ledger import Ledger
 from autorl.record.results import RunResult
 from autorl.registry import resolve_task
@@ -31,8 +30,9 @@ from autorl.runs.interrupt import Interrupted, interrupted_outcome, interruptibl
 from autorl.runs.offtarget import check_tasks, score_off_target, selected_snapshot
 from autorl.runs.place import check_port, make_place
 from autorl.runs.plan import acquire, output_quota, resolve, share_gpu
+from autorl.runs.progress import Say, to_stderr
 from autorl.runs.services import baseline, start_services
-from autorl.workspace import disk_rules
+from autorl.runs.workspace import disk_rules
 
 __all__ = ["RunResult", "run"]
 

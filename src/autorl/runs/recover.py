@@ -22,8 +22,8 @@ from typing import Any
 
 from autorl.errors import AutorlError, UsageError
 from autorl.procs.lease import OrchestratorStatus, orchestrator_status
-from autorl.progress import Say, to_stderr
 from autorl.record.ledger import Ledger
+from autorl.runs.progress import Say, to_stderr
 
 __all__ = ["LIVE_GRACE_S", "Recovered", "in_flight", "lost_runs", "recover", "recover_all", "run_status"]
 
