@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from autorl.procs.lease import HEARTBEAT_FILE, LOST_AT_KEY, Heartbeat, Lease, orchestrator_status, watch_lease
+from autorl.procs.lease import HEARTBEAT_FILE, LOST_AT_KEY, Heartbeat, Lease, watch_lease
 from autorl.record.ledger import Ledger
+from autorl.runs.liveness import in_flight, lost_runs, orchestrator_status, run_status
 from autorl.runs.lost import LOST_REASON
-from autorl.runs.recover import in_flight, lost_runs, recover, run_status
+from autorl.runs.recover import recover
 
 
 def _beat(store: Path, **fields: object) -> Path:

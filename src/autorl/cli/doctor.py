@@ -172,7 +172,7 @@ def runs_in_flight(home: Path) -> Check:
     """The runs the ledger lists as in flight: live ones, and lost ones (their orchestrator died) to recover."""
     from autorl.errors import AutorlError
     from autorl.record.ledger import Ledger
-    from autorl.runs.recover import lost_runs
+    from autorl.runs.liveness import lost_runs
 
     if not (home / "autorl.db").is_file():
         return Check("runs in flight", True, "none")

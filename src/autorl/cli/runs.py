@@ -157,7 +157,7 @@ def results(
     """List recorded runs."""
     from autorl.record.ledger import Ledger, ingest_files, write_csv
     from autorl.resources import autorl_home
-    from autorl.runs.recover import in_flight
+    from autorl.runs.liveness import in_flight
 
     form = "json" if as_json else fmt_name
     if form not in ("table", "csv", "json", "markdown"):

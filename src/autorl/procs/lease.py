@@ -1,5 +1,4 @@
-"""A run's processes end with the process that started them (its orchestrator), and a run whose orchestrator
-died can be told from a live one.
+"""A run's processes end with the process that started them (its orchestrator), and leave a sign of its life.
 
 Three pieces, one per kind of child and one for the readers:
 
@@ -9,9 +8,9 @@ Three pieces, one per kind of child and one for the readers:
 * the **guard** (``python -m autorl.procs.lease --parent PID -- COMMAND...``): for a child that gets no pipe (an agent
   run without a sandbox), a session leader that runs the command and kills its whole process group when its
   parent goes (``PR_SET_PDEATHSIG``, with a check of ``getppid`` to close the race and a poll as a backstop).
-* the **heartbeat** (:class:`Heartbeat`, :func:`orchestrator_status`): a file in the grader's store naming the
-  orchestrator (host, pid, the pid's start time) that it touches every few seconds, so that ``autorl results``,
-  the dashboard, ``autorl doctor`` and a sweep see a run as live or lost.
+* the **heartbeat** (:class:`Heartbeat`): a file in the grader's store naming the orchestrator (host, pid, the
+  pid's start time) that it touches every few seconds; :mod:`autorl.runs.liveness` reads it, so that ``autorl
+  results``, the dashboard, ``autorl doctor`` and a sweep see a run as live or lost.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
-import json
 import os
 import signal
 import socket
@@ -28,7 +26,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +39,9 @@ __all__ = [
     "PARENT_ENV",
     "Heartbeat",
     "Lease",
-    "OrchestratorStatus",
     "die_with_parent",
     "end_with_parent",
     "guarded",
-    "orchestrator_status",
     "process_start_time",
     "watch_lease",
 ]
@@ -58,8 +53,6 @@ PARENT_ENV = "AUTORL_PARENT_PID"
 #: the grader store's meta key where a grader that lost its orchestrator writes when (Unix seconds)
 LOST_AT_KEY = "orchestrator_lost_at"
 _PR_SET_PDEATHSIG = 1
-#: a heartbeat older than this many intervals means its orchestrator is gone (when it runs on another host)
-_STALE_INTERVALS = 3.0
 
 
 # -- the lease pipe ---------------------------------------------------------------------------------------
@@ -174,7 +167,7 @@ def _guard(parent: int, command: list[str]) -> int:
     return wrapper.end_as(code)
 
 
-# -- heartbeat and detection ------------------------------------------------------------------------------
+# -- heartbeat --------------------------------------------------------------------------------------------
 def process_start_time(pid: int) -> int | None:
     """The start time of ``pid`` (clock ticks since boot, from ``/proc``): with the pid, it names one process."""
     try:
@@ -208,72 +201,6 @@ class Heartbeat:
     def stop(self) -> None:
         """Stop beating (the file stays: the run's record says how it ended)."""
         self._stop.set()
-
-
-@dataclass(frozen=True)
-class OrchestratorStatus:
-    """Whether a run's orchestrator is alive, and if not since when and how that is known."""
-
-    alive: bool
-    #: when it was lost (the grader's own record, else the heartbeat's last beat); None while alive or unknown
-    lost_at: float | None
-    detail: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def orchestrator_status(store_dir: Path | str, *, now: float | None = None) -> OrchestratorStatus | None:
-    """Is the orchestrator of the run whose grader store is ``store_dir`` alive? None when nothing says (no
-    heartbeat and no recorded loss: the store is gone, or was written before heartbeats).
-
-    Lost when its grader recorded the loss, when (same host) its pid is gone or names another process, or
-    (another host) when its heartbeat is older than three intervals.
-    """
-    store_dir = Path(store_dir)
-    now = time.time() if now is None else now
-    lost_at = _recorded_loss(store_dir)
-    if lost_at is not None:
-        return OrchestratorStatus(False, lost_at, "the grader saw its orchestrator go")
-    path = store_dir / HEARTBEAT_FILE
-    try:
-        beat = json.loads(path.read_text())
-        mtime = path.stat().st_mtime
-    except (OSError, ValueError):
-        return None
-    if not isinstance(beat, dict):
-        return OrchestratorStatus(False, mtime, "unreadable heartbeat")
-    if beat.get("host") == socket.gethostname() and isinstance(beat.get("pid"), int):
-        start = process_start_time(int(beat["pid"]))
-        if start is not None and start == beat.get("pid_start"):
-            return OrchestratorStatus(True, None, f"pid {beat['pid']} running")
-        return OrchestratorStatus(False, mtime, f"pid {beat['pid']} is gone")
-    interval = float(beat.get("interval_s") or 5.0)
-    if now - mtime <= _STALE_INTERVALS * interval:
-        return OrchestratorStatus(True, None, f"heartbeat {now - mtime:.0f} s ago from {beat.get('host')}")
-    return OrchestratorStatus(False, mtime, f"no heartbeat from {beat.get('host')} for {now - mtime:.0f} s")
-
-
-def _recorded_loss(store_dir: Path) -> float | None:
-    from autorl.grader.store import Store
-
-    db = store_dir / "grader.db"
-    if not db.is_file():
-        return None
-    try:
-        store = Store.read_only(db)
-    except Exception:  # an unreadable store only means no recorded loss
-        return None
-    try:
-        value = store.get_meta(LOST_AT_KEY)
-    except Exception:
-        value = None
-    finally:
-        store.close()
-    try:
-        return None if value is None else float(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,10 +1,7 @@
 """``autorl recover``: a run whose orchestrator died (killed, preempted, its node lost) finished from its facts and
-its grader's store by the finish a live run ends with (:mod:`autorl.runs.lost`, :mod:`autorl.runs.finish`); and
-the detection of such runs, for ``autorl results``, the dashboard, ``autorl doctor`` and a sweep (light: the
-finish and a grader load only when a run is recovered).
+its grader's store by the finish a live run ends with (:mod:`autorl.runs.lost`, :mod:`autorl.runs.finish`).
 
-A lost run is one the ledger still lists as live (:meth:`autorl.record.ledger.Ledger.live`) whose orchestrator is gone
-(:func:`autorl.procs.lease.orchestrator_status`). Recovering it starts a grader on the run's own store (the store queues
+A lost run is one the ledger still lists as live whose orchestrator is gone (:mod:`autorl.runs.liveness`). Recovering it starts a grader on the run's own store (the store queues
 the evaluations the dead grader had in flight again), waits for every accepted submission to be scored, closes
 the run, scores the best on dev once on the test split if that has not happened, and records the run (the
 audit included) with an ``end_reason`` naming the lost orchestrator and when. A run already recorded is left as
@@ -14,22 +11,16 @@ is recorded as lost with what is known.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from autorl.errors import AutorlError, UsageError
-from autorl.procs.lease import OrchestratorStatus, orchestrator_status
 from autorl.record.ledger import Ledger
+from autorl.runs.liveness import lost_runs, run_status
 from autorl.runs.progress import Say, to_stderr
 
-__all__ = ["LIVE_GRACE_S", "Recovered", "in_flight", "lost_runs", "recover", "recover_all", "run_status"]
-
-#: how long after its deadline a run without a heartbeat is still taken for live
-LIVE_GRACE_S = 3 * 3600.0
-
+__all__ = ["Recovered", "recover", "recover_all"]
 
 @dataclass(frozen=True)
 class Recovered:
@@ -41,43 +32,6 @@ class Recovered:
 
     def to_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "action": self.action, "row": self.row}
-
-
-def run_status(live: Mapping[str, Any], now: float | None = None) -> OrchestratorStatus:
-    """Whether a run the ledger lists as live still has its orchestrator: its store's heartbeat says
-    (:func:`autorl.procs.lease.orchestrator_status`); without one (the store is gone, or the run began before
-    heartbeats), it is live until :data:`LIVE_GRACE_S` past its deadline."""
-    now = time.time() if now is None else now
-    store_dir = live.get("store_dir")
-    status = orchestrator_status(Path(str(store_dir)), now=now) if store_dir else None
-    if status is not None:
-        return status
-    started = float(live.get("started") or now)
-    deadline = live.get("deadline")
-    limit = float(deadline) if deadline else started + float(live.get("timeout_s") or 0) + 3600
-    if now < limit + LIVE_GRACE_S:
-        return OrchestratorStatus(True, None, "no heartbeat; within its time")
-    where = "no grader store" if not store_dir or not Path(str(store_dir)).exists() else "no heartbeat"
-    return OrchestratorStatus(False, None, f"{where}, {(now - limit) / 3600:.0f} h past its deadline")
-
-
-def in_flight(ledger: Ledger, now: float | None = None) -> list[dict[str, Any]]:
-    """Every run the ledger lists as in flight, newest first: its live row with ``status`` (``running`` or
-    ``lost``), ``lost_at`` and ``detail``, and for a lost one ``recover``, the command that records it."""
-    out = []
-    for live in ledger.live():
-        status = run_status(live, now)
-        row = {**live, "status": "running" if status.alive else "lost", "lost_at": status.lost_at,
-               "detail": status.detail}
-        if not status.alive:
-            row["recover"] = f"autorl recover {live['run_id']}"
-        out.append(row)
-    return out
-
-
-def lost_runs(ledger: Ledger, now: float | None = None) -> list[dict[str, Any]]:
-    """The runs in flight whose orchestrator is gone (:func:`in_flight`'s ``lost`` ones), newest first."""
-    return [r for r in in_flight(ledger, now) if r["status"] == "lost"]
 
 
 def recover(run_id: str, *, home: Path, eval_timeout: float = 3600.0, final_test: bool = True, audit: bool = True,

@@ -36,7 +36,7 @@ SORTABLE = {key for key, _, _ in RUN_COLUMNS if key != "improvement_ci95"}
 
 def _live_status(info: Mapping[str, Any], now: float) -> str:
     """``running`` while the run's orchestrator is alive, ``lost`` once it is gone (``autorl recover`` records it)."""
-    from autorl.runs.recover import run_status
+    from autorl.runs.liveness import run_status
 
     return "running" if run_status(info, now).alive else "lost"
 

@@ -101,7 +101,7 @@ def withheld(task: Any, live: Iterable[Mapping[str, Any]], now: float | None = N
     """Why the items of a run on ``task`` are not shown now: a run on that task is in progress. Its agent must
     not read the task's hidden items, and a dashboard can be within its reach (a sandbox sharing the host's
     network, no sandbox, a dashboard listening on a public address)."""
-    from autorl.runs.recover import run_status
+    from autorl.runs.liveness import run_status
 
     for info in live:
         if info.get("task") == task and run_status(info, now).alive:
