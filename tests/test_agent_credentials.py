@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from autorl.agents.base import AgentContext
+from autorl.agent import AgentContext
 from autorl.agents.command import CommandAgent
 from autorl.default_plugins.arith import Arith
 from autorl.errors import UsageError

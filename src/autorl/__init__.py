@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from autorl.agents.base import Agent, AgentContext
+from autorl.agent import Agent, AgentContext
 from autorl.benchmark import Benchmark
 from autorl.errors import AutorlError, EvaluationError, HiddenDataError, ResourceError, UsageError
 from autorl.evaluation.episode import (

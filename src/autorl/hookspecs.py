@@ -17,7 +17,7 @@ import pluggy
 if TYPE_CHECKING:
     import typer
 
-    from autorl.agents.base import Agent
+    from autorl.agent import Agent
     from autorl.benchmark import Benchmark
     from autorl.inference.base import Backend
 

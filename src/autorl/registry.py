@@ -18,7 +18,7 @@ from autorl.plugins import (
 )
 
 if TYPE_CHECKING:
-    from autorl.agents.base import Agent
+    from autorl.agent import Agent
     from autorl.benchmark import Benchmark
     from autorl.inference.base import Backend
 
@@ -38,7 +38,7 @@ class Registration:
 
 
 def _base_class(kind: Kind) -> type[Any]:
-    from autorl.agents.base import Agent
+    from autorl.agent import Agent
     from autorl.benchmark import Benchmark
     from autorl.inference.base import Backend
 

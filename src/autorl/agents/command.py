@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 
 import yaml
 
-from autorl.agents.base import Agent, AgentContext
+from autorl.agent import Agent, AgentContext
 from autorl.errors import UsageError
 
 _VAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")

@@ -6,7 +6,7 @@ import os
 import sys
 from typing import ClassVar
 
-from autorl.agents.base import Agent, AgentContext
+from autorl.agent import Agent, AgentContext
 from autorl.gateway.agent_env import AGENT_SETTINGS
 
 #: passed on from the caller's environment; the API's base URL and key are the run's LLM gateway's

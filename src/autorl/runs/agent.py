@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autorl.agents.base import AgentContext
+from autorl.agent import AgentContext
 from autorl.audit.watch import Watcher, interval_from_env
 from autorl.decoys import DecoyWatch, Planted
 from autorl.grader.capability import capability_url
@@ -53,10 +53,10 @@ def _import_path() -> dict[str, str]:
     """``PYTHONPATH`` for the agent's Python (``AUTORL_PYTHON``), so that it imports autorl however this process
     did: this process's ``PYTHONPATH``, and the folder autorl was imported from when it is not the interpreter's
     own installation (a site folder, a checkout)."""
-    import autorl
+    from autorl.sandbox.host import import_root
 
     entries = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    root = str(Path(autorl.__file__).resolve().parent.parent)
+    root = str(import_root())
     prefixes = {str(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix)}
     if not any(root.startswith(p + os.sep) for p in prefixes) and root not in entries:
         entries.append(root)

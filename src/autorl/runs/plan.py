@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autorl.agents.base import Agent
+from autorl.agent import Agent
 from autorl.errors import UsageError
 from autorl.inference.gpu_share import GIB, RUNS_PER_GPU_ENV, GpuBudget, gpu_memory_bytes, weights_bytes
 from autorl.registry import default_backend, get_backend, get_benchmark, resolve_agent

@@ -96,7 +96,7 @@ def agent_environment(contract: Mapping[str, str], extra: Mapping[str, str], bas
                       *, benchmark: Mapping[str, str] | None = None) -> dict[str, str]:
     """The agent process's whole environment before the scrub: the ``benchmark``'s variables
     (:meth:`~autorl.Benchmark.agent_env`), then the few :data:`PASSTHROUGH` variables of ``base`` (default:
-    this process's), then the contract (:attr:`AgentContext.env <autorl.agents.base.AgentContext.env>`), then
+    this process's), then the contract (:attr:`AgentContext.env <autorl.agent.AgentContext.env>`), then
     the agent's own ``extra``, each over the ones before; nothing else of the orchestrator's environment."""
     base = os.environ if base is None else base
     env = dict(benchmark or {})
@@ -138,7 +138,7 @@ def agent_policy(*, workspace: Path, env: Mapping[str, str], model: Path, train_
                  environ: Mapping[str, str] | None = None) -> Policy:
     """The agent's :class:`Policy` for one run. ``env`` is its final environment (:func:`agent_env`): its ``PATH``
     decides which programs under masked folders are shown. ``agent_files`` are what the agent asks to read
-    (:meth:`~autorl.agents.base.Agent.sandbox_paths`); a file the benchmark shows that is, or holds, a masked
+    (:meth:`~autorl.agent.Agent.sandbox_paths`); a file the benchmark shows that is, or holds, a masked
     folder is refused in one line."""
     masked = agent_masks(autorl_home, runs_root, environ)
     shown = benchmark.agent_paths()

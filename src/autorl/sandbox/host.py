@@ -127,10 +127,9 @@ def gpu_devices() -> list[str]:
     return sorted(set(glob.glob("/dev/nvidia*")) | set(glob.glob("/dev/nvidia-caps/*")))
 
 
-def _import_root() -> Path:
-    import autorl
-
-    return Path(autorl.__file__).resolve().parent.parent
+def import_root() -> Path:
+    """The folder autorl was imported from (a site folder, a checkout's ``src``)."""
+    return Path(__file__).resolve().parents[2]
 
 
 def python_paths(extra: Iterable[str] = ()) -> list[Path]:
@@ -138,6 +137,6 @@ def python_paths(extra: Iterable[str] = ()) -> list[Path]:
     orchestrator's own script folder (``sys.path[0]``: the caller's working folder, maybe its home), and the
     folder autorl itself was imported from (a checkout)."""
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, str(Path(sys.executable).parent),
-             str(_import_root()), *extra}
+             str(import_root()), *extra}
     roots |= {p for p in sys.path[1:] if p and os.path.isabs(p) and os.path.isdir(p)}
     return sorted(Path(p) for p in roots if os.path.isdir(p))

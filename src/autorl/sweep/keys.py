@@ -126,7 +126,7 @@ class Resolver:
         return self._cached("model", spec, make)
 
     def identify(self, options: dict[str, Any]) -> Cell:
-        from autorl import __version__
+        from autorl.version import __version__
 
         o = options
         identity = {

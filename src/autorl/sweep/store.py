@@ -126,7 +126,7 @@ class SweepDir:
         return (self.root / "sweep.json").is_file()
 
     def create(self, spec: dict[str, Any], cells: list[dict[str, Any]]) -> None:
-        from autorl import __version__
+        from autorl.version import __version__
 
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(self.root, 0o700)
