@@ -79,7 +79,7 @@ def plant_new(root: Path) -> tuple[set[str], set[str]]:
 
 
 def workspace(root: Path, model_dir: Path, data_dir: Path) -> None:
-    from autorl.registry import get_benchmark
+    from autorl.plugins.registry import get_benchmark
     from autorl.resources import ResolvedModel
     from autorl.runs.workspace import build_workspace
 
@@ -249,7 +249,7 @@ def measure(draws: int) -> dict[str, Any]:
         import sklearn  # noqa: F401
     except ImportError:
         raise SystemExit("this measure needs scikit-learn: pip install scikit-learn") from None
-    from autorl.registry import get_benchmark
+    from autorl.plugins.registry import get_benchmark
     from autorl.resources import resolve_model
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -68,7 +68,7 @@ def main() -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="autorl-sweep-bench-"))
     os.environ["AUTORL_HOME"] = str(tmp / "home")
-    from autorl.plugins import create_plugin_manager, set_plugin_manager
+    from autorl.plugins.loader import create_plugin_manager, set_plugin_manager
 
     pm = create_plugin_manager(entry_points=False)
     pm.register(Plugin(), name="bench")

@@ -62,7 +62,7 @@ def tensor_digest(model: Any) -> dict[str, str]:
 
 
 def build_tiny(out: Path) -> None:
-    from autorl.tiny_model import build
+    from autorl.default_plugins.tiny_model import build
 
     for seed in (0, 1):
         build(out / f"tiny_{seed}", seed=seed)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from autorl.agents.example_agent import supported_benchmarks, trains_on
-from autorl.registry import get_benchmark
+from autorl.plugins.registry import get_benchmark
 
 from .conftest import cli
 

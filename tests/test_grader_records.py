@@ -181,4 +181,4 @@ def test_no_module_of_the_grader_imports_the_registry() -> None:
         if path.name in ("server.py", "worker.py"):  # the process entry points, where names are resolved
             continue
         text = path.read_text()
-        assert "autorl.registry" not in text, path.name
+        assert "autorl.plugins.registry" not in text, path.name

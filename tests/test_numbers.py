@@ -299,9 +299,9 @@ def test_the_builtin_model_answers_some_of_basics_and_never_trained_on_its_items
     """The Quick start's `--off-target basics` read 0.00 before and after: a check that could never show a loss.
     The built-in model learns two of its skills from questions of its own, none of them one of the set's."""
     from autorl.default_plugins.basics import Basics, question_texts
+    from autorl.default_plugins.tiny_model import general_example
     from autorl.evaluation.run import evaluate_model
     from autorl.inference.hf import HFBackend
-    from autorl.tiny_model import general_example
 
     bench = Basics({})
     bench.prepare_eval_data(tmp_path)

@@ -17,8 +17,8 @@ import autorl
 from autorl.agents.command import CommandAgent
 from autorl.agents.llm import LLMAgent
 from autorl.errors import AutorlError, PluginConflictError, UnknownNameError, UsageError
-from autorl.plugins import PluginInfo, create_plugin_manager
-from autorl.registry import (
+from autorl.plugins.loader import PluginInfo, create_plugin_manager
+from autorl.plugins.registry import (
     Kind,
     PluginTypeError,
     agent_summary,

@@ -306,7 +306,7 @@ def _flaky_plugin() -> Any:
 
 
 def test_lost_jobs_are_retried_and_bad_outcomes_are_not(home: Path, tmp_path: Path, model: Path) -> None:
-    from autorl.plugins import create_plugin_manager, set_plugin_manager
+    from autorl.plugins.loader import create_plugin_manager, set_plugin_manager
     from autorl.sweep import get_executors, sweep
 
     pm = create_plugin_manager(entry_points=False)
@@ -344,7 +344,7 @@ def test_lost_jobs_are_retried_and_bad_outcomes_are_not(home: Path, tmp_path: Pa
 
 def test_a_registered_executor_must_subclass_executor() -> None:
     from autorl.hookspecs import hookimpl
-    from autorl.plugins import create_plugin_manager
+    from autorl.plugins.loader import create_plugin_manager
     from autorl.sweep import get_executors
 
     class Plugin:

@@ -110,7 +110,7 @@ def test_a_wider_screen_gets_wider_tables(study: dict[str, str]) -> None:
 
 def _every_command() -> list[list[str]]:
     from autorl.cli import app, command
-    from autorl.plugins import get_plugin_manager
+    from autorl.plugins.loader import get_plugin_manager
 
     get_plugin_manager().hook.register_commands(cli=app)
     out, todo = [], [([], command(app))]

@@ -33,8 +33,8 @@ from autorl.hidden import (
 from autorl.hookspecs import RegisterAgent, RegisterBackend, RegisterBenchmark, hookimpl
 from autorl.inference.base import Backend, Completion, GenerationRequest
 from autorl.jsonio import read_jsonl, write_json_atomic, write_jsonl_atomic, write_text_atomic
-from autorl.plugins import PluginWarning
-from autorl.registry import get_agent, get_backend, get_benchmark
+from autorl.plugins.loader import PluginWarning
+from autorl.plugins.registry import get_agent, get_backend, get_benchmark
 from autorl.resources import autorl_home, file_lock
 from autorl.scoring import EvalConfig, Evaluator, Item, ItemResult, Progress, Scorer
 from autorl.version import __version__

@@ -40,7 +40,7 @@ from typing import Any
 import pytest
 
 from autorl.inference.base import Backend, Completion, GenerationRequest
-from autorl.plugins import PluginInfo, PluginManager, create_plugin_manager, set_plugin_manager
+from autorl.plugins.loader import PluginInfo, PluginManager, create_plugin_manager, set_plugin_manager
 
 
 @pytest.fixture
@@ -77,7 +77,7 @@ def autorl_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The built-in ``autorl:tiny`` model (a ~0.5M-parameter Qwen2), built once per test session."""
-    from autorl.tiny_model import build
+    from autorl.default_plugins.tiny_model import build
 
     return build(tmp_path_factory.mktemp("autorl-tiny") / "tiny", log=lambda _m: None)
 
@@ -88,8 +88,8 @@ class LocalGrader:
     def __init__(self, root: Path, task: str, base_model: Path | None, backend: str) -> None:
         from autorl.grader.config import GraderConfig
         from autorl.grader.process import GraderProcess
+        from autorl.plugins.registry import get_benchmark
         from autorl.procs.group import free_port
-        from autorl.registry import get_benchmark
         from autorl.resources import ResolvedModel, prepare_data
 
         data = prepare_data(get_benchmark(task)())
@@ -142,7 +142,7 @@ def check_benchmark_end_to_end(task: str, model: str = "autorl:tiny", limit: int
     import sys
     import tempfile
 
-    from autorl.registry import get_benchmark
+    from autorl.plugins.registry import get_benchmark
 
     extra = [a for k, v in (options or {}).items() for a in ("--benchmark-option", f"{k}={json.dumps(v)}")]
     proc = subprocess.run(

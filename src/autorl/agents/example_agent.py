@@ -33,7 +33,7 @@ def trains_on(benchmark: Benchmark) -> bool:
 
 def supported_benchmarks() -> list[str]:
     """The installed benchmarks the example agent trains on, by name."""
-    from autorl.registry import get_benchmarks
+    from autorl.plugins.registry import get_benchmarks
 
     names = []
     for name, reg in get_benchmarks().items():

@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: plugin commands, then the app; user mistakes become one line and exit code 2."""
     warnings.formatwarning = _warning_line  # type: ignore[assignment]
     try:
-        from autorl.plugins import get_plugin_manager
+        from autorl.plugins.loader import get_plugin_manager
 
         get_plugin_manager().hook.register_commands(cli=app)
         with json_stdout(sys.argv[1:] if argv is None else argv):

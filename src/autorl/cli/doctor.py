@@ -91,7 +91,7 @@ def checks() -> list[Check]:
     from autorl import __version__
     from autorl.errors import AutorlError, PluginConflictError, PluginTypeError, extra_install
     from autorl.inference.gpu_share import visible_gpus
-    from autorl.registry import KINDS, plugin_summary, registrations
+    from autorl.plugins.registry import KINDS, plugin_summary, registrations
     from autorl.resources import autorl_home
 
     out = [Check("autorl", True, f"{__version__} on Python {sys.version.split()[0]} ({sys.executable})")]
@@ -152,7 +152,7 @@ def checks() -> list[Check]:
 
 def plugin_checks() -> list[Check]:
     """The lines plugins add through ``doctor_checks``; a hook that raises is a failed line naming its plugin."""
-    from autorl.plugins import get_plugin_manager
+    from autorl.plugins.loader import get_plugin_manager
 
     out: list[Check] = []
 

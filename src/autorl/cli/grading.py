@@ -90,8 +90,8 @@ def grader_serve(
 
     from autorl.grader.config import GraderConfig
     from autorl.grader.server import serve
+    from autorl.plugins.registry import default_backend, get_benchmark
     from autorl.procs.group import free_port
-    from autorl.registry import default_backend, get_benchmark
     from autorl.resources import autorl_home, prepare_data, resolve_model
 
     benchmark = get_benchmark(task)()

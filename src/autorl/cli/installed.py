@@ -17,7 +17,7 @@ list_app = typer.Typer(help="List what is installed.", no_args_is_help=True)
 
 def plugins() -> None:
     """Show installed plugins and what each registers (JSON)."""
-    from autorl.registry import plugin_summary
+    from autorl.plugins.registry import plugin_summary
 
     print_json(plugin_summary())
 
@@ -34,7 +34,7 @@ def _listing(rows: list[dict[str, Any]], as_json: bool, title: str, columns: lis
 @list_app.command("benchmarks")
 def list_benchmarks(as_json: bool = opt.JSON_OUTPUT) -> None:
     """Benchmarks (tasks) that `autorl run --task` accepts (also `autorl list tasks`)."""
-    from autorl.registry import benchmark_summary
+    from autorl.plugins.registry import benchmark_summary
 
     _listing(benchmark_summary(), as_json, "benchmarks (tasks)", ["name", "version", "distribution", "splits"],
              lambda r: [r["name"], str(r["version"]), r["distribution"], ",".join(r["splits"])])
@@ -48,7 +48,7 @@ list_app.command("tasks", help="Tasks (benchmarks) that `autorl run --task` acce
 @list_app.command("agents")
 def list_agents(as_json: bool = opt.JSON_OUTPUT) -> None:
     """Agents that `autorl run --agent` accepts (a folder with config.yaml works too)."""
-    from autorl.registry import agent_summary
+    from autorl.plugins.registry import agent_summary
 
     _listing(agent_summary(), as_json, "agents", ["name", "distribution", "ready", "description"],
              lambda r: [r["name"], r["distribution"], "yes" if r["ready"] else f"no: {r['status']}", r["description"]])
@@ -57,7 +57,7 @@ def list_agents(as_json: bool = opt.JSON_OUTPUT) -> None:
 @list_app.command("backends")
 def list_backends(as_json: bool = opt.JSON_OUTPUT) -> None:
     """Inference backends that `--backend` accepts, and whether each can run here."""
-    from autorl.registry import backend_summary
+    from autorl.plugins.registry import backend_summary
 
     _listing(backend_summary(), as_json, "backends", ["name", "distribution", "available"],
              lambda r: [r["name"], r["distribution"], "yes" if r["available"] else "no"])

@@ -241,8 +241,8 @@ def audit(
     import getpass
 
     from autorl.audit import reaudit
+    from autorl.plugins.registry import get_benchmark, resolve_task
     from autorl.record.ledger import Ledger
-    from autorl.registry import get_benchmark, resolve_task
     from autorl.resources import autorl_home
 
     home = autorl_home()

@@ -9,7 +9,7 @@ from typing import Any
 
 from autorl.errors import UsageError
 from autorl.hookspecs import hookimpl
-from autorl.plugins import PluginWarning
+from autorl.plugins.loader import PluginWarning
 
 EXAMPLE_FOLDER = Path(__file__).resolve().parent.parent / "agents" / "example"
 #: Adapters for coding-agent CLIs, one folder each (config.yaml + start.sh), sharing ``common.sh``.

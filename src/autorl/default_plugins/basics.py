@@ -41,7 +41,7 @@ def _questions() -> list[tuple[str, str, int]]:
 
 def question_texts() -> frozenset[str]:
     """Every question of the set (dev and test): what a model's own training data must leave out (the built-in
-    model learns two of these skills from other questions, :mod:`autorl.tiny_model`)."""
+    model learns two of these skills from other questions, :mod:`autorl.default_plugins.tiny_model`)."""
     return frozenset(q for _, q, _ in _questions())
 
 

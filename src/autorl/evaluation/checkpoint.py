@@ -32,14 +32,14 @@ def evaluate(
 ) -> EvalRecord:
     """Evaluate the checkpoint ``model`` (local dir, hub id or built-in model) on ``split`` of ``task``.
 
-    ``backend`` defaults to :func:`autorl.registry.default_backend`; ``base_model`` is the base of a LoRA
+    ``backend`` defaults to :func:`autorl.plugins.registry.default_backend`; ``base_model`` is the base of a LoRA
     adapter. Per-item records go to ``per_item_path``, or, without one, to
     ``per_item_dir/<task>-<split>-<model folder>.jsonl`` when ``per_item_dir`` is given, else nowhere.
     ``progress(done, total)`` is called as items finish. Bad input is a :class:`autorl.errors.UsageError`
     (or the registry's unknown-name error).
     """
     from autorl.evaluation.run import evaluate_model
-    from autorl.registry import default_backend, get_backend, get_benchmark, resolve_task
+    from autorl.plugins.registry import default_backend, get_backend, get_benchmark, resolve_task
     from autorl.resources import prepare_data, resolve_model
 
     if limit is not None and limit <= 0:

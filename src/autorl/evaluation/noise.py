@@ -45,7 +45,7 @@ def noise_floor(task: str, model: str, repeats: int, *, home: Path, split: str =
     """Score ``model`` on ``task`` ``repeats`` times (repeat i with sampling seed ``seed + i``), keep the record
     under ``home/noise/`` and return it."""
     from autorl.evaluation.run import evaluate_model
-    from autorl.registry import default_backend, get_backend, get_benchmark, resolve_task
+    from autorl.plugins.registry import default_backend, get_backend, get_benchmark, resolve_task
     from autorl.resources import prepare_data, resolve_model
 
     if not 2 <= repeats <= MAX_REPEATS:

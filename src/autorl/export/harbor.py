@@ -99,7 +99,7 @@ def _positive(name: str, value: float) -> None:
 
 def check(cell: TaskCell, scoring: Scoring) -> None:
     """One line naming the option that is wrong, before anything is prepared."""
-    from autorl.registry import get_backend, get_benchmark
+    from autorl.plugins.registry import get_backend, get_benchmark
 
     _positive("--timeout", cell.timeout)
     _positive("--verifier-timeout", scoring.verifier_timeout)
@@ -228,7 +228,7 @@ def _agent_image(env: Path, cell: TaskCell, benchmark: Benchmark, model: Resolve
 def _verifier_image(tests: Path, cell: TaskCell, model: ResolvedModel, spec: VerifierSpec, scoring: Scoring,
                     wheels: Wheels) -> None:
     """``tests/``: the base model, the verifier's spec and script, and what its image installs."""
-    from autorl.registry import get_backends, get_benchmarks
+    from autorl.plugins.registry import get_backends, get_benchmarks
 
     _copy_tree(model.path, tests / spec.base_model)
     dists: dict[str, tuple[str, ...]] = {"autorl": BACKEND_EXTRAS.get(cell.backend, ())}
@@ -269,7 +269,7 @@ def _task_toml(cell: TaskCell, scoring: Scoring, benchmark: Benchmark, spec: Ver
 
 
 def _write_task(stage: Path, cell: TaskCell, scoring: Scoring, wheels: Wheels, log: Callable[[str], None]) -> None:
-    from autorl.registry import get_benchmark
+    from autorl.plugins.registry import get_benchmark
     from autorl.resources import resolve_model
 
     benchmark = get_benchmark(cell.task)(cell.benchmark_options)

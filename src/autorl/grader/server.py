@@ -23,14 +23,14 @@ from autorl.procs.lease import LOST_AT_KEY
 
 def plugin_listing() -> list[dict[str, Any]]:
     """What ``GET /-/plugins`` lists: each installed plugin and what it registers."""
-    from autorl.registry import plugin_summary
+    from autorl.plugins.registry import plugin_summary
 
     return plugin_summary()
 
 
 def benchmark_listing() -> list[dict[str, Any]]:
     """What ``GET /-/benchmarks`` lists: each installed benchmark with its distribution and version."""
-    from autorl.registry import get_benchmarks
+    from autorl.plugins.registry import get_benchmarks
 
     return [{"name": r.name, "distribution": r.distribution, "version": getattr(r.cls, "version", "?")}
             for r in get_benchmarks().values()]

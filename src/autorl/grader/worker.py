@@ -136,7 +136,7 @@ def harness_blame(job: dict[str, Any], exc: BaseException) -> str | None:
 
 def run_job(job: dict[str, Any], backend: Backend | None = None) -> dict[str, Any]:
     """Evaluate one job; its record as a dict. With ``backend`` (a warm worker's) the engine is kept loaded."""
-    from autorl.registry import get_backend, get_benchmark
+    from autorl.plugins.registry import get_backend, get_benchmark
 
     benchmark = get_benchmark(job["task"])(job.get("benchmark_options") or {})
     keep = backend is not None
@@ -260,7 +260,7 @@ def _evaluating(job: dict[str, Any]) -> str:
 
 def serve(in_fd: int, out_fd: int) -> int:
     """The warm worker's loop: one job per frame until the grader closes the pipe."""
-    from autorl.registry import get_backend
+    from autorl.plugins.registry import get_backend
 
     for fd in (in_fd, out_fd):
         os.set_inheritable(fd, False)  # nothing this worker starts (sandboxed code, engine processes) gets them

@@ -7,4 +7,5 @@
     display    how a result reads on a screen: the p-value rule, a result in words, short ids
     metrics    a run's process metrics from the grader's records
     aggregate  runs pooled per agent
+    db         SQLite as the ledger and the grader's store use it: one write transaction shape
 """

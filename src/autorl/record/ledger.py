@@ -18,10 +18,10 @@ from contextlib import AbstractContextManager, suppress
 from pathlib import Path
 from typing import IO, Any
 
-from autorl.db import open_database, write_transaction
 from autorl.errors import ResourceError, UsageError
 from autorl.jsonio import write_json_atomic
 from autorl.record.card import write_card
+from autorl.record.db import open_database, write_transaction
 from autorl.record.results import CSV_COLUMNS, RunResult, RunRow, judged_headline, upgrade_row
 
 __all__ = ["Ledger", "check_result", "csv_value", "ingest_files", "ingest_results", "read_result", "record_run",

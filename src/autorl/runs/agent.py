@@ -83,7 +83,7 @@ def check_agent_view(plan: Plan, assets: Assets, home: Path, runs_dir: Path | st
     one-line :class:`~autorl.errors.UsageError` naming the plugin and the variable or file that holds a hidden
     item or a key, or shows what every agent's policy masks (:mod:`autorl.sandbox.offered`). ``given`` is what
     the operator passes the agent on purpose."""
-    from autorl.registry import registrations
+    from autorl.plugins.registry import registrations
     from autorl.sandbox.agent import agent_masks, refuse_uncovering
     from autorl.sandbox.offered import check_offered
 

@@ -21,7 +21,7 @@ __all__ = ["check_tasks", "score_off_target", "selected_snapshot"]
 def check_tasks(tasks: Sequence[str]) -> list[str]:
     """The off-target task names, each known to the registry (an unknown one: its one-line error, before the
     run starts), without repeats."""
-    from autorl.registry import get_benchmark
+    from autorl.plugins.registry import get_benchmark
 
     out: list[str] = []
     for task in tasks:
@@ -51,7 +51,7 @@ def score_off_target(tasks: Sequence[str], *, base_dir: Path, selected: tuple[Pa
     """Each task's base and selected scores on its test split with the paired change; an evaluation that fails
     is recorded with its error (it never stops the run from being recorded)."""
     from autorl.evaluation.run import evaluate_model
-    from autorl.registry import get_backend, get_benchmark
+    from autorl.plugins.registry import get_backend, get_benchmark
     from autorl.resources import prepare_data
 
     out = []

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from autorl.agent import Agent
 from autorl.errors import UsageError
 from autorl.inference.gpu_share import GIB, RUNS_PER_GPU_ENV, GpuBudget, gpu_memory_bytes, weights_bytes
-from autorl.registry import default_backend, get_backend, get_benchmark, resolve_agent
+from autorl.plugins.registry import default_backend, get_backend, get_benchmark, resolve_agent
 from autorl.resources import BenchmarkData, ResolvedModel, prepare_data, resolve_model
 from autorl.runs.gpus import GpuAssignment, parse_gpus
 from autorl.sandbox import choose

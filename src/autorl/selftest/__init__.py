@@ -138,7 +138,7 @@ def _masked(bench: Benchmark) -> list[str]:
 def _hidden(task: str, hidden_dir: Path) -> tuple[dict[str, set[str]], tuple[str, ...], list[str], list[Item]]:
     """The run's hidden items (as content per split, and all of them), its public splits and masked paths."""
     from autorl.hardening import _portable
-    from autorl.registry import get_benchmark
+    from autorl.plugins.registry import get_benchmark
 
     bench = get_benchmark(task)()
     bench.hidden_dir = hidden_dir
@@ -160,7 +160,7 @@ def _scorer(task: str, hidden_dir: Path) -> tuple[bool, bool, str] | None:
     """The adversarial completions through the benchmark's own evaluator and ``score()`` on the run's hidden dev
     items, here where the grader scores them."""
     from autorl.hardening import check_scorer_escapes
-    from autorl.registry import get_benchmark
+    from autorl.plugins.registry import get_benchmark
 
     bench = get_benchmark(task)()
     bench.hidden_dir = hidden_dir
@@ -230,7 +230,7 @@ def run_selftest(task: str, *, model: str, sandbox: str = "auto", network: str |
 
     ``network`` ``None``: off where the sandbox can cut it, else on (and the network attack is n/a).
     """
-    from autorl.registry import get_benchmark
+    from autorl.plugins.registry import get_benchmark
     from autorl.resources import resolve_model
     from autorl.sandbox import choose
     from autorl.untrusted import read_json

@@ -103,7 +103,7 @@ def open_study(sweep: str | Path) -> Study:
 
 def _prepare(study: Study) -> None:
     """Each task's data and hidden items in the shared home, once, before any run copies them."""
-    from autorl.registry import get_benchmark
+    from autorl.plugins.registry import get_benchmark
     from autorl.resources import prepare_data
 
     done: set[str] = set()

@@ -78,7 +78,7 @@ class Executor(ABC):
 
 def get_executors(pm: Any = None) -> dict[str, tuple[type[Executor], str]]:
     """Every executor: name -> (class, the distribution that registers it)."""
-    from autorl.plugins import get_plugin_manager
+    from autorl.plugins.loader import get_plugin_manager
 
     pm = pm or get_plugin_manager()
     found: dict[str, tuple[type[Executor], str]] = {}

@@ -75,7 +75,7 @@ class Resolver:
 
     def agent(self, spec: str) -> dict[str, Any]:
         def make() -> dict[str, Any]:
-            from autorl.registry import resolve_agent
+            from autorl.plugins.registry import resolve_agent
 
             try:
                 cls = resolve_agent(spec)
@@ -92,7 +92,7 @@ class Resolver:
     def task(self, name: str, options: dict[str, Any]) -> dict[str, Any]:
         def make() -> dict[str, Any]:
             from autorl.evaluation.identity import stable_hash
-            from autorl.registry import get_benchmark, resolve_task
+            from autorl.plugins.registry import get_benchmark, resolve_task
 
             try:
                 bench = get_benchmark(resolve_task(name))(dict(options))
@@ -109,7 +109,7 @@ class Resolver:
             from autorl.resources import BUILTIN_MODELS
 
             if spec in BUILTIN_MODELS:  # its recipe's version, without building it here
-                from autorl import tiny_model
+                from autorl.default_plugins import tiny_model
 
                 return {"id": spec, "revision": f"recipe-v{tiny_model.RECIPE_VERSION}"}
             local = Path(spec).expanduser()

@@ -119,7 +119,7 @@ class LocalExecutor(Executor):
         """Refuse a ``runs_per_gpu`` whose share of the smallest GPU cannot hold a vLLM grader's engine for a
         cell's model, and the agent's ``agent_gpu_gb`` when given, with the arithmetic."""
         from autorl.inference.gpu_share import GIB, GpuBudget, gpu_memory_bytes
-        from autorl.registry import default_backend
+        from autorl.plugins.registry import default_backend
         from autorl.resources import resolve_model
 
         self._plan_disk(cells)

@@ -141,7 +141,7 @@ rebuilt_items = {}
 
 @attempt("rederive")
 def _rederive():
-    from autorl.registry import get_benchmark
+    from autorl.plugins.registry import get_benchmark
 
     bench = get_benchmark(task)()
     folder = ws / "code" / "rederived"
@@ -157,7 +157,7 @@ def _rederive():
 @attempt("scorer")
 def _scorer():
     from autorl.hardening import ADVERSARIAL
-    from autorl.registry import get_benchmark
+    from autorl.plugins.registry import get_benchmark
 
     bench = get_benchmark(task)()
     bench.hidden_dir = ws / "code" / "rederived"
