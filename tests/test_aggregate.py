@@ -84,7 +84,7 @@ def test_an_old_row_takes_its_limit_from_its_record_and_is_not_pooled_with_all_i
     """A row recorded before the limit was a column (its config hash, too, the same for 20 items as for all)
     reads its limit from the record's meta: it stays out of the group of runs on every item."""
     from autorl.record.ledger import Ledger
-    from autorl.record.results import RunRow
+    from autorl.record.row import RunRow
 
     ledger = Ledger(tmp_path / "autorl.db")
     old = RunRow("old", "2026-01-01 00:00:00", "arith", "a", "tiny", config_hash="h1", improvement=4.0,

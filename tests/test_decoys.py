@@ -368,7 +368,8 @@ OLD_ROW = ["decoy:opened:test-answers", "decoy:token:grader-admin-token@grader",
 
 def test_rows_recorded_before_reads_had_their_own_column_load_in_todays_meaning(tmp_path: Path) -> None:
     from autorl.record.ledger import Ledger
-    from autorl.record.results import RunRow, upgrade_row
+    from autorl.record.migrate import upgrade_row
+    from autorl.record.row import RunRow
 
     bait, read = split_recorded(OLD_ROW)
     assert bait == ["decoy:canary:dev-answers@snapshot 2/a.jsonl", "decoy:canary:test-answers@output/v1/b.json",

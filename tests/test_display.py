@@ -11,7 +11,8 @@ import pytest
 
 from autorl.record.display import fmt_ci, fmt_p, fmt_signed
 from autorl.record.ledger import Ledger
-from autorl.record.results import RunResult, RunRow, run_row
+from autorl.record.result import RunResult
+from autorl.record.row import RunRow, run_row
 
 from .conftest import cli
 

@@ -10,7 +10,7 @@ import pytest
 
 import autorl
 from autorl.export.frames import ITEM_COLUMNS, column_kinds
-from autorl.record.results import CSV_COLUMNS
+from autorl.record.row import CSV_COLUMNS
 
 from .recorded_run import LOSSES, WINS, RecordedRuns
 from .test_ui import fixture_result, make_ledger

@@ -15,7 +15,7 @@ import pytest
 
 from autorl.grader.core import Grader
 from autorl.inference.failures import harness_cause, same_shape
-from autorl.record.results import end_reason, infra_failure
+from autorl.record.row import end_reason, infra_failure
 
 from .conftest import cli, echo_answers, write_stub_checkpoint
 from .grader_harness import make_config

@@ -10,7 +10,7 @@ import pytest
 
 from autorl.audit.judge import Answer, Piece, flags_of, gather, judge_pieces, judge_run, majority, parse
 from autorl.audit.judge.prompt import QUESTIONS, chunks, user_prompt
-from autorl.record.results import judged_headline
+from autorl.record.row import judged_headline
 
 from .gateway_harness import TOKEN, gateway
 from .judge_corpus import build, confusion
@@ -270,7 +270,7 @@ def test_the_run_page_shows_a_judges_evidence_escaped() -> None:
 
 def test_the_study_report_follows_an_override_recorded_in_the_ledger(tmp_path: Path, home: Path) -> None:
     from autorl.record.ledger import Ledger
-    from autorl.record.results import RunRow
+    from autorl.record.row import RunRow
     from autorl.sweep.report import standing_flags
 
     flag = {"name": "judge:contamination", "severity": "critical", "detail": "1/1", "evidence": ["agent.log: x"]}

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from autorl.record.metrics import EFFICIENCY_COLUMNS, METRIC_NAMES, metric_means, process_metrics
-from autorl.record.results import CSV_COLUMNS
+from autorl.record.row import CSV_COLUMNS
 
 from .conftest import cli, echo_answers, write_stub_checkpoint
 from .scripted_llm import serve_in_thread
@@ -154,7 +154,8 @@ def test_process_metrics_in_results_csv_and_the_run_page(scripted_run: dict[str,
 
 # -- success named for what it is, beat_baseline ----------------------------------------------------------
 def test_beat_baseline_is_the_headline_interval_above_zero() -> None:
-    from autorl.record.results import beat_baseline, upgrade_row
+    from autorl.record.display import beat_baseline
+    from autorl.record.migrate import upgrade_row
 
     assert beat_baseline([0.5, 9.0]) is True
     # an interval touching or crossing 0, none, or a malformed one: no
@@ -482,7 +483,7 @@ def test_every_recorded_run_gets_its_card_and_a_card_failure_loses_nothing(tmp_p
 
 
 def test_a_notebook_shows_the_run_with_the_dashboards_trajectory(tmp_path: Path) -> None:
-    from autorl.record.results import RunResult
+    from autorl.record.result import RunResult
 
     from .test_ui import fixture_result
 

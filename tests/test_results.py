@@ -1,5 +1,6 @@
-"""`autorl.record.results`: every column defined once, older ledgers still read, recording idempotent, and the dev
-figures of a row the grader's own (its best and that submission's improvement), finished or live."""
+"""A run's record (`autorl.record.row`, `.result`, `.migrate`): every column defined once, older ledgers still
+read, recording idempotent, and the dev figures of a row the grader's own (its best and that submission's
+improvement), finished or live."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ import pytest
 
 from autorl.errors import ResourceError
 from autorl.record.ledger import Ledger, ingest_files, record_run
-from autorl.record.results import CSV_COLUMNS, DEV_COLUMNS, RECORDED_COLUMNS, RunResult, RunRow, run_row
+from autorl.record.result import RunResult
+from autorl.record.row import CSV_COLUMNS, DEV_COLUMNS, RECORDED_COLUMNS, RunRow, run_row
 
 #: the results.csv header before the study columns were added (the reference harness's columns first)
 PREVIOUS_COLUMNS = (

@@ -201,7 +201,7 @@ def _state(dev_scores: list[float], dev_baseline: float = 25.0) -> dict[str, obj
                                          "baseline_score": None, "improvement": None}])
 def test_a_run_without_a_test_score_has_no_headline(tmp_path: Path, test: dict[str, object] | None) -> None:
     """Best of k on dev is biased upward: it never stands in for the held-out number."""
-    from autorl.record.results import run_row
+    from autorl.record.row import run_row
 
     now = time.time()
     row = run_row(run_id="r", started=now, finished=now, task="echo", agent="a", base_model="m",

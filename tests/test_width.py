@@ -82,7 +82,7 @@ def test_a_prefix_of_several_runs_is_refused_naming_them(tmp_path: Path) -> None
     from autorl.errors import UsageError
     from autorl.record.display import short_ids
     from autorl.record.ledger import Ledger
-    from autorl.record.results import RunRow
+    from autorl.record.row import RunRow
 
     ids = ["a1b2c3d4e5f6a7b8c9d0-e1f2a3b4-a1", "a1b2c3d4e5f6a7b8c9d0-e1f2a3b4-a2", "20261101T100000",
            "20261101T100000-1"]

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 
-# alike in shape only to export.verifier.VerifierSpec: two unrelated records that are short lists of fields
 @dataclass(frozen=True)
 class Check:
     name: str

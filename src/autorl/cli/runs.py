@@ -122,7 +122,7 @@ COMPACT_COLUMNS = ("run id", "task", "agent", "model", "test change [95% CI]", "
 
 def _status(r: dict[str, Any]) -> str:
     # beat baseline, no clear change, below baseline or no test score: never "ok" for a run at -18 points
-    from autorl.record.results import outcome
+    from autorl.record.display import outcome
 
     return outcome(r) + (" (flagged)" if r.get("audit_flags") else "")
 

@@ -68,7 +68,6 @@ def _engine_figures(backend: Backend) -> dict[str, Any]:
     return figures
 
 
-# (its keyword-only parameters are alike in shape only to autorl.runs.runner.run's: separate signatures)
 def evaluate_model(
     benchmark: Benchmark,
     backend: Backend,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autorl.errors import MissingDependencyError, UsageError, extra_install
-from autorl.record.results import CSV_COLUMNS, RunRow
+from autorl.record.row import CSV_COLUMNS, RunRow
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -39,7 +39,7 @@ def _pandas(what: str) -> Any:
 
 
 def column_kinds() -> dict[str, str]:
-    """What each ``results.csv`` column holds, from :class:`~autorl.record.results.RunRow`'s field types: ``float``
+    """What each ``results.csv`` column holds, from :class:`~autorl.record.row.RunRow`'s field types: ``float``
     (NaN for none), ``int`` (``int?`` where a run may have none: pandas' nullable ``Int64``), ``bool`` (``bool?``:
     nullable ``boolean``), ``str`` (pandas' text type), ``datetime`` (``timestamp``, UTC) or ``object`` (lists,
     tables)."""

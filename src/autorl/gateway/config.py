@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 
-# alike in shape only to autorl.record.results.RunRow: a list of named fields with defaults
 @dataclass
 class GatewayConfig:
     """The run's tokens, record folder, budget and limits."""

@@ -36,8 +36,6 @@ def _seconds_from_env(name: str, default: float) -> float:
 class GraderConfig:
     """Everything a grader process needs; written by the orchestrator, readable only by its owner."""
 
-    # (alike in shape only to a run's row, autorl.record.results.RunRow: a list of named fields with defaults)
-
     task: str
     workspace: str
     output_dir: str

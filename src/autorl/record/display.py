@@ -147,7 +147,7 @@ def _one(v: float | None) -> str:
 
 
 def run_repr(r: Any) -> str:
-    """One line for a run's result (:class:`~autorl.record.results.RunResult`): who, what, and the test headline."""
+    """One line for a run's result (:class:`~autorl.record.result.RunResult`): who, what, and the test headline."""
     score = "no test score" if r.test_score is None else f"test {_one(r.test_baseline)} -> {_one(r.test_score)}"
     return (f"<RunResult {r.run_id} {r.task} agent={r.agent_name} model={r.model}: {score}, "
             f"improvement {fmt_signed(r.improvement)} {fmt_ci(r.improvement_ci95)}, p={fmt_p(r.p_value)}, k={r.k}>")

@@ -1,5 +1,5 @@
 """The results database (SQLite, WAL) and its ``results.csv`` export: the one writer of a run's record (the
-columns and the row: :mod:`autorl.record.results`).
+columns and the row: :mod:`autorl.record.row`).
 
 Each finished run writes ``result.json`` into its run directory (:func:`record_run`); that file is the source of
 truth and the ledger ingests it idempotently (keyed by run id), so runs from many machines can be merged
@@ -22,7 +22,9 @@ from autorl.errors import ResourceError, UsageError
 from autorl.jsonio import write_json_atomic
 from autorl.record.card import write_card
 from autorl.record.db import open_database, write_transaction
-from autorl.record.results import CSV_COLUMNS, RunResult, RunRow, judged_headline, upgrade_row
+from autorl.record.migrate import upgrade_row
+from autorl.record.result import RunResult
+from autorl.record.row import CSV_COLUMNS, RunRow, judged_headline
 
 __all__ = ["Ledger", "check_result", "csv_value", "ingest_files", "ingest_results", "read_result", "record_run",
            "write_csv"]
@@ -193,7 +195,7 @@ class Ledger:
 
     def rows(self, task: str | None = None) -> list[dict[str, Any]]:
         """Every run's row (only ``task``'s when given), oldest first: every column of
-        :class:`~autorl.record.results.RunRow` in order (the audit's open flags in ``audit_flags``), then
+        :class:`~autorl.record.row.RunRow` in order (the audit's open flags in ``audit_flags``), then
         ``audit_overridden``, then any key an older row kept."""
         return [self.row_of(result) for result in self.runs() if task is None or result["row"]["task"] == task]
 
@@ -243,7 +245,7 @@ def csv_value(value: Any) -> Any:
 
 
 def write_csv(rows: Iterable[Mapping[str, Any]], out: IO[str], *, lineterminator: str = "\r\n") -> None:
-    """``rows`` as ``results.csv``: the header, then one line per row in :data:`~autorl.record.results.CSV_COLUMNS` order."""
+    """``rows`` as ``results.csv``: the header, then one line per row in :data:`~autorl.record.row.CSV_COLUMNS` order."""
     writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator=lineterminator)
     writer.writeheader()
     for row in rows:
@@ -258,7 +260,7 @@ def record_run(result: RunResult | Mapping[str, Any], home: Path, *, ledger: Led
     one, a study's, a re-audited one), and a card that cannot be written costs the card only.
 
     Args:
-        result: the run (a :class:`~autorl.record.results.RunResult`, or a result record as ``result.json`` holds it).
+        result: the run (a :class:`~autorl.record.result.RunResult`, or a result record as ``result.json`` holds it).
         home: ``AUTORL_HOME``: the ledger is ``home/autorl.db``, the export ``home/results.csv``.
         ledger: an open ledger to use instead of opening ``home/autorl.db``.
     """

@@ -18,7 +18,6 @@ from autorl.version import __version__
 __all__ = ["RunFacts"]
 
 
-# A list of fields (alike in shape to autorl.record.results.RunRow's, and to its own further down): declarations, kept.
 @dataclass(frozen=True)
 class RunFacts:
     """One run's facts (all JSON values). The first ones are what every row of a run in flight has had; the

@@ -22,7 +22,8 @@ from autorl.gateway.record import SUMMARY_NAME
 from autorl.grader.records import state_from_store
 from autorl.record.ledger import record_run
 from autorl.record.metrics import driver_model, efficiency, process_metrics, test_best_of_k
-from autorl.record.results import RunResult, run_row
+from autorl.record.result import RunResult
+from autorl.record.row import run_row
 from autorl.resources import cached_instruct_variants
 
 if TYPE_CHECKING:
@@ -172,7 +173,7 @@ def gateway_totals(gateway_dir: str | None) -> dict[str, Any] | None:
 
 
 def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Path) -> RunResult:
-    """The run's record: its row from the grader's state (:func:`autorl.record.results.run_row`) and its conditions
+    """The run's record: its row from the grader's state (:func:`autorl.record.row.run_row`) and its conditions
     from its facts. The one builder of a record: a live run and a recovered one get the same fields."""
     state, test, summary = collected.state, collected.test, ending.gateway
     usage = None

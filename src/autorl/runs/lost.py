@@ -18,7 +18,7 @@ from autorl.grader.config import GraderConfig
 from autorl.grader.process import GraderProcess, grader_log_path
 from autorl.plugins.registry import get_benchmark, resolve_task
 from autorl.procs.group import free_port
-from autorl.record.results import RunResult
+from autorl.record.result import RunResult
 from autorl.runs.facts import RunFacts
 from autorl.runs.finish import Collected, Ending, collect_from, finish, gateway_totals, orchestrator
 from autorl.runs.liveness import OrchestratorStatus

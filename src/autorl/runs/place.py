@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 __all__ = ["Place", "check_port", "make_place", "new_run_id"]
 
 
-# alike in shape only to runs.plan.Plan (type-only imports, then a frozen record of one step's outcome)
 @dataclass(frozen=True)
 class Place:
     """Where the run lives: its workspace, the grader's store and the agent's private folders, the port."""

@@ -21,7 +21,7 @@ from autorl.grader.keep import KEEP_WHILE_RUNNING_BYTES, POLICIES
 from autorl.inference.gpu_share import visible_gpus, weights_bytes
 from autorl.plugins.registry import resolve_task
 from autorl.record.ledger import Ledger
-from autorl.record.results import RunResult
+from autorl.record.result import RunResult
 from autorl.resources import usable_home
 from autorl.runs.agent import AgentRun, check_agent_view, run_the_agent
 from autorl.runs.facts import RunFacts

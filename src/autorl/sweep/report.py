@@ -20,7 +20,7 @@ from typing import Any
 from autorl.decoys import split_recorded
 from autorl.record.aggregate import FAILURE_RULE, aggregate_runs, group_value
 from autorl.record.metrics import EFFICIENCY_COLUMNS, metric_means
-from autorl.record.results import judged_headline
+from autorl.record.row import judged_headline
 
 __all__ = ["build_report", "paired_differences", "study_report", "sweep_page_data", "t_interval"]
 

@@ -16,8 +16,9 @@ from typing import Any
 from autorl import untrusted
 from autorl.record.aggregate import FAILURE_RULE, aggregate_runs, differences
 from autorl.record.charts import point, timeline_of_result
+from autorl.record.display import outcome
 from autorl.record.ledger import Ledger
-from autorl.record.results import RunRow, dev_figures, outcome
+from autorl.record.row import RunRow, dev_figures
 
 #: columns of the runs table: key, title, kind (for formatting and sorting). The headline is the held-out
 #: test (the dev-selected checkpoint scored once on test, against the test baseline); the dev figure is the
@@ -43,7 +44,7 @@ def _live_status(info: Mapping[str, Any], now: float) -> str:
 
 def live_row(info: Mapping[str, Any], now: float | None = None) -> dict[str, Any]:
     """A runs-table row for a run in progress, from the grader's own store (never files the agent writes):
-    every :class:`~autorl.record.results.RunRow` column, the dev figures as the grader reports them, no headline
+    every :class:`~autorl.record.row.RunRow` column, the dev figures as the grader reports them, no headline
     (there is no test score until the run ends)."""
     now = time.time() if now is None else now
     store = read_store(Path(info["store_dir"])) if info.get("store_dir") else _EMPTY_STORE
@@ -88,7 +89,7 @@ def read_store(store_dir: Path) -> dict[str, Any]:
 
 
 def status_of(row: Mapping[str, Any]) -> str:
-    """A run's status: ``running`` or ``lost`` while it is in flight, then its :func:`~autorl.record.results.outcome`
+    """A run's status: ``running`` or ``lost`` while it is in flight, then its :func:`~autorl.record.display.outcome`
     (``beat baseline``, ``no clear change``, ``below baseline``, ``no test score``)."""
     if row.get("status"):
         return str(row["status"])

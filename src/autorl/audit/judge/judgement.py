@@ -37,7 +37,7 @@ class Judgement:
     calls: int = 0
 
     def columns(self) -> dict[str, Any]:
-        """The run record's columns for the judge (:class:`autorl.record.results.RunRow`)."""
+        """The run record's columns for the judge (:class:`autorl.record.row.RunRow`)."""
         return {"judge_model": self.model, "judge_prompt_hash": self.prompt_hash, "judge_samples": self.samples}
 
     def coverage(self) -> dict[str, Any]:

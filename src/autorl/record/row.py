@@ -1,6 +1,6 @@
-"""The result of a run, defined once: its row (every ledger / ``results.csv`` column), how the row is made from
-the grader's state, and the run's whole record (:class:`RunResult`, what ``result.json`` holds). Pure data and its
-derivations: writing a record is the ledger's (:func:`autorl.record.ledger.record_run`).
+"""A run's row, defined once: every ledger / ``results.csv`` column (:class:`RunRow`), how the row is made from
+the grader's state (:func:`run_row`), and the rule that replaces the headline under a judge's critical flag.
+Pure data and its derivations: writing a row is the ledger's (:func:`autorl.record.ledger.record_run`).
 
 The row's figures come from the grader's own records (its ``best``, each submission's ``improvement`` and
 interval, the test evaluation's comparison); nothing here recomputes a score.
@@ -9,51 +9,26 @@ interval, the test evaluation's comparison); nothing here recomputes a score.
 from __future__ import annotations
 
 import datetime as dt
-import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
-from typing import Any, Generic, TypeVar, overload
+from typing import Any
 
-from autorl.decoys import split_recorded
-from autorl.record.display import (
-    BEAT_BASELINE,
-    BELOW_BASELINE,
-    NO_CLEAR_CHANGE,
-    NO_TEST_SCORE,
-    OUTCOMES,
-    beat_baseline,
-    outcome,
-    run_html,
-    run_repr,
-)
-from autorl.record.display import as_number as _number
-from autorl.record.display import as_pair as _pair
+from autorl.record.display import beat_baseline
 
 __all__ = [
-    "BEAT_BASELINE",
-    "BELOW_BASELINE",
     "CSV_COLUMNS",
     "DEV_COLUMNS",
-    "NO_CLEAR_CHANGE",
-    "NO_TEST_SCORE",
-    "OUTCOMES",
     "RECORDED_COLUMNS",
-    "RunResult",
     "RunRow",
-    "beat_baseline",
     "dev_figures",
     "end_reason",
     "infra_failure",
     "judged_headline",
-    "outcome",
     "run_row",
-    "upgrade_row",
+    "scored_submissions",
 ]
 
 
-# A list of columns, one field each: its runs of same-shape lines (and those it shares with GraderConfig,
-# GatewayConfig and runs.facts.RunFacts, other records with fields of their own) are declarations, not logic.
 @dataclass
 class RunRow:
     """One run's row in the ledger and in ``results.csv``; the field order is the CSV's column order.
@@ -183,98 +158,8 @@ RECORDED_COLUMNS: tuple[str, ...] = tuple(c for c in CSV_COLUMNS if c != "audit_
 DEV_COLUMNS = ("dev_baseline", "dev_best", "dev_improvement", "dev_improvement_ci95", "dev_k")
 
 
-_T = TypeVar("_T")
-
-
-def _count(value: Any) -> int:
-    return int(_number(value) or 0)
-
-
-class _Column(Generic[_T]):
-    """A read-only attribute of :class:`RunResult`: its row's ``key``, read by ``read``."""
-
-    def __init__(self, key: str, read: Callable[[Any], _T], doc: str | None = None) -> None:
-        self.key, self.read, self.__doc__ = key, read, doc
-
-    @overload
-    def __get__(self, result: None, owner: type[Any]) -> _Column[_T]: ...
-
-    @overload
-    def __get__(self, result: RunResult, owner: type[Any]) -> _T: ...
-
-    def __get__(self, result: RunResult | None, owner: type[Any]) -> _Column[_T] | _T:
-        return self if result is None else self.read(result.row.get(self.key))
-
-    def __set__(self, result: RunResult, value: Any) -> None:
-        raise AttributeError(f"RunResult's {self.key} is read from its row")
-
-
-@dataclass(repr=False)
-class RunResult:
-    """The outcome of one run; ``row`` is its ledger / results.csv row (:meth:`RunRow.record`).
-
-    In a notebook the named properties say which split a figure is on: the headline (``test_baseline``,
-    ``test_score``, ``improvement``, ``improvement_ci95``, ``p_value``) is the held-out test split; the
-    ``dev_*`` figures are the best of ``k`` scored submissions on the split the agent saw (optimistic).
-    """
-
-    run_id: str
-    row: dict[str, Any]
-    submissions: list[dict[str, Any]]
-    #: the grader's dev baseline evaluation (``result.json`` keeps it under ``baseline``)
-    dev_baseline_record: dict[str, Any] | None
-    test: dict[str, Any] | None
-    agent: dict[str, Any]
-    run_dir: Path
-    meta: dict[str, Any] = field(default_factory=dict)
-    audit: list[dict[str, Any]] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The run as ``result.json`` holds it."""
-        d = {("baseline" if k == "dev_baseline_record" else k): v for k, v in asdict(self).items()}
-        d["run_dir"] = str(self.run_dir)
-        return d
-
-    # the row's figures by name, each read as its type (the row is data read back from disk)
-    task = _Column("task", str)
-    agent_name = _Column("agent", str)
-    model = _Column("base_model", str)
-    test_baseline = _Column("baseline", _number, "The base model's score on the held-out test split.")
-    test_score = _Column("best_score", _number,
-                         "The dev-selected checkpoint's score on the held-out test split (the result).")
-    improvement = _Column("improvement", _number, "``test_score - test_baseline``, paired on the same items.")
-    improvement_ci95 = _Column("improvement_ci95", _pair)
-    p_value = _Column("p_value", _number, "The paired test's p-value for the test improvement.")
-    success = _Column("success", bool)
-    k = _Column("dev_k", _count, "How many submissions were scored on dev (the dev figures are the best of these).")
-    dev_baseline = _Column("dev_baseline", _number)
-    dev_best = _Column("dev_best", _number, "The best of ``k`` dev scores: optimistic, the agent saw them.")
-    dev_improvement = _Column("dev_improvement", _number)
-    dev_improvement_ci95 = _Column("dev_improvement_ci95", _pair)
-
-    @property
-    def baseline(self) -> dict[str, Any] | None:
-        """Deprecated: the dev baseline's record; use ``dev_baseline_record`` (or ``test_baseline``)."""
-        warnings.warn("RunResult.baseline is the dev baseline's record: use dev_baseline_record, or "
-                      "test_baseline / dev_baseline for the scores", DeprecationWarning, stacklevel=2)
-        return self.dev_baseline_record
-
-    @property
-    def baseline_score(self) -> float | None:
-        """Deprecated: the test baseline's score; use ``test_baseline``."""
-        warnings.warn("RunResult.baseline_score is the test baseline: use test_baseline (or dev_baseline)",
-                      DeprecationWarning, stacklevel=2)
-        return self.test_baseline
-
-    def __repr__(self) -> str:
-        return run_repr(self)
-
-    def _repr_html_(self) -> str:
-        return run_html(self)
-
-
-
-def _scored(submissions: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def scored_submissions(submissions: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The submissions the grader scored."""
     return [s for s in submissions if s.get("status") == "done" and s.get("score") is not None]
 
 
@@ -283,7 +168,7 @@ def infra_failure(submissions: Sequence[Mapping[str, Any]], test: Mapping[str, A
     failed, failed for a reason of the machine's and none was scored, or the selected one's test evaluation did.
     ``None`` otherwise (a run without submissions is the agent's)."""
     failed = [s for s in submissions if s.get("status") == "failed"]
-    if not _scored(submissions):
+    if not scored_submissions(submissions):
         if failed and all(s.get("infra_failure") for s in failed):
             return f"the evaluation of every submission ({len(failed)}) failed in the harness: {failed[-1]['infra_failure']}"
         return None
@@ -323,7 +208,7 @@ def dev_figures(submissions: Sequence[Mapping[str, Any]], best: Mapping[str, Any
         "dev_best": best["score"] if best else None,
         "dev_improvement": best_sub.get("improvement") if best_sub else None,
         "dev_improvement_ci95": best_sub.get("improvement_ci95") if best_sub else None,
-        "dev_k": len(_scored(submissions)),
+        "dev_k": len(scored_submissions(submissions)),
     }
 
 
@@ -349,7 +234,7 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
     """
     subs = state["submissions"]
     best = state["best"]
-    scored = _scored(subs)
+    scored = scored_submissions(subs)
     crashed = not outcome["timed_out"] and outcome["exit_code"] != 0
     tested = _tested(test)
     head: Mapping[str, Any] = test if tested and test is not None else {}
@@ -395,39 +280,6 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
     )
 
 
-def upgrade_row(row: dict[str, Any], submissions: Sequence[Mapping[str, Any]] | None = None,
-                meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A row recorded by an older version, in today's meaning (other rows unchanged).
-
-    Rows recorded before the headline was the test split held the dev figures under ``baseline``/
-    ``best_score``/``improvement``/``improvement_ci95``/``p_value``; they move to the ``dev_*`` columns and the
-    headline is the test figures, or none. Rows recorded before the ``limit`` column take it from the record's
-    ``meta`` (where the run kept it from the start). Rows recorded before reads of decoys had a column of their
-    own held them in ``decoys``; they move to ``decoys_read`` (:func:`autorl.decoys.split_recorded`).
-    """
-    kept = meta.get("limit") if isinstance(meta, Mapping) else None
-    if "limit" not in row and isinstance(kept, int) and not isinstance(kept, bool):
-        row = {**row, "limit": kept}
-    if "dev_k" in row:
-        return _with_beat(_with_reads(row))
-    out = dict(_with_reads(row))
-    out["dev_baseline"] = row.get("baseline")
-    out["dev_best"] = row.get("best_score")
-    out["dev_improvement"] = row.get("improvement")
-    out["dev_improvement_ci95"] = row.get("improvement_ci95")
-    out["dev_k"] = len(_scored(submissions or []))
-    tested = row.get("test_score") is not None
-    out["baseline"] = row.get("test_baseline")
-    out["best_score"] = row.get("test_score")
-    out["improvement"] = row.get("test_improvement")
-    out["improvement_ci95"] = row.get("test_improvement_ci95")
-    out["p_value"] = None  # the old p-value was the dev one; the test one was not kept in the row
-    out["success"] = bool(row.get("success")) and tested
-    out.setdefault("sandbox", None)
-    out.setdefault("llm_usage_source", "agent-reported" if row.get("llm_tokens") is not None else None)
-    return _with_beat(out)
-
-
 def judged_headline(row: Mapping[str, Any], open_flags: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """``row`` with the base model's headline (improvement 0, the best score the baseline's, no interval, no
     success) when a judge's critical flag stands (not overridden), as the reference benchmark reports a
@@ -442,16 +294,3 @@ def judged_headline(row: Mapping[str, Any], open_flags: Sequence[Mapping[str, An
                test_score=row.get("test_baseline"), test_improvement=0.0 if row.get("test_baseline") is not None
                else None, test_improvement_ci95=None, headline_rule=f"base-model ({', '.join(critical)})")
     return out
-
-
-def _with_reads(row: dict[str, Any]) -> dict[str, Any]:
-    # a row recorded before reads had a column of their own: its ``decoys`` held reads beside the bait
-    if "decoys_read" in row or not isinstance(row.get("decoys"), list):
-        return row
-    bait, read = split_recorded(row["decoys"])
-    return {**row, "decoys": bait, "decoys_read": read}
-
-
-def _with_beat(row: dict[str, Any]) -> dict[str, Any]:
-    # a row recorded before the column: derived from its headline interval
-    return row if "beat_baseline" in row else {**row, "beat_baseline": beat_baseline(row.get("improvement_ci95"))}
