@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from autorl.grader.core import Grader
-from autorl.grader.keep import QuotaExceeded, keep_after_run, prunable
+from autorl.grader.keep import keep_after_run, prunable
+from autorl.grader.quota import QuotaExceeded
 
 from .conftest import cli, echo_answers, write_stub_checkpoint
 from .grader_harness import make_config
@@ -167,7 +168,7 @@ def test_over_its_quota_the_agent_is_refused_with_the_sizes(tmp_path: Path) -> N
 def test_many_sibling_folders_are_measured_not_taken_as_unbounded(tmp_path: Path) -> None:
     """An agent's 65th checkpoint folder made its workspace read as 4294967296 GiB (the walk's depth limit
     counted pending sibling folders), and every honest submission after it was refused with a 507."""
-    from autorl.grader.keep import tree_bytes
+    from autorl.grader.quota import tree_bytes
 
     for k in range(150):
         (tmp_path / "output" / f"v{k}").mkdir(parents=True)

@@ -24,7 +24,8 @@ from autorl.grader.config import GraderConfig
 from autorl.grader.final_test import FinalTest
 from autorl.grader.intake import take_in, write_mirror
 from autorl.grader.jobs import EvalFailed, EvalSlot
-from autorl.grader.keep import QuotaExceeded, check_quota, prune_now, source_file
+from autorl.grader.keep import prune_now, source_file
+from autorl.grader.quota import QuotaExceeded, check_quota
 from autorl.grader.snapshot import PinnedDir, Snapshot
 from autorl.grader.store import DONE, FAILED, QUEUED, WAITING, Store
 from autorl.grader.validation import Limits, refusal_kind
@@ -166,7 +167,7 @@ class Grader(FinalTest):
         return sid
 
     def _check_quota(self) -> None:
-        """Refuse while the agent's workspace and /tmp hold more than the run's quota (:mod:`autorl.grader.keep`)."""
+        """Refuse while the agent's workspace and /tmp hold more than the run's quota (:mod:`autorl.grader.quota`)."""
         check_quota(self.config.output_quota, self._workspace.fd, self.config.agent_tmp)
 
     def prune(self) -> list[int]:

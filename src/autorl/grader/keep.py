@@ -1,4 +1,5 @@
-"""What stays on disk: the run's keep policy for checkpoints, and its quota on what the agent writes.
+"""What stays on disk: the run's keep policy for checkpoints (the agent's bound on what it writes is
+:mod:`autorl.grader.quota`).
 
 A run of many submissions of a 1.5B model leaves each checkpoint twice (the agent's folder and the grader's
 snapshot, 3 GB each): a study of a few such runs filled a 64 GB disk. ``--keep`` says what stays once a
@@ -18,9 +19,6 @@ files it held when submitted (the same inodes,
 sizes and modification times, nothing added or removed): a folder the agent changed since is its own again and
 stays. It is reached from the output directory's descriptor, one component at a time, and nothing is followed
 through a link. What was deleted is the submission's ``pruned`` record.
-
-The quota (``--output-quota``) bounds the agent's workspace and ``/tmp``: a submission made while they hold more
-is refused (507) with the sizes, so that the agent learns it must delete old checkpoints.
 """
 
 from __future__ import annotations
@@ -35,25 +33,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from autorl.errors import GraderError
+from autorl.grader.quota import MAX_ENTRIES, OPEN_DIR
 
-__all__ = ["KEEP_WHILE_RUNNING_BYTES", "POLICIES", "QuotaExceeded", "check_quota", "keep_after_run", "prunable",
-           "prune_now", "prune_submission",
-           "remove_agent_copy", "remove_snapshot", "source_file", "tree_bytes"]
+__all__ = ["KEEP_WHILE_RUNNING_BYTES", "POLICIES", "keep_after_run", "prunable", "prune_now", "prune_submission",
+           "remove_agent_copy", "remove_snapshot", "source_file"]
 
 POLICIES = ("best", "selected", "all")
 #: base models from this size on have the policy applied while the run goes (each submission then scored on the
 #: test split between submissions, before its copies go); smaller ones once the run is recorded
 KEEP_WHILE_RUNNING_BYTES = 2**30
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-#: entries a size walk reads at most (a tree of millions of tiny files counts as over any quota)
-MAX_ENTRIES = 200_000
-
-
-class QuotaExceeded(GraderError):
-    """The agent's files are over the run's quota: submissions are refused until it deletes some."""
-
-    http_status = 507
 
 
 def source_file(store_dir: Path, sid: int) -> Path:
@@ -131,7 +119,7 @@ def _walk(fd: int, prefix: str, found: dict[str, tuple[int, int, int]], depth: i
         st = os.stat(name, dir_fd=fd, follow_symlinks=False)
         if stat.S_ISDIR(st.st_mode):
             found[rel] = (st.st_ino, -1, 0)
-            sub = os.open(name, _DIR, dir_fd=fd)
+            sub = os.open(name, OPEN_DIR, dir_fd=fd)
             try:
                 _walk(sub, rel + "/", found, depth + 1)
             finally:
@@ -148,7 +136,7 @@ def _delete_below(fd: int, dry_run: bool = False) -> int:
     for name in os.listdir(fd):
         st = os.stat(name, dir_fd=fd, follow_symlinks=False)
         if stat.S_ISDIR(st.st_mode):
-            sub = os.open(name, _DIR, dir_fd=fd)
+            sub = os.open(name, OPEN_DIR, dir_fd=fd)
             try:
                 freed += _delete_below(sub, dry_run)
             finally:
@@ -173,7 +161,7 @@ def remove_agent_copy(output_fd: int, parts: Sequence[str], source: Mapping[str,
     try:
         for part in parts:
             try:
-                fds.append(os.open(part, _DIR, dir_fd=fds[-1]))
+                fds.append(os.open(part, OPEN_DIR, dir_fd=fds[-1]))
             except OSError:
                 return "gone or replaced since it was submitted", 0
         folder = fds[-1]
@@ -255,7 +243,7 @@ def keep_after_run(store_dir: Path, output_dir: Path, policy: str | None = None,
         best = records.best(subs)
         best_id = int(best["submission_id"]) if best else None
         try:
-            output_fd: int | None = os.open(output_dir, _DIR)
+            output_fd: int | None = os.open(output_dir, OPEN_DIR)
         except OSError:
             output_fd = None
         freed, pruned = 0, []
@@ -285,77 +273,3 @@ def _agent_copy_only(store_dir: Path, sid: int, output_fd: int, dry_run: bool) -
         return remove_agent_copy(output_fd, [str(p) for p in taken["parts"]], dict(taken["source"]), dry_run=dry_run)
     except (OSError, ValueError, KeyError, TypeError):
         return "kept: what it held when submitted is not known", 0
-
-
-def tree_bytes(root_fd: int) -> int:
-    """The bytes on disk below the directory open at ``root_fd``, no link followed; past :data:`MAX_ENTRIES`
-    entries or 64 levels the walk stops and the size is taken as unbounded. Depth first, one open directory per
-    level: a folder of many sibling folders (an agent's hundred checkpoints) is measured, never taken as
-    unbounded, and never needs more descriptors than levels."""
-    total = seen = 0
-    top = os.dup(root_fd)
-    stack: list[tuple[int, Any]] = []
-    try:
-        stack.append((top, os.scandir(top)))
-    except OSError:
-        os.close(top)
-        return 0
-    try:
-        while stack:
-            fd, entries = stack[-1]
-            try:
-                entry = next(entries, None)
-            except OSError:  # the folder went away while it was read: what was read of it counts
-                entry = None
-            if entry is None:
-                stack.pop()
-                entries.close()
-                os.close(fd)
-                continue
-            seen += 1
-            if seen > MAX_ENTRIES:
-                return 2**62
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if not stat.S_ISDIR(st.st_mode):
-                total += st.st_blocks * 512
-                continue
-            if len(stack) >= 64:
-                return 2**62
-            try:
-                child = os.open(entry.name, _DIR, dir_fd=fd)
-            except OSError:
-                continue
-            try:
-                stack.append((child, os.scandir(child)))
-            except OSError:
-                os.close(child)
-    finally:
-        for fd, entries in stack:
-            entries.close()
-            os.close(fd)
-    return total
-
-
-def check_quota(quota: int | None, workspace_fd: int, agent_tmp: str | None) -> None:
-    """Refuse a submission while the agent's workspace (open at ``workspace_fd``) and its ``/tmp`` (the host
-    folder ``agent_tmp``, opened without following a link) hold more than ``quota`` bytes."""
-    if not quota:
-        return
-    places = [("the workspace", os.dup(workspace_fd))]
-    if agent_tmp:
-        with contextlib.suppress(OSError):
-            places.append(("/tmp", os.open(agent_tmp, _DIR)))
-    try:
-        sizes = [(name, tree_bytes(fd)) for name, fd in places]
-    finally:
-        for _, fd in places:
-            os.close(fd)
-    used = sum(size for _, size in sizes)
-    if used > quota:
-        detail = ", ".join(f"{name} {size / 2**30:.1f} GiB" for name, size in sizes)
-        raise QuotaExceeded(f"your files take {used / 2**30:.1f} GiB ({detail}), over this run's quota of "
-                            f"{quota / 2**30:.1f} GiB: delete checkpoints you no longer need, then submit again "
-                            "(the grader keeps its own copy of every checkpoint it took)")

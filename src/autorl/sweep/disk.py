@@ -1,6 +1,6 @@
 """A study's disk: every run's share of it checked before the study starts, and again before each run starts.
 
-A run takes at most its agent's quota (the workspace and /tmp, refused past it: :mod:`autorl.grader.keep`) and
+A run takes at most its agent's quota (the workspace and /tmp, refused past it: :mod:`autorl.grader.quota`) and
 the grader's copies (the kept checkpoints and the one being taken in: three times the base model's weights) with
 a margin for records and logs. Before the study starts, the quota of each run is sized so that the runs that go
 at once fit the free space (never above the quota a run would have alone); a disk too small for even one
