@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from autorl_humaneval import sandbox
+from autorl_humaneval import isolation, sandbox
 from autorl_humaneval.benchmark import HumanEval, HumanEvalEvaluator, _problems, check_of, program
 from autorl_humaneval.sandbox import ISOLATION_ENV, Limits, resolve_isolation, run_checks, run_many
 
@@ -200,7 +200,7 @@ def test_isolation_is_in_the_identity_and_every_record(prepared: tuple[HumanEval
 
 def test_no_isolation_without_the_operator_asking(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ISOLATION_ENV, raising=False)
-    monkeypatch.setattr(sandbox, "isolation", lambda: "limits")  # as on a host where bwrap and unshare fail
+    monkeypatch.setattr(isolation, "isolation", lambda: "limits")  # as on a host where bwrap and unshare fail
     for call in (resolve_isolation, lambda: HumanEval().identity(), lambda: HumanEval().score(first_problem(), "")):
         with pytest.raises(AutorlError) as err:
             call()

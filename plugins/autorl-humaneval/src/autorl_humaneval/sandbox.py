@@ -20,8 +20,9 @@ early, printing, patching builtins or ``check``, returning objects that equal ev
 test's file cannot make a program pass, since none of it reaches the checker. Output of model code
 (stdout and stderr) is read up to :data:`OUTPUT_CAP` bytes and the rest discarded.
 
-About 500 lines: the model's process, the checker's process and the wire between them (capped plain
-data, the token) are one security boundary, read and reviewed as one file.
+The boundary is three modules: the model's process (:mod:`autorl_humaneval.isolation`: isolation, limits, its
+user), the wire between it and the checker (:mod:`autorl_humaneval.wire`: capped plain data, both scripts) and,
+here, running programs and checks with their outcomes.
 """
 
 from __future__ import annotations
@@ -30,13 +31,10 @@ import contextlib
 import functools
 import json
 import os
-import queue
-import resource
 import secrets
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -46,28 +44,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TypeVar
 
-from autorl import ResourceError, UsageError
-from autorl.sandbox import bwrap_binary, launch, program_env, program_policy
+from autorl.sandbox import program_env
+from autorl_humaneval.isolation import (
+    ISOLATION_ENV,
+    ISOLATION_MODES,
+    NOBODY,
+    UID_POOL,
+    Limits,
+    free_uids,
+    interpreter,
+    isolation,
+    resolve_isolation,
+    sandboxed_argv,
+    set_limits,
+)
+from autorl_humaneval.wire import CHECKER, REPLY_CAP, SERVER
+
+__all__ = ["ISOLATION_ENV", "ISOLATION_MODES", "OUTPUT_CAP", "UID_POOL", "Check", "Limits", "Outcome", "isolation",
+           "resolve_isolation", "run_check", "run_checks", "run_many", "run_program"]
 
 T = TypeVar("T")
 
-#: The operator's choice of isolation when the benchmark option ``isolation`` is not given.
-ISOLATION_ENV = "AUTORL_HUMANEVAL_ISOLATION"
-ISOLATION_MODES = ("bwrap", "unshare", "limits")
 #: Bytes of a program's stdout/stderr kept (the tail); the rest is read and discarded.
 OUTPUT_CAP = 64 * 1024
-#: The longest reply (one call's return value, encoded) the checker accepts from a program.
-REPLY_CAP = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class Limits:
-    timeout_s: float = 10.0
-    memory_mb: int = 1024
-    processes: int = 64
-    file_mb: int = 16
-    open_files: int = 64
-
 
 @dataclass(frozen=True)
 class Outcome:
@@ -75,238 +74,6 @@ class Outcome:
     status: str  # "passed", "failed", "timeout", "killed"
     detail: str = ""
 
-
-NOBODY = 65534
-#: Unprivileged ids programs run as when started by root: one per program running at a time, so that
-#: RLIMIT_NPROC (counted per user, system-wide) binds each program on its own.
-UID_POOL = range(61_000, 61_064)
-_free_uids: queue.Queue[int] = queue.Queue()
-for _uid in UID_POOL:
-    _free_uids.put(_uid)
-
-
-def _drop_privileges(uid: int = NOBODY) -> None:
-    # RLIMIT_NPROC does not bind root, and root could write anywhere: programs never run as root
-    if os.getuid() == 0:
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
-
-
-def _probe(argv: list[str]) -> bool:
-    try:
-        return subprocess.run(argv, capture_output=True, timeout=20, preexec_fn=_drop_privileges).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
-
-
-@functools.cache
-def isolation() -> str:
-    """``bwrap`` (namespaces and a masked file system), ``unshare`` (no network) or ``limits`` only."""
-    bwrap = bwrap_binary()
-    if shutil.which(bwrap) and _probe([bwrap, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "true"]):
-        return "bwrap"
-    if shutil.which("unshare") and _probe(["unshare", "--net", "--map-root-user", "true"]):
-        return "unshare"
-    return "limits"
-
-
-def resolve_isolation(requested: str | None = None) -> str:
-    """The isolation model code runs under: bubblewrap unless the operator names a weaker mode.
-
-    ``requested`` (the benchmark option ``isolation``), else ``$AUTORL_HUMANEVAL_ISOLATION``, else
-    ``bwrap``. A mode that cannot run here is a one-line error, never a silent fall-back."""
-    wanted = str(requested or os.environ.get(ISOLATION_ENV) or "bwrap").strip()
-    if wanted not in ISOLATION_MODES:
-        raise UsageError(f"humaneval isolation {wanted!r} is not one of {', '.join(ISOLATION_MODES)}")
-    best = isolation()
-    if wanted == "bwrap" and best != "bwrap":
-        raise ResourceError(
-            "humaneval runs model-written code only under bubblewrap, which cannot run here: install bubblewrap "
-            f"(with unprivileged user namespaces allowed), or accept weaker isolation explicitly with {ISOLATION_ENV}"
-            "=unshare (no network only) or =limits (resource limits only), or the benchmark option isolation=...")
-    if wanted == "unshare" and best == "limits":
-        raise ResourceError(f"humaneval isolation 'unshare' cannot run here (unshare --net fails); "
-                            f"set {ISOLATION_ENV}=limits to run model code with resource limits only")
-    return wanted
-
-
-@functools.cache
-def interpreter() -> str:
-    """A Python the unprivileged sandbox user can execute: this one, else the system's."""
-    for candidate in (sys.executable, "/usr/bin/python3", "/usr/local/bin/python3", shutil.which("python3") or ""):
-        if candidate and _probe([candidate, "-I", "-c", "pass"]):
-            return candidate
-    raise RuntimeError("no Python interpreter that an unprivileged user may run was found for the sandbox")
-
-
-def _set_limits(limits: Limits, uid: int) -> None:
-    os.setsid()
-    mb = 1024 * 1024
-    cpu = int(limits.timeout_s) + 1
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mb, limits.memory_mb * mb))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
-    resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_mb * mb, limits.file_mb * mb))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    _drop_privileges(uid)
-
-
-def _reachable(path: Path) -> bool:
-    """Whether the sandbox's unprivileged user can reach ``path`` (every parent searchable by others);
-    without root the sandbox runs as this user, who can."""
-    if os.getuid() != 0:
-        return True
-    try:
-        return all(parent.stat().st_mode & 0o001 for parent in path.parents)
-    except OSError:
-        return False
-
-
-def _argv(args: Sequence[str], workdir: Path, hidden: Sequence[Path], mode: str) -> list[str]:
-    python = [interpreter(), "-I", "-B", *args]
-    if mode == "bwrap":
-        policy = program_policy(workdir, hidden=hidden, reachable=_reachable)
-        return launch(policy, python, mode="bwrap", executable=bwrap_binary()).argv
-    if mode == "unshare":
-        return ["unshare", "--net", "--map-root-user", *python]
-    return python
-
-
-#: Plain data as JSON, on both sides of the model's process: tuples, dicts with any keys and sets tagged so
-#: that they come back as what they were, and nothing else accepted. ``NOT_PLAIN`` (set by the script) words
-#: the refusal to encode. encode and decode share the walk (JSON's own values as they are, lists item by item)
-#: and the tags; each is the other's inverse.
-CODEC = r'''
-TAGS = {tuple: "t", dict: "d", set: "s", frozenset: "s"}
-
-def convert(v, tagged):
-    if v is None or type(v) in (bool, int, float, str):
-        return v
-    if type(v) is list:
-        return [convert(x, tagged) for x in v]
-    return tagged(v)
-
-def encode(v):
-    return convert(v, encode_tagged)
-
-def encode_tagged(v):
-    tag = TAGS.get(type(v))
-    if tag is None:
-        raise TypeError(NOT_PLAIN.format(type(v).__name__))
-    return {tag: encode([[k, x] for k, x in v.items()] if tag == "d" else list(v))}
-
-class NotPlain(Exception):
-    pass
-
-def decode(v):
-    return convert(v, decode_tagged)
-
-def decode_tagged(v):
-    if type(v) is dict and len(v) == 1:
-        (tag, body), = v.items()
-        if type(body) is list:
-            if tag == "t":
-                return tuple(decode(x) for x in body)
-            if tag == "s":
-                return {decode(x) for x in body}
-            if tag == "d" and all(type(p) is list and len(p) == 2 for p in body):
-                return {decode(k): decode(x) for k, x in body}
-    raise NotPlain("the reply is not plain data")
-'''
-
-#: Runs in the sandbox, as the model's process: executes the model's program, then answers one call of
-#: the entry point a line (arguments in, the return value out), all as plain data.
-SERVER = (
-    r'''
-import json, os, sys
-replies = os.fdopen(os.dup(1), "w", buffering=1)
-calls = os.fdopen(os.dup(0), "r")
-os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-os.dup2(2, 1)
-
-NOT_PLAIN = "returned a {}, which is not plain data"
-'''
-    + CODEC
-    + r'''
-
-namespace = {"__name__": "__main__"}
-try:
-    exec(compile(open(sys.argv[1]).read(), sys.argv[1], "exec"), namespace)
-    function = namespace[sys.argv[2]]
-except BaseException as exc:
-    replies.write(json.dumps({"error": f"{type(exc).__name__}: {exc}"[:300]}) + "\n")
-    os._exit(1)
-for line in calls:
-    try:
-        call = json.loads(line)
-        reply = json.dumps({"value": encode(function(*decode(call["args"]), **decode(call["kwargs"])))})
-    except BaseException as exc:
-        reply = json.dumps({"error": f"{type(exc).__name__}: {exc}"[:300]})
-    replies.write(reply + "\n")
-'''
-)
-
-#: Runs outside the model's sandbox, executing only the problem's own code (its prompt and its tests):
-#: ``check`` gets a stand-in for the candidate that calls the model's process and decodes its replies
-#: as plain data. The token (known to this process and the grader only) is written after ``check``
-#: returns, on a descriptor the model's process never holds.
-CHECKER = (
-    r'''
-import ctypes, json, os, sys
-try:
-    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/mem
-except Exception:
-    pass
-job = json.loads(sys.stdin.readline())
-result = os.fdopen(os.dup(1), "w")
-os.dup2(2, 1)
-calls = os.fdopen(job["call_fd"], "w", buffering=1)
-replies = os.fdopen(job["reply_fd"], "rb")
-CAP = job["reply_cap"]
-
-NOT_PLAIN = "cannot pass a {} to the program"
-'''
-    + CODEC
-    + r'''
-
-class CandidateFailed(Exception):
-    pass
-
-
-def candidate(*args, **kwargs):
-    try:
-        calls.write(json.dumps({"args": encode(list(args)), "kwargs": encode(kwargs)}) + "\n")
-    except OSError:
-        raise CandidateFailed("the program stopped taking calls") from None
-    line = replies.readline(CAP + 1)
-    if not line.endswith(b"\n"):
-        raise CandidateFailed("the program stopped answering" if len(line) <= CAP else "the program's reply is too long")
-    try:
-        reply = json.loads(line)
-    except (ValueError, RecursionError):
-        raise CandidateFailed("the program's reply is not JSON") from None
-    if type(reply) is not dict or not ("value" in reply or "error" in reply):
-        raise CandidateFailed("the program's reply is not a reply")
-    if "error" in reply:
-        raise CandidateFailed(str(reply["error"])[:300])
-    try:
-        return decode(reply["value"])
-    except NotPlain:
-        raise CandidateFailed("the program's reply is not plain data") from None
-    except RecursionError:
-        raise CandidateFailed("the program's reply is nested too deep") from None
-
-namespace = {"__name__": "__check__"}
-exec(compile(job["prompt"], "prompt.py", "exec"), namespace)
-namespace[job["entry_point"]] = candidate  # tests that call the function by its name call the model's
-exec(compile(job["test"], "test.py", "exec"), namespace)
-namespace["check"](candidate)
-result.write(job["token"] + "\n")
-result.flush()
-'''
-)
 
 CHECKER_PROCESSES = 1024  # the checkers share one user id when the grader is root; each is one process
 
@@ -368,15 +135,15 @@ def run_program(source: str, *, limits: Limits = Limits(), hidden: Sequence[Path
 
     This is the sandbox itself; scoring never uses an exit status (see :func:`run_check`)."""
     mode = mode or resolve_isolation()
-    uid = _free_uids.get()
+    uid = free_uids.get()
     workdir = _workdir(uid)
     try:
         program = workdir / "program.py"
         program.write_text(source)
         proc = subprocess.Popen(
-            _argv([str(program)], workdir, hidden, mode), cwd=workdir, env=_sandbox_env(workdir),
+            sandboxed_argv([str(program)], workdir, hidden, mode), cwd=workdir, env=_sandbox_env(workdir),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            preexec_fn=lambda: _set_limits(limits, uid),
+            preexec_fn=lambda: set_limits(limits, uid),
         )
         assert proc.stderr is not None
         reader, err = _drain(proc.stderr, OUTPUT_CAP)
@@ -390,7 +157,7 @@ def run_program(source: str, *, limits: Limits = Limits(), hidden: Sequence[Path
         if os.getuid() == 0:
             _reap(uid)
         shutil.rmtree(workdir, ignore_errors=True)
-        _free_uids.put(uid)
+        free_uids.put(uid)
 
 
 @dataclass(frozen=True)
@@ -411,7 +178,7 @@ def run_check(check: Check, *, limits: Limits = Limits(), hidden: Sequence[Path]
     ``check`` runs in a checker process outside it, which alone knows the per-run token it writes when
     ``check`` returns."""
     mode = mode or resolve_isolation()
-    uid = _free_uids.get()
+    uid = free_uids.get()
     workdir = _workdir(uid)
     token = secrets.token_hex(32)
     server = checker = None
@@ -420,9 +187,9 @@ def run_check(check: Check, *, limits: Limits = Limits(), hidden: Sequence[Path]
         program = workdir / "program.py"
         program.write_text(f"{check.prompt}{check.completion}\n")
         server = subprocess.Popen(
-            _argv(["-c", SERVER, str(program), check.entry_point], workdir, hidden, mode), cwd=workdir,
+            sandboxed_argv(["-c", SERVER, str(program), check.entry_point], workdir, hidden, mode), cwd=workdir,
             env=_sandbox_env(workdir), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            preexec_fn=lambda: _set_limits(limits, uid),
+            preexec_fn=lambda: set_limits(limits, uid),
         )
         assert server.stdin is not None and server.stdout is not None and server.stderr is not None
         call_fd, reply_fd = server.stdin.fileno(), server.stdout.fileno()
@@ -432,7 +199,7 @@ def run_check(check: Check, *, limits: Limits = Limits(), hidden: Sequence[Path]
         checker = subprocess.Popen(
             [interpreter(), "-I", "-B", "-c", CHECKER], cwd="/", env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(call_fd, reply_fd),
-            preexec_fn=lambda: _set_limits(checker_limits, checker_uid),
+            preexec_fn=lambda: set_limits(checker_limits, checker_uid),
         )
         server.stdin.close()  # the checker holds the only ends of the model's stdin and stdout now
         server.stdout.close()
@@ -464,7 +231,7 @@ def run_check(check: Check, *, limits: Limits = Limits(), hidden: Sequence[Path]
         if os.getuid() == 0:
             _reap(uid)
         shutil.rmtree(workdir, ignore_errors=True)
-        _free_uids.put(uid)
+        free_uids.put(uid)
 
 
 def _processes_of(uid: int) -> list[int]:
