@@ -354,7 +354,8 @@ def test_a_registered_executor_must_subclass_executor() -> None:
 
     pm = create_plugin_manager(entry_points=False)
     pm.register(Plugin(), name="bad-plugin")
-    with pytest.raises(TypeError, match="bad-plugin registers executor 'flaky', which is not a subclass"):
+    with pytest.raises(TypeError, match=r"bad-plugin \(plugin bad-plugin\) registers .* as an executor, which is not a "
+                                         r"subclass of autorl\.sweep\.Executor"):
         get_executors(pm)
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "agent_summary",
     "backend_summary",
     "benchmark_summary",
+    "collect",
     "default_backend",
     "get_agent",
     "get_agents",
@@ -50,7 +51,7 @@ KINDS: tuple[Kind, ...] = ("benchmark", "agent", "backend")
 class Registration:
     """One registered class and the plugin that registered it."""
 
-    kind: Kind
+    kind: str
     name: str
     cls: type[Any]
     plugin: str
@@ -65,19 +66,23 @@ def _base_class(kind: Kind) -> type[Any]:
     return {"benchmark": Benchmark, "agent": Agent, "backend": Backend}[kind]
 
 
-def _collect(pm: PluginManager, kind: Kind) -> dict[str, Registration]:
+def collect(pm: PluginManager, kind: str, base: type[Any], base_path: str) -> dict[str, Registration]:
+    """What the plugins' ``register_<kind>s`` hooks register, by name, in registration order: each a subclass of
+    ``base`` (``base_path`` names it in errors) with a ``name`` that no other plugin registers. A plugin whose hook
+    fails otherwise is skipped with a :class:`PluginWarning`. Every kind of plugin class is collected here, the
+    study executors (:mod:`autorl.sweep.executors`) included."""
     found: dict[str, Registration] = {}
-    base = _base_class(kind)
-    hook = getattr(pm.hook, f"register_{kind}s")
-    for impl in hook.get_hookimpls():  # registration order
+    article = "an" if kind[0] in "aeiou" else "a"
+    hook = getattr(pm.hook, f"register_{kind}s", None)
+    for impl in hook.get_hookimpls() if hook is not None else []:  # registration order
         info = pm.infos.get(impl.plugin_name)
         dist = info.distribution if info else impl.plugin_name
 
         def register(cls: type[Any], _plugin: str = impl.plugin_name, _dist: str = dist) -> None:
             if not (isinstance(cls, type) and issubclass(cls, base)):
                 raise PluginTypeError(
-                    f"{_dist} (plugin {_plugin}) registers {cls!r} as a {kind}, which is not a subclass of "
-                    f"autorl.{base.__name__}; upgrade, uninstall or disable it (AUTORL_DISABLE_PLUGINS)"
+                    f"{_dist} (plugin {_plugin}) registers {cls!r} as {article} {kind}, which is not a subclass of "
+                    f"{base_path}; upgrade, uninstall or disable it (AUTORL_DISABLE_PLUGINS)"
                 )
             name = getattr(cls, "name", None)
             if not isinstance(name, str) or not name:
@@ -102,6 +107,11 @@ def _collect(pm: PluginManager, kind: Kind) -> dict[str, Registration]:
                 stacklevel=2,
             )
     return found
+
+
+def _collect(pm: PluginManager, kind: Kind) -> dict[str, Registration]:
+    base = _base_class(kind)
+    return collect(pm, kind, base, f"autorl.{base.__name__}")
 
 
 @dataclass

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from autorl.errors import PluginConflictError, UnknownNameError
+from autorl.errors import UnknownNameError
 
 
 @dataclass(frozen=True)
@@ -77,30 +77,13 @@ class Executor(ABC):
 
 
 def get_executors(pm: Any = None) -> dict[str, tuple[type[Executor], str]]:
-    """Every executor: name -> (class, the distribution that registers it)."""
+    """Every executor: name -> (class, the distribution that registers it), collected as every plugin class is
+    (:func:`autorl.plugins.registry.collect`)."""
     from autorl.plugins.loader import get_plugin_manager
+    from autorl.plugins.registry import collect
 
-    pm = pm or get_plugin_manager()
-    found: dict[str, tuple[type[Executor], str]] = {}
-    hook = getattr(pm.hook, "register_executors", None)
-    for impl in hook.get_hookimpls() if hook is not None else []:
-        info = pm.infos.get(impl.plugin_name)
-        dist = info.distribution if info else impl.plugin_name
-
-        def register(cls: type[Any], _dist: str = dist) -> None:
-            name = getattr(cls, "name", None)
-            if not isinstance(name, str) or not name:
-                raise PluginConflictError(f"{_dist} registers an executor class {cls!r} without a `name`")
-            if not (isinstance(cls, type) and issubclass(cls, Executor)):
-                raise TypeError(f"{_dist} registers executor {name!r}, which is not a subclass of "
-                                "autorl.sweep.Executor")
-            if name in found:
-                raise PluginConflictError(f"executor {name!r} is registered twice: by {found[name][1]} and by "
-                                          f"{_dist}; uninstall or disable one (AUTORL_DISABLE_PLUGINS)")
-            found[name] = (cls, _dist)
-
-        impl.function(register)
-    return found
+    found = collect(pm or get_plugin_manager(), "executor", Executor, "autorl.sweep.Executor")
+    return {name: (r.cls, r.distribution) for name, r in found.items()}
 
 
 def get_executor(name: str, pm: Any = None) -> type[Executor]:
