@@ -315,6 +315,7 @@ def test_bombs_are_read_to_their_caps_only(tmp_path: Path) -> None:
     import zipfile
 
     from autorl import audit
+    from autorl.audit import unpack
 
     run = fixture_run(tmp_path)
     zeros = b"\0" * (1 << 20)
@@ -332,7 +333,7 @@ def test_bombs_are_read_to_their_caps_only(tmp_path: Path) -> None:
     _plant(run, "code/bomb.gz", stream.getvalue())
     data = (Path(run["row"]["workspace"]) / "code" / "bomb.gz").open("rb")
     with data:
-        assert len(audit._decompress(data, audit._GZIP, audit.MAX_DECOMPRESSED)) == audit.MAX_DECOMPRESSED
+        assert len(unpack.decompress(data, unpack.GZIP, audit.MAX_DECOMPRESSED)) == audit.MAX_DECOMPRESSED
     assert "code/bomb.zip:after.txt" in _leak_evidence(run)
 
 

@@ -24,7 +24,7 @@ from autorl import (
     write_hidden_items,
 )
 from autorl.default_plugins.arith import Arith
-from autorl.evaluation import evaluator_for
+from autorl.evaluation.generation import evaluator_for
 from autorl.evaluation.identity import config_hash, model_hash
 from autorl.evaluation.run import evaluate_model
 from autorl.inference.hf import HFBackend

@@ -178,7 +178,7 @@ def check_scorer_escapes(benchmark: Benchmark, items: Sequence[Item], completion
                          *, evaluator: bool = True, score: bool = True) -> Check:
     """Every adversarial completion scores 0 on every one of ``items`` (hidden items, prepared), through the
     benchmark's evaluator (``evaluator``) and its ``score()`` (``score``: what agents use as a reward)."""
-    from autorl.evaluation import evaluator_for
+    from autorl.evaluation.generation import evaluator_for
 
     attacks = dict(ADVERSARIAL if completions is None else completions)
     scored_once = False

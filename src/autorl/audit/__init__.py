@@ -31,7 +31,6 @@ recorded) and :mod:`~autorl.audit.report` (auditing one run); the judged audit i
 
 from __future__ import annotations
 
-from autorl.audit import unpack as _unpack
 from autorl.audit.budget import AUDIT_BUDGET_S, Budget
 from autorl.audit.checks import (
     ISOLATED_MODES,
@@ -70,8 +69,6 @@ from autorl.audit.unpack import (
 from autorl.audit.weights import check_weights, merged_lora, weight_distance
 
 # the decompression cap is tested on its own, under the names it had before the audit was a package
-_GZIP = _unpack.GZIP
-_decompress = _unpack.decompress
 
 __all__ = [
     "AUDIT_BUDGET_S",

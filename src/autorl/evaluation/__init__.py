@@ -1,19 +1,10 @@
-"""Evaluators, statistics and the one evaluation path shared by baselines and submissions."""
+"""Evaluators, statistics and the one evaluation path shared by baselines and submissions.
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-from autorl.evaluation.generation import GenerationEvaluator
-
-if TYPE_CHECKING:
-    from autorl.benchmark import Benchmark
-    from autorl.scoring import Evaluator
-
-__all__ = ["evaluator_for"]
-
-
-def evaluator_for(benchmark: Benchmark) -> Evaluator:
-    """The evaluator that scores ``benchmark``: the one it names in :meth:`~autorl.benchmark.Benchmark.evaluator`,
-    else the generation evaluator (prompt -> completions -> :meth:`~autorl.benchmark.Benchmark.score`)."""
-    return benchmark.evaluator() or GenerationEvaluator()
+    run         the one evaluation path: a model's scores on a split, per item
+    generation  the generation evaluator (prompt -> completions -> the benchmark's score) and the choice of evaluator
+    episode     multi-turn episodes in an environment
+    identity    config and model hashes
+    stats       intervals and paired tests
+    checkpoint  ``autorl.evaluate``: one checkpoint exactly as the grader would score it
+    noise       the noise floor: one checkpoint scored N times
+"""

@@ -1,4 +1,4 @@
-"""The generation evaluator: prompt -> completions -> the benchmark's scoring."""
+"""The generation evaluator: prompt -> completions -> the benchmark's scoring; and which evaluator scores a benchmark."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from autorl.scoring import Evaluator, ItemResult
 
 if TYPE_CHECKING:
+    from autorl.benchmark import Benchmark
     from autorl.inference.base import Backend
     from autorl.scoring import Item, Progress, Scorer
 
@@ -44,3 +45,9 @@ class GenerationEvaluator(Evaluator):
             if progress:
                 progress(len(chunk))
         return results
+
+
+def evaluator_for(benchmark: Benchmark) -> Evaluator:
+    """The evaluator that scores ``benchmark``: the one it names in :meth:`~autorl.benchmark.Benchmark.evaluator`,
+    else the generation evaluator (prompt -> completions -> :meth:`~autorl.benchmark.Benchmark.score`)."""
+    return benchmark.evaluator() or GenerationEvaluator()

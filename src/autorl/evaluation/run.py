@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autorl.errors import UsageError
-from autorl.evaluation import evaluator_for
+from autorl.evaluation.generation import evaluator_for
 from autorl.evaluation.identity import eval_config, stable_hash
 from autorl.evaluation.stats import summarize
 from autorl.inference.base import FRESH
