@@ -14,6 +14,7 @@ import os
 import pwd
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -204,6 +205,115 @@ def test_keys_the_operators_environment_keeps_outside_the_home_stay_out_of_reach
     assert not _leaked(read, operator), read
 
 
+# --- folders shown whole under the home: their dot-files come along ------------------------------------------------
+
+PROJECT_KEY = "PROJECT-DOTENV-KEY-51c2e9"
+AGENT_DIR_KEY = "AGENT-DOTENV-KEY-0d77a4"
+
+
+def _project(root: Path) -> Path:
+    """A plugin the operator develops under the home, on PYTHONPATH (as an editable install puts it on sys.path),
+    with the ``.env`` and ``.git/config`` a project holds."""
+    project = root / "src" / "my-plugin"
+    if not project.is_dir():
+        (project / "my_plugin").mkdir(parents=True)
+        (project / "my_plugin" / "__init__.py").write_text("")
+        (project / ".env").write_text(f"OPENAI_API_KEY=sk-{PROJECT_KEY}\n")
+        (project / ".git").mkdir()
+        (project / ".git" / "config").write_text(f'[remote "origin"]\n\turl = https://me:{PROJECT_KEY}@github.com/x\n')
+    return project
+
+
+@needs_bwrap
+@pytest.mark.xfail(strict=True, reason="host.python_paths shows every import path whole and agent.agent_policy the "
+                   "agent folder whole: unlike a PATH entry's, their dot-files (.env, .git/config) are not masked again")
+@pytest.mark.parametrize("folder", ["a project on PYTHONPATH", "the agent folder"])
+def test_the_dot_files_of_a_folder_shown_under_the_home_stay_out_of_reach(
+        folder: str, operator: OperatorHome, stub: Path, tmp_path: Path) -> None:
+    project = _project(operator.root)
+    agents = operator.root / "agents" / tmp_path.name
+    agent = _reader(agents / "mine", [str(project / ".env"), str(project / ".git" / "config"),
+                                      str(agents / "mine" / ".env")])
+    (agent / ".env").write_text(f"ANTHROPIC_API_KEY=sk-ant-{AGENT_DIR_KEY}\n")  # kept to try the agent by hand
+    pythonpath = os.pathsep.join(filter(None, [str(project), os.environ.get("PYTHONPATH", "")]))
+    on_path = folder.endswith("PYTHONPATH")
+    _, read, _ = _run(operator, agent, stub, **({"PYTHONPATH": pythonpath} if on_path else {}))
+    assert (PROJECT_KEY if on_path else AGENT_DIR_KEY) not in read, read
+
+
+def _driver_reply(eval_py: str) -> dict[str, Any]:
+    files = {"config.yaml": json.dumps({"name": "x", "eval_mode": "per_sample", "expose_files": [],
+                                        "prompt_template": "Q: {question}\nA:", "max_new_tokens": 8}),
+             "eval.py": eval_py, "description.md": "# Products\n\nMultiply two numbers.\n"}
+    content = json.dumps({"columns": {"question": "What is {a} times {b}?", "answer": "product"}, "files": files})
+    return {"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 100}}
+
+
+#: a driver's eval.py that reads the .env of each import folder it is shown and lets the validator carry it back
+PROBING_EVAL = """import os
+def evaluate(question, model_answer, reference_answer, **kwargs):
+    for folder in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        try:
+            found = open(os.path.join(folder, ".env")).read()
+        except OSError:
+            continue
+        raise ValueError(found)
+    return 1.0 if model_answer.strip() == reference_answer.strip() else 0.0
+"""
+HONEST_EVAL = ("def evaluate(question, model_answer, reference_answer, **kwargs):\n"
+               "    return 1.0 if model_answer.strip() == reference_answer.strip() else 0.0\n")
+
+
+@needs_bwrap
+@pytest.mark.xfail(strict=True, reason="the scorer policy shows host.python_paths whole (an import folder's .env "
+                   "included) and generate sends evaluate's exception text back to the driver model")
+def test_smith_generate_sends_the_driver_no_key_its_eval_py_found(operator: OperatorHome, disk: Path,
+                                                                 tmp_path: Path) -> None:
+    from .scripted_llm import scripted_server
+
+    project = _project(operator.root)
+    source = tmp_path / "rows.jsonl"
+    source.write_text("".join(json.dumps({"a": k, "b": k + 7, "product": k * (k + 7)}) + "\n" for k in range(60)))
+    pythonpath = os.pathsep.join(filter(None, [str(project), os.environ.get("PYTHONPATH", "")]))
+    with scripted_server([_driver_reply(PROBING_EVAL), _driver_reply(HONEST_EVAL)]) as (url, seen):
+        proc = cli("smith", "generate", str(source), "--name", "products", "--rounds", "2", "--out",
+                   str(tmp_path / "bench" / "products"),
+                   env={**operator.env(), "AUTORL_HOME": str(tmp_path / "autorl"), "OPENAI_BASE_URL": url,
+                        "OPENAI_API_KEY": "sk-operator-0123456789", "PYTHONPATH": pythonpath})
+    assert len(seen) == 2, proc.stderr  # a second round: the validator's lines went back to the driver
+    assert PROJECT_KEY not in json.dumps(seen), seen[-1]["messages"][-1]["content"]
+
+
+#: a driver's eval.py that reads the hidden split it is shown and lets the validator carry it back
+READS_HIDDEN_EVAL = """def evaluate(question, model_answer, reference_answer, **kwargs):
+    raise ValueError(open("data/test.jsonl").read()[:480])
+"""
+
+
+@needs_bwrap
+@pytest.mark.xfail(strict=True, reason="the scorer policy shows the folder's data/ (test.jsonl: the hidden split) and "
+                   "generate sends evaluate's exception text back to the driver model, which may then write it into "
+                   "description.md in any encoding")
+def test_smith_generate_shows_the_driver_no_hidden_row_beyond_its_sample(tmp_path: Path) -> None:
+    from .scripted_llm import scripted_server
+
+    source = tmp_path / "rows"
+    source.mkdir()
+    for name, ks in (("train.jsonl", range(40)), ("test.jsonl", range(100, 112))):
+        (source / name).write_text("".join(json.dumps({"a": k, "b": k + 7, "product": k * (k + 7)}) + "\n"
+                                           for k in ks))
+    with scripted_server([_driver_reply(READS_HIDDEN_EVAL), _driver_reply(HONEST_EVAL)]) as (url, seen):
+        proc = cli("smith", "generate", str(source), "--name", "products", "--rounds", "2", "--out",
+                   str(tmp_path / "bench" / "products"),
+                   env={"AUTORL_HOME": str(tmp_path / "autorl"), "OPENAI_BASE_URL": url,
+                        "OPENAI_API_KEY": "sk-operator-0123456789"})
+    assert len(seen) == 2, proc.stderr
+    prompts = json.dumps(seen)
+    shown = [k for k in range(100, 112) if f"What is {k} times {k + 7}?" in prompts or f'"a": "{k}"' in prompts]
+    assert len(shown) <= 3, shown  # the first prompt's sample of the evaluation rows, nothing more
+
+
 # --- an rl-smith folder from elsewhere ------------------------------------------------------------------------------
 
 def _smith_folder(bench: Path, key_file: Path) -> Path:
@@ -316,6 +426,39 @@ def test_selftest_fails_on_a_plugin_that_hands_over_encoded_items(stub: Path, tm
 
 
 # --- what holds, in shapes not tested elsewhere ---------------------------------------------------------------------
+
+def _processes_with(word: str) -> list[str]:
+    out = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if word in text:
+            out.append(text)
+    return out
+
+
+@needs_bwrap
+def test_a_daemon_forked_by_scorer_code_dies_with_the_scorer(tmp_path: Path) -> None:
+    from autorl_smith.scorer import Request, score_all
+
+    mark = f"autorl-daemon-{tmp_path.name}"
+    folder = tmp_path / "daemon"
+    (folder / "data").mkdir(parents=True)
+    (folder / "eval.py").write_text(  # on import: a daemon of its own session that would write on, later
+        "import subprocess\n"
+        f"subprocess.Popen(['sh', '-c', 'while :; do echo x >> later.txt; sleep 0.2; done', {mark!r}], "
+        "start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "def evaluate(question, model_answer, reference_answer, **kwargs):\n    return 1.0\n")
+    assert [s.score for s in score_all(folder, [Request("q", "a", "a")], timeout_s=20.0)] == [1.0]
+    for _ in range(50):  # killed with its pid namespace; the kernel reaps it a moment later
+        if not _processes_with(mark):
+            break
+        time.sleep(0.1)
+    assert not _processes_with(mark)
+    assert sorted(p.name for p in folder.iterdir()) == ["data", "eval.py"]
+
 
 HONEST = r'''#!/usr/bin/env bash
 out="$WORKSPACE/code/looked.txt"
