@@ -492,6 +492,27 @@ def test_a_daemon_forked_by_scorer_code_dies_with_the_scorer(tmp_path: Path) -> 
     assert sorted(p.name for p in folder.iterdir()) == ["data", "eval.py"]
 
 
+@needs_bwrap
+def test_a_base_model_in_the_hub_cache_under_the_home_brings_its_repo_alone(operator: OperatorHome,
+                                                                            tmp_path: Path) -> None:
+    hub = operator.root / ".cache" / "huggingface" / "hub"
+    repo = hub / f"models--org--base-{tmp_path.name}"
+    blobs = write_stub_checkpoint(repo / "blobs", echo_answers(5))
+    snapshot = repo / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    for blob in blobs.iterdir():  # as the hub lays a snapshot out: links into the repo's blobs
+        (snapshot / blob.name).symlink_to(Path("..") / ".." / "blobs" / blob.name)
+    (hub.parent / "token").write_text("hf_HUB-TOKEN-KEY-7a1b3c\n")
+    (hub / "datasets--org--bench" / "snapshots" / "1").mkdir(parents=True, exist_ok=True)
+    (hub / "datasets--org--bench" / "snapshots" / "1" / "test.jsonl").write_text('{"q": "HUB-TEST-ROW-55e0"}\n')
+    agent = _reader(tmp_path / "agent", [str(snapshot / "config.json"), str(hub.parent / "token"),
+                                         str(hub / "datasets--org--bench" / "snapshots" / "1" / "test.jsonl")])
+    rc, read, err = _run(operator, agent, snapshot)
+    assert rc == 0, err
+    assert '"model_type": "stub"' in read  # the model, through its links into the blobs
+    assert "HUB-TOKEN-KEY" not in read and "HUB-TEST-ROW" not in read, read
+
+
 HONEST = r'''#!/usr/bin/env bash
 out="$WORKSPACE/code/looked.txt"
 mkdir -p "$WORKSPACE/code"
