@@ -314,6 +314,40 @@ def test_smith_generate_shows_the_driver_no_hidden_row_beyond_its_sample(tmp_pat
     assert len(shown) <= 3, shown  # the first prompt's sample of the evaluation rows, nothing more
 
 
+VENV_KEY = "VENV-ACTIVATE-KEY-2f9d61"
+CONDA_KEY = "CONDA-ENV-VARS-KEY-c48e0b"
+
+
+@needs_bwrap
+@pytest.mark.xfail(strict=True, reason="host.python_paths shows the harness's own environment (sys.prefix) whole: "
+                   "where it lies under the home, the keys operators keep in it (bin/activate, conda env vars in "
+                   "conda-meta/state and etc/conda/activate.d) come along")
+def test_the_keys_kept_in_the_harnesss_own_environment_stay_out_of_reach(operator: OperatorHome, stub: Path,
+                                                                          tmp_path: Path) -> None:
+    import site
+    import subprocess
+    import sys
+
+    # autorl installed in an environment of the operator's home (a venv here; a conda env is laid out alike)
+    env_dir = operator.root / "envs" / tmp_path.name
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True, timeout=120)
+    lib = next((env_dir / "lib").glob("python3*/site-packages"))
+    (lib / "harness.pth").write_text(f"import site; site.addsitedir({site.getsitepackages()[0]!r})\n")
+    with (env_dir / "bin" / "activate").open("a") as f:
+        f.write(f"export OPENAI_API_KEY=sk-{VENV_KEY}\n")
+    (env_dir / "conda-meta").mkdir()
+    (env_dir / "conda-meta" / "state").write_text(json.dumps({"env_vars": {"HF_TOKEN": f"hf_{CONDA_KEY}"}}))
+    agent = _reader(tmp_path / "agent", [str(env_dir / "bin" / "activate"), str(env_dir / "conda-meta" / "state")])
+    full = {**os.environ, **operator.env(), "AUTORL_SANDBOX_RO": "", "AUTORL_HOME": str(tmp_path / "autorl")}
+    proc = subprocess.run([str(env_dir / "bin" / "python"), "-c", "from autorl.cli import main; main()", "run",
+                           "--agent", str(agent), "--task", "echo", "--model", str(stub), "--timeout", "60",
+                           "--backend", "scripted", "--sandbox", "bwrap", "--network", "off", "--json", "--no-audit"],
+                          capture_output=True, text=True, env=full, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    read = (Path(json.loads(proc.stdout)["workspace"]) / "code" / "read.txt").read_text()
+    assert VENV_KEY not in read and CONDA_KEY not in read, read
+
+
 # --- evaluation data installed twice ---------------------------------------------------------------------------------
 
 @needs_bwrap
