@@ -118,8 +118,6 @@ def _leaked(text: str, operator: OperatorHome) -> list[str]:
 # --- a third-party agent folder or plugin decides which tool home the policy shows --------------------------------
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="programs.path_view takes RUSTUP_HOME and PYENV_ROOT from the agent's own "
-                   "environment, which an agent folder's env_vars set: the folder they name is shown read-only")
 def test_an_agent_folders_env_vars_cannot_choose_a_tool_home(operator: OperatorHome, stub: Path,
                                                              tmp_path: Path) -> None:
     # written without knowing the home: relative to the workspace, which lies in autorl's home
@@ -136,8 +134,6 @@ def test_an_agent_folders_env_vars_cannot_choose_a_tool_home(operator: OperatorH
 
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="check_offered looks in agent_env() values for keys and hidden items only; a "
-                   "RUSTUP_HOME naming ~/.local passes it, then programs.path_view shows ~/.local whole")
 def test_a_benchmarks_agent_env_cannot_choose_a_tool_home(operator: OperatorHome, stub: Path, tmp_path: Path) -> None:
     plugin = _offering(tmp_path, "    def agent_env(self):\n"
                                  "        return {'RUSTUP_HOME': str(Path.home() / '.local')}")
@@ -476,11 +472,11 @@ def _selftest(task: str, stub: Path, tmp_path: Path) -> tuple[int, dict[str, str
 
 
 @needs_bwrap
-def test_selftest_fails_on_a_plugin_that_names_a_tool_home(stub: Path, tmp_path: Path) -> None:
-    from autorl.selftest.judge import THROUGH
+def test_a_plugin_that_names_a_tool_home_shows_the_agent_nothing_of_the_home(stub: Path, tmp_path: Path) -> None:
+    from autorl.selftest.judge import HELD
 
-    rc, verdicts = _selftest("tool-home", stub, tmp_path)
-    assert rc == 1 and verdicts["operator's home"] == THROUGH, verdicts
+    _, verdicts = _selftest("tool-home", stub, tmp_path)  # the policy takes tool homes from the operator alone
+    assert verdicts["operator's home"] == HELD, verdicts
 
 
 @needs_bwrap

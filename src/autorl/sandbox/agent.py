@@ -136,8 +136,8 @@ def agent_policy(*, workspace: Path, env: Mapping[str, str], model: Path, train_
                  store_dir: Path, hidden_dir: Path, network: str, tmp: Path | None = None, gpus: bool = False,
                  relay: Relay | None = None, slirp: str | None = "auto",
                  environ: Mapping[str, str] | None = None) -> Policy:
-    """The agent's :class:`Policy` for one run. ``env`` is its final environment (:func:`agent_env`): its ``PATH``
-    decides which programs under masked folders are shown. ``agent_files`` are what the agent asks to read
+    """The agent's :class:`Policy` for one run. ``env`` is its final environment (:func:`agent_env`); the
+    operator's ``PATH`` (``environ``) decides which programs under masked folders are shown. ``agent_files`` are what the agent asks to read
     (:meth:`~autorl.agents.base.Agent.sandbox_paths`); a file the benchmark shows that is, or holds, a masked
     folder is refused in one line."""
     masked = agent_masks(autorl_home, runs_root, environ)
@@ -145,7 +145,10 @@ def agent_policy(*, workspace: Path, env: Mapping[str, str], model: Path, train_
     refuse_uncovering(f"benchmark {benchmark.name}: agent_paths()", shown, masked)
     refuse_uncovering("the agent's sandbox_paths()", agent_files, masked)
     rules = AGENT.rule
-    programs = path_view(env.get("PATH", ""), masked, env)
+    # the programs of the operator's PATH, and the tool homes the operator's environment names: never what the
+    # agent's own environment says (an agent folder's env_vars or a plugin's agent_env() write it)
+    operator = os.environ if environ is None else environ
+    programs = path_view(operator.get("PATH", ""), masked, operator)
     files = [
         *common_bindings(AGENT, mask_groups(environ)),
         *bind(rules("storage"), [autorl_home, runs_root]),
