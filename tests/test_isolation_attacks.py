@@ -399,9 +399,6 @@ def _smith_folder(bench: Path, key_file: Path) -> Path:
 
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="autorl_smith.benchmark.prepare_copy copies data/ with shutil.copytree, which "
-                   "follows links, and the folder's version hashes what links lead to: the key lands in the grader's "
-                   "copy, where download_data.py (network on) reads it and the agent's training data is drawn")
 def test_a_smith_folders_data_link_hands_no_key_to_the_agent(operator: OperatorHome, stub: Path,
                                                               tmp_path: Path) -> None:
     bench = tmp_path / "bench"
@@ -415,9 +412,7 @@ def test_a_smith_folders_data_link_hands_no_key_to_the_agent(operator: OperatorH
 
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="selftest plants its canaries in a scratch home and weighs only what the agent "
-                   "reads of it; the smith folder's link leads to the operator's own file, copied by the harness")
-def test_selftest_fails_on_a_smith_folder_whose_data_links_out(operator: OperatorHome, stub: Path,
+def test_selftest_refuses_a_smith_folder_whose_data_links_out(operator: OperatorHome, stub: Path,
                                                                tmp_path: Path) -> None:
     bench = tmp_path / "bench"
     _smith_folder(bench, operator.root / ".ssh" / "id_rsa")
@@ -425,7 +420,9 @@ def test_selftest_fails_on_a_smith_folder_whose_data_links_out(operator: Operato
            "COLUMNS": "300"}
     proc = cli("selftest", "--task", "smith-sums", "--sandbox", "bwrap", "--network", "off", "--model", str(stub),
                "--backend", "scripted", "--timeout", "60", "--limit", "5", env=env)
-    assert proc.returncode == 1, proc.stdout
+    # refused before any agent starts, in one line naming the link
+    assert proc.returncode == 2 and "data: README is a link" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
 
 
 #: Two weakened installs as plugins: a benchmark that hands its agent every dev and test question base64-encoded,

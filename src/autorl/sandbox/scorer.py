@@ -177,7 +177,7 @@ def copy_code(folder: Path, dest: Path, skip: Sequence[str] = (DATA,)) -> None:
             shutil.copyfile(folder / rel, dest / rel, follow_symlinks=False)
         else:
             raise FolderChanged(f"{folder}: {rel} is a link or a special file; a benchmark folder holds folders and "
-                                "regular files only (data/ aside)")
+                                "regular files only")
 
 
 class ScratchFolder:
@@ -208,7 +208,9 @@ class ScratchFolder:
 
     def _data(self) -> Path | None:
         data = self.folder / DATA
-        return data.resolve() if data.is_dir() else None
+        if data.is_symlink():
+            raise FolderChanged(f"{self.folder}: data/ is a link; a benchmark folder holds its data itself")
+        return data if data.is_dir() else None
 
     def policy(self) -> Policy:
         """The scorer policy of the code run in the current copy."""
