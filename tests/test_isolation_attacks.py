@@ -165,8 +165,6 @@ DISGUISES: dict[str, Callable[[Any, Path], dict[str, str]]] = {
     "base64": _base64, "split across variables": _split, "a path to a file that holds them": _in_a_file}
 
 
-@pytest.mark.xfail(strict=True, reason="offered.check_offered matches each agent_env() value as text against the "
-                   "items' n-grams: encoded, split or referenced items pass")
 @pytest.mark.parametrize("disguise", sorted(DISGUISES))
 def test_hidden_items_in_disguise_are_refused(disguise: str, disk: Path, tmp_path: Path, home: Path) -> None:
     from autorl.default_plugins.arith import Arith
@@ -185,8 +183,6 @@ def test_hidden_items_in_disguise_are_refused(disguise: str, disk: Path, tmp_pat
 # --- keys the operator keeps outside the home proper ---------------------------------------------------------------
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="host.operator_homes masks HOME and the account's home as paths: a dot-folder "
-                   "linked to another disk, and XDG_DATA_HOME/XDG_CONFIG_HOME outside HOME, stay in the agent's view")
 @pytest.mark.parametrize("where", ["a dot-folder linked to another disk", "XDG_DATA_HOME"])
 def test_keys_the_operators_environment_keeps_outside_the_home_stay_out_of_reach(
         where: str, operator: OperatorHome, stub: Path, disk: Path, tmp_path: Path) -> None:
@@ -221,8 +217,6 @@ def _project(root: Path) -> Path:
 
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="host.python_paths shows every import path whole and agent.agent_policy the "
-                   "agent folder whole: unlike a PATH entry's, their dot-files (.env, .git/config) are not masked again")
 @pytest.mark.parametrize("folder", ["a project on PYTHONPATH", "the agent folder"])
 def test_the_dot_files_of_a_folder_shown_under_the_home_stay_out_of_reach(
         folder: str, operator: OperatorHome, stub: Path, tmp_path: Path) -> None:
@@ -262,8 +256,6 @@ HONEST_EVAL = ("def evaluate(question, model_answer, reference_answer, **kwargs)
 
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="the scorer policy shows host.python_paths whole (an import folder's .env "
-                   "included) and generate sends evaluate's exception text back to the driver model")
 def test_smith_generate_sends_the_driver_no_key_its_eval_py_found(operator: OperatorHome, disk: Path,
                                                                  tmp_path: Path) -> None:
     from .scripted_llm import scripted_server
@@ -277,7 +269,8 @@ def test_smith_generate_sends_the_driver_no_key_its_eval_py_found(operator: Oper
                    str(tmp_path / "bench" / "products"),
                    env={**operator.env(), "AUTORL_HOME": str(tmp_path / "autorl"), "OPENAI_BASE_URL": url,
                         "OPENAI_API_KEY": "sk-operator-0123456789", "PYTHONPATH": pythonpath})
-    assert len(seen) == 2, proc.stderr  # a second round: the validator's lines went back to the driver
+    # the probing eval.py found no .env to raise (a second round would carry its error back): valid at once
+    assert len(seen) == 1 and "round 1: valid" in proc.stderr, proc.stderr
     assert PROJECT_KEY not in json.dumps(seen), seen[-1]["messages"][-1]["content"]
 
 
@@ -288,9 +281,6 @@ READS_HIDDEN_EVAL = """def evaluate(question, model_answer, reference_answer, **
 
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="the scorer policy shows the folder's data/ (test.jsonl: the hidden split) and "
-                   "generate sends evaluate's exception text back to the driver model, which may then write it into "
-                   "description.md in any encoding")
 def test_smith_generate_shows_the_driver_no_hidden_row_beyond_its_sample(tmp_path: Path) -> None:
     from .scripted_llm import scripted_server
 
@@ -315,9 +305,6 @@ CONDA_KEY = "CONDA-ENV-VARS-KEY-c48e0b"
 
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="host.python_paths shows the harness's own environment (sys.prefix) whole: "
-                   "where it lies under the home, the keys operators keep in it (bin/activate, conda env vars in "
-                   "conda-meta/state and etc/conda/activate.d) come along")
 def test_the_keys_kept_in_the_harnesss_own_environment_stay_out_of_reach(operator: OperatorHome, stub: Path,
                                                                           tmp_path: Path) -> None:
     import site
@@ -477,11 +464,14 @@ def test_a_plugin_that_names_a_tool_home_shows_the_agent_nothing_of_the_home(stu
 
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="selftest's agent environment attack looks for hidden items as plain text in "
-                   "the agent's variables, as offered.check_offered does: base64 passes both")
-def test_selftest_fails_on_a_plugin_that_hands_over_encoded_items(stub: Path, tmp_path: Path) -> None:
-    rc, verdicts = _selftest("encoded-items", stub, tmp_path)
-    assert rc == 1, verdicts
+def test_selftest_refuses_a_plugin_that_hands_over_encoded_items(stub: Path, tmp_path: Path) -> None:
+    plugins = _plugin(tmp_path / "plugins", "autorl_weakened", SELFTEST_PLUGIN)
+    proc = cli("selftest", "--task", "encoded-items", "--sandbox", "bwrap", "--network", "off", "--model", str(stub),
+               "--backend", "scripted", "--timeout", "60", "--limit", "5",
+               env={"PYTHONPATH": str(plugins), "AUTORL_HOME": str(tmp_path / "autorl"), "COLUMNS": "300"})
+    # refused before its agent starts, naming the plugin's variable: never "every attack held"
+    assert proc.returncode != 0 and "every attack held" not in proc.stdout, proc.stdout
+    assert "agent_env() variable HINTS holds" in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
 
 
 # --- what holds, in shapes not tested elsewhere ---------------------------------------------------------------------

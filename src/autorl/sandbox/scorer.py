@@ -23,13 +23,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from autorl.errors import AutorlError, ResourceError, UsageError
-from autorl.sandbox.host import mask_groups, python_paths
+from autorl.sandbox.host import mask_groups, python_paths, python_secrets
 from autorl.sandbox.launcher import Launch, launch
 from autorl.sandbox.policy import (
     COMMON_MASKS,
     MASKED,
     NETWORK_OFF,
     NETWORK_ON,
+    PYTHON_SECRETS,
     READ_ONLY,
     READ_WRITE,
     SYSTEM_VIEW,
@@ -54,6 +55,7 @@ SCORER = Kind(
         Rule("storage", MASKED, "autorl's home (hidden items, the grader's stores, the ledger, runs) and the folders "
                                 "of benchmarks"),
         Rule("python", READ_ONLY, "the Python environment (never the caller's script folder)"),
+        PYTHON_SECRETS,
         Rule("data", READ_ONLY, "its folder's data/ (linked from the copy)"),
         Rule("scratch", READ_WRITE, "a scratch copy of its folder, thrown away after (download_data.py: the "
                                     "grader's copy it prepares); the folder itself is hashed before and after, a "
@@ -108,10 +110,12 @@ def scorer_policy(writable: Path, *, data: Path | None = None, network: str = NE
     if network not in (NETWORK_OFF, NETWORK_ON):
         raise ValueError(f"scorer code's network is off or on, not {network!r}")
     rules = SCORER.rule
+    python = python_paths()
     files = [
         *common_bindings(SCORER, mask_groups(environ)),
         *bind(rules("storage"), [autorl_home(), *masked]),
-        *bind(rules("python"), python_paths()),
+        *bind(rules("python"), python),
+        *bind(PYTHON_SECRETS, python_secrets(python)),
         *bind(rules("data"), [data] if data is not None else []),
         *bind(rules("scratch"), [writable]),
     ]
