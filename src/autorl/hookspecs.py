@@ -51,7 +51,7 @@ def register_benchmarks(register: RegisterBenchmark) -> None:
     ``autorl run``, the grader's worker). ``register`` (:class:`RegisterBenchmark`) takes a
     :class:`autorl.Benchmark` subclass whose ``name`` is unique across all installed plugins; a second
     registration of a name is an error naming both distributions, and anything that is not a
-    ``Benchmark`` subclass is a ``TypeError`` (:class:`autorl.plugins.registry.PluginTypeError`) naming the plugin.
+    ``Benchmark`` subclass is a ``TypeError`` (:class:`autorl.errors.PluginTypeError`) naming the plugin.
 
     Example::
 

@@ -18,19 +18,23 @@ from typing import TYPE_CHECKING
 
 from autorl.errors import UsageError
 from autorl.sandbox.host import (
+    DOT_SECRETS,
     common_masks,
+    dot_entries,
     extra_hidden,
     extra_read_only,
     inside,
     mask_groups,
     model_bind_paths,
     python_paths,
+    python_secrets,
 )
 from autorl.sandbox.policy import (
     COMMON_MASKS,
     HOST_VIEW,
     MASKED,
     MASKED_AGAIN,
+    PYTHON_SECRETS,
     READ_ONLY,
     READ_WRITE,
     SHOWN_LAST,
@@ -75,6 +79,9 @@ AGENT = Kind(
         Rule("workspace", READ_WRITE, "its workspace; its /tmp and /var/tmp (a folder of the run's, outside the "
                                       "workspace)"),
         Rule("dot-files", MASKED_AGAIN, "the dot-files of a PATH entry shown whole"),
+        PYTHON_SECRETS,
+        Rule("agent-secrets", MASKED_AGAIN, "the agent folder's .env files, .git and tools' settings (.netrc, .aws, "
+                                            ".ssh, .config...)"),
         Rule("evaluation", MASKED_AGAIN, "the grader's store, the hidden items, baselines, the ledger, and what the "
                                          "benchmark declares as holding evaluation data (hidden_paths())"),
         Rule("shown", SHOWN_LAST, "the files the benchmark shows its agent (agent_paths(), checked for hidden items "
@@ -136,8 +143,8 @@ def agent_policy(*, workspace: Path, env: Mapping[str, str], model: Path, train_
                  store_dir: Path, hidden_dir: Path, network: str, tmp: Path | None = None, gpus: bool = False,
                  relay: Relay | None = None, slirp: str | None = "auto",
                  environ: Mapping[str, str] | None = None) -> Policy:
-    """The agent's :class:`Policy` for one run. ``env`` is its final environment (:func:`agent_env`): its ``PATH``
-    decides which programs under masked folders are shown. ``agent_files`` are what the agent asks to read
+    """The agent's :class:`Policy` for one run. ``env`` is its final environment (:func:`agent_env`); the
+    operator's ``PATH`` (``environ``) decides which programs under masked folders are shown. ``agent_files`` are what the agent asks to read
     (:meth:`~autorl.agent.Agent.sandbox_paths`); a file the benchmark shows that is, or holds, a masked
     folder is refused in one line."""
     masked = agent_masks(autorl_home, runs_root, environ)
@@ -145,12 +152,16 @@ def agent_policy(*, workspace: Path, env: Mapping[str, str], model: Path, train_
     refuse_uncovering(f"benchmark {benchmark.name}: agent_paths()", shown, masked)
     refuse_uncovering("the agent's sandbox_paths()", agent_files, masked)
     rules = AGENT.rule
-    programs = path_view(env.get("PATH", ""), masked, env)
+    # the programs of the operator's PATH, and the tool homes the operator's environment names: never what the
+    # agent's own environment says (an agent folder's env_vars or a plugin's agent_env() write it)
+    operator = os.environ if environ is None else environ
+    programs = path_view(operator.get("PATH", ""), masked, operator)
+    python = python_paths()
     files = [
         *common_bindings(AGENT, mask_groups(environ)),
         *bind(rules("storage"), [autorl_home, runs_root]),
         *bind(rules("hide"), extra_hidden(environ)),
-        *bind(rules("python"), python_paths()),
+        *bind(rules("python"), python),
         *bind(rules("path"), programs.shown),
         *bind(rules("model"), [model, *model_bind_paths(model)]),
         *bind(rules("data"), [Path(train_dir)]),
@@ -160,6 +171,8 @@ def agent_policy(*, workspace: Path, env: Mapping[str, str], model: Path, train_
         *bind(rules("evaluation"), [store_dir, hidden_dir, autorl_home / "baselines", autorl_home / "autorl.db",
                                     *benchmark.hidden_paths()]),
         *bind(rules("dot-files"), programs.hidden),
+        *bind(PYTHON_SECRETS, python_secrets(python)),
+        *bind(rules("agent-secrets"), [s for f in agent_files if f.is_dir() for s in dot_entries(f, DOT_SECRETS)]),
         *bind(rules("shown"), shown),
     ]
     return Policy(kind=AGENT.name, view=AGENT.view, files=tuple(files), env=dict(env), cwd=workspace,

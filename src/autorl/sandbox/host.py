@@ -10,7 +10,7 @@ import os
 import pwd
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 #: Host places of sockets and runtime state, private and empty inside.
@@ -45,6 +45,40 @@ def operator_homes(environ: Mapping[str, str] | None = None) -> list[Path]:
     for raw in found:
         if raw and os.path.isabs(raw) and raw != "/":
             out += [Path(raw), Path(os.path.realpath(raw))]
+    return list(dict.fromkeys(out))
+
+
+#: variables that name where an operator's tools keep credentials and settings, wherever that is
+KEY_PLACES = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR", "CARGO_HOME",
+              "DOCKER_CONFIG", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "NETRC", "KUBECONFIG", "GNUPGHOME",
+              "CLOUDSDK_CONFIG", "AZURE_CONFIG_DIR", "GOOGLE_APPLICATION_CREDENTIALS", "GH_CONFIG_DIR",
+              "NPM_CONFIG_USERCONFIG", "PIP_CONFIG_FILE", "HF_TOKEN_PATH", "PASSWORD_STORE_DIR", "SSH_AUTH_SOCK")
+
+
+def _system_folder(path: Path) -> bool:
+    """``/``, one of the system's folders, or a folder that holds one: never masked whole."""
+    return path == Path("/") or any(inside(s, path) for s in SYSTEM_DIRS)
+
+
+def keys_elsewhere(environ: Mapping[str, str] | None = None) -> list[Path]:
+    """What the operator keeps outside the home proper: the targets of the home's top-level links (``~/.docker``
+    on a larger disk), and the places :data:`KEY_PLACES` name (``XDG_DATA_HOME``, ``DOCKER_CONFIG``...), each as
+    given and resolved; a system folder (``/``, ``/etc``) is never one of them."""
+    env = _env(environ)
+    found: list[str] = []
+    for name in KEY_PLACES:
+        found += [p for p in env.get(name, "").split(os.pathsep) if p]
+    for home in operator_homes(environ):
+        with contextlib.suppress(OSError):
+            found += [os.path.realpath(e.path) for e in os.scandir(home) if e.is_symlink()]
+    homes = operator_homes(environ)
+    out: list[Path] = []
+    for raw in found:
+        if not os.path.isabs(raw):
+            continue
+        for p in (Path(os.path.normpath(raw)), Path(os.path.realpath(raw))):
+            if os.path.lexists(p) and not _system_folder(p) and not any(inside(p, h) for h in homes):
+                out.append(p)
     return list(dict.fromkeys(out))
 
 
@@ -109,10 +143,10 @@ def system_secrets() -> list[Path]:
 
 
 def mask_groups(environ: Mapping[str, str] | None = None) -> dict[str, list[Path]]:
-    """What no untrusted process sees, whatever its kind, by what it is: the operator's homes (``homes``), the
-    Hugging Face caches (``caches``), the host's temporary folders and runtime state (``host``), and the system's
+    """What no untrusted process sees, whatever its kind, by what it is: the operator's homes (``homes``) and what
+    the operator keeps outside them (``elsewhere``), the Hugging Face caches (``caches``), the host's temporary folders and runtime state (``host``), and the system's
     secrets (``secrets``)."""
-    return {"homes": operator_homes(environ), "caches": hf_cache_dirs(environ),
+    return {"homes": operator_homes(environ), "elsewhere": keys_elsewhere(environ), "caches": hf_cache_dirs(environ),
             "host": [Path("/tmp"), Path("/var/tmp"), *runtime_dirs(), *host_tmpdirs(environ)],
             "secrets": system_secrets()}
 
@@ -125,6 +159,36 @@ def common_masks(environ: Mapping[str, str] | None = None) -> list[Path]:
 def gpu_devices() -> list[str]:
     """The NVIDIA device nodes present (passed through when the agent has GPUs)."""
     return sorted(set(glob.glob("/dev/nvidia*")) | set(glob.glob("/dev/nvidia-caps/*")))
+
+
+#: what a Python environment's prefix holds beside its code, which no sandboxed Python runs and operators keep keys
+#: in: activation scripts (an ``export OPENAI_API_KEY=...`` appended), conda's settings and per-environment variables
+ENV_SECRETS = ("bin/activate", "bin/activate.csh", "bin/activate.fish", "bin/activate.nu", "bin/activate.bat",
+               "bin/Activate.ps1", "bin/activate_this.py", "conda-meta", "etc/conda")
+#: the dot-entries a folder of code keeps keys in: a project's .env files, a remote URL with a token in .git/config,
+#: the tools' own settings
+DOT_SECRETS = (".git", ".netrc", ".npmrc", ".pypirc", ".aws", ".ssh", ".docker", ".config", ".gnupg", ".kube")
+
+
+def dot_entries(folder: Path, names: Sequence[str] | None = None) -> list[Path]:
+    """The dot-entries at the top of ``folder``; with ``names``, only ``.env`` files and those named."""
+    try:
+        found = sorted(e.name for e in os.scandir(folder) if e.name.startswith("."))
+    except OSError:
+        return []
+    return [folder / n for n in found if names is None or n == ".env" or n.startswith(".env.") or n in names]
+
+
+def python_secrets(paths: Iterable[Path]) -> list[Path]:
+    """What the Python environment's folders (:func:`python_paths`) hold beside the code: each folder's dot-entries
+    (no import reads one), and in an environment's prefix its activation scripts and conda settings."""
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    out: list[Path] = []
+    for folder in paths:
+        out += dot_entries(folder)
+        if os.path.realpath(folder) in prefixes:
+            out += [folder / rel for rel in ENV_SECRETS if os.path.lexists(folder / rel)]
+    return list(dict.fromkeys(out))
 
 
 def import_root() -> Path:

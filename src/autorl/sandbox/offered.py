@@ -2,7 +2,9 @@
 
 A plugin is third-party content: the variables its ``agent_env()`` returns and the files its ``agent_paths()``
 and ``exposed_files()`` show are looked through before the run starts, for the hidden items (the audit's n-gram
-check, :mod:`autorl.audit.overlap`) and for every key the harness holds (the upstreams', the credential
+check, :mod:`autorl.audit.overlap`, on the text as given, URL-decoded and with its base64, hex and rot13 runs
+decoded; the variables also read together, as items split across them would; a variable naming a file the agent
+can read, that file) and for every key the harness holds (the upstreams', the credential
 variables', the hidden-item secret, and any variable of the operator's named like a key); and a path shown may
 be neither a folder that holds a masked one (the home, autorl's storage) nor anything inside the home's hidden
 folders, where keys are kept (``~/.config``, ``~/.ssh``, ``~/.local/share``...). A hit refuses the run in one
@@ -129,25 +131,58 @@ def check_offered(benchmark: Benchmark, hidden_dir: Path, *, plugin: str, masked
 
     items = _hidden_items(benchmark, hidden_dir)
     index = NgramIndex((split, item) for split, its in items.items() for item in its)
-    for name, value in variables.items():
-        if _holds_key(value, keys):
-            raise UsageError(f"{who}: agent_env() variable {name} holds a key of the harness's: refused")
-        hits = index.matches(value)
-        if hits:
-            raise UsageError(f"{who}: agent_env() variable {name} holds {_items(hits)}: refused")
+    together = {"together": " ".join(variables.values()), "together, name order": " ".join(
+        v for _, v in sorted(variables.items()))} if len(variables) > 1 else {}
+    for name, value in [*variables.items(), *together.items()]:
+        what = f"agent_env() variable {name}" if name in variables else f"agent_env()'s variables read {name}"
+        for reading in readings(value):
+            if _holds_key(reading, keys):
+                raise UsageError(f"{who}: {what} holds a key of the harness's: refused")
+            hits = index.matches(reading)
+            if hits:
+                raise UsageError(f"{who}: {what} holds {_items(hits)}: refused")
+    # a variable naming a file the agent can read points it at what that file holds
+    try:
+        hidden = [*masked, *benchmark.hidden_paths()]
+    except Exception:  # its own failure stops the run where the policy is built; here, the masks alone
+        hidden = list(masked)
+    files += [Path(v) for v in variables.values() if os.path.isabs(v) and os.path.isfile(v)
+              and _visible(Path(v), hidden, seen_anyway)]
     from autorl.audit.budget import Budget
 
     budget = Budget(BUDGET_S)
     for path in files:
         for where, text in _texts(path, budget):
-            if _holds_key(text, keys):
-                raise UsageError(f"{who} shows its agent {where}, which holds a key of the harness's: refused")
-            hits = index.matches(text)
-            if hits:
-                raise UsageError(f"{who} shows its agent {where}, which holds {_items(hits)}: refused")
+            for reading in readings(text):
+                if _holds_key(reading, keys):
+                    raise UsageError(f"{who} shows its agent {where}, which holds a key of the harness's: refused")
+                hits = index.matches(reading)
+                if hits:
+                    raise UsageError(f"{who} shows its agent {where}, which holds {_items(hits)}: refused")
     if budget.spent or budget.unscanned:
         what = "in time" if budget.spent else f"whole ({budget.unscanned[0]} could not be read)"
         raise UsageError(f"{who}: the files it shows its agent could not be checked {what}: refused")
+
+
+def readings(text: str) -> list[str]:
+    """``text`` as given, URL-decoded, and what its base64, hex and rot13 runs say (:mod:`autorl.audit.encoded`)."""
+    from urllib.parse import unquote_plus
+
+    from autorl.audit.encoded import decoded_runs
+
+    out = [text]
+    plain = unquote_plus(text)
+    if plain != text:
+        out.append(plain)
+    return out + [run.text for given in out for run in decoded_runs(given)]
+
+
+def _visible(path: Path, hidden: Sequence[Path], seen_anyway: Sequence[Path]) -> bool:
+    """Whether the agent reads ``path``: outside what its policy masks, or inside what it shows again anyway."""
+    real = path.resolve()
+    if any(inside(real, p) for p in seen_anyway):
+        return True
+    return not any(inside(q, h) or inside(q, h.resolve()) for q in (path, real) for h in hidden)
 
 
 def _items(hits: set[str]) -> str:

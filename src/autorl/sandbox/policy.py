@@ -116,10 +116,18 @@ class Policy:
 #: What no untrusted process sees, whatever its kind (the groups of :func:`autorl.sandbox.host.mask_groups`)
 COMMON_MASKS = (
     Rule("homes", MASKED, "the operator's home (HOME and the account's own)"),
+    Rule("elsewhere", MASKED, "what the operator keeps outside the home: the targets of the home's top-level links, "
+                              "the XDG folders and the places credential variables name (CARGO_HOME, DOCKER_CONFIG, "
+                              "AWS_SHARED_CREDENTIALS_FILE, NETRC, KUBECONFIG, GNUPGHOME...)"),
     Rule("caches", MASKED, "the Hugging Face caches"),
     Rule("host", MASKED, "the host's /tmp, /var/tmp, TMPDIR, /run and /dev/shm (private and empty inside)"),
     Rule("secrets", MASKED, "as root: the system's secrets (/etc/shadow, the SSH host keys, /root)"),
 )
+
+
+#: What the Python environment holds beside its code, absent for every kind that is shown the environment
+PYTHON_SECRETS = Rule("python-secrets", MASKED_AGAIN, "the dot-files of the Python environment's folders (a "
+                      "project's .env, .git) and an environment's activation scripts and conda settings")
 
 
 def common_bindings(kind: Kind, groups: Mapping[str, Iterable[Path]]) -> list[Binding]:

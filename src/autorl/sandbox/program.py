@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from autorl.sandbox.host import mask_groups, python_paths
+from autorl.sandbox.host import mask_groups, python_paths, python_secrets
 from autorl.sandbox.policy import (
     COMMON_MASKS,
     MASKED,
+    PYTHON_SECRETS,
     READ_ONLY,
     READ_WRITE,
     SYSTEM_VIEW,
@@ -34,6 +35,7 @@ PROGRAM = Kind(
         *COMMON_MASKS,
         Rule("storage", MASKED, "what the grader names: its storage and the evaluation data"),
         Rule("python", READ_ONLY, "its interpreter's prefixes and import paths"),
+        PYTHON_SECRETS,
         Rule("work", READ_WRITE, "a private work folder (the program's file), thrown away after"),
     ),
     environment="PATH=/usr/bin:/bin, HOME and TMPDIR its work folder, LANG, PYTHONDONTWRITEBYTECODE, "
@@ -57,10 +59,12 @@ def program_policy(workdir: Path, *, hidden: Sequence[Path] = (), reachable: Cal
     program runs as can reach (bubblewrap cannot show the others)."""
     ok = reachable or (lambda _p: True)
     rules = PROGRAM.rule
+    python = [p for p in python_paths() if ok(p)]
     files = [
         *common_bindings(PROGRAM, {k: [p for p in ps if ok(p)] for k, ps in mask_groups(environ).items()}),
         *bind(rules("storage"), [p for p in hidden if ok(p)]),
-        *bind(rules("python"), [p for p in python_paths() if ok(p)]),
+        *bind(rules("python"), python),
+        *bind(PYTHON_SECRETS, [p for p in python_secrets(python) if ok(p)]),
         *bind(rules("work"), [workdir]),
     ]
     return Policy(kind=PROGRAM.name, view=PROGRAM.view, files=tuple(files), env=program_env(workdir), cwd=workdir,

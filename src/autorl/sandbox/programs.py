@@ -28,6 +28,8 @@ _MAX_HOPS = 40
 _MAX_DEPTH = 3
 #: tools whose programs read a home of their own: the variable naming it and its default under the home
 TOOL_HOMES = {"rustup": ("RUSTUP_HOME", ".rustup"), "pyenv": ("PYENV_ROOT", ".pyenv")}
+#: what a tool home holds, which any other folder the variable might name does not
+TOOL_HOME_MARK = {"rustup": "toolchains", "pyenv": "versions"}
 
 
 class _Masked:
@@ -189,9 +191,11 @@ class _View:
     def _tool_homes(self, real: Path, names: list[str]) -> None:
         home = Path(self.environ.get("HOME") or Path.home())
         for tool, (variable, default) in TOOL_HOMES.items():
-            root = Path(self.environ.get(variable) or home / default)
-            if tool in names or real.parent == Path(os.path.realpath(root)):
+            given = Path(os.path.normpath(self.environ.get(variable) or home / default))
+            root = Path(os.path.realpath(given))
+            if (tool in names or real.parent == root) and (root / TOOL_HOME_MARK[tool]).is_dir():
                 self.show(root)
+                self.show(given)
         base = Path(self.environ.get("PYTHONUSERBASE") or home / ".local")
         if real == Path(os.path.realpath(base / "bin")):
             for site in sorted(base.glob("lib/python3*/site-packages")):

@@ -23,13 +23,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from autorl.errors import AutorlError, ResourceError, UsageError
-from autorl.sandbox.host import mask_groups, python_paths
+from autorl.sandbox.host import mask_groups, python_paths, python_secrets
 from autorl.sandbox.launcher import Launch, launch
 from autorl.sandbox.policy import (
     COMMON_MASKS,
     MASKED,
     NETWORK_OFF,
     NETWORK_ON,
+    PYTHON_SECRETS,
     READ_ONLY,
     READ_WRITE,
     SYSTEM_VIEW,
@@ -54,6 +55,7 @@ SCORER = Kind(
         Rule("storage", MASKED, "autorl's home (hidden items, the grader's stores, the ledger, runs) and the folders "
                                 "of benchmarks"),
         Rule("python", READ_ONLY, "the Python environment (never the caller's script folder)"),
+        PYTHON_SECRETS,
         Rule("data", READ_ONLY, "its folder's data/ (linked from the copy)"),
         Rule("scratch", READ_WRITE, "a scratch copy of its folder, thrown away after (download_data.py: the "
                                     "grader's copy it prepares); the folder itself is hashed before and after, a "
@@ -108,10 +110,12 @@ def scorer_policy(writable: Path, *, data: Path | None = None, network: str = NE
     if network not in (NETWORK_OFF, NETWORK_ON):
         raise ValueError(f"scorer code's network is off or on, not {network!r}")
     rules = SCORER.rule
+    python = python_paths()
     files = [
         *common_bindings(SCORER, mask_groups(environ)),
         *bind(rules("storage"), [autorl_home(), *masked]),
-        *bind(rules("python"), python_paths()),
+        *bind(rules("python"), python),
+        *bind(PYTHON_SECRETS, python_secrets(python)),
         *bind(rules("data"), [data] if data is not None else []),
         *bind(rules("scratch"), [writable]),
     ]
@@ -177,7 +181,7 @@ def copy_code(folder: Path, dest: Path, skip: Sequence[str] = (DATA,)) -> None:
             shutil.copyfile(folder / rel, dest / rel, follow_symlinks=False)
         else:
             raise FolderChanged(f"{folder}: {rel} is a link or a special file; a benchmark folder holds folders and "
-                                "regular files only (data/ aside)")
+                                "regular files only")
 
 
 class ScratchFolder:
@@ -208,7 +212,9 @@ class ScratchFolder:
 
     def _data(self) -> Path | None:
         data = self.folder / DATA
-        return data.resolve() if data.is_dir() else None
+        if data.is_symlink():
+            raise FolderChanged(f"{self.folder}: data/ is a link; a benchmark folder holds its data itself")
+        return data if data.is_dir() else None
 
     def policy(self) -> Policy:
         """The scorer policy of the code run in the current copy."""

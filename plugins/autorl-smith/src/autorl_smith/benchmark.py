@@ -54,8 +54,14 @@ def prepare_copy(folder: SmithFolder, work: Path, timeout_s: float = DOWNLOAD_TI
         copy_code(source, work)
     except FolderChanged as exc:
         raise UsageError(str(exc)) from None
-    if (source / "data").is_dir():
-        shutil.copytree(source / "data", work / "data", ignore=shutil.ignore_patterns("__pycache__", ".git"))
+    try:  # data/ too holds folders and regular files only: a link would bring an operator's file into the copy
+        if (source / "data").is_symlink():
+            raise FolderChanged(f"{source}: data/ is a link; a benchmark folder holds its data itself")
+        if (source / "data").is_dir():
+            copy_code(source / "data", work / "data", skip=())
+    except FolderChanged as exc:
+        shutil.rmtree(work, ignore_errors=True)
+        raise UsageError(str(exc)) from None
     if folder_digest(work) != folder.digest:
         shutil.rmtree(work, ignore_errors=True)
         raise UsageError(f"{source} changed since it was discovered; run again to use it as it is now")

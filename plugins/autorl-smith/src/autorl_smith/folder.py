@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from autorl import PluginWarning
+from autorl.sandbox import folder_digest as sandbox_digest
 
 EVAL_MODES = ("per_sample", "opencompass")
 DEFAULT_ROOT = Path("..") / "rl-smith" / "benchmarks"
@@ -53,13 +54,9 @@ class SmithFolder:
 
 
 def folder_digest(path: Path) -> str:
-    """A hash of the folder's files (``__pycache__`` and ``.git`` aside): its version."""
-    h = hashlib.sha256()
-    for p in sorted(path.rglob("*")):
-        if p.is_file() and not {"__pycache__", ".git"} & set(p.relative_to(path).parts):
-            h.update(p.relative_to(path).as_posix().encode())
-            h.update(p.read_bytes())
-    return h.hexdigest()[:12]
+    """A hash of the folder's tree (``__pycache__`` and ``.git`` aside; a link as its target's name, never
+    followed): its version."""
+    return sandbox_digest(path)[:12]
 
 
 def bench_root() -> Path:

@@ -129,7 +129,7 @@ def generate(train: list[dict[str, Any]], evals: list[dict[str, Any]], name: str
         try:
             files, columns = parse_reply(answer)
             write_draft(draft, name, files, columns, train, evals)
-            problems = validate(draft)
+            problems = validate(draft, quote=False)  # the driver reads them: no item, nothing its code said
         except ReplyError as exc:
             problems = [str(exc)]
         say(f"round {n}: " + ("valid" if not problems else f"{len(problems)} problem(s)"))

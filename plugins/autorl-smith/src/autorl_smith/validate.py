@@ -92,7 +92,7 @@ def _agent_view(bench: Any, root: Path) -> tuple[Path, dict[str, list[Any]]]:
     return agent, {split: bench.load_items(split, hidden) for split in bench.splits}
 
 
-def _leak_problems(agent: Path, items: dict[str, list[Any]], config: dict[str, Any]) -> list[str]:
+def _leak_problems(agent: Path, items: dict[str, list[Any]], config: dict[str, Any], quote: bool = True) -> list[str]:
     from autorl import read_jsonl
     from autorl.audit import Source, check_overlap
 
@@ -102,8 +102,9 @@ def _leak_problems(agent: Path, items: dict[str, list[Any]], config: dict[str, A
     for split, its in items.items():
         both = [i for i in its if normalized(i.input.get("question", "")) in train]
         if both:
+            example = f", e.g. {str(both[0].input.get('question'))[:80]!r}" if quote else ""
             out.append(f"data/train.jsonl: {len(both)} of {len(its)} {split} items are in the agent's training data "
-                       f"(same text once normalized), e.g. {str(both[0].input.get('question'))[:80]!r}")
+                       f"(same text once normalized){example}")
         in_shots = [i for i in its if normalized(i.input.get("question", "")) in shots]
         if in_shots:
             out.append(f"config.yaml: {len(in_shots)} {split} items are few-shot examples in every prompt")
@@ -127,8 +128,31 @@ def _corruptions(reference: str, others: Sequence[str]) -> list[str]:
     return wrong
 
 
-def scorer_problems(bench: Any, items: Iterable[Any], sample: int = SAMPLE) -> list[str]:
-    """``evaluate`` on a sample, in the grader's scorer process: 1.0 for references, less for wrong answers."""
+#: the scorer's own words for a result it could not read (:mod:`autorl_smith.scorer`)
+FIXED_ERRORS = ("evaluate exited before returning", "evaluate wrote more than its result",
+                "evaluate's result is not JSON", "evaluate's result has no score")
+
+
+def error_kind(error: str) -> str:
+    """What a scorer's error says without a word ``evaluate`` chose: the built-in exception's class, or one of the
+    scorer's own fixed phrases; an exception class of the code's own, a returned value's text: their kind only."""
+    import builtins
+
+    head = error.split(":", 1)[0].strip()
+    if head.isidentifier() and isinstance(getattr(builtins, head, None), type) and \
+            issubclass(getattr(builtins, head), BaseException):
+        return head
+    if error.startswith("evaluate returned"):
+        return "evaluate returned something other than a number in [0, 1]"
+    if error in FIXED_ERRORS:
+        return error
+    return "an exception of eval.py's own class"
+
+
+def scorer_problems(bench: Any, items: Iterable[Any], sample: int = SAMPLE, quote: bool = True) -> list[str]:
+    """``evaluate`` on a sample, in the grader's scorer process: 1.0 for references, less for wrong answers.
+    Without ``quote`` the lines hold no item's text and nothing ``evaluate`` chose (its error messages, its
+    exceptions' class names, a score's digits beyond two): what a driver model that wrote ``eval.py`` may read."""
     from autorl_smith.scorer import Request, score_all
 
     pool = list(items)
@@ -147,28 +171,35 @@ def scorer_problems(bench: Any, items: Iterable[Any], sample: int = SAMPLE) -> l
     missed = [(i, s) for (i, _, right), s in zip(plan, scored, strict=True) if right and s.score != 1.0]
     if missed:
         item, s = missed[0]
-        why = f": {s.error}" if s.error else ""
-        out.append(f"eval.py: evaluate gave less than 1.0 to the reference answer of {len(missed)} of {len(chosen)} "
-                   f"sampled items, e.g. {s.score} to {str(item.reference)[:60]!r}{why}")
+        if quote:
+            why = f": {s.error}" if s.error else ""
+            out.append(f"eval.py: evaluate gave less than 1.0 to the reference answer of {len(missed)} of "
+                       f"{len(chosen)} sampled items, e.g. {s.score} to {str(item.reference)[:60]!r}{why}")
+        else:
+            why = f": {error_kind(s.error)}" if s.error else ""
+            out.append(f"eval.py: evaluate gave less than 1.0 to the reference answer of {len(missed)} of "
+                       f"{len(chosen)} sampled items, e.g. {s.score:.2f}{why}")
     accepted = [(i, a) for (i, a, right), s in zip(plan, scored, strict=True) if not right and s.score >= 1.0]
     if accepted:
         n_wrong = sum(1 for _, _, right in plan if not right)
         item, answer = accepted[0]
-        out.append(f"eval.py: evaluate gave 1.0 to {len(accepted)} of {n_wrong} wrong answers, e.g. {answer[:60]!r} "
-                   f"for reference {str(item.reference)[:60]!r}")
+        example = f", e.g. {answer[:60]!r} for reference {str(item.reference)[:60]!r}" if quote else ""
+        out.append(f"eval.py: evaluate gave 1.0 to {len(accepted)} of {n_wrong} wrong answers{example}")
     return out
 
 
-def validate(path: Path, sample: int = SAMPLE) -> list[str]:
+def validate(path: Path, sample: int = SAMPLE, quote: bool = True) -> list[str]:
     """Every problem of the folder at ``path``, one line each (an empty list: the folder is sound). The folder is
-    hashed before and after: one that changed meanwhile is refused, since what was judged is not what is there."""
+    hashed before and after: one that changed meanwhile is refused, since what was judged is not what is there.
+    Without ``quote`` no line quotes an item or what the folder's code printed or raised (the lines a driver model
+    reads, :mod:`autorl_smith.generate`)."""
     from autorl.sandbox import folder_digest
 
     try:
         before = folder_digest(path)
     except OSError as exc:
         return [f"the folder cannot be read: {exc.strerror or exc}"]
-    out = _problems(path, sample)
+    out = _problems(path, sample, quote)
     try:
         changed = folder_digest(path) != before
     except OSError:
@@ -179,7 +210,7 @@ def validate(path: Path, sample: int = SAMPLE) -> list[str]:
     return out
 
 
-def _problems(path: Path, sample: int) -> list[str]:
+def _problems(path: Path, sample: int, quote: bool) -> list[str]:
     from autorl import AutorlError
     from autorl_smith.benchmark import SmithBenchmark, version_of
 
@@ -195,11 +226,12 @@ def _problems(path: Path, sample: int) -> list[str]:
         try:
             agent, items = _agent_view(bench, Path(tmp))
         except (AutorlError, OSError, KeyError, ValueError) as exc:
-            return [*out, f"preparing the data as grading does failed: {str(exc).splitlines()[0][:300]}"]
-        out += _leak_problems(agent, items, folder.config)
+            why = f": {str(exc).splitlines()[0][:300]}" if quote else f" ({type(exc).__name__})"
+            return [*out, f"preparing the data as grading does failed{why}"]
+        out += _leak_problems(agent, items, folder.config, quote)
         if folder.eval_mode == "per_sample":  # the opencompass mode scores with OpenCompass's exact match
             try:
-                out += scorer_problems(bench, [i for its in items.values() for i in its], sample)
+                out += scorer_problems(bench, [i for its in items.values() for i in its], sample, quote)
             except AutorlError as exc:  # the scorer could not run, or its folder changed meanwhile
-                out.append(f"eval.py: {exc}")
+                out.append(f"eval.py: {exc}" if quote else f"eval.py: the scorer could not run ({type(exc).__name__})")
     return out
