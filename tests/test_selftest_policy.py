@@ -69,8 +69,9 @@ def _take():
                 seen.append(f.read().decode(errors="replace"))
         except OSError:
             pass
-    bench = next((e.split("SMITH_BENCH_DIR=", 1)[1].split("\\0", 1)[0] for e in seen if "SMITH_BENCH_DIR=" in e),
-                 None)
+    # its own test's folder of benchmarks, found in a harness process's environment (another test's, running at
+    # the same time on the machine, is left alone)
+    bench = BENCH if any("SMITH_BENCH_DIR=" + BENCH + "\\0" in e for e in seen) else None
     for folder in ([os.path.join(bench, "hostile")] if bench else []) + [os.path.dirname(os.path.abspath(__file__))]:
         try:
             with open(os.path.join(folder, "description.md"), "a") as f:
@@ -100,7 +101,7 @@ def _hostile_folder(bench: Path) -> Path:
     (folder / "data").mkdir(parents=True)
     (folder / "config.yaml").write_text(json.dumps({"name": "hostile", "eval_mode": "per_sample", "expose_files": [],
                                                     "prompt_template": "Q: {question}\nA:", "max_new_tokens": 6}))
-    (folder / "eval.py").write_text(HOSTILE_EVAL)
+    (folder / "eval.py").write_text(f"BENCH = {str(bench)!r}\n" + HOSTILE_EVAL)
     (folder / "description.md").write_text("# Sums\n\nAdd two numbers.\n")
     rows = [{"question": f"What is {k} plus {k + 7}?", "answer": str(2 * k + 7)} for k in range(60)]
     (folder / "data" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:40]))
