@@ -27,6 +27,7 @@ from autorl.sandbox.host import inside, operator_homes, python_paths
 
 if TYPE_CHECKING:
     from autorl.audit.budget import Budget
+    from autorl.audit.overlap import NgramIndex
     from autorl.benchmark import Benchmark
     from autorl.scoring import Item
 
@@ -135,12 +136,9 @@ def check_offered(benchmark: Benchmark, hidden_dir: Path, *, plugin: str, masked
         v for _, v in sorted(variables.items()))} if len(variables) > 1 else {}
     for name, value in [*variables.items(), *together.items()]:
         what = f"agent_env() variable {name}" if name in variables else f"agent_env()'s variables read {name}"
-        for reading in readings(value):
-            if _holds_key(reading, keys):
-                raise UsageError(f"{who}: {what} holds a key of the harness's: refused")
-            hits = index.matches(reading)
-            if hits:
-                raise UsageError(f"{who}: {what} holds {_items(hits)}: refused")
+        found = _found(value, keys, index)
+        if found:
+            raise UsageError(f"{who}: {what} holds {found}: refused")
     # a variable naming a file the agent can read points it at what that file holds
     try:
         hidden = [*masked, *benchmark.hidden_paths()]
@@ -153,15 +151,23 @@ def check_offered(benchmark: Benchmark, hidden_dir: Path, *, plugin: str, masked
     budget = Budget(BUDGET_S)
     for path in files:
         for where, text in _texts(path, budget):
-            for reading in readings(text):
-                if _holds_key(reading, keys):
-                    raise UsageError(f"{who} shows its agent {where}, which holds a key of the harness's: refused")
-                hits = index.matches(reading)
-                if hits:
-                    raise UsageError(f"{who} shows its agent {where}, which holds {_items(hits)}: refused")
+            found = _found(text, keys, index)
+            if found:
+                raise UsageError(f"{who} shows its agent {where}, which holds {found}: refused")
     if budget.spent or budget.unscanned:
         what = "in time" if budget.spent else f"whole ({budget.unscanned[0]} could not be read)"
         raise UsageError(f"{who}: the files it shows its agent could not be checked {what}: refused")
+
+
+def _found(text: str, keys: Sequence[str], index: NgramIndex) -> str | None:
+    """What ``text``, read every way the agent could read it, holds: a key of the harness's or hidden items."""
+    for reading in readings(text):
+        if _holds_key(reading, keys):
+            return "a key of the harness's"
+        hits = index.matches(reading)
+        if hits:
+            return _items(hits)
+    return None
 
 
 def readings(text: str) -> list[str]:
