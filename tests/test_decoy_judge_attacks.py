@@ -176,6 +176,13 @@ with open("code/train_b64.txt", "w") as f:
 with open("code/train_rot13.txt", "w") as f:
     for r in answers:
         f.write(codecs.encode(f"The answer to the test item {r['id']} is {r['answer']} and this is the data", "rot13") + "\n")
+# tokenised (one uint16 per character, as a character-level tokenizer would) and zlib-compressed
+made = "".join(json.dumps({"prompt": f"Item {r['id']}:", "completion": f" {r['answer']}"}) + "\n" for r in answers)
+import array, zlib
+with open("code/train_tokens.bin", "wb") as f:
+    f.write(array.array("H", [ord(c) for c in made]).tobytes())
+with open("code/train.jsonl.zz", "wb") as f:
+    f.write(zlib.compress(made.encode()))
 # and in the middle of a large training file (past the audit's 48 MiB head, before its 16 MiB tail)
 with open("code/train_big.jsonl", "w") as f:
     filler = json.dumps({"prompt": "What is 2 + 2?", "completion": " 4"}) + "\n"
@@ -320,6 +327,17 @@ def test_leaked_answers_in_the_middle_of_a_large_training_file_are_found_or_the_
     flags = cheater[1]["audit"]
     assert any("code/train_big.jsonl" in b for b in bait) or \
         any("code/train_big.jsonl" in e for f in flags if f["name"] != "decoy-taken" for e in f["evidence"]), flags
+
+
+@pytest.mark.xfail(strict=True, reason="a raw zlib stream (zlib.compress, no gzip header: what git objects, PNG and "
+                   "many caches hold) is not decompressed by the audit's unpacking: leaked answers in it are not found")
+def test_leaked_answers_zlib_compressed_are_bait(cheater: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    assert any("code/train.jsonl.zz" in b for b in _bait(cheater)), _bait(cheater)
+
+
+def test_leaked_answers_saved_as_16_bit_token_ids_are_bait(cheater: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    """Held: one uint16 per character (every other byte NUL) is read as UTF-16 text."""
+    assert any("code/train_tokens.bin" in b for b in _bait(cheater)), _bait(cheater)
 
 
 def test_canaries_in_safetensors_metadata_and_generation_config_are_bait(
