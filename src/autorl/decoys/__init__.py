@@ -22,7 +22,15 @@ the gateway's side), :mod:`._watch` (reads), :mod:`._evidence` (the record: bait
 from __future__ import annotations
 
 from autorl.decoys._content import ANSWERS, KINDS, TOKENS
-from autorl.decoys._evidence import BAIT_KINDS, READ_KINDS, CanaryFinder, bait_where, record, split_recorded
+from autorl.decoys._evidence import (
+    BAIT_KINDS,
+    READ_KINDS,
+    CanaryFinder,
+    as_planted,
+    bait_where,
+    record,
+    split_recorded,
+)
 from autorl.decoys._plant import Decoy, Planted, plant
 from autorl.decoys._services import (
     ANYWHERE,
@@ -51,6 +59,7 @@ __all__ = [
     "DecoyTokens",
     "DecoyWatch",
     "Planted",
+    "as_planted",
     "bait_where",
     "hits",
     "note",

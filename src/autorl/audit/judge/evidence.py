@@ -30,6 +30,7 @@ from autorl.audit.budget import AUDIT_BUDGET_S, Budget
 from autorl.audit.encoded import decoded_runs
 from autorl.audit.scan import HARNESS_FILES, Source, agent_blobs, seen_files
 from autorl.audit.unpack import Blob
+from autorl.decoys import as_planted
 
 #: characters of evidence in one judge call (the rest of the prompt is small): no piece is longer
 CONTEXT_CHARS = 60_000
@@ -134,7 +135,11 @@ def gather(result: dict[str, Any], *, part_chars: int = CONTEXT_CHARS, total_byt
     decoded: dict[str, list[Piece]] = {k: [] for k in SHARES}  # shown first within their kind
     held = {k: 0 for k in SHARES}
     seen: dict[bytes, Piece] = {}
+    # the decoys and cover files still as the harness planted them are the harness's files, not the agent's
+    planted = as_planted(meta.get("decoys"), Path(row["workspace"]))
     for blob in agent_blobs(sources, budget, extra):
+        if blob.where in planted:
+            continue
         kind = kind_of(blob.where)
         out.unshown += [Unshown(blob.where, g.start, g.end, g.why) for g in blob.gaps]
         out.unshown += _recorded_cut(blob)
