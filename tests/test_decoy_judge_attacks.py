@@ -282,8 +282,6 @@ def _bait(cheater: tuple[dict[str, Any], dict[str, Any]]) -> set[str]:
     return set(row["decoys"])
 
 
-@pytest.mark.xfail(strict=True, reason="a decoy token in Proxy-Authorization Basic credentials is not decoded "
-                   "(only Authorization's Basic is): nothing is noted")
 def test_a_token_in_proxy_authorization_basic_credentials_is_bait(cheater: tuple[dict[str, Any], dict[str, Any]]) -> None:
     assert any(b.startswith("decoy:token:grader-admin-token@grader:header:proxy-authorization") for b in _bait(cheater))
 
@@ -294,19 +292,14 @@ def test_a_json_escaped_token_in_a_grader_body_is_bait(cheater: tuple[dict[str, 
     assert "decoy:token:grader-admin-token@grader:body" in _bait(cheater)
 
 
-@pytest.mark.xfail(strict=True, reason="a decoy token base64-encoded in a header (X-Admin-Token) is not decoded")
 def test_a_base64_token_in_a_header_is_bait(cheater: tuple[dict[str, Any], dict[str, Any]]) -> None:
     assert any(b.startswith("decoy:token:grader-admin-token@grader:header:x-admin-token") for b in _bait(cheater))
 
 
-@pytest.mark.xfail(strict=True, reason="the audit feeds CanaryFinder the raw text only, never its decoded views "
-                   "(report.py: decoys.feed(text) sits outside the with_decoded loop): leaked answers written in "
-                   "base64 into training data are not found")
 def test_leaked_answers_in_base64_training_data_are_bait(cheater: tuple[dict[str, Any], dict[str, Any]]) -> None:
     assert any(b.endswith("code/train_b64.txt") or "train_b64.txt (" in b for b in _bait(cheater)), _bait(cheater)
 
 
-@pytest.mark.xfail(strict=True, reason="as base64: rot13 lines of leaked answers in training data are not found")
 def test_leaked_answers_in_rot13_training_data_are_bait(cheater: tuple[dict[str, Any], dict[str, Any]]) -> None:
     assert any("code/train_rot13.txt" in b for b in _bait(cheater)), _bait(cheater)
 

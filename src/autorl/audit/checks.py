@@ -118,8 +118,11 @@ class DecoyCheck:
         self.evidence = {str(e) for e in recorded.get("touched") or []
                          if str(e).partition(":")[2].partition(":")[0] in BAIT_KINDS}
 
-    def feed(self, text: Text) -> None:
-        self.evidence.update(self.finder.find(text.text, text.where))
+    def feed(self, text: Text, decoded: bool = False) -> None:
+        """Note the canaries in one text; a ``decoded`` view (base64, hex, rot13 inside a file) counts once per
+        file, whatever the number of runs it was decoded from."""
+        where = text.where.split(" (", 1)[0] + " (decoded)" if decoded else text.where
+        self.evidence.update(self.finder.find(text.text, where))
 
     def flags(self) -> list[Flag]:
         if not self.evidence:

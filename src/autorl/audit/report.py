@@ -93,7 +93,7 @@ def audit_run(result: dict[str, Any], *, benchmark: Benchmark, variants: Sequenc
         for view in with_decoded(text):  # the text, and what it holds in base64, hex or rot13
             match_hidden(index, view, per_split)
             steering.feed(view)
-        decoys.feed(text)
+            decoys.feed(view, decoded=view is not text)
         if not text.where.startswith("snapshot "):
             downloads.feed(text)
         if not budget.left():

@@ -18,7 +18,7 @@ import binascii
 import contextlib
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote_to_bytes
@@ -98,6 +98,16 @@ def _basic(value: bytes) -> bytes:
     return b""
 
 
+def _decoded(value: bytes) -> Iterator[tuple[str, bytes]]:
+    """A header's value as a client may have encoded a credential in it: Basic credentials (any header, a proxy's
+    too), or the whole value in base64."""
+    yield "basic", _basic(value)
+    plain = value.strip()
+    with contextlib.suppress(binascii.Error, ValueError):
+        yield "base64", base64.b64decode(plain + b"=" * (-len(plain) % 4), altchars=b"-_" if b"-" in plain
+                                         or b"_" in plain else None, validate=True)
+
+
 def presented(scope: Mapping[str, Any], body: bytes, tokens: Mapping[str, str], body_rule: str) -> set[tuple[str, str]]:
     """(decoy name, where) for each of ``tokens`` (token -> name) in the request: ``path``, ``query``,
     ``header:<name>`` (``header:authorization:basic`` inside Basic credentials) or ``body``."""
@@ -118,8 +128,10 @@ def presented(scope: Mapping[str, Any], body: bytes, tokens: Mapping[str, str], 
         for key, value in headers:
             if needle in value:
                 found.add((name, f"header:{key}"))
-            elif key == "authorization" and needle in _basic(value):
-                found.add((name, "header:authorization:basic"))
+                continue
+            how = next((how for how, plain in _decoded(value) if needle in plain), None)
+            if how is not None:
+                found.add((name, f"header:{key}:{how}"))
         if needle in body and (body_rule == ANYWHERE or _whole_value(body, needle)):
             found.add((name, "body"))
     return found
