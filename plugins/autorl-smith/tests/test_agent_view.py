@@ -55,7 +55,7 @@ folder = Path(os.environ["SMITH_AGENT_FOLDER"])
 out = {"folder": str(folder), "read": {p: read(p) for p in cfg["read"]}, "write": {p: write(p) for p in cfg["write"]},
        "shown": {n: read(folder / n) for n in ("config.yaml", "eval.py", "description.md", "hints.txt")}}
 from autorl import Item
-from autorl.registry import get_benchmark, get_benchmarks
+from autorl.plugins.registry import get_benchmark, get_benchmarks
 
 out["benchmarks"] = sorted(n for n in get_benchmarks() if n.startswith("smith-"))
 out["smith_env"] = sorted(k for k in os.environ if k.startswith("SMITH_"))

@@ -322,7 +322,7 @@ def test_opencompass_mode_agrees_with_per_sample(tmp_path: Path, home: Path, tin
     import dataclasses
 
     from autorl.evaluation.run import evaluate_model
-    from autorl.registry import get_backend
+    from autorl.plugins.registry import get_backend
     from autorl.resources import prepare_data
 
     if not os.environ.get("AUTORL_OPENCOMPASS_PYTHON"):

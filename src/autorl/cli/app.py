@@ -9,7 +9,14 @@ from typing import Any
 
 import typer
 
-from autorl.cli import export, grading, installed, items, noise, runs, selftest, sweep
+import autorl.cli.export as export
+import autorl.cli.grading as grading
+import autorl.cli.installed as installed
+import autorl.cli.items as items
+import autorl.cli.noise as noise
+import autorl.cli.runs as runs
+import autorl.cli.selftest as selftest
+import autorl.cli.sweep as sweep
 from autorl.cli.output import json_stdout
 from autorl.errors import AutorlError
 
