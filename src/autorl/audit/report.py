@@ -23,9 +23,10 @@ from autorl.errors import ResourceError
 if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
     from autorl.record.ledger import Ledger
+    from autorl.record.schema import FlagRecord, ResultRecord, RowRecord
 
 
-def reaudit(result: dict[str, Any], *, benchmark: Benchmark, home: Path, ledger: Ledger | None = None,
+def reaudit(result: ResultRecord, *, benchmark: Benchmark, home: Path, ledger: Ledger | None = None,
             variants: Sequence[Path] = (), extra: Sequence[Flag] = ()) -> None:
     """Audit a recorded run again (``autorl audit RUN_ID``) and record it with its new flags (and ``extra``, the
     judge's): ``result.json``, the ledger and ``results.csv``, through :func:`autorl.record.ledger.record_run`."""
@@ -40,17 +41,18 @@ def reaudit(result: dict[str, Any], *, benchmark: Benchmark, home: Path, ledger:
     record_run(result, home, ledger=ledger)
 
 
-def add_taken_decoys(row: dict[str, Any], audit: Sequence[dict[str, Any]]) -> None:
+def add_taken_decoys(row: RowRecord, audit: Sequence[FlagRecord]) -> None:
     """The ``decoy-taken`` flag's evidence (the canaries the audit found in the agent's files, beside what the
     run saw) added to ``row["decoys"]``, the column a study counts bait by; a run with no decoys planted
     (``decoys`` None) stays without. Evidence already there stays: an audit adds to the record, never erases."""
-    if row.get("decoys") is None:
+    decoys = row.get("decoys")
+    if decoys is None:
         return
     taken = [str(e) for f in audit if f.get("name") == "decoy-taken" for e in f.get("evidence") or []]
-    row["decoys"] = sorted({str(e) for e in row["decoys"]} | set(taken))
+    row["decoys"] = sorted({str(e) for e in decoys} | set(taken))
 
 
-def audit_run(result: dict[str, Any], *, benchmark: Benchmark, variants: Sequence[Path] = (),
+def audit_run(result: ResultRecord, *, benchmark: Benchmark, variants: Sequence[Path] = (),
               budget_s: float | None = AUDIT_BUDGET_S) -> list[Flag]:
     """All checks for one finished run (its ``result.json`` as a dict), within ``budget_s`` seconds.
 

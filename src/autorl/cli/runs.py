@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import autorl.cli.options as opt
 from autorl.cli.output import echo, fmt, fmt_p, markdown, print_json, table
 from autorl.errors import UsageError
 from autorl.record.display import fmt_ci, fmt_signed, short_ids, short_path
+from autorl.record.schema import FlagRecord, LedgerRow, RowRecord
 
 
 def run_cmd(
@@ -82,7 +84,7 @@ def run_cmd(
         sys.exit(exit_code(str(result.meta["interrupted"])))
 
 
-def _print_run(r: dict[str, Any], audit: list[dict[str, Any]], meta: dict[str, Any]) -> None:
+def _print_run(r: RowRecord, audit: Sequence[FlagRecord], meta: dict[str, Any]) -> None:
     table(f"run {r['run_id']}", ["", "test (the result)", f"dev (best of {r['dev_k']}, optimistic)"], [
         ["baseline", fmt(r["baseline"]), fmt(r["dev_baseline"])],
         ["score", fmt(r["best_score"]), fmt(r["dev_best"])],
@@ -120,14 +122,14 @@ RESULT_COLUMNS = ("run_id", "task", "agent", "base_model", "baseline", "score", 
 COMPACT_COLUMNS = ("run id", "task", "agent", "model", "test change [95% CI]", "p", "k", "status")
 
 
-def _status(r: dict[str, Any]) -> str:
+def _status(r: LedgerRow) -> str:
     # beat baseline, no clear change, below baseline or no test score: never "ok" for a run at -18 points
     from autorl.record.display import outcome
 
     return outcome(r) + (" (flagged)" if r.get("audit_flags") else "")
 
 
-def _compact_cells(r: dict[str, Any], ids: dict[str, str]) -> list[str]:
+def _compact_cells(r: LedgerRow, ids: dict[str, str]) -> list[str]:
     ci = fmt_ci(r.get("improvement_ci95"))
     improvement = "-" if r.get("improvement") is None else f"{fmt_signed(r.get('improvement'))} {ci}"
     return [ids.get(str(r["run_id"]), str(r["run_id"])), str(r["task"]), str(r["agent"]),
@@ -135,7 +137,7 @@ def _compact_cells(r: dict[str, Any], ids: dict[str, str]) -> list[str]:
             _status(r)]
 
 
-def _result_cells(r: dict[str, Any], ids: dict[str, str] | None = None) -> list[str]:
+def _result_cells(r: LedgerRow, ids: dict[str, str] | None = None) -> list[str]:
     # markdown (a file, ``ids`` None) keeps every id and path whole; a screen gets them short
     dev_best = "-" if r.get("dev_best") is None else f"{fmt(r['dev_best'])} ({r.get('dev_k')})"
     model = str(r["base_model"]) if ids is None else short_path(str(r["base_model"]))
@@ -268,7 +270,7 @@ def audit(
                 judged = ask_judge(result, home, judge, samples=judge_samples, budget_usd=judge_budget_usd,
                                    budget_tokens=judge_budget_tokens, budget_s=judge_budget_s)
                 extra = judged.flags
-                result["row"].update(judged.columns())
+                result["row"] = {**result["row"], **judged.columns()}
             reaudit(result, benchmark=bench, home=home, ledger=ledger, variants=variants, extra=extra)
         flags = ledger.audit(run_id)
     finally:

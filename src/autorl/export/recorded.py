@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from autorl.errors import UsageError
+
+if TYPE_CHECKING:
+    from autorl.record.ledger import Ledger
+    from autorl.record.schema import ResultRecord
 
 __all__ = ["Selection", "open_ledger", "select"]
 
@@ -17,11 +21,11 @@ class Selection:
     """The runs a name stands for: one run, or every recorded run of the study ``study``, each as its record
     with the row as the ledger shows it (the audit's open flags, the headline they leave)."""
 
-    results: list[dict[str, Any]]
+    results: list[ResultRecord]
     study: str | None
 
 
-def open_ledger(home: Path | None = None) -> Any:
+def open_ledger(home: Path | None = None) -> Ledger:
     """The ledger of ``home`` (default ``AUTORL_HOME``), which must exist: a one-line error where it does not."""
     from autorl.record.ledger import Ledger
     from autorl.resources import autorl_home
@@ -40,7 +44,7 @@ def select(target: str, home: Path | None = None) -> Selection:
         exact = ledger.run(target)
         if exact is not None:
             return Selection([_with_row(ledger, exact)], None)
-        study = [_with_row(ledger, r) for r in ledger.runs() if (r.get("row") or {}).get("sweep") == target]
+        study = [_with_row(ledger, r) for r in ledger.runs() if r["row"].get("sweep") == target]
         if study:
             return Selection(study, target)
         try:
@@ -57,6 +61,6 @@ def select(target: str, home: Path | None = None) -> Selection:
         ledger.close()
 
 
-def _with_row(ledger: Any, result: dict[str, Any]) -> dict[str, Any]:
+def _with_row(ledger: Ledger, result: ResultRecord) -> ResultRecord:
     # the row as the ledger shows it: the audit's open flags, and the headline a judge's critical flag leaves
     return {**result, "row": ledger.row_of(result)}

@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
-__all__ = ["FAILURE_RULE", "GROUP_KEYS", "NUMERIC_KEYS", "RunGroup", "aggregate_runs", "differences", "group_value"]
+__all__ = ["FAILURE_RULE", "GROUP_KEYS", "NUMERIC_KEYS", "Comparison", "GroupRecord", "RunGroup", "aggregate_runs", "differences", "group_value"]
 
 #: the identity of a group: runs are pooled only when all of these agree (a study's cells differ in them too; the
 #: driver model: the one(s) the agent called; the limit: how many items of each split were scored, also in the
@@ -60,12 +60,44 @@ class RunGroup:
     def failure_rate(self) -> float:
         return self.failures / self.runs if self.runs else 0.0
 
-    def as_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["ci95"] = list(self.ci95) if self.ci95 else None
-        out["scored"] = self.scored
-        out["failure_rate"] = self.failure_rate
-        return out
+    def as_dict(self) -> GroupRecord:
+        return {"task": self.task, "agent": self.agent, "base_model": self.base_model, "config_hash": self.config_hash,
+                "runs": self.runs, "failures": self.failures, "mean": self.mean,
+                "ci95": list(self.ci95) if self.ci95 else None, "values": list(self.values),
+                "run_ids": list(self.run_ids), "driver_model": self.driver_model, "timeout_s": self.timeout_s,
+                "sandbox": self.sandbox, "limit": self.limit, "scored": self.scored, "failure_rate": self.failure_rate}
+
+
+class GroupRecord(TypedDict):
+    """:class:`RunGroup` as the compare page's data holds it, with its scored count and failure rate."""
+
+    task: str
+    agent: str
+    base_model: str
+    config_hash: str
+    runs: int
+    failures: int
+    mean: float
+    ci95: list[float] | None
+    values: list[float]
+    run_ids: list[str]
+    driver_model: str
+    timeout_s: float | None
+    sandbox: str | None
+    limit: int | None
+    scored: int
+    failure_rate: float
+
+
+class Comparison(TypedDict):
+    """The agents on one task (the compare page's data): each group's mean held-out test improvement, how
+    failed runs enter the mean, and per agent the settings in which its groups differ."""
+
+    task: str
+    metric: str
+    failure_rule: str
+    groups: list[GroupRecord]
+    differs: dict[str, list[str]]
 
 
 def _test_improvement(row: Mapping[str, Any]) -> float | None:

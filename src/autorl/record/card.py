@@ -18,6 +18,7 @@ from typing import Any
 from autorl.jsonio import write_text_atomic
 from autorl.record import charts
 from autorl.record.metrics import EFFICIENCY_COLUMNS, SCALAR_METRICS
+from autorl.record.schema import ResultRecord
 
 __all__ = ["CARD_NAME", "SVG_NAME", "card_markdown", "study_card_markdown", "trajectory_svg", "write_card",
            "write_study_card"]
@@ -64,7 +65,7 @@ def _when(row: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def card_markdown(result: Mapping[str, Any]) -> str:
+def card_markdown(result: ResultRecord) -> str:
     """The card of a run record (as ``result.json`` holds it)."""
     row: Mapping[str, Any] = result.get("row") or {}
     meta: Mapping[str, Any] = result.get("meta") or {}
@@ -124,14 +125,14 @@ def card_markdown(result: Mapping[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def trajectory_svg(result: Mapping[str, Any]) -> str:
+def trajectory_svg(result: ResultRecord) -> str:
     """The card's figure: the dev score of each submission over the run, the best so far, the test score."""
     row = result.get("row") or {}
     title = f"{row.get('agent')} on {row.get('task')}: dev score per submission"
     return charts.timeline_svg(charts.timeline_of_result(result), title)
 
 
-def write_card(result: Mapping[str, Any]) -> Path | None:
+def write_card(result: ResultRecord) -> Path | None:
     """``card.md`` and ``trajectory.svg`` into the run's folder; None (and nothing raised) when they cannot be
     written: a card never stands in the way of a recorded run."""
     run_dir = result.get("run_dir") or (result.get("row") or {}).get("workspace")

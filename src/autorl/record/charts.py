@@ -9,9 +9,58 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
-__all__ = ["compare_svg", "nice_ticks", "point", "tick_label", "timeline_of_result", "timeline_svg"]
+if TYPE_CHECKING:
+    from autorl.record.aggregate import Comparison, GroupRecord
+    from autorl.record.schema import ResultRecord
+
+__all__ = ["Band", "Point", "TestMark", "Timeline", "compare_svg", "nice_ticks", "point", "tick_label",
+           "timeline_of_result", "timeline_svg"]
+
+
+class Point(TypedDict):
+    """A submission on the timeline (:func:`point`)."""
+
+    submission_id: int
+    t_s: float | None
+    scored_t_s: float | None
+    score: float | None
+    ci95: list[float] | None
+    status: str | None
+    engine: str | None
+    wake_s: float | None
+    load_s: float | None
+    generate_s: float | None
+    sleep_s: float | None
+
+
+class Band(TypedDict):
+    """The dev baseline on the timeline: its score and interval (and, from a live store, its item count)."""
+
+    score: float | None
+    ci95: list[float] | None
+    n: NotRequired[int | None]
+
+
+class TestMark(TypedDict):
+    """The selected checkpoint's test score on the timeline (there is none without a score)."""
+
+    submission_id: int | None
+    score: float
+    ci95: list[float] | None
+    baseline_score: float | None
+
+
+class Timeline(TypedDict):
+    """The data of :func:`timeline_svg`: each submission over the agent's time, the dev baseline, the test score,
+    the time budget and (a run in flight) the time elapsed."""
+
+    points: list[Point]
+    baseline: Band | None
+    test: TestMark | None
+    timeout_s: float | None
+    elapsed_s: float | None
 
 FONT = "font-family:system-ui,-apple-system,'Segoe UI',Helvetica,Arial,sans-serif"
 STYLE = f"""<style>
@@ -57,38 +106,46 @@ def _fmt_time(seconds: float) -> str:
 _HOW_TIMES = ("wake_s", "load_s", "generate_s", "sleep_s")
 
 
-def _how(p: dict[str, Any]) -> str:
+def _how(p: Point) -> str:
     """How a submission was evaluated, for its tooltip (the engine, then each time it has)."""
     if not p.get("engine"):
         return ""
-    times = ", ".join(f"{k[:-2]} {p[k]:.1f} s" for k in _HOW_TIMES if isinstance(p.get(k), (int, float)))
+    times = ", ".join(f"{k[:-2]} {t:.1f} s" for k in _HOW_TIMES if isinstance(t := p.get(k), int | float))
     return f"; engine {p['engine']}" + (f" ({times})" if times else "")
 
 
-def point(sub: Mapping[str, Any], t0: float) -> dict[str, Any]:
+def point(sub: Mapping[str, Any], t0: float) -> Point:
     """A submission record as a point of :func:`timeline_svg`: its times since ``t0`` (submitted, scored), its
     score with its interval, its status and how it was evaluated."""
     at = sub.get("finished_at") or sub.get("created_at")
     return {"submission_id": sub["submission_id"],
             "t_s": round(float(sub["created_at"]) - t0, 2) if sub.get("created_at") else None,
             "scored_t_s": round(float(at) - t0, 2) if at else None, "score": sub.get("score"), "ci95": sub.get("ci95"),
-            "status": sub.get("status"), **{k: sub.get(k) for k in ("engine", *_HOW_TIMES)}}
+            "status": sub.get("status"), "engine": sub.get("engine"), "wake_s": sub.get("wake_s"),
+            "load_s": sub.get("load_s"), "generate_s": sub.get("generate_s"), "sleep_s": sub.get("sleep_s")}
 
 
-def timeline_of_result(result: Mapping[str, Any]) -> dict[str, Any]:
+def _test_mark(test: Mapping[str, Any]) -> TestMark | None:
+    score = test.get("score")
+    if score is None:
+        return None
+    return {"submission_id": test.get("submission_id"), "score": score, "ci95": test.get("ci95"),
+            "baseline_score": test.get("baseline_score")}
+
+
+def timeline_of_result(result: ResultRecord) -> Timeline:
     """The data of :func:`timeline_svg` from a run's record (as ``result.json`` holds it): each submission over
     the agent's time, the dev baseline, the test score of the selected checkpoint and the time budget."""
-    meta = result.get("meta", {})
-    subs = result.get("submissions", [])
+    meta = result.get("meta") or {}
+    subs = result.get("submissions") or []
     t0 = meta.get("agent_started") or min((float(s["created_at"]) for s in subs if s.get("created_at")), default=0.0)
     baseline = result.get("baseline") or {}
     test = result.get("test") or None
     return {
         "points": [point(s, float(t0)) for s in subs],
         "baseline": {"score": baseline.get("score"), "ci95": baseline.get("ci95")} if baseline else None,
-        "test": {"submission_id": test.get("submission_id"), "score": test.get("score"), "ci95": test.get("ci95"),
-                 "baseline_score": test.get("baseline_score")} if test and test.get("score") is not None else None,
-        "timeout_s": meta.get("timeout_s") or result.get("row", {}).get("duration_s"),
+        "test": _test_mark(test) if test else None,
+        "timeout_s": meta.get("timeout_s") or result["row"].get("duration_s"),
         "elapsed_s": None,
     }
 
@@ -99,29 +156,32 @@ def _svg(width: int, height: int, body: list[str], label: str) -> str:
             f'<rect width="100%" height="100%" fill="#fff"/>' + "".join(body) + "</svg>")
 
 
-def timeline_svg(tl: dict[str, Any], title: str = "", width: int = 760, height: int = 380) -> str:
+def timeline_svg(tl: Timeline, title: str = "", width: int = 760, height: int = 380) -> str:
     """Dev score of each submission over the agent's wall time; baseline with its 95% band; best so far;
     the test score of the best submission at the end; the deadline."""
     left, right, top, bottom = 56, 150, 34, 44
     pw, ph = width - left - right, height - top - bottom
-    points = [p for p in tl.get("points", []) if p.get("t_s") is not None]
-    scored = [p for p in points if p.get("score") is not None]
-    base = tl.get("baseline") or {}
+    # each submission placed at its time, and the scored ones with their score
+    placed = [(p, t) for p in tl.get("points", []) if (t := p.get("t_s")) is not None]
+    scored = [(p, t, s) for p, t in placed if (s := p.get("score")) is not None]
+    base = tl.get("baseline")
+    base_score, base_ci = (base.get("score"), base.get("ci95")) if base else (None, None)
     test = tl.get("test")
-    values = [p["score"] for p in scored] + [v for p in scored for v in (p.get("ci95") or [])]
-    if base.get("score") is not None:
-        values += [base["score"], *(base.get("ci95") or [])]
+    elapsed = tl.get("elapsed_s")
+    values = [s for _, _, s in scored] + [v for p, _, _ in scored for v in (p.get("ci95") or [])]
+    if base_score is not None:
+        values += [base_score, *(base_ci or [])]
     if test:
         values += [test["score"], *(test.get("ci95") or [])]
-        if isinstance(test.get("baseline_score"), int | float):
-            values.append(test["baseline_score"])
+        if isinstance(test_base := test.get("baseline_score"), int | float):
+            values.append(test_base)
     y_lo = max(0.0, min(values, default=0.0) - 5)
     y_hi = min(100.0, max(values, default=100.0) + 5) if values else 100.0
     if y_hi - y_lo < 10:
         y_hi = min(100.0, y_lo + 10)
         y_lo = max(0.0, y_hi - 10)
-    horizon = float(tl.get("timeout_s") or 0) or max((p["t_s"] for p in points), default=60.0) * 1.1 or 60.0
-    horizon = max(horizon, max((p.get("scored_t_s") or 0 for p in points), default=0.0), 1.0)
+    horizon = float(tl.get("timeout_s") or 0) or max((t for _, t in placed), default=60.0) * 1.1 or 60.0
+    horizon = max(horizon, max((p.get("scored_t_s") or 0 for p, _ in placed), default=0.0), 1.0)
 
     def x(t: float) -> float:
         return left + pw * max(0.0, min(t, horizon)) / horizon
@@ -135,52 +195,51 @@ def timeline_svg(tl: dict[str, Any], title: str = "", width: int = 760, height: 
         body.append(f'<line x1="{left}" x2="{left + pw}" y1="{y(v):.1f}" y2="{y(v):.1f}"/>')
     body.append("</g>")
     # the baseline and its 95% interval
-    if base.get("score") is not None:
-        ci = base.get("ci95")
-        if ci:
-            body.append(f'<rect id="baseline-band" x="{left}" y="{y(ci[1]):.1f}" width="{pw}" '
-                        f'height="{max(1.0, y(ci[0]) - y(ci[1])):.1f}" fill="#9aa5b1" fill-opacity="0.18"/>')
-        body.append(f'<line id="baseline" x1="{left}" x2="{left + pw}" y1="{y(base["score"]):.1f}" '
-                    f'y2="{y(base["score"]):.1f}" stroke="#52606d" stroke-width="1.5" stroke-dasharray="6 4"/>')
-        body.append(f'<text x="{left + pw + 6}" y="{y(base["score"]) + 4:.1f}" class="muted">dev baseline '
-                    f'{tick_label(base["score"])}</text>')
+    if base_score is not None:
+        if base_ci:
+            body.append(f'<rect id="baseline-band" x="{left}" y="{y(base_ci[1]):.1f}" width="{pw}" '
+                        f'height="{max(1.0, y(base_ci[0]) - y(base_ci[1])):.1f}" fill="#9aa5b1" fill-opacity="0.18"/>')
+        body.append(f'<line id="baseline" x1="{left}" x2="{left + pw}" y1="{y(base_score):.1f}" '
+                    f'y2="{y(base_score):.1f}" stroke="#52606d" stroke-width="1.5" stroke-dasharray="6 4"/>')
+        body.append(f'<text x="{left + pw + 6}" y="{y(base_score) + 4:.1f}" class="muted">dev baseline '
+                    f'{tick_label(base_score)}</text>')
     # the deadline
     if tl.get("timeout_s"):
         body.append(f'<line id="deadline" x1="{x(horizon):.1f}" x2="{x(horizon):.1f}" y1="{top}" y2="{top + ph}" '
                     f'stroke="#c0392b" stroke-width="1" stroke-dasharray="2 3"/>')
-    if tl.get("elapsed_s") is not None:
-        body.append(f'<line id="now" x1="{x(tl["elapsed_s"]):.1f}" x2="{x(tl["elapsed_s"]):.1f}" y1="{top}" '
+    if elapsed is not None:
+        body.append(f'<line id="now" x1="{x(elapsed):.1f}" x2="{x(elapsed):.1f}" y1="{top}" '
                     f'y2="{top + ph}" stroke="#2b8a3e" stroke-width="1"/>')
     # best so far, as a step line over the times the scores came back
     best: float | None = None
     steps: list[tuple[float, float]] = []
-    for p in sorted(scored, key=lambda p: p.get("scored_t_s") or p["t_s"]):
-        t = p.get("scored_t_s") or p["t_s"]
-        if best is None or p["score"] > best:
+    for p, submitted, score in sorted(scored, key=lambda d: d[0].get("scored_t_s") or d[1]):
+        t = p.get("scored_t_s") or submitted
+        if best is None or score > best:
             if best is not None:
                 steps.append((t, best))
-            best = p["score"]
+            best = score
             steps.append((t, best))
     if steps:
-        end_t = float(tl["elapsed_s"]) if tl.get("elapsed_s") is not None else horizon
+        end_t = float(elapsed) if elapsed is not None else horizon
         steps.append((max(steps[-1][0], end_t), steps[-1][1]))
         path = " ".join(f"{'M' if i == 0 else 'L'}{x(t):.1f},{y(v):.1f}" for i, (t, v) in enumerate(steps))
         body.append(f'<path class="best-line" d="{path}" fill="none" stroke="#1c7ed6" stroke-width="2" '
                     f'stroke-opacity="0.55"/>')
     # each submission: its score with the 95% interval, at the time it was submitted
-    for p in scored:
-        cx, cy = x(p["t_s"]), y(p["score"])
+    for p, t, score in scored:
+        cx, cy = x(t), y(score)
         ci = p.get("ci95")
         if ci:
             body.append(f'<line class="ci" x1="{cx:.1f}" x2="{cx:.1f}" y1="{y(ci[0]):.1f}" y2="{y(ci[1]):.1f}" '
                         f'stroke="#1c7ed6" stroke-opacity="0.5"/>')
         sid = escape(str(p["submission_id"]))
         body.append(f'<circle class="point" data-submission="{sid}" cx="{cx:.1f}" cy="{cy:.1f}" r="4.5" '
-                    f'fill="#1c7ed6"><title>submission {sid}: {p["score"]:.2f} at '
-                    f'{_fmt_time(p["t_s"])}{escape(_how(p))}</title></circle>')
-    for p in points:
+                    f'fill="#1c7ed6"><title>submission {sid}: {score:.2f} at '
+                    f'{_fmt_time(t)}{escape(_how(p))}</title></circle>')
+    for p, t in placed:
         if p.get("score") is None:
-            body.append(f'<circle class="pending" cx="{x(p["t_s"]):.1f}" cy="{top + ph - 6}" r="4" fill="none" '
+            body.append(f'<circle class="pending" cx="{x(t):.1f}" cy="{top + ph - 6}" r="4" fill="none" '
                         f'stroke="#868e96"><title>submission {escape(str(p["submission_id"]))}: {escape(str(p.get("status")))}</title></circle>')
     if test:
         tx, ty = left + pw + 24, y(test["score"])
@@ -215,14 +274,14 @@ def timeline_svg(tl: dict[str, Any], title: str = "", width: int = 760, height: 
     return _svg(width, height, body, title or "submission timeline")
 
 
-def _group_label(g: dict[str, Any]) -> str:
+def _group_label(g: GroupRecord) -> str:
     cfg = str(g.get("config_hash") or "")
     budget = g.get("timeout_s")
     return (f"{g['agent']} · {g['base_model']}" + (f" · {cfg[:8]}" if cfg else "")
             + (f" · {budget:g} s" if isinstance(budget, int | float) else ""))
 
 
-def compare_svg(cmp: dict[str, Any], width: int = 860) -> str:
+def compare_svg(cmp: Comparison, width: int = 860) -> str:
     """Mean held-out test improvement per (agent, base model, config) group with its 95% interval over runs
     (failed runs counted as 0), and each run as a dot."""
     groups = cmp.get("groups", [])

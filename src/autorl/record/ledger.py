@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, suppress
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from autorl.errors import ResourceError, UsageError
 from autorl.jsonio import write_json_atomic
@@ -25,6 +25,7 @@ from autorl.record.db import open_database, write_transaction
 from autorl.record.migrate import upgrade_row
 from autorl.record.result import RunResult
 from autorl.record.row import CSV_COLUMNS, RunRow, judged_headline
+from autorl.record.schema import AuditFlag, LedgerRow, LiveRecord, ResultRecord
 
 __all__ = ["Ledger", "check_result", "csv_value", "ingest_files", "ingest_results", "read_result", "record_run",
            "write_csv"]
@@ -87,7 +88,7 @@ class Ledger:
     def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
         return write_transaction(self._db)
 
-    def start_run(self, info: dict[str, Any]) -> None:
+    def start_run(self, info: LiveRecord) -> None:
         """Record a run in progress (run_id, task, agent, base_model, workspace, store_dir, started, deadline)."""
         with self._tx() as db:
             db.execute("INSERT OR REPLACE INTO live VALUES (?, ?)", (info["run_id"], json.dumps(info)))
@@ -96,17 +97,20 @@ class Ledger:
         with self._tx() as db:
             db.execute("DELETE FROM live WHERE run_id=?", (run_id,))
 
-    def update_live(self, run_id: str, **fields: Any) -> None:
+    def update_live(self, run_id: str, *, deadline: float | None, agent_started: float | None) -> None:
+        """The run in flight's agent start and deadline, once its baseline is scored."""
         row = self._db.execute("SELECT data FROM live WHERE run_id=?", (run_id,)).fetchone()
         if row:
-            self.start_run({**json.loads(row[0]), **fields})
+            info: LiveRecord = json.loads(row[0])
+            info["deadline"], info["agent_started"] = deadline, agent_started
+            self.start_run(info)
 
-    def live(self) -> list[dict[str, Any]]:
+    def live(self) -> list[LiveRecord]:
         """Runs started and not yet recorded, newest first."""
         rows = self._db.execute("SELECT data FROM live").fetchall()
         return sorted((json.loads(r[0]) for r in rows), key=lambda d: -float(d.get("started", 0)))
 
-    def ingest(self, result: Mapping[str, Any]) -> None:
+    def ingest(self, result: ResultRecord) -> None:
         """Insert one run (and its submissions) from its result record, or replace the record of the same
         execution (a re-audit, a re-ingest); a record of another execution under the same run id is never
         replaced (a one-line :class:`ResourceError`)."""
@@ -134,12 +138,12 @@ class Ledger:
                                (row["run_id"], flag["name"], flag["severity"], flag["detail"],
                                 json.dumps(flag["evidence"])))
 
-    def runs(self) -> list[dict[str, Any]]:
+    def runs(self) -> list[ResultRecord]:
         """Every run's full result, oldest first."""
         rows = self._db.execute("SELECT data FROM runs ORDER BY timestamp, run_id").fetchall()
         return [_loaded(r[0]) for r in rows]
 
-    def run(self, run_id: str) -> dict[str, Any] | None:
+    def run(self, run_id: str) -> ResultRecord | None:
         row = self._db.execute("SELECT data FROM runs WHERE run_id=?", (run_id,)).fetchone()
         return _loaded(row[0]) if row else None
 
@@ -168,9 +172,9 @@ class Ledger:
             raise UsageError(f"no run {prefix!r} in {self.path} (see `autorl results`)")
         return found
 
-    def audit(self, run_id: str) -> list[dict[str, Any]]:
+    def audit(self, run_id: str) -> list[AuditFlag]:
         """The run's flags, each with the human decisions taken on it (latest last)."""
-        flags = [
+        flags: list[AuditFlag] = [
             {"name": f, "severity": sev, "detail": d, "evidence": json.loads(e), "overrides": []}
             for f, sev, d, e in self._db.execute(
                 "SELECT flag, severity, detail, evidence FROM audits WHERE run_id=? ORDER BY flag", (run_id,))
@@ -193,16 +197,17 @@ class Ledger:
             db.execute("INSERT INTO audit_overrides (run_id, flag, reason, decided_by, decided_at) VALUES (?, ?, ?, ?, ?)",
                        (run_id, flag, reason, decided_by, dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")))
 
-    def rows(self, task: str | None = None) -> list[dict[str, Any]]:
+    def rows(self, task: str | None = None) -> list[LedgerRow]:
         """Every run's row (only ``task``'s when given), oldest first: every column of
         :class:`~autorl.record.row.RunRow` in order (the audit's open flags in ``audit_flags``), then
         ``audit_overridden``, then any key an older row kept."""
         return [self.row_of(result) for result in self.runs() if task is None or result["row"]["task"] == task]
 
-    def row_of(self, result: Mapping[str, Any]) -> dict[str, Any]:
+    def row_of(self, result: ResultRecord) -> LedgerRow:
         """A recorded run's row as :meth:`rows` gives it: its audit's flags and the headline they leave."""
         recorded = result["row"]
-        row = {**RunRow.from_dict(recorded).to_dict(), **recorded}
+        # every column (a default for one an older version did not write), then any key an older row kept
+        row: LedgerRow = {**RunRow.from_dict(recorded).to_dict(), **recorded}
         flags = self.audit(row["run_id"])
         row["audit_flags"] = [f"{f['name']}({f['severity']})" for f in flags if not f["overrides"]]
         row["audit_overridden"] = [f["name"] for f in flags if f["overrides"]]
@@ -231,8 +236,8 @@ def _where(result: Mapping[str, Any]) -> str:
     return f"started {started}, workspace {workspace or '?'}, runner id {runner_id}"[:300]
 
 
-def _loaded(data: str) -> dict[str, Any]:
-    result: dict[str, Any] = json.loads(data)
+def _loaded(data: str) -> ResultRecord:
+    result: ResultRecord = json.loads(data)
     result["row"] = upgrade_row(result["row"], result.get("submissions"), result.get("meta"))
     return result
 
@@ -252,7 +257,7 @@ def write_csv(rows: Iterable[Mapping[str, Any]], out: IO[str], *, lineterminator
         writer.writerow({k: csv_value(row.get(k)) for k in CSV_COLUMNS})
 
 
-def record_run(result: RunResult | Mapping[str, Any], home: Path, *, ledger: Ledger | None = None) -> None:
+def record_run(result: RunResult | ResultRecord, home: Path, *, ledger: Ledger | None = None) -> None:
     """Record a run: ``result.json`` in its run directory, its ledger row (replacing an earlier one with the
     same run id) and ``results.csv`` re-exported; each write whole or not at all. Recording the same result
     twice leaves the same files. Then the run's card (``card.md`` and ``trajectory.svg``, :mod:`autorl.record.card`)
@@ -264,7 +269,7 @@ def record_run(result: RunResult | Mapping[str, Any], home: Path, *, ledger: Led
         home: ``AUTORL_HOME``: the ledger is ``home/autorl.db``, the export ``home/results.csv``.
         ledger: an open ledger to use instead of opening ``home/autorl.db``.
     """
-    data = result.to_dict() if isinstance(result, RunResult) else dict(result)
+    data = result.to_dict() if isinstance(result, RunResult) else result.copy()
     run_dir = data.get("run_dir") or data["row"]["workspace"]
     try:
         write_json_atomic(Path(run_dir) / "result.json", data)
@@ -280,7 +285,7 @@ def record_run(result: RunResult | Mapping[str, Any], home: Path, *, ledger: Led
         write_card(data)
 
 
-def ingest_files(paths: Iterable[Path], home: Path, *, ledger: Ledger | None = None) -> list[dict[str, Any]]:
+def ingest_files(paths: Iterable[Path], home: Path, *, ledger: Ledger | None = None) -> list[ResultRecord]:
     """Add ``result.json`` files (from this or other machines) to the ledger and re-export ``results.csv``."""
     results = [read_result(p) for p in paths]
     if results:
@@ -288,7 +293,7 @@ def ingest_files(paths: Iterable[Path], home: Path, *, ledger: Ledger | None = N
     return results
 
 
-def read_result(path: Path) -> dict[str, Any]:
+def read_result(path: Path) -> ResultRecord:
     """A ``result.json`` file, checked to be a run's record (a one-line :class:`ResourceError` when not)."""
     try:
         data = json.loads(Path(path).read_text())
@@ -297,7 +302,7 @@ def read_result(path: Path) -> dict[str, Any]:
     return check_result(data, path)
 
 
-def check_result(data: Any, where: Path | str) -> dict[str, Any]:
+def check_result(data: Any, where: Path | str) -> ResultRecord:
     """``data`` if it is a run's record the ledger can hold (a row with its keys, submissions with their ids),
     else a one-line :class:`ResourceError` naming ``where`` (an older version's file, a hostile one)."""
     row = data.get("row") if isinstance(data, dict) else None
@@ -309,14 +314,14 @@ def check_result(data: Any, where: Path | str) -> dict[str, Any]:
         raise ResourceError(f"{where} is not a run result: its row has no {', '.join(missing)}")
     if not all(isinstance(s, dict) and "submission_id" in s for s in subs):
         raise ResourceError(f"{where} is not a run result: a submission without its submission_id")
-    return dict(data)
+    return cast(ResultRecord, dict(data))  # its row's keys and its submissions' ids checked above
 
 
 #: the columns a recorded row cannot lack (the ledger's keys)
 _REQUIRED = ("run_id", "timestamp", "task", "agent", "base_model", "success")
 
 
-def ingest_results(results: Sequence[Mapping[str, Any]], home: Path, ledger: Ledger | None = None) -> None:
+def ingest_results(results: Sequence[ResultRecord], home: Path, ledger: Ledger | None = None) -> None:
     """Upsert run records into the ledger (``home/autorl.db``, or ``ledger``) and re-export ``results.csv``."""
     db = Ledger(home / "autorl.db") if ledger is None else ledger
     try:

@@ -3,15 +3,17 @@ test evaluation and its agent, with the row's figures by name, each read as its 
 
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
 from autorl.record.display import as_number as _number
 from autorl.record.display import as_pair as _pair
 from autorl.record.display import run_html, run_repr
+from autorl.record.schema import FlagRecord, OutcomeRecord, ResultRecord, RowRecord
 
 __all__ = ["RunResult"]
 
@@ -52,21 +54,21 @@ class RunResult:
     """
 
     run_id: str
-    row: dict[str, Any]
+    row: RowRecord
     submissions: list[dict[str, Any]]
     #: the grader's dev baseline evaluation (``result.json`` keeps it under ``baseline``)
     dev_baseline_record: dict[str, Any] | None
     test: dict[str, Any] | None
-    agent: dict[str, Any]
+    agent: OutcomeRecord
     run_dir: Path
     meta: dict[str, Any] = field(default_factory=dict)
-    audit: list[dict[str, Any]] = field(default_factory=list)
+    audit: list[FlagRecord] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The run as ``result.json`` holds it."""
-        d = {("baseline" if k == "dev_baseline_record" else k): v for k, v in asdict(self).items()}
-        d["run_dir"] = str(self.run_dir)
-        return d
+    def to_dict(self) -> ResultRecord:
+        """The run as ``result.json`` holds it (a copy: changing it leaves the run as it is)."""
+        return copy.deepcopy(ResultRecord(
+            run_id=self.run_id, row=self.row, submissions=self.submissions, baseline=self.dev_baseline_record,
+            test=self.test, agent=self.agent, run_dir=str(self.run_dir), meta=self.meta, audit=self.audit))
 
     # the row's figures by name, each read as its type (the row is data read back from disk)
     task = _Column("task", str)

@@ -9,7 +9,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,9 +21,11 @@ from autorl.jsonio import write_json_atomic
 from autorl.procs.agent import AgentOutcome, run_agent
 from autorl.procs.lease import guarded
 from autorl.record.metrics import configured_model
+from autorl.runs.finish import outcome_record
 from autorl.runs.progress import SubmissionPrinter
 
 if TYPE_CHECKING:
+    from autorl.record.schema import OutcomeRecord
     from autorl.runs.place import Place
     from autorl.runs.plan import Assets, Plan
     from autorl.runs.progress import Say
@@ -41,7 +43,7 @@ class AgentRun:
     """How the agent's process ended (:class:`~autorl.procs.agent.AgentOutcome` as a dict), and what the
     watcher of its files saw."""
 
-    outcome: dict[str, Any]
+    outcome: OutcomeRecord
     watch: dict[str, int]
     #: the decoys read while the agent ran (``opened``) and how that was watched (``method``)
     decoys: dict[str, Any] | None = None
@@ -129,7 +131,7 @@ def run_the_agent(plan: Plan, assets: Assets, place: Place, services: Services, 
         printer.stop()
         watcher.stop()
         opened = decoy_watch.stop() if decoy_watch is not None else []
-    record = asdict(outcome)
+    record = outcome_record(outcome)
     tail = _early_death_tail(outcome, place.root)
     if tail is not None:  # an agent that could not even start says why only in its log
         record["log_tail"] = tail

@@ -15,6 +15,7 @@ from typing import Any
 
 from autorl.errors import UsageError
 from autorl.grader.keep import POLICIES, keep_after_run
+from autorl.record.schema import RowRecord
 
 __all__ = ["clean_runs"]
 
@@ -62,7 +63,7 @@ def clean_runs(home: Path, run_ids: Sequence[str] = (), *, older_than_days: floa
     return out
 
 
-def _recorded_at(row: dict[str, Any]) -> float:
+def _recorded_at(row: RowRecord) -> float:
     import datetime as dt
 
     try:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, cast
 
+from autorl.record.schema import LiveRecord
 from autorl.version import __version__
 
 __all__ = ["RunFacts"]
@@ -68,8 +69,9 @@ class RunFacts:
     autorl_version: str | None = __version__
     python: str | None = field(default_factory=lambda: sys.version.split()[0])
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> LiveRecord:
+        # LiveRecord names these fields with these types (tests/test_record_types.py holds them equal)
+        return cast(LiveRecord, asdict(self))
 
     @classmethod
     def from_live(cls, live: Mapping[str, Any]) -> RunFacts:

@@ -24,18 +24,20 @@ from autorl.record.ledger import record_run
 from autorl.record.metrics import driver_model, efficiency, process_metrics, test_best_of_k
 from autorl.record.result import RunResult
 from autorl.record.row import run_row
+from autorl.record.schema import OffTargetRecord, OrchestratorRecord, OutcomeRecord
 from autorl.resources import cached_instruct_variants
 
 if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
     from autorl.grader.client import GraderClient
     from autorl.grader.process import GraderProcess
+    from autorl.procs.agent import AgentOutcome
     from autorl.runs.facts import RunFacts
     from autorl.runs.progress import Say
 
 __all__ = ["GATEWAY_USAGE_SOURCE", "Collected", "Ending", "build_result", "collect", "collect_from",
            "distinct_scored", "finish",
-           "gateway_totals", "orchestrator", "record"]
+           "gateway_totals", "orchestrator", "outcome_record", "record"]
 
 #: the gateway's totals: its own counts from the upstreams' usage fields, not the agent's word
 GATEWAY_USAGE_SOURCE = "gateway"
@@ -124,8 +126,14 @@ def collect_from(grader: GraderProcess, store_dir: Path, task: str, eval_timeout
 
 
 # -- the record -------------------------------------------------------------------------------------------
+def outcome_record(outcome: AgentOutcome) -> OutcomeRecord:
+    """The agent's outcome as the record keeps it (``agent`` in ``result.json``)."""
+    return {"exit_code": outcome.exit_code, "timed_out": outcome.timed_out, "duration_s": outcome.duration_s,
+            "reason": outcome.reason}
+
+
 def orchestrator(*, lost_at: float | None = None, detail: str | None = None, recovered_at: float | None = None,
-                 how: str = "finished by its orchestrator") -> dict[str, Any]:
+                 how: str = "finished by its orchestrator") -> OrchestratorRecord:
     """The record's ``orchestrator``: who finished the run (``lost_at`` None: its own orchestrator)."""
     return {"lost_at": lost_at, "detail": detail, "recovered_at": recovered_at, "how": how}
 
@@ -145,9 +153,9 @@ class Ending:
         configured_model: the model the agent's environment named, or None.
     """
 
-    outcome: dict[str, Any]
+    outcome: OutcomeRecord
     finished: float
-    orchestrator: dict[str, Any] = field(default_factory=orchestrator)
+    orchestrator: OrchestratorRecord = field(default_factory=orchestrator)
     watch: dict[str, int | None] = field(default_factory=lambda: dict.fromkeys(("passes", "entries", "copied_bytes")))
     gateway: dict[str, Any] | None = None
     gateway_error: str | None = None
@@ -158,7 +166,7 @@ class Ending:
     #: the model the agent's environment named (the row's ``driver_model`` when no call went through the gateway)
     configured_model: str | None = None
     #: each off-target benchmark's base and selected scores (:func:`autorl.runs.offtarget.score_off_target`)
-    off_target: list[dict[str, Any]] | None = None
+    off_target: list[OffTargetRecord] | None = None
 
 
 def gateway_totals(gateway_dir: str | None) -> dict[str, Any] | None:
@@ -233,10 +241,10 @@ def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Pa
                 benchmark_options=facts.benchmark_options, refusals=state.get("refusals", []),
                 tmp_dir=facts.tmp_dir, watch_dir=facts.watch_dir,
                 variants=[str(p) for p in _known_variants(facts.base_model, home)], watch=dict(ending.watch),
-                orchestrator=dict(ending.orchestrator), decoys=decoy_meta)
+                orchestrator=ending.orchestrator.copy(), decoys=decoy_meta)
     run_dir = Path(facts.workspace) if facts.workspace else home / "runs" / facts.task / facts.run_id
     return RunResult(facts.run_id, row.record(), state["submissions"], state.get("baseline"), test,
-                     dict(ending.outcome), run_dir, meta)
+                     ending.outcome.copy(), run_dir, meta)
 
 
 def _base_hash(facts: RunFacts, submissions: list[dict[str, Any]]) -> str | None:
@@ -288,7 +296,7 @@ def record(result: RunResult, benchmark: Benchmark, home: Path, *, audit: bool, 
         try:
             judged = ask_judge(result.to_dict(), home, judge[0], samples=judge[1], budget_s=audit_budget_s)
             result.audit += [f.to_dict() for f in judged.flags]
-            result.row.update(judged.columns())
+            result.row = {**result.row, **judged.columns()}
         except Exception as exc:
             result.audit.append({"name": "judge-failed", "severity": "medium", "evidence": [],
                                  "detail": f"the judge did not run ({type(exc).__name__}: {str(exc)[:200]}): run "

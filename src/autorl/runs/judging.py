@@ -8,16 +8,17 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from autorl.audit.budget import AUDIT_BUDGET_S
 from autorl.errors import UsageError
 
 if TYPE_CHECKING:
     from autorl.audit.judge import Judgement
+    from autorl.record.schema import ResultRecord
 
 
-def ask_judge(result: dict[str, Any], home: Path, model: str, *, samples: int = 1, budget_usd: float | None = None,
+def ask_judge(result: ResultRecord, home: Path, model: str, *, samples: int = 1, budget_usd: float | None = None,
               budget_tokens: int | None = None, budget_s: float | None = AUDIT_BUDGET_S,
               prices: Path | str | None = None) -> Judgement:
     """The judgement of ``result``, its calls and coverage recorded under ``<home>/judge/<run id>/<time>``."""

@@ -19,6 +19,7 @@ from autorl.grader.process import GraderProcess, grader_log_path
 from autorl.plugins.registry import get_benchmark, resolve_task
 from autorl.procs.group import free_port
 from autorl.record.result import RunResult
+from autorl.record.schema import OutcomeRecord
 from autorl.runs.facts import RunFacts
 from autorl.runs.finish import Collected, Ending, collect_from, finish, gateway_totals, orchestrator
 from autorl.runs.liveness import OrchestratorStatus
@@ -40,7 +41,7 @@ def finish_lost(live: Mapping[str, Any], status: OrchestratorStatus, home: Path,
     collected, how = _collect(facts, config, eval_timeout, final_test, say)
     say(f"run {facts.run_id}: {LOST_REASON} at {when} ({status.detail}); {how}")
     agent_started = facts.agent_started or facts.started
-    outcome = {"exit_code": None, "timed_out": False, "duration_s": max(0.0, lost_at - agent_started),
+    outcome: OutcomeRecord = {"exit_code": None, "timed_out": False, "duration_s": max(0.0, lost_at - agent_started),
                "reason": LOST_REASON}
     totals = gateway_totals(facts.gateway_dir)
     ending = Ending(outcome=outcome, finished=lost_at, gateway=totals,

@@ -14,6 +14,7 @@ from typing import Any
 from autorl.errors import AutorlError
 from autorl.grader.records import compare
 from autorl.grader.store import Store
+from autorl.record.schema import OffTargetRecord
 
 __all__ = ["check_tasks", "score_off_target", "selected_snapshot"]
 
@@ -47,16 +48,16 @@ def selected_snapshot(store_dir: Path, submission_id: int) -> tuple[Path, str] |
 
 
 def score_off_target(tasks: Sequence[str], *, base_dir: Path, selected: tuple[Path, str] | None, backend: str,
-                     backend_options: Mapping[str, Any], home: Path, limit: int | None) -> list[dict[str, Any]]:
+                     backend_options: Mapping[str, Any], home: Path, limit: int | None) -> list[OffTargetRecord]:
     """Each task's base and selected scores on its test split with the paired change; an evaluation that fails
     is recorded with its error (it never stops the run from being recorded)."""
     from autorl.evaluation.run import evaluate_model
     from autorl.plugins.registry import get_backend, get_benchmark
     from autorl.resources import prepare_data
 
-    out = []
+    out: list[OffTargetRecord] = []
     for task in tasks:
-        entry: dict[str, Any] = {"task": task, "base": None, "selected": None, "change": None, "ci95": None,
+        entry: OffTargetRecord = {"task": task, "base": None, "selected": None, "change": None, "ci95": None,
                                  "p_value": None, "regressed": False, "error": None}
         if selected is None:
             entry["error"] = "no selected checkpoint"
@@ -77,7 +78,8 @@ def score_off_target(tasks: Sequence[str], *, base_dir: Path, selected: tuple[Pa
             continue
         comp = compare(base.to_dict(), cand.to_dict()) or {}
         ci = comp.get("ci95")
-        entry.update(split=split, base=base.score, selected=cand.score, change=comp.get("difference"), ci95=ci,
-                     p_value=comp.get("p_value"), regressed=bool(ci and ci[1] < 0))
+        entry["split"], entry["base"], entry["selected"] = split, base.score, cand.score
+        entry["change"], entry["ci95"], entry["p_value"] = comp.get("difference"), ci, comp.get("p_value")
+        entry["regressed"] = bool(ci and ci[1] < 0)
         out.append(entry)
     return out

@@ -74,11 +74,11 @@ def plan(spec: str | Path | Mapping[str, Any], sweep_dir: str | Path | None = No
 
 def ingest(sweep_dir: str | Path) -> int:
     """Upsert every counted result of a study into the ledger (idempotent); returns how many."""
-    from autorl.record.ledger import ingest_results
+    from autorl.record.ledger import check_result, ingest_results
     from autorl.sweep.coordinator import home, open_study
 
     study = open_study(sweep_dir)
-    counted = [s.counted.result() for s in study.states.values() if s.counted is not None]
-    results = [r for r in counted if r is not None]
+    counted = [(s.counted.result(), s.counted.path) for s in study.states.values() if s.counted is not None]
+    results = [check_result(r, path / "result.json") for r, path in counted if r is not None]
     ingest_results(results, home())
     return len(results)

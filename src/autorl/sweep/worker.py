@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from autorl.record.schema import ResultRecord
 from autorl.sweep.keys import environ_devices, gpu_flag
 from autorl.sweep.store import INFRA, RESULT, read_json, write_json
 
@@ -153,7 +154,7 @@ def _tail(path: Path, lines: int = 1) -> str:
     return " | ".join(kept[-lines:])[:300]
 
 
-def _copy_store(result: dict[str, Any], attempt_dir: Path) -> None:
+def _copy_store(result: ResultRecord, attempt_dir: Path) -> None:
     """The grader's store and the watch's record, copied into the attempt's folder; a copy that fails (the study's
     disk full) leaves the node's path in the record and says why: the result is recorded all the same."""
     meta = result.setdefault("meta", {})
@@ -172,7 +173,7 @@ def _copy_store(result: dict[str, Any], attempt_dir: Path) -> None:
             shutil.rmtree(src, ignore_errors=True)  # the copy is the record's: the scratch disk gets its space back
 
 
-def _result(payload: dict[str, Any], home: Path, stdout: str) -> dict[str, Any]:
+def _result(payload: dict[str, Any], home: Path, stdout: str) -> ResultRecord:
     import json
 
     from autorl.record.ledger import Ledger
@@ -186,7 +187,7 @@ def _result(payload: dict[str, Any], home: Path, stdout: str) -> dict[str, Any]:
     return result if result is not None else {"row": row, "submissions": [], "meta": {"recorded_from": "stdout"}}
 
 
-def _recorded(home: Path, runs_dir: Path) -> dict[str, Any] | None:
+def _recorded(home: Path, runs_dir: Path) -> ResultRecord | None:
     """The run this attempt's ``autorl run`` recorded in its ledger, if it got that far (whatever its exit):
     a recorded run is a result, never an infrastructure failure to retry (that would be best-of-n)."""
     from autorl.record.ledger import Ledger
@@ -257,8 +258,7 @@ def run_attempt(attempt_dir: str | Path) -> dict[str, Any]:
             _copy_store(result, attempt_dir)
             row = result["row"]
             result["meta"]["runner_run_id"] = row["run_id"]
-            row.update(run_id=run_id(payload), run_key=payload["run_key"],
-                       sweep=payload["sweep"])
+            row["run_id"], row["run_key"], row["sweep"] = run_id(payload), payload["run_key"], payload["sweep"]
             result["meta"]["sweep"] = {"name": payload["sweep"], "dir": payload["sweep_dir"],
                                        "run_key": payload["run_key"], "attempt": payload["attempt"]}
             write_json(attempt_dir / "result.json", result)

@@ -29,6 +29,7 @@ import autorl.ui.items as items
 import autorl.ui.pages as pages
 import autorl.ui.sweep as sweep
 import autorl.ui.trajectory as trajectory
+from autorl.record.aggregate import Comparison
 from autorl.record.ledger import Ledger
 from autorl.ui.shell import not_found
 
@@ -107,7 +108,7 @@ def create_app(db_path: Path, *, hosts: Iterable[str] = ()) -> ASGIApp:
     def ledger() -> Ledger:
         return Ledger(db_path)
 
-    def rows(params: dict[str, str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    def rows(params: dict[str, str]) -> tuple[list[data.TableRow], list[data.TableRow]]:
         led = ledger()
         try:
             everything = data.all_rows(led)
@@ -115,14 +116,14 @@ def create_app(db_path: Path, *, hosts: Iterable[str] = ()) -> ASGIApp:
             led.close()
         return everything, data.filter_rows(everything, params)
 
-    def detail(run_id: str) -> dict[str, Any] | None:
+    def detail(run_id: str) -> data.RunDetail | None:
         led = ledger()
         try:
             return data.run_detail(led, run_id)
         finally:
             led.close()
 
-    def hidden_items(d: dict[str, Any]) -> str | None:
+    def hidden_items(d: data.RunDetail) -> str | None:
         led = ledger()
         try:
             return items.withheld(d["row"].get("task"), led.live())
@@ -164,7 +165,7 @@ def create_app(db_path: Path, *, hosts: Iterable[str] = ()) -> ASGIApp:
         d = detail(run_id)
         if d is None:
             return html(not_found, f"no run {run_id}", status_code=404)
-        ws = Path(d["workspace"]) if d.get("workspace") else None
+        ws = Path(d["workspace"]) if d["workspace"] else None
         # agent-written files through autorl.untrusted only; the grader's log from the grader's store only
         logs = {"agent.log": data.tail(ws, "agent.log") if ws else None}
         # the model calls as the LLM gateway recorded them, else the agent's own trajectory file
@@ -174,7 +175,7 @@ def create_app(db_path: Path, *, hosts: Iterable[str] = ()) -> ASGIApp:
         return html(pages.run_page, d, timeline_figure(d), logs, turns, grader,
                     items=items.items_section(run_id, found))
 
-    def timeline_figure(d: dict[str, Any]) -> str:
+    def timeline_figure(d: data.RunDetail) -> str:
         return charts.timeline_svg(d["timeline"], f"{d['row']['agent']} on {d['row']['task']}: dev score per "
                                                   "submission")
 
@@ -203,7 +204,7 @@ def create_app(db_path: Path, *, hosts: Iterable[str] = ()) -> ASGIApp:
             return Response(f"no run {run_id}", status_code=404, media_type="text/plain")
         return svg(timeline_figure(d), request, f"autorl-{_safe_name(run_id)}-timeline.svg")
 
-    def comparison(request: Request) -> tuple[list[str], str | None, dict[str, Any] | None]:
+    def comparison(request: Request) -> tuple[list[str], str | None, Comparison | None]:
         everything = rows({})[0]
         tasks = sorted({str(r["task"]) for r in everything})
         task = request.query_params.get("task") or (tasks[0] if tasks else None)
@@ -220,7 +221,7 @@ def create_app(db_path: Path, *, hosts: Iterable[str] = ()) -> ASGIApp:
 
     def compare_svg(request: Request) -> Response:
         _, task, cmp = comparison(request)
-        return svg(charts.compare_svg(cmp or {"task": task or "", "groups": []}), request,
+        return svg(charts.compare_svg(cmp or data.no_comparison(task or "")), request,
                    f"autorl-{_safe_name(task or 'none')}-compare.svg")
 
     app = Starlette(routes=[

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
+from autorl.record.schema import AuditFlag
+
 __all__ = ["audit_cell", "audit_html", "decoy_entries", "decoys_cell"]
 
 #: the most decoy evidence entries a page lists, and the most characters of each
@@ -116,7 +118,7 @@ def _decoys_html(row: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
             f"{_items(entries)}</ul>{read_html}</div>")
 
 
-def audit_html(row: Mapping[str, Any], flags: list[dict[str, Any]], meta: Mapping[str, Any]) -> str:
+def audit_html(row: Mapping[str, Any], flags: list[AuditFlag], meta: Mapping[str, Any]) -> str:
     """The run page's audit section: each flag with its detail (a judge's quoted evidence, a human's decision),
     or ``no flags``; then the decoys. A run in progress is audited once it ends."""
     if row.get("live"):

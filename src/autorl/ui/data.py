@@ -11,14 +11,15 @@ import sqlite3
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from autorl import untrusted
-from autorl.record.aggregate import FAILURE_RULE, aggregate_runs, differences
-from autorl.record.charts import point, timeline_of_result
+from autorl.record.aggregate import FAILURE_RULE, Comparison, aggregate_runs, differences
+from autorl.record.charts import Band, Timeline, point, timeline_of_result
 from autorl.record.display import outcome
 from autorl.record.ledger import Ledger
 from autorl.record.row import RunRow, dev_figures
+from autorl.record.schema import AuditFlag, LedgerRow, LiveRecord, Recovery, ResultRecord, RowRecord
 
 #: columns of the runs table: key, title, kind (for formatting and sorting). The headline is the held-out
 #: test (the dev-selected checkpoint scored once on test, against the test baseline); the dev figure is the
@@ -35,38 +36,91 @@ RUN_COLUMNS = (
 SORTABLE = {key for key, _, _ in RUN_COLUMNS if key != "improvement_ci95"}
 
 
-def _live_status(info: Mapping[str, Any], now: float) -> str:
+class StatusRow(RowRecord):
+    """A run's row with its status (the run page's)."""
+
+    status: str
+
+
+class TableRow(LedgerRow, StatusRow):
+    """A row of the runs table: a recorded run's ledger row, or a run in flight's (:class:`LiveRow`), with its
+    status."""
+
+
+class LiveRow(TableRow, Recovery):
+    """A run in flight's row of the runs table (:func:`live_row`): no headline yet, and ``success`` and
+    ``beat_baseline`` None (unknown, not False); its grader's store, and for a lost run the command that records it."""
+
+    store_dir: str | None
+    live: bool
+
+
+class StoreView(TypedDict):
+    """The grader's records of a run in progress (:func:`read_store`)."""
+
+    submissions: list[dict[str, Any]]
+    best: dict[str, Any] | None
+    baseline: Band | None
+
+
+class RunDetail(TypedDict):
+    """What the run page shows (:func:`run_detail`): the run's row, its record (finished) or its facts (in
+    flight), its audit and its timeline."""
+
+    run_id: str
+    live: bool
+    row: StatusRow
+    result: ResultRecord | None
+    audit: list[AuditFlag]
+    timeline: Timeline
+    workspace: str | None
+    store_dir: str | None
+    info: NotRequired[LiveRecord]
+
+
+class LogTail(TypedDict, total=False):
+    """The tail of a log (:func:`tail`): its text and whether it was cut, or why it could not be read; the
+    grader's log says how many polling lines it left out."""
+
+    text: str
+    truncated: bool
+    error: str
+    hidden: int
+
+
+def _live_status(info: LiveRecord, now: float) -> str:
     """``running`` while the run's orchestrator is alive, ``lost`` once it is gone (``autorl recover`` records it)."""
     from autorl.runs.liveness import run_status
 
     return "running" if run_status(info, now).alive else "lost"
 
 
-def live_row(info: Mapping[str, Any], now: float | None = None) -> dict[str, Any]:
+def live_row(info: LiveRecord, now: float | None = None) -> LiveRow:
     """A runs-table row for a run in progress, from the grader's own store (never files the agent writes):
     every :class:`~autorl.record.row.RunRow` column, the dev figures as the grader reports them, no headline
     (there is no test score until the run ends)."""
     now = time.time() if now is None else now
     store = read_store(Path(info["store_dir"])) if info.get("store_dir") else _EMPTY_STORE
     baseline = store["baseline"]
-    row = RunRow(
+    recorded = RunRow(
         run_id=info["run_id"], timestamp=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["started"])),
         task=info["task"], agent=info["agent"], base_model=info["base_model"],
         submissions=len(store["submissions"]), duration_s=round(now - float(info["started"]), 1),
         workspace=info.get("workspace") or "", sandbox=info.get("sandbox"),
         **dev_figures(store["submissions"], store["best"], baseline["score"] if baseline else None),
     ).to_dict()
-    row.update(workspace=info.get("workspace"), success=None, beat_baseline=None, status=_live_status(info, now),
-               store_dir=info.get("store_dir"), live=True)
-    if row["status"] == "lost":
-        row["recover"] = f"autorl recover {info['run_id']}"
-    return row
+    status = _live_status(info, now)
+    recovery: Recovery = {"recover": f"autorl recover {info['run_id']}"} if status == "lost" else {}
+    # before its test score a run has no success or beat_baseline: None, unknown, where a recorded row has a bool;
+    # and a run in flight written by an older version may have no workspace
+    return {**recorded, "workspace": info.get("workspace"), "success": None, "beat_baseline": None,  # type: ignore[typeddict-item]
+            "status": status, "store_dir": info.get("store_dir"), "live": True, **recovery}
 
 
-_EMPTY_STORE: dict[str, Any] = {"submissions": [], "baseline": None, "best": None}
+_EMPTY_STORE: StoreView = {"submissions": [], "baseline": None, "best": None}
 
 
-def read_store(store_dir: Path) -> dict[str, Any]:
+def read_store(store_dir: Path) -> StoreView:
     """The grader's records of a run in progress (its public submission records, its best, the dev baseline),
     from its store opened read-only (:meth:`autorl.grader.store.Store.read_only`); empty when unreadable."""
     from autorl.grader import records
@@ -75,12 +129,12 @@ def read_store(store_dir: Path) -> dict[str, Any]:
     try:
         store = Store.read_only(store_dir / "grader.db")
     except (OSError, sqlite3.Error):
-        return dict(_EMPTY_STORE)
+        return _EMPTY_STORE.copy()
     try:
         subs = store.all()
         base = store.baseline("dev")
     except (sqlite3.Error, ValueError, TypeError, KeyError):
-        return dict(_EMPTY_STORE)
+        return _EMPTY_STORE.copy()
     finally:
         store.close()
     rec = (base.get("record") or {}) if base else {}
@@ -96,18 +150,18 @@ def status_of(row: Mapping[str, Any]) -> str:
     return outcome(row)
 
 
-def all_rows(ledger: Ledger, now: float | None = None) -> list[dict[str, Any]]:
+def all_rows(ledger: Ledger, now: float | None = None) -> list[TableRow]:
     """Finished runs (from the ledger) and runs in progress, each with a ``status``."""
-    rows = []
-    for row in ledger.rows():
-        row["status"] = status_of(row)
+    rows: list[TableRow] = []
+    for recorded in ledger.rows():
+        row: TableRow = {**recorded, "status": status_of(recorded)}
         rows.append(row)
     done = {r["run_id"] for r in rows}
     rows += [live_row(info, now) for info in ledger.live() if info["run_id"] not in done]
     return rows
 
 
-def filter_rows(rows: Iterable[dict[str, Any]], params: Mapping[str, str]) -> list[dict[str, Any]]:
+def filter_rows(rows: Iterable[TableRow], params: Mapping[str, str]) -> list[TableRow]:
     """Filters ``task``, ``agent``, ``model`` (exact), ``since``/``until`` (YYYY-MM-DD), ``status``; then
     ``sort`` (a column) and ``order`` (asc|desc; default: newest first)."""
     out = []
@@ -125,25 +179,24 @@ def filter_rows(rows: Iterable[dict[str, Any]], params: Mapping[str, str]) -> li
     if key not in SORTABLE:
         key = "timestamp"
     reverse = (params.get("order") or ("desc" if key == "timestamp" else "asc")) == "desc"
-    present = [r for r in out if r.get(key) is not None]
+    present = [(r.get(key), r) for r in out if r.get(key) is not None]
     missing = [r for r in out if r.get(key) is None]
-    present.sort(key=lambda r: (r[key], r["run_id"]) if not isinstance(r[key], str) else (r[key].lower(), r["run_id"]),
+    present.sort(key=lambda vr: (vr[0].lower() if isinstance(vr[0], str) else vr[0], vr[1]["run_id"]),
                  reverse=reverse)
-    return present + missing
+    return [r for _, r in present] + missing
 
 
-def choices(rows: Iterable[dict[str, Any]]) -> dict[str, list[str]]:
+def choices(rows: Iterable[TableRow]) -> dict[str, list[str]]:
     rows = list(rows)
-    return {k: sorted({str(r[col]) for r in rows if r.get(col) is not None})
+    return {k: sorted({str(r.get(col)) for r in rows if r.get(col) is not None})
             for k, col in (("task", "task"), ("agent", "agent"), ("model", "base_model"), ("status", "status"))}
 
 
-def run_detail(ledger: Ledger, run_id: str, now: float | None = None) -> dict[str, Any] | None:
+def run_detail(ledger: Ledger, run_id: str, now: float | None = None) -> RunDetail | None:
     """The run's result record (finished) or what is known so far (live), with its timeline."""
     result = ledger.run(run_id)
     if result is not None:
-        row = dict(result["row"])
-        row["status"] = status_of(row)
+        row: StatusRow = {**result["row"], "status": status_of(result["row"])}
         flags = ledger.audit(run_id)
         return {"run_id": run_id, "live": False, "row": row, "result": result, "audit": flags,
                 "timeline": timeline_of_result(result), "workspace": row.get("workspace"),
@@ -158,7 +211,7 @@ def run_detail(ledger: Ledger, run_id: str, now: float | None = None) -> dict[st
             "store_dir": info.get("store_dir")}
 
 
-def timeline_of_store(store: Mapping[str, Any], info: Mapping[str, Any]) -> dict[str, Any]:
+def timeline_of_store(store: StoreView, info: LiveRecord) -> Timeline:
     t0 = float(info.get("agent_started") or info["started"])
     return {
         "points": [point(s, t0) for s in store["submissions"]],
@@ -171,7 +224,7 @@ def timeline_of_store(store: Mapping[str, Any], info: Mapping[str, Any]) -> dict
 
 #: the most of an agent-written log the run page shows (its tail)
 LOG_LIMIT = 16_000
-def tail(root: Path, name: str, limit: int = LOG_LIMIT) -> dict[str, Any] | None:
+def tail(root: Path, name: str, limit: int = LOG_LIMIT) -> LogTail | None:
     """The last ``limit`` bytes of ``root/name`` from its first whole line, as ``{"text": ...}``.
 
     Read through :mod:`autorl.untrusted` (no link followed, regular files only): a file that cannot be read
@@ -190,7 +243,7 @@ def tail(root: Path, name: str, limit: int = LOG_LIMIT) -> dict[str, Any] | None
     return {"text": text, "truncated": cut}
 
 
-def grader_log(store_dir: str | None) -> dict[str, Any] | None:
+def grader_log(store_dir: str | None) -> LogTail | None:
     """The tail of the grader's own log, from the grader's store (never the workspace, which the agent controls)."""
     from autorl.grader.process import grader_log_path
 
@@ -211,7 +264,12 @@ def grader_log(store_dir: str | None) -> dict[str, Any] | None:
 POLL_LINES = ('"GET /admin/state ',)
 
 
-def compare(rows: Iterable[dict[str, Any]], task: str) -> dict[str, Any]:
+def no_comparison(task: str) -> Comparison:
+    """The comparison of a task without runs."""
+    return {"task": task, "metric": "improvement", "failure_rule": FAILURE_RULE, "groups": [], "differs": {}}
+
+
+def compare(rows: Iterable[TableRow], task: str) -> Comparison:
     """The agents on ``task`` by :func:`autorl.record.aggregate.aggregate_runs`: mean held-out test improvement with
     its 95% t-interval over runs, failed runs counted as 0, one group per base model and config hash."""
     groups = aggregate_runs(rows, task=task)

@@ -9,10 +9,10 @@ from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from autorl.record.aggregate import FAILURE_RULE
+from autorl.record.aggregate import FAILURE_RULE, Comparison
 from autorl.record.metrics import EFFICIENCY_COLUMNS, SCALAR_METRICS
 from autorl.ui.audit import audit_cell, audit_html
-from autorl.ui.data import RUN_COLUMNS
+from autorl.ui.data import RUN_COLUMNS, LogTail, RunDetail, TableRow
 from autorl.ui.shell import NOT_SHOWN, fmt, layout, status_badge, untrusted_section
 from autorl.ui.trajectory import trajectory_html
 
@@ -66,14 +66,14 @@ def sandbox_badge(mode: Any) -> str:
     return escape(str(mode))
 
 
-def dev_cell(row: dict[str, Any]) -> str:
+def dev_cell(row: TableRow) -> str:
     if row.get("dev_improvement") is None:
         return "&ndash;"
     k = row.get("dev_k")
     return f"{fmt(row.get('dev_improvement'))}{f' <span class=muted>(k={fmt(k)})</span>' if k is not None else ''}"
 
 
-def run_rows_html(rows: list[dict[str, Any]]) -> str:
+def run_rows_html(rows: list[TableRow]) -> str:
     out = []
     for r in rows:
         cells = []
@@ -104,7 +104,7 @@ def run_rows_html(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def runs_page(rows: list[dict[str, Any]], choices: dict[str, list[str]], params: dict[str, str], *,
+def runs_page(rows: list[TableRow], choices: dict[str, list[str]], params: dict[str, str], *,
               nonce: str = "") -> str:
     def select(name: str, label: str) -> str:
         opts = "".join(f'<option value="{escape(v)}"{" selected" if params.get(name) == v else ""}>{escape(v)}</option>'
@@ -142,7 +142,7 @@ def _meta_list(pairs: list[tuple[str, Any, str]]) -> str:
                                          for k, v, kind in pairs if v not in (None, "")) + "</dl>"
 
 
-def _log_html(name: str, log: dict[str, Any] | None) -> str:
+def _log_html(name: str, log: LogTail | None) -> str:
     if log is None:
         return "<p class='muted'>none</p>"
     if "error" in log:
@@ -153,11 +153,11 @@ def _log_html(name: str, log: dict[str, Any] | None) -> str:
     return f"{cut}<pre class='log'>{escape(str(log.get('text') or ''))}</pre>"
 
 
-def run_page(detail: dict[str, Any], timeline_svg: str, logs: dict[str, dict[str, Any] | None],
-             turns: dict[str, Any] | None, grader_log: dict[str, Any] | None = None, *, items: str = "",
+def run_page(detail: RunDetail, timeline_svg: str, logs: dict[str, LogTail | None],
+             turns: dict[str, Any] | None, grader_log: LogTail | None = None, *, items: str = "",
              nonce: str = "") -> str:
-    row, result = detail["row"], detail.get("result") or {}
-    meta = result.get("meta") or {}
+    row, result = detail["row"], detail["result"]
+    meta = (result.get("meta") if result else None) or {}
     rid = str(detail["run_id"])
     live = detail["live"]
     sandbox: dict[str, Any] = meta["sandbox"] if isinstance(meta.get("sandbox"), dict) else {}
@@ -198,7 +198,7 @@ def run_page(detail: dict[str, Any], timeline_svg: str, logs: dict[str, dict[str
     sandbox_warning = ("<p class='warning'>⚠ this run's agent ran <b>without a sandbox</b>: it could read and "
                        "write everything the user running autorl can; treat its numbers with suspicion.</p>"
                        if str(mode) == "none" else "")
-    subs = result.get("submissions") or []
+    subs = (result.get("submissions") if result else None) or []
     sub_rows = "".join(
         f"<tr><td>{fmt(s.get('submission_id'))}</td><td>{fmt(s.get('status'))}</td><td class='num'>{fmt(s.get('score'))}</td>"
         f"<td class='num'>{fmt(s.get('ci95'), 'range')}</td><td class='num'>{fmt(s.get('improvement'))}</td>"
@@ -212,7 +212,7 @@ def run_page(detail: dict[str, Any], timeline_svg: str, logs: dict[str, dict[str
                  f"submission(s)</span> — updates every 2 s</p>") if live else ""
     if row.get("recover"):
         live_line = (f"<p class='warning'>this run's orchestrator is gone: nothing records it until "
-                     f"<code>{escape(str(row['recover']))}</code> collects it from its grader's store.</p>")
+                     f"<code>{escape(str(row.get('recover')))}</code> collects it from its grader's store.</p>")
     body = f"""<h1>{escape(title)} {status_badge(str(row.get("status")))}</h1>{live_line}{sandbox_warning}
 <div class="cols"><div><div class="figure" id="timeline" data-run="{escape(rid)}" data-live="{int(live)}">{timeline_svg}</div>
 <p><a href="/runs/{escape(quote(rid, safe=''))}/timeline.svg?download=1">download SVG</a> ·
@@ -226,7 +226,7 @@ once on test after the run, the best taken: chosen on the test split itself, so 
 result.</p>{_meta_list(peers)}
 {_off_target_html(row.get("off_target"))}
 <h2>Run</h2>{about_html}
-{audit_html(row, detail.get("audit", []), meta)}</div></div>
+{audit_html(row, detail["audit"], meta)}</div></div>
 {"<h2>Submissions</h2><table><thead><tr><th>id</th><th>status</th><th>score</th><th>95% CI</th><th>improvement</th><th>path (as the agent gave it)</th><th>error</th></tr></thead><tbody>" + sub_rows + "</tbody></table>" if sub_rows else ""}
 {items}
 {trajectory_html(turns)}
@@ -247,7 +247,7 @@ def _off_target_html(entries: Any) -> str:
             "<th>selected</th><th>change</th><th>95% CI</th><th></th></tr></thead><tbody>" + rows + "</tbody></table>")
 
 
-def compare_page(tasks: list[str], task: str | None, cmp: dict[str, Any] | None, svg: str, *, nonce: str = "") -> str:
+def compare_page(tasks: list[str], task: str | None, cmp: Comparison | None, svg: str, *, nonce: str = "") -> str:
     opts = "".join(f'<option value="{escape(t)}"{" selected" if t == task else ""}>{escape(t)}</option>' for t in tasks)
     table = ""
     if cmp:

@@ -24,13 +24,16 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autorl.audit.budget import AUDIT_BUDGET_S, Budget
 from autorl.audit.encoded import decoded_runs
 from autorl.audit.scan import HARNESS_FILES, Source, agent_blobs, seen_files
 from autorl.audit.unpack import Blob
 from autorl.decoys import as_planted
+
+if TYPE_CHECKING:
+    from autorl.record.schema import ResultRecord
 
 #: characters of evidence in one judge call (the rest of the prompt is small): no piece is longer
 CONTEXT_CHARS = 60_000
@@ -112,7 +115,7 @@ def kind_of(where: str) -> str:
     return "trace" if name in _TRACE else "code" if name.lower().endswith(_CODE) else "other"
 
 
-def gather(result: dict[str, Any], *, part_chars: int = CONTEXT_CHARS, total_bytes: int = EVIDENCE_BYTES,
+def gather(result: ResultRecord, *, part_chars: int = CONTEXT_CHARS, total_bytes: int = EVIDENCE_BYTES,
            budget_s: float | None = AUDIT_BUDGET_S) -> Evidence:
     """The run's evidence, every text whole, in pieces of at most ``part_chars`` characters."""
     if part_chars < 1000:

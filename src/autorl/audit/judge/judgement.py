@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autorl.audit.flags import MEDIUM, Flag
 from autorl.audit.judge.calls import ask_chunks
@@ -17,6 +17,10 @@ from autorl.audit.judge.verdict import flags_of, majority
 
 #: ranges listed in the flag itself (the whole list is in :meth:`Judgement.coverage`)
 FLAG_RANGES = 200
+
+
+if TYPE_CHECKING:
+    from autorl.record.schema import JudgeColumns, ResultRecord
 
 
 @dataclass
@@ -36,7 +40,7 @@ class Judgement:
     chunks: int = 0
     calls: int = 0
 
-    def columns(self) -> dict[str, Any]:
+    def columns(self) -> JudgeColumns:
         """The run record's columns for the judge (:class:`autorl.record.row.RunRow`)."""
         return {"judge_model": self.model, "judge_prompt_hash": self.prompt_hash, "judge_samples": self.samples}
 
@@ -46,7 +50,7 @@ class Judgement:
                 "calls_answered": self.calls, "unshown": [str(u) for u in self.unshown], "binary": self.binary}
 
 
-def judge_run(result: dict[str, Any], *, url: str, token: str, model: str, samples: int = 1,
+def judge_run(result: ResultRecord, *, url: str, token: str, model: str, samples: int = 1,
               context_chars: int = CONTEXT_CHARS, timeout_s: float = 600.0, budget_s: float | None = None,
               concurrency: int = 4) -> Judgement:
     """The judged audit of one recorded run (its ``result.json`` as a dict) through the gateway at ``url``:
