@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import types
 import typing
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from autorl.audit.flags import Flag
 from autorl.procs.agent import AgentOutcome
 from autorl.record.aggregate import GroupRecord, RunGroup
+from autorl.record.metrics import BestOfK, MetricsRecord, ProcessMetrics
 from autorl.record.result import RunResult
 from autorl.record.row import RECORDED_COLUMNS, RunRow
 from autorl.record.schema import FlagRecord, LedgerRow, LiveRecord, OutcomeRecord, RowRecord
@@ -71,3 +73,16 @@ def test_result_json_is_the_record_it_was_and_a_copy(tmp_path: Path) -> None:
     record["submissions"].append({"submission_id": 2})
     assert result.row["improvement"] == 1.5 and result.meta["sandbox"]["mode"] == "bwrap"
     assert len(result.submissions) == 1
+
+
+def test_the_metrics_and_best_of_k_records_are_columns_of_the_row() -> None:
+    assert _hints(MetricsRecord) == _hints(ProcessMetrics)
+    metrics = ProcessMetrics(0.5, 0, 1.0, [[1.0, 2.0]], copy_model_count=1)
+    assert metrics.to_dict() == dataclasses.asdict(metrics)
+    columns = _hints(RunRow)
+    for name, hint in {**_hints(MetricsRecord), **_hints(BestOfK)}.items():
+        assert _members(hint) <= _members(columns[name]), name
+
+
+def _members(hint: Any) -> set[Any]:
+    return set(typing.get_args(hint)) if isinstance(hint, types.UnionType) else {hint}

@@ -13,10 +13,23 @@ import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
-__all__ = ["CONFIG_MODEL_VARIABLES", "EFFICIENCY_COLUMNS", "METRIC_NAMES", "SCALAR_METRICS", "ProcessMetrics", "configured_model", "driver_model",
-           "efficiency", "metric_means", "process_metrics", "test_best_of_k"]
+__all__ = [
+    "CONFIG_MODEL_VARIABLES",
+    "EFFICIENCY_COLUMNS",
+    "METRIC_NAMES",
+    "SCALAR_METRICS",
+    "BestOfK",
+    "MetricsRecord",
+    "ProcessMetrics",
+    "configured_model",
+    "driver_model",
+    "efficiency",
+    "metric_means",
+    "process_metrics",
+    "test_best_of_k",
+]
 
 #: the variables of an agent's environment (its configuration's and the operator's) that name its model
 CONFIG_MODEL_VARIABLES = ("CHAT_MODEL", "OPENAI_MODEL", "LLM_MODEL", "MODEL_NAME")
@@ -47,8 +60,33 @@ class ProcessMetrics:
     #: seconds left before the deadline when the last submission came
     last_submit_gap: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> MetricsRecord:
+        # MetricsRecord names these fields with these types (tests/test_record_types.py holds them equal)
+        return cast(MetricsRecord, asdict(self))
+
+
+class MetricsRecord(TypedDict):
+    """:class:`ProcessMetrics` as a dict: the row's metric columns."""
+
+    valid_submission_rate: float | None
+    first_valid_idx: int | None
+    first_valid_delay: float | None
+    score_trajectory: list[list[float]]
+    time_to_first_improvement: float | None
+    time_to_best: float | None
+    monotonic_ratio: float | None
+    copy_model_count: int
+    time_used_ratio: float | None
+    last_submit_gap: float | None
+
+
+class BestOfK(TypedDict):
+    """The peers' figure (:func:`test_best_of_k`): the row's ``test_best_of_k*`` and ``test_selection_gap``."""
+
+    test_best_of_k: float | None
+    test_best_of_k_k: int | None
+    test_best_of_k_submission: int | None
+    test_selection_gap: float | None
 
 
 #: the metrics' names, in the order of :class:`ProcessMetrics` (and of the results' columns)
@@ -155,7 +193,7 @@ def configured_model(env: Mapping[str, str]) -> str | None:
     return next((env[k][:200] for k in CONFIG_MODEL_VARIABLES if env.get(k)), None)
 
 
-def test_best_of_k(tests: Sequence[Mapping[str, Any]] | None, headline: Mapping[str, Any] | None) -> dict[str, Any]:
+def test_best_of_k(tests: Sequence[Mapping[str, Any]] | None, headline: Mapping[str, Any] | None) -> BestOfK:
     """The peers' figure: the best test score among the k distinct scored submissions each scored once on the
     test split (``tests``: the grader's test records), its submission, k, and the selection gap (that score
     minus the headline's test score). Optimistic: the choice among k is made on the test split itself; the

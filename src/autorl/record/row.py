@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, TypedDict, TypeVar, cast
 
 from autorl.record.display import beat_baseline
+from autorl.record.metrics import BestOfK, MetricsRecord
 from autorl.record.schema import LedgerRow, OffTargetRecord, OutcomeRecord, RowRecord
 
 __all__ = [
@@ -229,8 +230,8 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
             workspace: str, seed: int, sandbox: str | None, state: Mapping[str, Any],
             test: Mapping[str, Any] | None, outcome: OutcomeRecord,
             llm_usage: Mapping[str, Any] | None = None, run_key: str | None = None,
-            sweep: str | None = None, metrics: Mapping[str, Any] | None = None,
-            driver_model: str | None = None, best_of_k: Mapping[str, Any] | None = None,
+            sweep: str | None = None, metrics: MetricsRecord | None = None,
+            driver_model: str | None = None, best_of_k: BestOfK | None = None,
             timeout_s: float | None = None, limit: int | None = None) -> RunRow:
     """The row of a finished run, from the grader's state and test evaluation and the agent's outcome.
 
@@ -253,7 +254,7 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
     head: Mapping[str, Any] = test if tested and test is not None else {}
     usage = llm_usage or {}
     infra = infra_failure(subs, test)
-    return RunRow(
+    row = RunRow(
         run_id=run_id,
         timestamp=dt.datetime.fromtimestamp(started, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
         task=task,
@@ -283,14 +284,17 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
         llm_usage_source=usage.get("source"),
         run_key=run_key,
         sweep=sweep,
-        **{k: v for k, v in (metrics or {}).items() if k in _FIELD_NAMES},
         beat_baseline=beat_baseline(head.get("improvement_ci95")),
         driver_model=driver_model,
-        **{k: v for k, v in (best_of_k or {}).items() if k.startswith("test_") and k in _FIELD_NAMES},
         timeout_s=timeout_s,
         infra_failure=infra,
         limit=limit,
     )
+    if metrics is not None:
+        row = replace(row, **metrics)
+    if best_of_k is not None:
+        row = replace(row, **best_of_k)
+    return row
 
 
 _Row = TypeVar("_Row", RowRecord, LedgerRow)

@@ -14,7 +14,7 @@ from autorl.record.metrics import EFFICIENCY_COLUMNS, SCALAR_METRICS
 from autorl.ui.audit import audit_cell, audit_html
 from autorl.ui.data import RUN_COLUMNS, LogTail, RunDetail, TableRow
 from autorl.ui.shell import NOT_SHOWN, fmt, layout, status_badge, untrusted_section
-from autorl.ui.trajectory import trajectory_html
+from autorl.ui.trajectory import Trajectory, trajectory_html
 
 LIVE_JS = """
 (function () {
@@ -154,7 +154,7 @@ def _log_html(name: str, log: LogTail | None) -> str:
 
 
 def run_page(detail: RunDetail, timeline_svg: str, logs: dict[str, LogTail | None],
-             turns: dict[str, Any] | None, grader_log: LogTail | None = None, *, items: str = "",
+             turns: Trajectory | None, grader_log: LogTail | None = None, *, items: str = "",
              nonce: str = "") -> str:
     row, result = detail["row"], detail["result"]
     meta = (result.get("meta") if result else None) or {}

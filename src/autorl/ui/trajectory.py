@@ -9,19 +9,80 @@ import math
 from collections.abc import Mapping
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 from autorl import untrusted
 from autorl.ui.shell import NOT_SHOWN, untrusted_section
 
-__all__ = ["gateway_trajectory", "trajectory", "trajectory_html"]
+__all__ = ["Trajectory", "Turn", "gateway_trajectory", "trajectory", "trajectory_html"]
+
+
+class ToolCall(TypedDict):
+    """A tool call of a turn, as text."""
+
+    id: str | None
+    name: str | None
+    arguments: str | None
+
+
+class Usage(TypedDict):
+    """The tokens of a turn (0 where the record gives no number)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class Step(TypedDict):
+    """One model call: what it answered, the tools it called and their results, its tokens and latency."""
+
+    kind: Literal["turn"]
+    step: str
+    content: str | None
+    tool_calls: list[ToolCall]
+    tool_results: list[str]
+    usage: Usage
+    latency_s: float | None
+
+
+class Event(TypedDict):
+    """Something the agent or the gateway noted that is not a model call (a failed call, the agent's event)."""
+
+    kind: Literal["event"]
+    event: str
+    detail: str
+
+
+class OtherRecord(TypedDict):
+    """A record of the agent's that is neither: shown as it is, as text."""
+
+    kind: Literal["record"]
+    source: str
+    type: str | None
+    detail: str
+
+
+#: one entry of a trajectory, every field text or a plain number
+Turn = Step | Event | OtherRecord
+
+
+class Trajectory(TypedDict):
+    """The turns of a run (:func:`trajectory`, :func:`gateway_trajectory`), the malformed lines skipped and
+    whether earlier ones were left out; or, for a file that cannot be read safely, why."""
+
+    source: str
+    turns: list[Turn]
+    bad_lines: int
+    truncated: bool
+    error: NotRequired[str]
+    #: ``gateway`` when the LLM gateway recorded the calls (else the agent reported them)
+    recorded_by: NotRequired[str]
 
 #: the most of a trajectory file read (its tail), and of one line of it
 TRAJECTORY_LIMIT = 4 << 20
 TRAJECTORY_LINE_LIMIT = 256 << 10
 
 
-def trajectory(workspace: Path, limit: int = 500) -> dict[str, Any] | None:
+def trajectory(workspace: Path, limit: int = 500) -> Trajectory | None:
     """The agent's last ``limit`` turns from ``trajectory.jsonl`` (the llm agent) or ``transcript.jsonl`` (a
     coding CLI), as ``{"source", "turns", "bad_lines", "truncated"}`` or ``{"source", "error"}``.
 
@@ -43,7 +104,7 @@ def trajectory(workspace: Path, limit: int = 500) -> dict[str, Any] | None:
     return None
 
 
-def gateway_trajectory(result: Mapping[str, Any] | None, limit: int = 500) -> dict[str, Any] | None:
+def gateway_trajectory(result: Mapping[str, Any] | None, limit: int = 500) -> Trajectory | None:
     """The model calls of a finished run as the LLM gateway recorded them (for every agent), in the shape of
     ``trajectory``; None when the run has no gateway record or no call in it."""
     gateway = ((result or {}).get("meta") or {}).get("llm_gateway")
@@ -59,13 +120,13 @@ def gateway_trajectory(result: Mapping[str, Any] | None, limit: int = 500) -> di
             "truncated": len(calls) > limit}
 
 
-def _gateway_turn(step: int, call: Mapping[str, Any]) -> dict[str, Any]:
+def _gateway_turn(step: int, call: Mapping[str, Any]) -> Turn:
     if call.get("outcome") != "ok":
         return {"kind": "event", "event": f"call {step} {_text(call.get('outcome')) or ''}",
                 "detail": _text(call.get("error")) or ""}
     response = call.get("response")
     content: Any = response
-    calls = []
+    calls: list[ToolCall] = []
     if isinstance(response, Mapping) and "events" in response:  # a stream: the text it carried
         content = response.get("text")
     elif isinstance(response, Mapping) and isinstance(response.get("choices"), list) and response["choices"]:
@@ -107,14 +168,14 @@ def _int(value: Any) -> int:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) else 0
 
 
-def _turn(record: dict[str, Any], source: str) -> dict[str, Any]:
+def _turn(record: dict[str, Any], source: str) -> Turn:
     """One trajectory record, every field reduced to text or a plain number (the record is the agent's)."""
     if "event" in record:
         return {"kind": "event", "event": _text(record["event"]) or "",
                 "detail": _dump({k: v for k, v in record.items() if k != "event"})}
     message = record.get("message")
     if "step" in record and isinstance(message, dict):
-        calls = []
+        calls: list[ToolCall] = []
         raw_calls = message.get("tool_calls")
         for call in raw_calls if isinstance(raw_calls, list) else []:
             call = call if isinstance(call, dict) else {}
@@ -133,7 +194,7 @@ def _turn(record: dict[str, Any], source: str) -> dict[str, Any]:
     return {"kind": "record", "source": source, "type": _text(record.get("type")), "detail": _dump(record)}
 
 
-def trajectory_html(traj: dict[str, Any] | None) -> str:
+def trajectory_html(traj: Trajectory | None) -> str:
     """The agent's trajectory (its own record of what it did), every field escaped."""
     if traj is None:
         return ""
