@@ -75,9 +75,9 @@ def score_off_target(tasks: Sequence[str], *, base_dir: Path, selected: tuple[Pa
             entry["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
             out.append(entry)
             continue
-        comp = compare(base.to_dict(), cand.to_dict()) or {}
-        ci = comp.get("ci95")
-        entry.update(split=split, base=base.score, selected=cand.score, change=comp.get("difference"), ci95=ci,
-                     p_value=comp.get("p_value"), regressed=bool(ci and ci[1] < 0))
+        comp = compare(base.to_dict(), cand.to_dict())
+        ci = comp["ci95"] if comp else None
+        entry.update(split=split, base=base.score, selected=cand.score, change=comp["difference"] if comp else None,
+                     ci95=ci, p_value=comp["p_value"] if comp else None, regressed=bool(ci and ci[1] < 0))
         out.append(entry)
     return out

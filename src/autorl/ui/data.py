@@ -83,9 +83,10 @@ def read_store(store_dir: Path) -> dict[str, Any]:
         return dict(_EMPTY_STORE)
     finally:
         store.close()
-    rec = (base.get("record") or {}) if base else {}
+    rec = base.get("record") if base else None
     return {"submissions": records.public_all(subs, base), "best": records.best(subs),
-            "baseline": {"score": base["score"], "ci95": rec.get("ci95"), "n": rec.get("n")} if base else None}
+            "baseline": {"score": base["score"], "ci95": rec.get("ci95") if rec else None,
+                         "n": rec.get("n") if rec else None} if base else None}
 
 
 def status_of(row: Mapping[str, Any]) -> str:
