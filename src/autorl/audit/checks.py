@@ -17,6 +17,7 @@ from autorl.record.display import as_pair
 
 if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
+    from autorl.grader.schema import SubmissionRecord
     from autorl.record.schema import RowRecord
 
 #: recorded sandbox modes that are full isolation; anything else (none, bwrap+hostnet, ...) is flagged
@@ -66,7 +67,7 @@ def check_sandbox(sandbox: Any) -> list[Flag]:
                  "reach (see the run's sandbox warning)", [str(mode)])]
 
 
-def check_scores(row: RowRecord, submissions: Sequence[dict[str, Any]], distances: dict[int, float]) -> list[Flag]:
+def check_scores(row: RowRecord, submissions: Sequence[SubmissionRecord], distances: dict[int, float]) -> list[Flag]:
     """A dev/test improvement gap beyond what sampling explains, and identical or near-identical resubmissions
     probing the grader."""
     flags = []

@@ -27,7 +27,7 @@ import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autorl.errors import AutorlError
 from autorl.grader.config import GraderConfig
@@ -39,6 +39,9 @@ from autorl.grader.validation import Limits, refusal_kind
 from autorl.hidden import HIDDEN_SECRET_ENV
 from autorl.jsonio import write_json_atomic
 from autorl.resources import private_dir
+
+if TYPE_CHECKING:
+    from autorl.grader.schema import Comparison, EvalRecord
 
 SPEC_FILE = "verifier.json"
 REWARD_FILE = "reward.json"
@@ -109,7 +112,7 @@ def _take(spec: VerifierSpec, output_dir: Path, store: Path) -> tuple[Snapshot |
                                                          "bytes": checkpoint.total_bytes}
 
 
-def _check_items(spec: VerifierSpec, record: dict[str, Any], what: str) -> None:
+def _check_items(spec: VerifierSpec, record: EvalRecord, what: str) -> None:
     found = (record.get("config") or {}).get("hidden_items")
     if found != spec.hidden_items:
         raise VerifierError(f"the {what} was evaluated on test items {found!r}, not the exported ones "
@@ -120,8 +123,8 @@ def _finite(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
-def rewards(spec: VerifierSpec, baseline: dict[str, Any], candidate: dict[str, Any] | None,
-            comparison: dict[str, Any] | None) -> dict[str, float]:
+def rewards(spec: VerifierSpec, baseline: EvalRecord, candidate: EvalRecord | None,
+            comparison: Comparison | None) -> dict[str, float]:
     """``reward.json``: numbers only. Without a scored checkpoint ``reward`` is 0 and there is no test score."""
     out: dict[str, float] = {"baseline": float(baseline["score"]), "n": float(baseline["n"]),
                              "checkpoint_valid": 0.0 if candidate is None else 1.0}

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from autorl.errors import AutorlError, GraderError, LimitReached, NotFound, QueueFull, RunClosed
 from autorl.grader import records
@@ -31,6 +31,27 @@ from autorl.grader.store import DONE, FAILED, QUEUED, WAITING, Store
 from autorl.grader.validation import Limits, refusal_kind
 from autorl.jsonio import write_json_atomic
 
+if TYPE_CHECKING:
+    from autorl.grader.schema import (
+        BaselineRow,
+        Comparison,
+        EvalRecord,
+        GraderState,
+        SubmissionRecord,
+        SubmissionRow,
+        TimeInfo,
+    )
+
+
+
+class _Scored(TypedDict):
+    """The columns of a submission row scored on dev (:meth:`Grader._scored`)."""
+
+    status: str
+    score: float
+    record: EvalRecord
+    comparison: Comparison | None
+    finished_at: float
 
 class Grader(FinalTest):
     """Owns one run's store and evaluation slots."""
@@ -112,7 +133,7 @@ class Grader(FinalTest):
     def close(self) -> None:
         self.store.set_meta("closed", True)
 
-    def time_info(self) -> dict[str, Any]:
+    def time_info(self) -> TimeInfo:
         now = time.time()
         deadline = self.deadline
         return {"now": now, "deadline": deadline, "remaining_s": max(0.0, deadline - now) if deadline else None,
@@ -186,7 +207,7 @@ class Grader(FinalTest):
         if sum(counts.get(status, 0) for status in WAITING) >= self.config.max_queue:
             raise QueueFull(f"{self.config.max_queue} submissions are already waiting; try again later")
 
-    def _scored(self, record: dict[str, Any], finished_at: float) -> dict[str, Any]:
+    def _scored(self, record: EvalRecord, finished_at: float) -> _Scored:
         """The columns of a submission scored with the full dev ``record``, its comparison included."""
         base = self.store.baseline("dev")
         return {"status": DONE, "score": record["score"], "record": records.summary(record),
@@ -224,7 +245,7 @@ class Grader(FinalTest):
                 continue
             self._evaluate_submission(sub, slot)
 
-    def _evaluate_submission(self, sub: dict[str, Any], slot: int) -> None:
+    def _evaluate_submission(self, sub: SubmissionRow, slot: int) -> None:
         sid = int(sub["id"])
         try:
             snapshot = Snapshot.from_row(sub)
@@ -255,7 +276,7 @@ class Grader(FinalTest):
         self._fill_comparisons()
         self.write_mirror()
 
-    def baseline_record(self, split: str, slot: int = 0) -> dict[str, Any]:
+    def baseline_record(self, split: str, slot: int = 0) -> EvalRecord:
         """The base model's evaluation on ``split``, from the cross-run cache when its key matches."""
         assert self.config.base_model is not None
         return self._slots[slot].run(None, split, "baseline")
@@ -265,7 +286,7 @@ class Grader(FinalTest):
         self.store.set_baseline("dev", float(score), None, "set")
         self.write_mirror()
 
-    def wait_baseline(self, timeout: float) -> dict[str, Any] | None:
+    def wait_baseline(self, timeout: float) -> BaselineRow | None:
         """The dev baseline row once there is one (``None`` after ``timeout`` s, or when it failed)."""
         end = time.time() + timeout
         while time.time() < end:
@@ -283,7 +304,7 @@ class Grader(FinalTest):
             raise NotFound(f"no submission {sid}")
         return status
 
-    def submission(self, sid: int) -> dict[str, Any]:
+    def submission(self, sid: int) -> SubmissionRecord:
         """The agent's record of one submission."""
         sub = self.store.get(sid)
         if sub is None:
@@ -291,11 +312,11 @@ class Grader(FinalTest):
         subs = self.store.all()
         return records.public(sub, baseline=self.store.baseline("dev"), best=records.best(subs), total=len(subs))
 
-    def submissions(self) -> list[dict[str, Any]]:
+    def submissions(self) -> list[SubmissionRecord]:
         """The agent's records of every submission."""
         return records.public_all(self.store.all(), self.store.baseline("dev"))
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> GraderState:
         """Everything the orchestrator collects at the end of a run."""
         return records.state(task=self.config.task, baseline=self.store.baseline("dev"),
                              baseline_error=self.baseline_error, submissions=self.store.all(),

@@ -21,7 +21,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from autorl.evaluation.schema import Comparison, EvalRecord, ScoreSummary, TestSummary
+from autorl.evaluation.schema import (
+    Comparison,
+    EvalIdentity,
+    EvalRecord,
+    ScoreSummary,
+    TestSummary,
+)
 
 if TYPE_CHECKING:  # typing has it from Python 3.11; annotations are never evaluated here (``from __future__``)
     from typing import NotRequired
@@ -31,6 +37,7 @@ __all__ = [
     "BaselineRow",
     "Best",
     "Comparison",
+    "EvalIdentity",
     "EvalJob",
     "EvalRecord",
     "GraderState",
@@ -92,9 +99,10 @@ class SubmissionRow(TypedDict):
     finished_at: float | None
     duplicate_of: int | None
     attempts: int
-    #: the harness's reason when the evaluation failed for it (:mod:`autorl.inference.failures`)
-    infra_failure: str | None
-    pruned: Pruned | None
+    #: the harness's reason when the evaluation failed for it (:mod:`autorl.inference.failures`); this key and
+    #: ``pruned`` are absent from a store written before their columns, opened read-only (never migrated)
+    infra_failure: NotRequired[str | None]
+    pruned: NotRequired[Pruned | None]
 
 
 class BaselineRow(TypedDict):
@@ -120,7 +128,8 @@ class TestRow(TypedDict):
     status: str
     error: str | None
     created_at: float
-    infra_failure: str | None
+    #: absent from a store written before its column, opened read-only
+    infra_failure: NotRequired[str | None]
 
 
 class RefusalRow(TypedDict):
@@ -130,8 +139,9 @@ class RefusalRow(TypedDict):
     created_at: float
     model_path: str
     reason: str
-    #: ``bad_request``, ``quota``, ... (:func:`autorl.grader.intake.refusal_kind`)
-    kind: str
+    #: ``bad_request``, ``quota``, ... (:func:`autorl.grader.validation.refusal_kind`); absent from a store written
+    #: before its column, opened read-only
+    kind: NotRequired[str]
 
 
 # -- what the agent and the orchestrator see ----------------------------------------------------------------------
@@ -217,7 +227,9 @@ class BaselineRecord(TypedDict):
     stderr: NotRequired[float]
     ci95: NotRequired[list[float]]
     config_hash: NotRequired[str]
-    config: NotRequired[dict[str, Any]]
+    config: NotRequired[EvalIdentity]
+    #: never sent (the summary drops it); here because the summary is typed as the record it comes from
+    item_scores: NotRequired[dict[str, float]]
     errors: NotRequired[int]
     duration_s: NotRequired[float]
     output_tokens: NotRequired[int]

@@ -25,7 +25,7 @@ import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from autorl.errors import CheckpointTooLarge, InvalidCheckpointError, PathRefused, UsageError
 from autorl.evaluation.identity import manifest_hash
@@ -37,6 +37,9 @@ from autorl.grader.validation import (
     refuse_by_magic,
     refuse_by_name,
 )
+
+if TYPE_CHECKING:
+    from autorl.grader.schema import SnapshotColumns
 
 MANIFEST = ".autorl_manifest.json"
 _CHUNK = 1 << 22
@@ -91,7 +94,7 @@ class Snapshot:
     kind: str
     digest: str
 
-    def to_row(self) -> dict[str, str]:
+    def to_row(self) -> SnapshotColumns:
         """The submission row's columns that hold the snapshot."""
         return {"snapshot": str(self.path), "kind": self.kind, "content_hash": self.digest}
 

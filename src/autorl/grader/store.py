@@ -17,10 +17,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from autorl.record.db import open_database, write_transaction
+
+if TYPE_CHECKING:
+    from autorl.grader.schema import BaselineRow, EvalRecord, RefusalRow, SubmissionRow, TestRow
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -94,14 +97,55 @@ _JSON_COLUMNS = ("record", "comparison", "pruned")
 _KEYS = {"submissions": "id", "test_scores": "submission_id"}
 
 
-def _row(row: sqlite3.Row | None) -> dict[str, Any] | None:
-    if row is None:
-        return None
+def _decoded(row: sqlite3.Row) -> dict[str, Any]:
+    """A row's columns by name, its JSON columns decoded."""
     d = dict(row)
     for col in _JSON_COLUMNS:
         if d.get(col):
             d[col] = json.loads(d[col])
     return d
+
+
+# Each table's row as its record, in the table's column order (a row is written out as it is: the state's
+# hand-set baseline and its refusals). A store written before a column was added and opened read-only (never
+# migrated) lacks that column: its rows lack the key.
+def _submission(row: sqlite3.Row) -> SubmissionRow:
+    d = _decoded(row)
+    sub: SubmissionRow = {
+        "id": d["id"], "created_at": d["created_at"], "model_path": d["model_path"], "snapshot": d["snapshot"],
+        "content_hash": d["content_hash"], "kind": d["kind"], "status": d["status"], "score": d["score"],
+        "record": d["record"], "comparison": d["comparison"], "error": d["error"], "started_at": d["started_at"],
+        "finished_at": d["finished_at"], "duplicate_of": d["duplicate_of"], "attempts": d["attempts"],
+    }
+    if "infra_failure" in d:
+        sub["infra_failure"] = d["infra_failure"]
+    if "pruned" in d:
+        sub["pruned"] = d["pruned"]
+    return sub
+
+
+def _baseline(row: sqlite3.Row) -> BaselineRow:
+    d = _decoded(row)
+    return {"split": d["split"], "score": d["score"], "record": d["record"], "source": d["source"],
+            "set_at": d["set_at"]}
+
+
+def _test(row: sqlite3.Row) -> TestRow:
+    d = _decoded(row)
+    test: TestRow = {"submission_id": d["submission_id"], "score": d["score"], "record": d["record"],
+                     "comparison": d["comparison"], "status": d["status"], "error": d["error"],
+                     "created_at": d["created_at"]}
+    if "infra_failure" in d:
+        test["infra_failure"] = d["infra_failure"]
+    return test
+
+
+def _refusal(row: sqlite3.Row) -> RefusalRow:
+    refusal: RefusalRow = {"id": row["id"], "created_at": row["created_at"], "model_path": row["model_path"],
+                           "reason": row["reason"]}
+    if "kind" in row.keys():  # noqa: SIM118 (a sqlite3.Row is not a mapping)
+        refusal["kind"] = row["kind"]
+    return refusal
 
 
 class ReadOnlyStore(PermissionError):
@@ -204,9 +248,10 @@ class Store:
         with self.transaction() as db:
             db.execute(f"UPDATE {table} SET {cols} WHERE {_KEYS[table]}=?", (*values, key))
 
-    def get(self, submission_id: int) -> dict[str, Any] | None:
+    def get(self, submission_id: int) -> SubmissionRow | None:
         with self._lock:
-            return _row(self._db.execute("SELECT * FROM submissions WHERE id=?", (submission_id,)).fetchone())
+            row = self._db.execute("SELECT * FROM submissions WHERE id=?", (submission_id,)).fetchone()
+        return None if row is None else _submission(row)
 
     def status(self, submission_id: int) -> str | None:
         """One submission's status (``None``: no such submission): the cheap read of a waiting request."""
@@ -214,12 +259,12 @@ class Store:
             row = self._db.execute("SELECT status FROM submissions WHERE id=?", (submission_id,)).fetchone()
         return None if row is None else str(row[0])
 
-    def all(self) -> list[dict[str, Any]]:
+    def all(self) -> list[SubmissionRow]:
         with self._lock:
             rows = self._db.execute("SELECT * FROM submissions ORDER BY id").fetchall()
-        return [r for r in (_row(x) for x in rows) if r is not None]
+        return [_submission(r) for r in rows]
 
-    def claim_next(self) -> dict[str, Any] | None:
+    def claim_next(self) -> SubmissionRow | None:
         """Mark the oldest queued submission running and return it."""
         with self.transaction() as db:
             row = db.execute("SELECT * FROM submissions WHERE status=? ORDER BY id LIMIT 1", (QUEUED,)).fetchone()
@@ -250,37 +295,40 @@ class Store:
         return {r[0]: r[1] for r in rows}
 
     # -- evaluation results by content ---------------------------------------------------------
-    def evaluation(self, content_hash: str, split: str) -> dict[str, Any] | None:
+    def evaluation(self, content_hash: str, split: str) -> EvalRecord | None:
         with self._lock:
             row = self._db.execute(
                 "SELECT record FROM evaluations WHERE content_hash=? AND split=?", (content_hash, split)
             ).fetchone()
-        return json.loads(row[0]) if row else None
+        if row is None:
+            return None
+        record: EvalRecord = json.loads(row[0])  # written by put_evaluation
+        return record
 
-    def put_evaluation(self, content_hash: str, split: str, record: dict[str, Any]) -> None:
+    def put_evaluation(self, content_hash: str, split: str, record: EvalRecord) -> None:
         with self.transaction() as db:
             db.execute(
                 "INSERT OR REPLACE INTO evaluations VALUES (?, ?, ?)", (content_hash, split, json.dumps(record))
             )
 
     # -- baseline -----------------------------------------------------------------------------
-    def set_baseline(self, split: str, score: float, record: dict[str, Any] | None, source: str) -> None:
+    def set_baseline(self, split: str, score: float, record: EvalRecord | None, source: str) -> None:
         with self.transaction() as db:
             db.execute(
                 "INSERT OR REPLACE INTO baseline VALUES (?, ?, ?, ?, ?)",
                 (split, score, json.dumps(record) if record else None, source, time.time()),
             )
 
-    def baseline(self, split: str) -> dict[str, Any] | None:
+    def baseline(self, split: str) -> BaselineRow | None:
         with self._lock:
             row = self._db.execute("SELECT * FROM baseline WHERE split=?", (split,)).fetchone()
-        return _row(row)
+        return None if row is None else _baseline(row)
 
-    def baselines(self) -> dict[str, dict[str, Any]]:
+    def baselines(self) -> dict[str, BaselineRow]:
         """The baseline of every split that has one, by split."""
         with self._lock:
             rows = self._db.execute("SELECT * FROM baseline ORDER BY split").fetchall()
-        return {r["split"]: d for r in rows if (d := _row(r)) is not None}
+        return {r["split"]: _baseline(r) for r in rows}
 
     # -- refused submissions (evidence for the audit) ------------------------------------------------
     def add_refusal(self, model_path: str, reason: str, kind: str = "bad_request") -> None:
@@ -290,21 +338,21 @@ class Store:
             db.execute("INSERT INTO refusals (created_at, model_path, reason, kind) VALUES (?, ?, ?, ?)",
                        (time.time(), path, reason.encode("utf-8", "backslashreplace").decode()[:1000], kind))
 
-    def refusals(self) -> list[dict[str, Any]]:
+    def refusals(self) -> list[RefusalRow]:
         with self._lock:
             rows = self._db.execute("SELECT * FROM refusals ORDER BY id").fetchall()
-        return [dict(r) for r in rows]
+        return [_refusal(r) for r in rows]
 
     # -- final test scores --------------------------------------------------------------------
-    def test_score(self, submission_id: int) -> dict[str, Any] | None:
+    def test_score(self, submission_id: int) -> TestRow | None:
         with self._lock:
             row = self._db.execute("SELECT * FROM test_scores WHERE submission_id=?", (submission_id,)).fetchone()
-        return _row(row)
+        return None if row is None else _test(row)
 
-    def test_scores(self) -> list[dict[str, Any]]:
+    def test_scores(self) -> list[TestRow]:
         with self._lock:
             rows = self._db.execute("SELECT * FROM test_scores ORDER BY submission_id").fetchall()
-        return [r for r in (_row(x) for x in rows) if r is not None]
+        return [_test(r) for r in rows]
 
     def claim_test(self, submission_id: int) -> bool:
         """Reserve the one test evaluation of a submission; False if it was already taken."""

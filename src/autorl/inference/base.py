@@ -17,8 +17,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
+if TYPE_CHECKING:
+    from autorl.inference.gpu_share import GpuTurn, StartLock
 
 @dataclass(frozen=True, kw_only=True)
 class Decoding:
@@ -154,10 +156,10 @@ class Backend(ABC):
     last_wake_s: float | None = None
     last_sleep_s: float | None = None
     #: the last engine start's or wake's wait for its GPUs (:func:`autorl.inference.gpu_share.engine_start`)
-    last_start_lock: dict[str, Any] | None = None
+    last_start_lock: StartLock | None = None
     #: takes the GPU's turn around an engine start or wake, given a note (the evaluation layer sets
     #: :func:`autorl.inference.gpu_share.gpu_turn`); None: starts as they come
-    gpu_turn: Callable[[str], AbstractContextManager[dict[str, Any]]] | None = None
+    gpu_turn: Callable[[str], AbstractContextManager[GpuTurn]] | None = None
     #: why the last :meth:`swap` refused (set by the backend's swap), and why the last :meth:`acquire` started a
     #: fresh engine though one was loaded
     swap_refusal: str | None = None

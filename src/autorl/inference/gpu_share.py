@@ -28,9 +28,12 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from autorl.errors import UsageError
+
+if TYPE_CHECKING:  # typing has it from Python 3.11; annotations are never evaluated here (``from __future__``)
+    from typing import NotRequired
 
 __all__ = [
     "AGENT_BUDGET_ENV",
@@ -124,8 +127,35 @@ def _open_lock(name: str) -> int:
     return fd
 
 
+class EngineShare(TypedDict):
+    """The vLLM options that hold an engine to its share of a GPU (:meth:`GpuBudget.engine_options`)."""
+
+    kv_cache_memory_bytes: int
+    gpu_memory_utilization: float
+    sleep_when_idle: bool
+
+
+class GpuTurn(TypedDict):
+    """What an engine start's turn on its GPUs was (:func:`engine_start`)."""
+
+    #: the GPUs locked (none: a process without a GPU)
+    gpus: list[str]
+    #: seconds waited for the locks
+    wait_s: float
+    #: why a lock file could not be opened (the start went on unserialised)
+    unlocked: NotRequired[str]
+
+
+class StartLock(GpuTurn):
+    """A backend's last turn on its GPUs (:attr:`autorl.inference.base.Backend.last_start_lock`), in an
+    evaluation record's ``extra`` as ``gpu_turn``."""
+
+    #: ``start`` or ``wake``
+    what: str
+
+
 @contextlib.contextmanager
-def engine_start(keys: Sequence[str] | None = None, *, note: str = "") -> Iterator[dict[str, Any]]:
+def engine_start(keys: Sequence[str] | None = None, *, note: str = "") -> Iterator[GpuTurn]:
     """Hold the engine-start lock of every GPU in ``keys`` (default :func:`gpu_keys`) while the block runs.
 
     Yields a dict that says how long the wait was (``wait_s``) and which GPUs were locked (``gpus``); a process
@@ -133,7 +163,7 @@ def engine_start(keys: Sequence[str] | None = None, *, note: str = "") -> Iterat
     the start goes on unserialised, as it would have before: the lock orders starts, it never stops one.
     """
     names = sorted(set(gpu_keys() if keys is None else keys))
-    info: dict[str, Any] = {"gpus": names, "wait_s": 0.0}
+    info: GpuTurn = {"gpus": names, "wait_s": 0.0}
     fds: list[int] = []
     started = time.monotonic()
     try:
@@ -156,7 +186,7 @@ def engine_start(keys: Sequence[str] | None = None, *, note: str = "") -> Iterat
             os.close(fd)  # closing the descriptor releases its lock
 
 
-def gpu_turn(note: str) -> contextlib.AbstractContextManager[dict[str, Any]]:
+def gpu_turn(note: str) -> contextlib.AbstractContextManager[GpuTurn]:
     """:func:`engine_start` on this process's GPUs, as a backend takes it (:attr:`Backend.gpu_turn
     <autorl.inference.base.Backend.gpu_turn>`)."""
     return engine_start(note=note)
@@ -253,7 +283,7 @@ class GpuBudget:
             raise UsageError(f"runs_per_gpu = {self.runs_per_gpu} cannot fit: {self.arithmetic()}; "
                              f"at most {fewer} such runs fit one GPU")
 
-    def engine_options(self) -> dict[str, Any]:
+    def engine_options(self) -> EngineShare:
         """vLLM options that hold an engine to its share: the KV cache in bytes (no profiling of free memory)
         and a utilisation that asks only for what the engine takes (vLLM checks it against free memory at start).
         No sleep between evaluations: the engine keeps its share, which the agent was not given."""

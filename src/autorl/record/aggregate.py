@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypedDict
 
-__all__ = ["FAILURE_RULE", "GROUP_KEYS", "NUMERIC_KEYS", "Comparison", "GroupRecord", "RunGroup", "aggregate_runs", "differences", "group_value"]
+__all__ = ["FAILURE_RULE", "GROUP_KEYS", "NUMERIC_KEYS", "AgentComparison", "GroupRecord", "RunGroup", "aggregate_runs", "differences", "group_value"]
 
 #: the identity of a group: runs are pooled only when all of these agree (a study's cells differ in them too; the
 #: driver model: the one(s) the agent called; the limit: how many items of each split were scored, also in the
@@ -89,7 +89,7 @@ class GroupRecord(TypedDict):
     failure_rate: float
 
 
-class Comparison(TypedDict):
+class AgentComparison(TypedDict):
     """The agents on one task (the compare page's data): each group's mean held-out test improvement, how
     failed runs enter the mean, and per agent the settings in which its groups differ."""
 

@@ -12,7 +12,8 @@ from html import escape
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 if TYPE_CHECKING:
-    from autorl.record.aggregate import Comparison, GroupRecord
+    from autorl.grader.schema import BaselineRow, EvalRecord
+    from autorl.record.aggregate import AgentComparison, GroupRecord
     from autorl.record.schema import ResultRecord
 
 __all__ = ["Band", "Point", "TestMark", "Timeline", "compare_svg", "nice_ticks", "point", "tick_label",
@@ -125,6 +126,12 @@ def point(sub: Mapping[str, Any], t0: float) -> Point:
             "load_s": sub.get("load_s"), "generate_s": sub.get("generate_s"), "sleep_s": sub.get("sleep_s")}
 
 
+def _band(baseline: EvalRecord | BaselineRow) -> Band:
+    # the dev baseline's record with its interval, or its row (no interval) when the score was set by hand
+    ci = baseline.get("ci95")
+    return {"score": baseline.get("score"), "ci95": ci if isinstance(ci, list) else None}
+
+
 def _test_mark(test: Mapping[str, Any]) -> TestMark | None:
     score = test.get("score")
     if score is None:
@@ -139,11 +146,11 @@ def timeline_of_result(result: ResultRecord) -> Timeline:
     meta = result.get("meta") or {}
     subs = result.get("submissions") or []
     t0 = meta.get("agent_started") or min((float(s["created_at"]) for s in subs if s.get("created_at")), default=0.0)
-    baseline = result.get("baseline") or {}
+    baseline = result.get("baseline")
     test = result.get("test") or None
     return {
         "points": [point(s, float(t0)) for s in subs],
-        "baseline": {"score": baseline.get("score"), "ci95": baseline.get("ci95")} if baseline else None,
+        "baseline": _band(baseline) if baseline else None,
         "test": _test_mark(test) if test else None,
         "timeout_s": meta.get("timeout_s") or result["row"].get("duration_s"),
         "elapsed_s": None,
@@ -281,7 +288,7 @@ def _group_label(g: GroupRecord) -> str:
             + (f" · {budget:g} s" if isinstance(budget, int | float) else ""))
 
 
-def compare_svg(cmp: Comparison, width: int = 860) -> str:
+def compare_svg(cmp: AgentComparison, width: int = 860) -> str:
     """Mean held-out test improvement per (agent, base model, config) group with its 95% interval over runs
     (failed runs counted as 0), and each run as a dot."""
     groups = cmp.get("groups", [])

@@ -8,12 +8,15 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from autorl.record.display import as_number as _number
 from autorl.record.display import as_pair as _pair
 from autorl.record.display import run_html, run_repr
 from autorl.record.schema import FlagRecord, OutcomeRecord, ResultRecord, RowRecord
+
+if TYPE_CHECKING:
+    from autorl.grader.schema import BaselineRow, EvalRecord, SubmissionRecord, TestRecord
 
 __all__ = ["RunResult"]
 
@@ -55,10 +58,10 @@ class RunResult:
 
     run_id: str
     row: RowRecord
-    submissions: list[dict[str, Any]]
+    submissions: list[SubmissionRecord]
     #: the grader's dev baseline evaluation (``result.json`` keeps it under ``baseline``)
-    dev_baseline_record: dict[str, Any] | None
-    test: dict[str, Any] | None
+    dev_baseline_record: EvalRecord | BaselineRow | None
+    test: TestRecord | None
     agent: OutcomeRecord
     run_dir: Path
     meta: dict[str, Any] = field(default_factory=dict)
@@ -88,7 +91,7 @@ class RunResult:
     dev_improvement_ci95 = _Column("dev_improvement_ci95", _pair)
 
     @property
-    def baseline(self) -> dict[str, Any] | None:
+    def baseline(self) -> EvalRecord | BaselineRow | None:
         """Deprecated: the dev baseline's record; use ``dev_baseline_record`` (or ``test_baseline``)."""
         warnings.warn("RunResult.baseline is the dev baseline's record: use dev_baseline_record, or "
                       "test_baseline / dev_baseline for the scores", DeprecationWarning, stacklevel=2)

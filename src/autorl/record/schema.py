@@ -9,7 +9,10 @@ read (:func:`autorl.record.ledger.check_result`), and a key an older version did
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, Required, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, Required, TypedDict
+
+if TYPE_CHECKING:
+    from autorl.grader.schema import BaselineRow, EvalRecord, SubmissionRecord, TestRecord
 
 __all__ = ["AuditFlag", "FlagRecord", "JudgeColumns", "LedgerRow", "LiveRecord", "OffTargetRecord", "OrchestratorRecord", "OutcomeRecord",
            "OverrideRecord", "Recovery", "ResultRecord", "RowRecord"]
@@ -212,10 +215,11 @@ class ResultRecord(TypedDict, total=False):
 
     run_id: str
     row: Required[RowRecord]
-    submissions: list[dict[str, Any]]
-    #: the grader's dev baseline evaluation
-    baseline: dict[str, Any] | None
-    test: dict[str, Any] | None
+    submissions: list[SubmissionRecord]
+    #: the grader's dev baseline evaluation (its row when the score was set by hand)
+    baseline: EvalRecord | BaselineRow | None
+    #: the dev-selected submission's test evaluation
+    test: TestRecord | None
     agent: OutcomeRecord
     run_dir: str
     #: the run's conditions (:func:`autorl.runs.finish.build_result`)

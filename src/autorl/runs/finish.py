@@ -14,7 +14,7 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from autorl import decoys, untrusted
 from autorl.errors import GraderError
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
     from autorl.grader.client import GraderClient
     from autorl.grader.process import GraderProcess
+    from autorl.grader.schema import GraderState, SubmissionRecord, TestRecord
     from autorl.procs.agent import AgentOutcome
     from autorl.runs.facts import RunFacts
     from autorl.runs.progress import Say
@@ -49,15 +50,24 @@ class Collected:
     """The grader's state once the run is closed and the best submission's test evaluation; when the grader
     was lost for good, why (the state is then read from its store)."""
 
-    state: dict[str, Any]
-    test: dict[str, Any] | None
+    state: GraderState
+    test: TestRecord | None
     grader_lost: str | None = None
     #: every distinct scored submission's test evaluation (the peers' best-of-k), when asked for
-    test_all: list[dict[str, Any]] | None = None
+    test_all: list[TestRecord | Unscored] | None = None
+
+
+class Unscored(TypedDict):
+    """A submission the grader could not score on the test split when asked (left out of the best-of-k's k)."""
+
+    submission_id: int
+    status: str
+    score: None
+    error: str
 
 
 def collect(admin: GraderClient, eval_timeout: float, final_test: bool, say: Say,
-            test_all: bool = False) -> tuple[dict[str, Any], dict[str, Any] | None, list[dict[str, Any]] | None]:
+            test_all: bool = False) -> tuple[GraderState, TestRecord | None, list[TestRecord | Unscored] | None]:
     """From the grader's own store only: evaluations in flight finished (up to ``eval_timeout`` s), the run
     closed, the best on dev scored once on the test split; with ``test_all`` every other distinct scored
     submission too, once each (the peers' protocol, never the headline). Returns the grader's state, the best's
@@ -66,13 +76,14 @@ def collect(admin: GraderClient, eval_timeout: float, final_test: bool, say: Say
     admin.close_run()
     state = admin.state()
     test = None
-    if final_test and state["best"] is not None:
-        say(f"scoring the best submission ({state['best']['submission_id']}) on the hidden test split")
+    best = state["best"]
+    if final_test and best is not None:
+        say(f"scoring the best submission ({best['submission_id']}) on the hidden test split")
         test = admin.evaluate_test()
-    if not (final_test and test_all and test is not None):
+    if not (final_test and test_all and test is not None and best is not None):
         return state, test, None
-    tests = [test]
-    others = distinct_scored(state["submissions"], exclude=state["best"]["submission_id"])
+    tests: list[TestRecord | Unscored] = [test]
+    others = distinct_scored(state["submissions"], exclude=best["submission_id"])
     if others:
         say(f"scoring {len(others)} other submission(s) on the test split for the best-of-k figure (not the result)")
     for sid in others:
@@ -83,7 +94,7 @@ def collect(admin: GraderClient, eval_timeout: float, final_test: bool, say: Say
     return state, test, tests
 
 
-def distinct_scored(submissions: list[dict[str, Any]], exclude: int | None = None) -> list[int]:
+def distinct_scored(submissions: list[SubmissionRecord], exclude: int | None = None) -> list[int]:
     """The scored submissions with distinct content (the earliest of equal ones; ``exclude``'s content counts
     as seen), in submission order."""
     done = sorted((s for s in submissions if s.get("status") == "done" and s.get("score") is not None),
@@ -212,6 +223,7 @@ def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Pa
         row.end_reason = ending.end_reason
     elif collected.grader_lost:
         row.end_reason = f"grader lost ({collected.grader_lost}); recorded from its store"
+    baseline = state.get("baseline")
     meta: dict[str, Any] = {
         "autorl_version": facts.autorl_version,
         "backend": facts.backend,
@@ -219,7 +231,7 @@ def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Pa
         "model_source": facts.model_source,
         "model_revision": facts.model_revision,
         "limit": facts.limit,
-        "eval_config": (state.get("baseline") or {}).get("config"),
+        "eval_config": baseline.get("config") if baseline is not None else None,
         "python": facts.python,
         "agent_started": facts.agent_started,
         "deadline": facts.deadline,
@@ -243,11 +255,11 @@ def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Pa
                 variants=[str(p) for p in _known_variants(facts.base_model, home)], watch=dict(ending.watch),
                 orchestrator=ending.orchestrator.copy(), decoys=decoy_meta)
     run_dir = Path(facts.workspace) if facts.workspace else home / "runs" / facts.task / facts.run_id
-    return RunResult(facts.run_id, row.record(), state["submissions"], state.get("baseline"), test,
-                     ending.outcome.copy(), run_dir, meta)
+    return RunResult(facts.run_id, row.record(), state["submissions"], baseline, test, ending.outcome.copy(),
+                     run_dir, meta)
 
 
-def _base_hash(facts: RunFacts, submissions: list[dict[str, Any]]) -> str | None:
+def _base_hash(facts: RunFacts, submissions: list[SubmissionRecord]) -> str | None:
     # the base model's content digest, comparable with the grader's digest of each submission (a copy of the
     # base submitted as is has the same); the base's files are the harness's, out of the agent's reach
     if not facts.model_path or not any(s.get("content_hash") for s in submissions):

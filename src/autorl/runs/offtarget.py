@@ -76,10 +76,10 @@ def score_off_target(tasks: Sequence[str], *, base_dir: Path, selected: tuple[Pa
             entry["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
             out.append(entry)
             continue
-        comp = compare(base.to_dict(), cand.to_dict()) or {}
-        ci = comp.get("ci95")
+        comp = compare(base.to_dict(), cand.to_dict())
+        ci = comp["ci95"] if comp else None
         entry["split"], entry["base"], entry["selected"] = split, base.score, cand.score
-        entry["change"], entry["ci95"], entry["p_value"] = comp.get("difference"), ci, comp.get("p_value")
-        entry["regressed"] = bool(ci and ci[1] < 0)
+        entry["change"], entry["ci95"] = comp["difference"] if comp else None, ci
+        entry["p_value"], entry["regressed"] = comp["p_value"] if comp else None, bool(ci and ci[1] < 0)
         out.append(entry)
     return out

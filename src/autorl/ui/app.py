@@ -29,7 +29,7 @@ import autorl.ui.items as items
 import autorl.ui.pages as pages
 import autorl.ui.sweep as sweep
 import autorl.ui.trajectory as trajectory
-from autorl.record.aggregate import Comparison
+from autorl.record.aggregate import AgentComparison
 from autorl.record.ledger import Ledger
 from autorl.ui.shell import not_found
 
@@ -204,7 +204,7 @@ def create_app(db_path: Path, *, hosts: Iterable[str] = ()) -> ASGIApp:
             return Response(f"no run {run_id}", status_code=404, media_type="text/plain")
         return svg(timeline_figure(d), request, f"autorl-{_safe_name(run_id)}-timeline.svg")
 
-    def comparison(request: Request) -> tuple[list[str], str | None, Comparison | None]:
+    def comparison(request: Request) -> tuple[list[str], str | None, AgentComparison | None]:
         everything = rows({})[0]
         tasks = sorted({str(r["task"]) for r in everything})
         task = request.query_params.get("task") or (tasks[0] if tasks else None)

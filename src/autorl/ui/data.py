@@ -11,15 +11,18 @@ import sqlite3
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from autorl import untrusted
-from autorl.record.aggregate import FAILURE_RULE, Comparison, aggregate_runs, differences
+from autorl.record.aggregate import FAILURE_RULE, AgentComparison, aggregate_runs, differences
 from autorl.record.charts import Band, Timeline, point, timeline_of_result
 from autorl.record.display import outcome
 from autorl.record.ledger import Ledger
 from autorl.record.row import RunRow, dev_figures
 from autorl.record.schema import AuditFlag, LedgerRow, LiveRecord, Recovery, ResultRecord, RowRecord
+
+if TYPE_CHECKING:
+    from autorl.grader.schema import Best, SubmissionRecord
 
 #: columns of the runs table: key, title, kind (for formatting and sorting). The headline is the held-out
 #: test (the dev-selected checkpoint scored once on test, against the test baseline); the dev figure is the
@@ -58,8 +61,8 @@ class LiveRow(TableRow, Recovery):
 class StoreView(TypedDict):
     """The grader's records of a run in progress (:func:`read_store`)."""
 
-    submissions: list[dict[str, Any]]
-    best: dict[str, Any] | None
+    submissions: list[SubmissionRecord]
+    best: Best | None
     baseline: Band | None
 
 
@@ -137,9 +140,10 @@ def read_store(store_dir: Path) -> StoreView:
         return _EMPTY_STORE.copy()
     finally:
         store.close()
-    rec = (base.get("record") or {}) if base else {}
+    rec = base.get("record") if base else None
     return {"submissions": records.public_all(subs, base), "best": records.best(subs),
-            "baseline": {"score": base["score"], "ci95": rec.get("ci95"), "n": rec.get("n")} if base else None}
+            "baseline": {"score": base["score"], "ci95": rec.get("ci95") if rec else None,
+                         "n": rec.get("n") if rec else None} if base else None}
 
 
 def status_of(row: Mapping[str, Any]) -> str:
@@ -264,12 +268,12 @@ def grader_log(store_dir: str | None) -> LogTail | None:
 POLL_LINES = ('"GET /admin/state ',)
 
 
-def no_comparison(task: str) -> Comparison:
+def no_comparison(task: str) -> AgentComparison:
     """The comparison of a task without runs."""
     return {"task": task, "metric": "improvement", "failure_rule": FAILURE_RULE, "groups": [], "differs": {}}
 
 
-def compare(rows: Iterable[TableRow], task: str) -> Comparison:
+def compare(rows: Iterable[TableRow], task: str) -> AgentComparison:
     """The agents on ``task`` by :func:`autorl.record.aggregate.aggregate_runs`: mean held-out test improvement with
     its 95% t-interval over runs, failed runs counted as 0, one group per base model and config hash."""
     groups = aggregate_runs(rows, task=task)

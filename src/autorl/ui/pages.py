@@ -9,7 +9,7 @@ from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from autorl.record.aggregate import FAILURE_RULE, Comparison
+from autorl.record.aggregate import FAILURE_RULE, AgentComparison
 from autorl.record.metrics import EFFICIENCY_COLUMNS, SCALAR_METRICS
 from autorl.ui.audit import audit_cell, audit_html
 from autorl.ui.data import RUN_COLUMNS, LogTail, RunDetail, TableRow
@@ -247,7 +247,7 @@ def _off_target_html(entries: Any) -> str:
             "<th>selected</th><th>change</th><th>95% CI</th><th></th></tr></thead><tbody>" + rows + "</tbody></table>")
 
 
-def compare_page(tasks: list[str], task: str | None, cmp: Comparison | None, svg: str, *, nonce: str = "") -> str:
+def compare_page(tasks: list[str], task: str | None, cmp: AgentComparison | None, svg: str, *, nonce: str = "") -> str:
     opts = "".join(f'<option value="{escape(t)}"{" selected" if t == task else ""}>{escape(t)}</option>' for t in tasks)
     table = ""
     if cmp:
