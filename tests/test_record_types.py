@@ -17,7 +17,7 @@ from autorl.record.aggregate import GroupRecord, RunGroup
 from autorl.record.metrics import BestOfK, MetricsRecord, ProcessMetrics
 from autorl.record.result import RunResult
 from autorl.record.row import RECORDED_COLUMNS, RunRow
-from autorl.record.schema import FlagRecord, LedgerRow, LiveRecord, OutcomeRecord, RowRecord
+from autorl.record.schema import FlagRecord, LedgerRow, LiveRecord, OutcomeRecord, ResultRecord, RowRecord
 from autorl.runs.facts import RunFacts
 from autorl.runs.liveness import OrchestratorStatus, StatusRecord
 
@@ -68,6 +68,7 @@ def test_result_json_is_the_record_it_was_and_a_copy(tmp_path: Path) -> None:
     before["run_dir"] = str(tmp_path)
     record = result.to_dict()
     assert json.dumps(record) == json.dumps(before)
+    assert list(ResultRecord.__annotations__) == list(record)
     record["row"]["improvement"] = 9.0
     record["meta"]["sandbox"]["mode"] = "none"
     record["submissions"].append({"submission_id": 2})

@@ -33,6 +33,7 @@ from autorl.evaluation.stats import summarize
 from autorl.export.recorded import Selection
 from autorl.grader.items import ItemRecord, read_run_items
 from autorl.jsonio import write_json_atomic, write_text_atomic
+from autorl.record.schema import ResultRecord
 from autorl.version import __version__
 
 __all__ = ["SCHEMA_VERSION", "export_eee"]
@@ -60,7 +61,7 @@ def _uuid(*parts: str) -> str:
     return str(uuid.UUID(bytes=hashlib.sha256("\x00".join(parts).encode()).digest()[:16], version=4))
 
 
-def _base_identity(result: Mapping[str, Any]) -> tuple[str, str]:
+def _base_identity(result: ResultRecord) -> tuple[str, str]:
     """(model id, availability) of the run's base model: a hub id as it is, the built-in tiny model and a local
     folder under ``autorl`` and ``local``."""
     spec = str(result["row"]["base_model"])
@@ -101,7 +102,7 @@ def _judge(record: Mapping[str, Any]) -> dict[str, Any] | None:
                                            | {"template_sha256": judge.get("template_sha256")})}
 
 
-def _score_result(result: Mapping[str, Any], score: float, uncertainty: dict[str, Any],
+def _score_result(result: ResultRecord, score: float, uncertainty: dict[str, Any],
                   record: Mapping[str, Any]) -> dict[str, Any]:
     """The test score of one model; ``record`` its evaluation record (the judge, if any), the test split's
     configuration from the run's own test evaluation."""
@@ -135,7 +136,7 @@ def _score_result(result: Mapping[str, Any], score: float, uncertainty: dict[str
     }
 
 
-def _improvement_result(result: Mapping[str, Any]) -> dict[str, Any]:
+def _improvement_result(result: ResultRecord, improvement: float) -> dict[str, Any]:
     row = result["row"]
     details = {"p_value": row.get("p_value"), "beat_baseline": row.get("beat_baseline"),
                "base_score": row.get("baseline"), "headline_rule": row.get("headline_rule"),
@@ -150,7 +151,7 @@ def _improvement_result(result: Mapping[str, Any]) -> dict[str, Any]:
                           "metric_id": f"{_component(str(row['task']))}.improvement", "metric_name": "improvement",
                           "metric_unit": "percentage points", "lower_is_better": False, "score_type": "continuous",
                           "min_score": -100, "max_score": 100},
-        "score_details": {"score": float(row["improvement"]), "details": _strings(details),
+        "score_details": {"score": float(improvement), "details": _strings(details),
                           **({"uncertainty": u} if (u := _uncertainty(row.get("improvement_ci95"), None, None,
                                                                       "paired")) else {})},
     }
@@ -214,10 +215,13 @@ class _Evaluation:
     records: list[ItemRecord]
 
 
-def _evaluations(result: Mapping[str, Any], organization: str, log: Callable[[str], None]) -> list[_Evaluation]:
+def _evaluations(result: ResultRecord, organization: str, log: Callable[[str], None]) -> list[_Evaluation]:
     """The base model's evaluation and the checkpoint's, each with its items where the run's store has them."""
     row, meta = result["row"], result.get("meta") or {}
     test: Mapping[str, Any] = result.get("test") or {}
+    base_score, ckpt_score, improvement = row.get("baseline"), row.get("best_score"), row.get("improvement")
+    if base_score is None or ckpt_score is None:  # no headline: :func:`export_eee` leaves such a run out
+        return []
     base_items: list[ItemRecord] = []
     ckpt_items: list[ItemRecord] = []
     try:
@@ -239,7 +243,7 @@ def _evaluations(result: Mapping[str, Any], organization: str, log: Callable[[st
         "name": str(row["base_model"]), "developer": base_id.split("/", 1)[0],
         "details": {"model_availability": availability, "model_revision": meta.get("model_revision"),
                     "autorl_model_spec": row["base_model"]}}, "third_party",
-        [_score_result(result, float(row["baseline"]), base_uncertainty, result.get("baseline") or {})], base_items)
+        [_score_result(result, float(base_score), base_uncertainty, result.get("baseline") or {})], base_items)
     checkpoint = _Evaluation("checkpoint", f"autorl/{_component(f'{base_name}-{agent}-{run_id}')}", {
         "name": f"{row['base_model']} post-trained by {agent} (autorl run {run_id})", "developer": organization,
         "details": {"model_availability": "unknown", "base_model": row["base_model"], "agent": agent,
@@ -250,12 +254,12 @@ def _evaluations(result: Mapping[str, Any], organization: str, log: Callable[[st
                     "grader_gpu_seconds": row.get("grader_gpu_seconds"), "time_budget_s": row.get("timeout_s"),
                     "duration_s": row.get("duration_s"), "sandbox": row.get("sandbox"),
                     "audit_flags": row.get("audit_flags")}}, "first_party",
-        [_score_result(result, float(row["best_score"]), ckpt_uncertainty, test),
-         *([_improvement_result(result)] if row.get("improvement") is not None else [])], ckpt_items)
+        [_score_result(result, float(ckpt_score), ckpt_uncertainty, test),
+         *([_improvement_result(result, improvement)] if improvement is not None else [])], ckpt_items)
     return [base, checkpoint]
 
 
-def _run_records(result: Mapping[str, Any], out: Path, organization: str, retrieved: str, study: str | None,
+def _run_records(result: ResultRecord, out: Path, organization: str, retrieved: str, study: str | None,
                  log: Callable[[str], None]) -> list[Path]:
     """The run's two aggregate records and their samples under ``out``; the aggregate files."""
     row, meta = result["row"], result.get("meta") or {}

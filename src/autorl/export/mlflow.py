@@ -24,6 +24,7 @@ from autorl.errors import MissingDependencyError, UsageError, extra_install
 from autorl.export.frames import column_kinds
 from autorl.export.recorded import Selection
 from autorl.record.card import card_markdown, trajectory_svg
+from autorl.record.schema import ResultRecord
 
 __all__ = ["PARAMS", "export_mlflow", "run_metrics"]
 
@@ -82,7 +83,7 @@ def run_metrics(row: Mapping[str, Any]) -> dict[str, float]:
     return metrics
 
 
-def _params(result: Mapping[str, Any]) -> dict[str, str]:
+def _params(result: ResultRecord) -> dict[str, str]:
     row, meta = result["row"], result.get("meta") or {}
     values = {**{k: row.get(k) for k in PARAMS}, **{k: meta.get(k) for k in META_PARAMS}}
     network = (meta.get("sandbox") or {}).get("network") if isinstance(meta.get("sandbox"), dict) else None
@@ -104,7 +105,7 @@ def _tags(row: Mapping[str, Any]) -> list[Any]:
             RunTag("autorl.audit_flags", ", ".join(str(f) for f in flags) if flags else "clean")]
 
 
-def _trajectory(result: Mapping[str, Any]) -> list[tuple[str, float, int, int]]:
+def _trajectory(result: ResultRecord) -> list[tuple[str, float, int, int]]:
     """(key, value, step, time in ms) of each scored submission: its dev score and the best so far."""
     points: list[tuple[str, float, int, int]] = []
     best: float | None = None
