@@ -11,7 +11,7 @@ import pytest
 
 from autorl.agent import AgentContext
 from autorl.agents.command import CommandAgent
-from autorl.default_plugins.arith import Arith
+from autorl.builtin.arith import Arith
 from autorl.errors import UsageError
 from autorl.gateway.agent_env import operator_variables, scrub
 from autorl.sandbox.agent import agent_environment

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from autorl.default_plugins.arith import Arith, _item, public_pairs
+from autorl.builtin.arith import Arith, _item, public_pairs
 from autorl.hardening import harden
 from autorl.hidden import HIDDEN_SECRET_ENV, write_hidden_items
 from autorl.scoring import Item

@@ -77,7 +77,7 @@ def autorl_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The built-in ``autorl:tiny`` model (a ~0.5M-parameter Qwen2), built once per test session."""
-    from autorl.default_plugins.tiny_model import build
+    from autorl.builtin.tiny_model import build
 
     return build(tmp_path_factory.mktemp("autorl-tiny") / "tiny", log=lambda _m: None)
 
