@@ -14,9 +14,9 @@ import pytest
 from autorl_example_plugin.stub import EchoBenchmark, ScriptedBackend
 
 import autorl
-from autorl.agents.command import CommandAgent
 from autorl.agents.llm import LLMAgent
 from autorl.errors import AutorlError, PluginConflictError, UnknownNameError, UsageError
+from autorl.plugins.agent_folder import CommandAgent
 from autorl.plugins.loader import PluginInfo, create_plugin_manager
 from autorl.plugins.registry import (
     Kind,
