@@ -42,7 +42,8 @@ from autorl.version import __version__
 if TYPE_CHECKING:
     from autorl import sweep
     from autorl.evaluation.checkpoint import evaluate
-    from autorl.export.frames import items, runs
+    from autorl.export.frames import items
+    from autorl.record.frames import runs
     from autorl.runs.runner import run
 
 __all__ = [
