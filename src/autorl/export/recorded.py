@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from autorl.errors import UsageError
+from autorl.record.frames import open_ledger
 
 if TYPE_CHECKING:
     from autorl.record.ledger import Ledger
     from autorl.record.schema import ResultRecord
 
-__all__ = ["Selection", "open_ledger", "select"]
+__all__ = ["Selection", "select"]
 
 
 @dataclass(frozen=True)
@@ -23,17 +24,6 @@ class Selection:
 
     results: list[ResultRecord]
     study: str | None
-
-
-def open_ledger(home: Path | None = None) -> Ledger:
-    """The ledger of ``home`` (default ``AUTORL_HOME``), which must exist: a one-line error where it does not."""
-    from autorl.record.ledger import Ledger
-    from autorl.resources import autorl_home
-
-    db = (home or autorl_home()) / "autorl.db"
-    if not db.is_file():
-        raise UsageError(f"no runs recorded yet: {db} does not exist")
-    return Ledger(db)
 
 
 def select(target: str, home: Path | None = None) -> Selection:
