@@ -10,7 +10,7 @@ import hashlib
 import inspect
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, TypedDict
 
 from autorl.errors import MissingDependencyError
 from autorl.inference.base import (
@@ -26,9 +26,6 @@ from autorl.inference.base import (
 from autorl.inference.compact import decode_compacting, supports_compaction
 from autorl.inference.loading import import_torch, load_causal_lm, load_tokenizer, tokenizer_dir
 from autorl.inference.weights import load_weights_into, merge_adapter, reread_generation_config
-
-if TYPE_CHECKING:
-    from torch import Tensor
 
 __all__ = ["HFBackend", "PromptLogitsProcessor", "callable_identity", "load_causal_lm", "load_tokenizer",
            "tokenizer_dir"]
@@ -337,14 +334,7 @@ class GenerateKwargs(TypedDict, total=False):
     logits_processor: Any
 
 
-class Encoded(TypedDict):
-    """A batch of token-id prompts as a transformers model takes them (tensors)."""
-
-    input_ids: Tensor
-    attention_mask: Tensor
-
-
-def _left_padded(torch: Any, prompts: list[list[int]], pad_id: int, device: str) -> Encoded:
+def _left_padded(torch: Any, prompts: list[list[int]], pad_id: int, device: str) -> dict[str, Any]:
     """``input_ids`` and ``attention_mask`` for token-id prompts, padded on the left as batched generation needs."""
     width = max(len(p) for p in prompts)
     ids = [[pad_id] * (width - len(p)) + p for p in prompts]
