@@ -23,8 +23,7 @@ if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
     from autorl.evaluation.schema import EvalIdentity
     from autorl.evaluation.schema import EvalRecord as EvalRecordDict
-    from autorl.inference.base import Backend
-    from autorl.inference.gpu_share import StartLock
+    from autorl.inference.base import Backend, StartLock
     from autorl.scoring import Item
 
 

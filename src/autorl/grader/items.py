@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from autorl import untrusted
 from autorl.errors import UsageError
@@ -34,6 +34,26 @@ BASE = "baseline"
 def per_item_path(store_dir: Path, tag: str, split: str) -> Path:
     """Where the grader keeps the per-item records of one evaluation: ``tag`` is ``baseline`` or ``sub<N>``."""
     return Path(store_dir) / "items" / f"{tag}-{split}.jsonl"
+
+
+class ItemRow(TypedDict):
+    """One item of a run, both sides flat (:meth:`ItemPair.to_dict`): a row of ``autorl items`` and
+    :func:`autorl.items`."""
+
+    item_id: str
+    #: ``win``, ``loss``, ``same`` or ``unpaired``
+    outcome: str
+    change: float | None
+    prompt: str | None
+    reference: str | None
+    base_score: float | None
+    score: float | None
+    base_answer: str | None
+    answer: str | None
+    base_error: str | None
+    error: str | None
+    base_answers: list[str]
+    answers: list[str]
 
 
 @dataclass(frozen=True)
@@ -121,7 +141,7 @@ class ItemPair:
             return "unpaired"
         return "win" if change > 0 else "loss" if change < 0 else "same"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ItemRow:
         """The item as one flat record (every answer, the first of each side as ``base_answer`` / ``answer``)."""
         base, ckpt = self.base, self.checkpoint
         return {

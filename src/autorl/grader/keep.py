@@ -31,9 +31,13 @@ import stat
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autorl.grader.quota import MAX_ENTRIES, OPEN_DIR
+
+if TYPE_CHECKING:
+    from autorl.grader.schema import KeepReport, Pruned
+    from autorl.grader.store import Store
 
 __all__ = ["KEEP_WHILE_RUNNING_BYTES", "POLICIES", "keep_after_run", "prunable", "prune_now", "prune_submission",
            "remove_agent_copy", "remove_snapshot", "source_file"]
@@ -192,7 +196,7 @@ def remove_agent_copy(output_fd: int, parts: Sequence[str], source: Mapping[str,
 
 
 def prune_submission(store_dir: Path, sid: int, output_fd: int | None, policy: str, *,
-                     dry_run: bool = False) -> dict[str, Any]:
+                     dry_run: bool = False) -> Pruned:
     """Delete submission ``sid``'s grader snapshot and, through the output directory open at ``output_fd`` (None:
     not reachable), the agent's folder while unchanged; its ``pruned`` record."""
     freed = remove_snapshot(store_dir, sid, dry_run=dry_run)
@@ -209,7 +213,7 @@ def prune_submission(store_dir: Path, sid: int, output_fd: int | None, policy: s
     return {"at": time.time(), "policy": policy, "freed_bytes": freed, "agent_copy": agent_copy}
 
 
-def prune_now(store: Any, store_dir: Path, output_fd: int, policy: str, test_each: bool) -> list[int]:
+def prune_now(store: Store, store_dir: Path, output_fd: int, policy: str, test_each: bool) -> list[int]:
     """Apply ``policy`` to a running grader's ``store`` (:func:`prunable`, :func:`prune_submission`); the ids."""
     from autorl.grader import records
 
@@ -223,7 +227,7 @@ def prune_now(store: Any, store_dir: Path, output_fd: int, policy: str, test_eac
 
 
 def keep_after_run(store_dir: Path, output_dir: Path, policy: str | None = None, *,
-                   dry_run: bool = False) -> dict[str, Any]:
+                   dry_run: bool = False) -> KeepReport:
     """Once a run is recorded (and audited, which reads the snapshots): apply its keep policy (``policy``, else
     the one its grader ran under) to what is left; with ``selected``, the agent's copy of the selected checkpoint
     goes too (the grader's snapshot is the record's copy). What was done (with ``dry_run``: would be):
@@ -246,7 +250,8 @@ def keep_after_run(store_dir: Path, output_dir: Path, policy: str | None = None,
             output_fd: int | None = os.open(output_dir, OPEN_DIR)
         except OSError:
             output_fd = None
-        freed, pruned = 0, []
+        freed = 0
+        pruned: list[int] = []
         try:
             for sid in prunable(subs, store.test_scores(), policy, test_each=False, best=best_id):
                 record = prune_submission(store_dir, sid, output_fd, policy, dry_run=dry_run)

@@ -85,11 +85,11 @@ HOW_EVALUATED = ("engine", "load_s", "generate_s", "wake_s", "sleep_s")
 def how_evaluated(record: EvalRecord | None) -> HowEvaluated:
     """The :data:`HOW_EVALUATED` figures of an evaluation record (None where it has none): the record's own, else
     its ``extra``'s (where the engine figures of a warm engine are)."""
-    extra = (record.get("extra") if record else None) or {}
-    if not isinstance(extra, Mapping):
-        extra = {}
     if not record:
         return {"engine": None, "load_s": None, "generate_s": None, "wake_s": None, "sleep_s": None}
+    extra = record.get("extra") or {}
+    if not isinstance(extra, Mapping):
+        extra = {}
     return {"engine": record.get("engine", extra.get("engine")), "load_s": record.get("load_s", extra.get("load_s")),
             "generate_s": record.get("generate_s", extra.get("generate_s")), "wake_s": extra.get("wake_s"),
             "sleep_s": extra.get("sleep_s")}

@@ -42,6 +42,7 @@ __all__ = [
     "EvalRecord",
     "GraderState",
     "HowEvaluated",
+    "KeepReport",
     "Pruned",
     "RefusalRow",
     "ScoreSummary",
@@ -66,6 +67,17 @@ class Pruned(TypedDict):
     policy: str
     freed_bytes: int
     agent_copy: str
+
+
+class KeepReport(TypedDict):
+    """What applying a run's keep policy after the run did (with ``dry_run``: would do), in the record's
+    ``meta.disk`` and ``autorl clean``'s report (:func:`autorl.grader.keep.keep_after_run`)."""
+
+    #: ``None``: the store is gone and no policy was given
+    policy: str | None
+    #: the submissions whose copies went
+    pruned: list[int]
+    freed_bytes: int
 
 
 class SnapshotColumns(TypedDict):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from autorl.grader.rows import JSON_COLUMNS, baseline_row, refusal_row, submission_row, test_row
 from autorl.record.db import open_database, write_transaction
 
 if TYPE_CHECKING:
@@ -92,60 +93,8 @@ _ADDED_COLUMNS = (
 PENDING, QUEUED, RUNNING, DONE, FAILED = "pending", "queued", "running", "done", "failed"
 #: statuses of a submission that waits for a slot (the queue limit counts these)
 WAITING = (QUEUED, PENDING)
-_JSON_COLUMNS = ("record", "comparison", "pruned")
 #: the tables whose rows :meth:`Store._update` changes, with their key column
 _KEYS = {"submissions": "id", "test_scores": "submission_id"}
-
-
-def _decoded(row: sqlite3.Row) -> dict[str, Any]:
-    """A row's columns by name, its JSON columns decoded."""
-    d = dict(row)
-    for col in _JSON_COLUMNS:
-        if d.get(col):
-            d[col] = json.loads(d[col])
-    return d
-
-
-# Each table's row as its record, in the table's column order (a row is written out as it is: the state's
-# hand-set baseline and its refusals). A store written before a column was added and opened read-only (never
-# migrated) lacks that column: its rows lack the key.
-def _submission(row: sqlite3.Row) -> SubmissionRow:
-    d = _decoded(row)
-    sub: SubmissionRow = {
-        "id": d["id"], "created_at": d["created_at"], "model_path": d["model_path"], "snapshot": d["snapshot"],
-        "content_hash": d["content_hash"], "kind": d["kind"], "status": d["status"], "score": d["score"],
-        "record": d["record"], "comparison": d["comparison"], "error": d["error"], "started_at": d["started_at"],
-        "finished_at": d["finished_at"], "duplicate_of": d["duplicate_of"], "attempts": d["attempts"],
-    }
-    if "infra_failure" in d:
-        sub["infra_failure"] = d["infra_failure"]
-    if "pruned" in d:
-        sub["pruned"] = d["pruned"]
-    return sub
-
-
-def _baseline(row: sqlite3.Row) -> BaselineRow:
-    d = _decoded(row)
-    return {"split": d["split"], "score": d["score"], "record": d["record"], "source": d["source"],
-            "set_at": d["set_at"]}
-
-
-def _test(row: sqlite3.Row) -> TestRow:
-    d = _decoded(row)
-    test: TestRow = {"submission_id": d["submission_id"], "score": d["score"], "record": d["record"],
-                     "comparison": d["comparison"], "status": d["status"], "error": d["error"],
-                     "created_at": d["created_at"]}
-    if "infra_failure" in d:
-        test["infra_failure"] = d["infra_failure"]
-    return test
-
-
-def _refusal(row: sqlite3.Row) -> RefusalRow:
-    refusal: RefusalRow = {"id": row["id"], "created_at": row["created_at"], "model_path": row["model_path"],
-                           "reason": row["reason"]}
-    if "kind" in row.keys():  # noqa: SIM118 (a sqlite3.Row is not a mapping)
-        refusal["kind"] = row["kind"]
-    return refusal
 
 
 class ReadOnlyStore(PermissionError):
@@ -243,7 +192,7 @@ class Store:
         self._update("submissions", submission_id, fields)
 
     def _update(self, table: str, key: int, fields: dict[str, Any]) -> None:
-        values = [json.dumps(v) if k in _JSON_COLUMNS and v is not None else v for k, v in fields.items()]
+        values = [json.dumps(v) if k in JSON_COLUMNS and v is not None else v for k, v in fields.items()]
         cols = ", ".join(f"{k}=?" for k in fields)
         with self.transaction() as db:
             db.execute(f"UPDATE {table} SET {cols} WHERE {_KEYS[table]}=?", (*values, key))
@@ -251,7 +200,7 @@ class Store:
     def get(self, submission_id: int) -> SubmissionRow | None:
         with self._lock:
             row = self._db.execute("SELECT * FROM submissions WHERE id=?", (submission_id,)).fetchone()
-        return None if row is None else _submission(row)
+        return None if row is None else submission_row(row)
 
     def status(self, submission_id: int) -> str | None:
         """One submission's status (``None``: no such submission): the cheap read of a waiting request."""
@@ -262,7 +211,7 @@ class Store:
     def all(self) -> list[SubmissionRow]:
         with self._lock:
             rows = self._db.execute("SELECT * FROM submissions ORDER BY id").fetchall()
-        return [_submission(r) for r in rows]
+        return [submission_row(r) for r in rows]
 
     def claim_next(self) -> SubmissionRow | None:
         """Mark the oldest queued submission running and return it."""
@@ -322,13 +271,13 @@ class Store:
     def baseline(self, split: str) -> BaselineRow | None:
         with self._lock:
             row = self._db.execute("SELECT * FROM baseline WHERE split=?", (split,)).fetchone()
-        return None if row is None else _baseline(row)
+        return None if row is None else baseline_row(row)
 
     def baselines(self) -> dict[str, BaselineRow]:
         """The baseline of every split that has one, by split."""
         with self._lock:
             rows = self._db.execute("SELECT * FROM baseline ORDER BY split").fetchall()
-        return {r["split"]: _baseline(r) for r in rows}
+        return {r["split"]: baseline_row(r) for r in rows}
 
     # -- refused submissions (evidence for the audit) ------------------------------------------------
     def add_refusal(self, model_path: str, reason: str, kind: str = "bad_request") -> None:
@@ -341,18 +290,18 @@ class Store:
     def refusals(self) -> list[RefusalRow]:
         with self._lock:
             rows = self._db.execute("SELECT * FROM refusals ORDER BY id").fetchall()
-        return [_refusal(r) for r in rows]
+        return [refusal_row(r) for r in rows]
 
     # -- final test scores --------------------------------------------------------------------
     def test_score(self, submission_id: int) -> TestRow | None:
         with self._lock:
             row = self._db.execute("SELECT * FROM test_scores WHERE submission_id=?", (submission_id,)).fetchone()
-        return None if row is None else _test(row)
+        return None if row is None else test_row(row)
 
     def test_scores(self) -> list[TestRow]:
         with self._lock:
             rows = self._db.execute("SELECT * FROM test_scores ORDER BY submission_id").fetchall()
-        return [_test(r) for r in rows]
+        return [test_row(r) for r in rows]
 
     def claim_test(self, submission_id: int) -> bool:
         """Reserve the one test evaluation of a submission; False if it was already taken."""

@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
-if TYPE_CHECKING:
-    from autorl.inference.gpu_share import GpuTurn, StartLock
+if TYPE_CHECKING:  # typing has it from Python 3.11; annotations are never evaluated here (``from __future__``)
+    from typing import NotRequired
 
 @dataclass(frozen=True, kw_only=True)
 class Decoding:
@@ -133,6 +133,25 @@ def fingerprint(model_dir: Path, base_model_dir: Path | None = None) -> tuple[An
         return (str(folder.resolve()), tuple(rows))
 
     return files(model_dir), files(base_model_dir if is_adapter(model_dir) else None)
+
+
+class GpuTurn(TypedDict):
+    """What an engine start's turn on its GPUs was (:func:`autorl.inference.gpu_share.engine_start`)."""
+
+    #: the GPUs locked (none: a process without a GPU)
+    gpus: list[str]
+    #: seconds waited for the locks
+    wait_s: float
+    #: why a lock file could not be opened (the start went on unserialised)
+    unlocked: NotRequired[str]
+
+
+class StartLock(GpuTurn):
+    """A backend's last turn on its GPUs (:attr:`Backend.last_start_lock`), in an evaluation record's ``extra``
+    as ``gpu_turn``."""
+
+    #: ``start`` or ``wake``
+    what: str
 
 
 class EngineRestart(Exception):

@@ -28,12 +28,10 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, TypedDict
 
 from autorl.errors import UsageError
-
-if TYPE_CHECKING:  # typing has it from Python 3.11; annotations are never evaluated here (``from __future__``)
-    from typing import NotRequired
+from autorl.inference.base import GpuTurn
 
 __all__ = [
     "AGENT_BUDGET_ENV",
@@ -133,25 +131,6 @@ class EngineShare(TypedDict):
     kv_cache_memory_bytes: int
     gpu_memory_utilization: float
     sleep_when_idle: bool
-
-
-class GpuTurn(TypedDict):
-    """What an engine start's turn on its GPUs was (:func:`engine_start`)."""
-
-    #: the GPUs locked (none: a process without a GPU)
-    gpus: list[str]
-    #: seconds waited for the locks
-    wait_s: float
-    #: why a lock file could not be opened (the start went on unserialised)
-    unlocked: NotRequired[str]
-
-
-class StartLock(GpuTurn):
-    """A backend's last turn on its GPUs (:attr:`autorl.inference.base.Backend.last_start_lock`), in an
-    evaluation record's ``extra`` as ``gpu_turn``."""
-
-    #: ``start`` or ``wake``
-    what: str
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ import hashlib
 import inspect
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from autorl.errors import MissingDependencyError
 from autorl.inference.base import (
@@ -257,7 +257,7 @@ class HFBackend(Backend):
         """transformers ``generate``: every row stays in the batch until the longest is done."""
         torch = import_torch()
         tok = self.tokenizer
-        kwargs: dict[str, Any] = {
+        kwargs: GenerateKwargs = {
             "max_new_tokens": req.max_new_tokens,
             "do_sample": req.temperature > 0,
             "num_return_sequences": req.n,
@@ -265,12 +265,12 @@ class HFBackend(Backend):
             "eos_token_id": sorted(self._eos_ids()),
         }
         if req.temperature > 0:
-            kwargs.update(temperature=req.temperature, top_p=req.top_p)
+            kwargs["temperature"], kwargs["top_p"] = req.temperature, req.top_p
             torch.manual_seed(req.seed)
         else:
-            kwargs.update(temperature=None, top_p=None, top_k=None)
+            kwargs["temperature"], kwargs["top_p"], kwargs["top_k"] = None, None, None
         if req.stop:
-            kwargs.update(stop_strings=list(req.stop), tokenizer=tok)
+            kwargs["stop_strings"], kwargs["tokenizer"] = list(req.stop), tok
         if self.options.get("logits_processor"):
             from transformers import LogitsProcessorList
 
@@ -315,6 +315,23 @@ class PromptLogitsProcessor:
             self.width = int(input_ids.shape[1])
             self.prompts = [[t for t in row if t != self.pad_id] for row in input_ids.tolist()]
         return self.fn(self.prompts, int(input_ids.shape[1]) - self.width, scores)
+
+
+class GenerateKwargs(TypedDict, total=False):
+    """The arguments autorl gives transformers' ``generate`` (:meth:`HFBackend._decode_with_generate`): greedy
+    decoding sets the sampling settings to ``None`` (not the model's generation config's)."""
+
+    max_new_tokens: int
+    do_sample: bool
+    num_return_sequences: int
+    pad_token_id: int | None
+    eos_token_id: list[int]
+    temperature: float | None
+    top_p: float | None
+    top_k: None
+    stop_strings: list[str]
+    tokenizer: Any
+    logits_processor: Any
 
 
 def _left_padded(torch: Any, prompts: list[list[int]], pad_id: int, device: str) -> dict[str, Any]:

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autorl.inference.loading import load_causal_lm, tokenizer_dir
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 def weight_files(model_dir: Path) -> list[Path] | None:
@@ -151,18 +154,18 @@ def _architecture_keys(model_dir: Path) -> set[str]:
     return set(model.state_dict())
 
 
-def _base_layout(state: dict[str, Any], files: list[Path]) -> dict[Path, dict[str, Any]] | None:
+def _base_layout(state: dict[str, Tensor], files: list[Path]) -> dict[Path, dict[str, Tensor]] | None:
     """``state``'s tensors arranged as the base checkpoint's files hold them (each in the file's dtype), or
     ``None`` when they do not fit that layout one for one (a merge that added or resized a tensor)."""
     import torch
     from safetensors import safe_open
 
     dtypes = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}
-    layout: dict[Path, dict[str, Any]] = {}
+    layout: dict[Path, dict[str, Tensor]] = {}
     given: set[int] = set()
     seen: set[int] = set()
     for f in files:
-        tensors: dict[str, Any] = {}
+        tensors: dict[str, Tensor] = {}
         with safe_open(str(f), framework="pt") as handle:
             for key in handle.keys():  # noqa: SIM118 (a safe_open handle is not a mapping)
                 like = handle.get_slice(key)
