@@ -103,9 +103,24 @@ class RunClosed(AutorlError):
 
 
 class LimitReached(AutorlError):
-    """The run's submission limit is reached (HTTP 429)."""
+    """One of a run's limits (:class:`autorl.limits.Limits`) is reached; ``kind`` names which (one of
+    :data:`autorl.limits.KINDS`: ``submissions``, ``tokens``, ``usd``, ``output_bytes``). The grading API answers
+    it with HTTP 429 (a kind of its own may answer another: :class:`autorl.grader.quota.QuotaExceeded`)."""
 
     http_status = 429
+
+    def __init__(self, message: str, kind: str = "submissions") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class BudgetSpent(LimitReached):
+    """The run's LLM budget cannot pay for a call: no further model calls in this run (``kind``: ``tokens`` or
+    ``usd``). The gateway raises it for its meter (answered 429 ``llm_budget_exhausted``); an agent's loop raises it
+    when the gateway answers so."""
+
+    def __init__(self, message: str, kind: str = "tokens") -> None:
+        super().__init__(message, kind)
 
 
 class QueueFull(AutorlError):

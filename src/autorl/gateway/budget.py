@@ -18,15 +18,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from autorl.errors import BudgetSpent
 from autorl.gateway.prices import DEFAULT_PRICES, price_of
 from autorl.gateway.usage import COUNTED, RESERVED, UPSTREAM, Usage
+from autorl.limits import budget_kind
 
 #: the largest factor by which the counted prompt estimate is scaled up after an upstream billed more
 MAX_PROMPT_RATIO = 8.0
-
-
-class BudgetSpent(Exception):
-    """The run's LLM budget cannot pay for a call: no further model calls in this run."""
 
 
 class BudgetBusy(Exception):
@@ -113,10 +111,10 @@ class Meter:
 
     def reserve(self, model: str, prompt_estimate: int, asked: int | None, n: int = 1) -> Reservation:
         """Hold the worst case of a call asking for ``asked`` output tokens (None: it sets no limit) for each of
-        ``n`` candidates. Raises ``BudgetSpent``, ``BudgetBusy``, or ``LookupError`` for a USD budget and a
+        ``n`` candidates. Raises :class:`~autorl.errors.BudgetSpent`, ``BudgetBusy``, or ``LookupError`` for a USD budget and a
         model without a price."""
         if self.exhausted:
-            raise BudgetSpent(self.exhausted)
+            raise BudgetSpent(self.exhausted, budget_kind(self.exhausted))
         prompt = self.prompt_tokens(model, prompt_estimate)
         if not self.limited:
             res = Reservation(model, prompt_estimate, prompt, n * (asked or 0), 0.0, None)
@@ -134,7 +132,7 @@ class Meter:
                 raise BudgetBusy(f"what remains of the run's LLM budget is reserved by {self.in_flight} call(s) in "
                                  "flight; retry when they end")
             self.exhausted = self._spent_message(prompt + n * floor)
-            raise BudgetSpent(self.exhausted)
+            raise BudgetSpent(self.exhausted, budget_kind(self.exhausted))
         out = int(give)
         usd = Usage(prompt, n * out).cost(model, self.prices) or 0.0
         res = Reservation(model, prompt_estimate, prompt, n * out, usd, out)
