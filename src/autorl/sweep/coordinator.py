@@ -18,6 +18,7 @@ from typing import Any
 from autorl.errors import UsageError
 from autorl.sweep.executors import Executor, Launch, get_executor
 from autorl.sweep.keys import Resolver
+from autorl.sweep.records import Payload
 from autorl.sweep.spec import Cell, expand_options, load_spec, study_name
 from autorl.sweep.store import INFRA, QUEUED, Attempt, KeyState, SweepDir, write_json
 from autorl.sweep.worker import RUN_PROGRAM_ENV
@@ -95,7 +96,7 @@ def open_study(sweep: str | Path) -> Study:
     if not folder.exists():
         raise UsageError(f"no sweep at {path} (give its directory, or a name under {sweeps_root()})")
     spec = folder.spec()
-    cells = [Cell(options=c["options"], run_key=c["run_key"], identity=c["identity"]) for c in folder.cells()]
+    cells = [Cell.from_record(c) for c in folder.cells()]
     study = Study(folder.name, folder, cells, spec, int(spec.get("retries", DEFAULT_RETRIES)))
     study.refresh()
     return study
@@ -122,11 +123,12 @@ def _new_attempt(study: Study, cell: Cell, state: KeyState) -> Attempt:
     import shlex
 
     sweep_id = hashlib.sha256(str(study.dir.root.resolve()).encode()).hexdigest()[:8]
-    write_json(path / "payload.json", {
+    payload: Payload = {
         "run_key": cell.run_key, "attempt": number, "sweep": study.name, "sweep_id": sweep_id,
         "sweep_dir": str(study.dir.root.resolve()), "args": cell.run_args(), "options": cell.options,
         "home": str(home().resolve()), "gpus": None, "program": shlex.split(program) if program else None,
-    })
+    }
+    write_json(path / "payload.json", payload)
     attempt = Attempt(cell.run_key, number, path)
     state.attempts.append(attempt)
     return attempt

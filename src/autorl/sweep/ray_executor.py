@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from autorl.errors import MissingDependencyError, UsageError
 from autorl.sweep.executors import Executor, Launch
+from autorl.sweep.records import Outcome
 
 
 def _ray() -> Any:
@@ -23,7 +24,7 @@ def _ray() -> Any:
     return ray
 
 
-def _run(attempt_dir: str) -> dict[str, Any]:
+def _run(attempt_dir: str) -> Outcome:
     from autorl.sweep.worker import run_attempt
 
     return run_attempt(attempt_dir)
