@@ -18,8 +18,9 @@ from typing import Any
 from autorl.errors import UsageError
 from autorl.sweep.executors import Executor, Launch, get_executor
 from autorl.sweep.keys import Resolver
-from autorl.sweep.records import Payload
+from autorl.sweep.records import Payload, StudySpec
 from autorl.sweep.spec import Cell, expand_options, load_spec, study_name
+from autorl.sweep.spec import executor_options as executor_options_of
 from autorl.sweep.store import INFRA, QUEUED, Attempt, KeyState, SweepDir, write_json
 from autorl.sweep.worker import RUN_PROGRAM_ENV
 
@@ -35,7 +36,7 @@ class Study:
     name: str
     dir: SweepDir
     cells: list[Cell]
-    spec: dict[str, Any]
+    spec: StudySpec
     retries: int = DEFAULT_RETRIES
     states: dict[str, KeyState] = field(default_factory=dict)
 
@@ -260,7 +261,7 @@ def run_sweep(spec: str | Path | Mapping[str, Any], *, executor: str = "local",
         study.spec["retries"] = retries
     if max_parallel is not None and max_parallel < 1:
         raise UsageError("--max-parallel must be a positive integer")
-    options = {**dict(study.spec.get(executor) or {}), **dict(executor_options or {})}
+    options = {**executor_options_of(study.spec, executor), **dict(executor_options or {})}
     ex = get_executor(executor)(options, max_parallel=max_parallel, sweep_dir=study.dir.root)
     for cell in study.cells:
         ex.check(int(cell["gpus"]), cell.label)

@@ -19,10 +19,10 @@ from typing import Any, cast
 
 from autorl.errors import UsageError
 from autorl.runs.spec import RunSpec
-from autorl.sweep.records import CellIdentity, CellOptions, CellRecord
+from autorl.sweep.records import CellIdentity, CellOptions, CellRecord, CellRule, StudySpec
 
 #: the options of one cell, with their defaults (``None``: required or ``autorl run``'s own default)
-CELL_DEFAULTS: dict[str, Any] = {
+CELL_DEFAULTS: CellRule = {
     "agent": None,
     "task": None,
     "model": None,
@@ -121,11 +121,12 @@ def _yaml_no_duplicates() -> Any:
     return Loader
 
 
-def load_spec(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
-    """The spec as a dict: from a mapping (copied), a ``.toml`` file or a ``.yaml``/``.yml``/``.json`` file."""
+def load_spec(source: str | Path | Mapping[str, Any]) -> StudySpec:
+    """The spec from a mapping (copied), a ``.toml`` file or a ``.yaml``/``.yml``/``.json`` file, its every key a
+    cell option or a study key (a one-line error names an unknown one, with the closest); the values are
+    checked when the spec is expanded (:func:`expand_options`)."""
     if isinstance(source, Mapping):
-        copied: dict[str, Any] = json.loads(json.dumps(dict(source), default=str))  # a deep copy of plain values
-        return copied
+        return _known_keys(json.loads(json.dumps(dict(source), default=str)))  # a deep copy of plain values
     path = Path(source).expanduser()
     try:
         text = path.read_text()
@@ -153,7 +154,19 @@ def load_spec(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
         raise UsageError(f"spec {path}: use a .toml, .yaml or .json file")
     if not isinstance(data, dict):
         raise UsageError(f"spec {path}: the top level must be a table of options")
-    return data
+    return _known_keys(data)
+
+
+def _known_keys(spec: Any) -> StudySpec:
+    for name in spec:
+        _check_key(str(name), "")
+    return cast(StudySpec, spec)
+
+
+def executor_options(spec: StudySpec, executor: str) -> dict[str, Any]:
+    """The spec's table of settings for ``executor`` (``[local]``, ``[slurm]``, ``[ray]``); empty when it has none."""
+    tables = {"local": spec.get("local"), "slurm": spec.get("slurm"), "ray": spec.get("ray")}
+    return dict(tables.get(executor) or {})
 
 
 def _check_key(name: str, where: str) -> None:
@@ -236,7 +249,7 @@ def _matches(cell: Mapping[str, Any], rule: Mapping[str, Any]) -> bool:
     return all(cell.get(k) == v or (isinstance(v, list) and cell.get(k) in v) for k, v in rule.items())
 
 
-def _rules(spec: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
+def _rules(spec: Mapping[str, Any], name: str) -> list[CellRule]:
     rules = spec.get(name, [])
     if isinstance(rules, dict):
         rules = [rules]
@@ -270,7 +283,7 @@ def expand_options(spec: Mapping[str, Any]) -> list[CellOptions]:
     cells = [c for c in cells if not any(_matches(c, rule) for rule in excludes)]
     if not cells:
         raise UsageError("spec: no cell left (every cell is excluded)")
-    return [check_options(json.loads(json.dumps(c))) for c in cells]
+    return [check_options(json.loads(json.dumps(c))) for c in cells]  # each a plain copy, checked
 
 
 def study_name(spec: Mapping[str, Any], default: str) -> str:

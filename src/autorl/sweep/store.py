@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from autorl.errors import UsageError
-from autorl.sweep.records import CellRecord, Outcome
+from autorl.sweep.records import CellRecord, Outcome, StudySpec
 
 RESULT = "result"
 INFRA = "infra"
@@ -54,15 +54,10 @@ def read_json(path: Path) -> Any:
         return None
 
 
-def _record(path: Path) -> dict[str, Any] | None:
-    data = read_json(path)
-    return data if isinstance(data, dict) else None
-
-
 def read_outcome(path: Path) -> Outcome | None:
     """An attempt's ``outcome.json``; None when it is missing, unreadable or not a record with a ``kind``."""
-    data = _record(path)
-    return cast(Outcome, data) if data is not None and isinstance(data.get("kind"), str) else None
+    data = read_json(path)
+    return cast(Outcome, data) if isinstance(data, dict) and isinstance(data.get("kind"), str) else None
 
 
 @dataclass
@@ -138,7 +133,7 @@ class SweepDir:
     def exists(self) -> bool:
         return (self.root / "sweep.json").is_file()
 
-    def create(self, spec: dict[str, Any], cells: list[CellRecord]) -> None:
+    def create(self, spec: StudySpec, cells: list[CellRecord]) -> None:
         from autorl.version import __version__
 
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -146,11 +141,11 @@ class SweepDir:
         write_json(self.root / "sweep.json", {"name": self.name, "spec": spec, "autorl_version": __version__})
         write_json(self.root / "cells.json", cells)
 
-    def spec(self) -> dict[str, Any]:
+    def spec(self) -> StudySpec:
         data = read_json(self.root / "sweep.json")
-        if not isinstance(data, dict):
+        if not isinstance(data, dict) or not isinstance(data.get("spec"), dict):
             raise UsageError(f"{self.root} is not a sweep directory (no sweep.json); see `autorl sweep run`")
-        return dict(data["spec"])
+        return cast(StudySpec, dict(data["spec"]))  # written by SweepDir.create, its keys checked
 
     def cells(self) -> list[CellRecord]:
         data = read_json(self.root / "cells.json")
@@ -174,7 +169,8 @@ class SweepDir:
             if not (name.startswith("a") and name[1:].isdigit()):
                 continue
             path = Path(entry.path)
-            state.attempts.append(Attempt(key, int(name[1:]), path, _record(path / "job.json"),
+            job = read_json(path / "job.json")
+            state.attempts.append(Attempt(key, int(name[1:]), path, job if isinstance(job, dict) else None,
                                           read_outcome(path / "outcome.json")))
         state.attempts.sort(key=lambda a: a.number)
         return state

@@ -20,7 +20,7 @@ from typing import Any, cast
 
 from autorl import untrusted
 from autorl.sweep.coordinator import DEFAULT_RETRIES, Study
-from autorl.sweep.records import CellRecord, Outcome
+from autorl.sweep.records import CellRecord, Outcome, StudySpec
 from autorl.sweep.spec import Cell
 from autorl.sweep.store import Attempt, KeyState, SweepDir
 from autorl.ui.shell import is_num
@@ -100,10 +100,10 @@ class _SafeSweepDir(SweepDir):
     def exists(self) -> bool:
         return isinstance(self.read("sweep.json", RECORD_LIMIT), dict)
 
-    def spec(self) -> dict[str, Any]:
+    def spec(self) -> StudySpec:
         data = self.read("sweep.json", RECORD_LIMIT)
         spec = data.get("spec") if isinstance(data, dict) else None
-        return dict(spec) if isinstance(spec, dict) else {}
+        return cast(StudySpec, dict(spec) if isinstance(spec, dict) else {})
 
     def cells(self) -> list[CellRecord]:
         data = self.read("cells.json", CELLS_LIMIT)
