@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from autorl.selftest.judge import ATTACKS, HELD, NA, THROUGH, Observed, judge
+from autorl.selftest.judge import ATTACKS, HELD, NA, THROUGH, judge
+from autorl.selftest.observed import Observed
 
 from .conftest import cli, echo_answers, write_stub_checkpoint
 from .test_sandbox import needs_bwrap

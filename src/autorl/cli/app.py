@@ -14,6 +14,7 @@ import autorl.cli.grading as grading
 import autorl.cli.installed as installed
 import autorl.cli.items as items
 import autorl.cli.noise as noise
+import autorl.cli.records as records
 import autorl.cli.runs as runs
 import autorl.cli.selftest as selftest
 import autorl.cli.sweep as sweep
@@ -49,10 +50,10 @@ def _root(
 app.command()(installed.plugins)
 app.command("run")(runs.run_cmd)
 app.command("eval")(grading.eval_cmd)
-app.command()(runs.results)
+app.command()(records.results)
 app.command("items")(items.items_cmd)
-app.command("ui")(runs.ui)
-app.command()(runs.audit)
+app.command("ui")(records.ui)
+app.command()(records.audit)
 app.command()(grading.submit)
 app.command()(installed.doctor)
 app.command()(runs.recover)

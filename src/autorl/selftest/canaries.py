@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autorl.selftest.judge import HomeSeen, ScorerCodeSeen
+from autorl.selftest.observed import HomeSeen, ScorerCodeSeen
 from autorl.selftest.scorer_code import probe_scorer_code
 
 if TYPE_CHECKING:

@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +31,9 @@ from autorl.selftest.canaries import (
     secret_hex,
     shown_paths,
 )
-from autorl.selftest.judge import NA, THROUGH, EnvironmentSeen, GatewaySeen, Observed, Verdict, judge
+from autorl.selftest.judge import NA, THROUGH, Verdict, judge
+from autorl.selftest.listeners import listeners
+from autorl.selftest.observed import EnvironmentSeen, GatewaySeen, Observed
 from autorl.selftest.upstream import serve_upstream
 
 if TYPE_CHECKING:
@@ -48,69 +47,6 @@ AGENT_DIR = Path(__file__).resolve().parent / "agent"
 _EVIDENCE = "code/selftest.json"
 #: the run's LLM budget: small, so that the red team reaches it in seconds
 BUDGET_TOKENS = 4000
-
-
-def _non_loopback_ip() -> str | None:
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect(("192.0.2.1", 9))  # no packet is sent: this only picks the outbound interface
-            ip = str(s.getsockname()[0])
-    except OSError:
-        try:
-            ip = socket.gethostbyname(socket.gethostname())
-        except OSError:
-            return None
-    return None if ip.startswith("127.") or ip == "0.0.0.0" else ip
-
-
-class _Listener:
-    """A server socket that counts the connections it accepts, in a thread of its own."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.count = 0
-        self.sock.settimeout(0.5)
-        self.sock.listen(8)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            self.count += 1
-            conn.close()
-
-    def close(self) -> int:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self.sock.close()
-        return self.count
-
-
-@contextmanager
-def _listeners(folder: Path) -> Iterator[tuple[dict[str, Any], dict[str, _Listener]]]:
-    found: dict[str, _Listener] = {}
-    cfg: dict[str, Any] = {"unix": None, "tcp": None}
-    unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    unix.bind(str(folder / "host.sock"))
-    found["unix"], cfg["unix"] = _Listener(unix), str(folder / "host.sock")
-    ip = _non_loopback_ip()
-    if ip:
-        try:
-            tcp = socket.create_server((ip, 0))
-        except OSError:
-            ip = None
-        else:
-            found["tcp"], cfg["tcp"] = _Listener(tcp), [ip, tcp.getsockname()[1]]
-    try:
-        yield cfg, found
-    finally:
-        for listener in found.values():
-            listener.close()
 
 
 def _record(stdout: str) -> dict[str, Any] | None:
@@ -257,7 +193,7 @@ def run_selftest(task: str, *, model: str, sandbox: str = "auto", network: str |
                 str(home / "autorl.db"), str(host / "canary.txt"), *installed]
         shown = shown_paths(bench)
         before = digests(shown)
-        with _listeners(host) as (cfg, listeners), serve_upstream(scratch) as upstream:
+        with listeners(host) as (cfg, traps), serve_upstream(scratch) as upstream:
             env = _run_env(home, f"http://127.0.0.1:{upstream.port}/v1", upstream.key, canaries)
             cfg.update({"read": read, "write": str(written), "upstream": env["OPENAI_BASE_URL"],
                         "gateway_dir": str(home / "gateway"), "home": home_probes(bench, env, canaries, home),
@@ -273,7 +209,7 @@ def run_selftest(task: str, *, model: str, sandbox: str = "auto", network: str |
                 stdout, stderr = proc.stdout, proc.stderr
             except subprocess.TimeoutExpired:
                 stdout, stderr = "", "autorl run did not finish"
-            accepted = {name: listener.count for name, listener in listeners.items()}  # the run's, not the probe's
+            accepted = {name: listener.count for name, listener in traps.items()}  # the run's, not the probe's
             scorer_code = scorer_code_seen(root, env, canaries, home, cfg, sorted(
                 Path(p).name for p, d in digests(shown).items() if before.get(p) != d))
         record = _record(stdout)
