@@ -15,7 +15,7 @@ from autorl.record.display import short_path
 
 if TYPE_CHECKING:
     from autorl.sweep import StudyResult
-    from autorl.sweep.records import StudyReport
+    from autorl.sweep.report_records import StudyReport
 
 sweep_app = typer.Typer(help="Studies: agents x tasks x models x seeds, resumable, reported with uncertainty.",
                         no_args_is_help=True)

@@ -21,7 +21,7 @@ from autorl.decoys import split_recorded
 from autorl.record.aggregate import FAILURE_RULE, aggregate_runs, group_value
 from autorl.record.metrics import EFFICIENCY_COLUMNS, metric_means
 from autorl.record.row import judged_headline
-from autorl.sweep.records import BaitTaken, Comparison, Missing, ReportCell, RunSummary, StudyReport
+from autorl.sweep.report_records import BaitTaken, Comparison, Missing, ReportCell, RunSummary, StudyReport
 
 if TYPE_CHECKING:
     from autorl.sweep.coordinator import Study

@@ -6,7 +6,7 @@ from html import escape
 from typing import Any
 
 from autorl.record.display import fmt_ci, fmt_signed, is_number
-from autorl.sweep.records import ReportCell, StudyRecord
+from autorl.sweep.report_records import ReportCell, StudyRecord
 
 __all__ = ["StudyResult"]
 
@@ -28,7 +28,6 @@ class StudyResult(dict[str, Any]):
     t-interval; :meth:`to_records` gives one flat record per run (or missing key) for ``pandas.DataFrame``.
     """
 
-    @property
     @property
     def cells(self) -> list[ReportCell]:
         return list(self.get("cells") or [])

@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from autorl.record.display import short_path
-from autorl.sweep.records import CellState
+from autorl.sweep.report_records import CellState
 from autorl.sweep.store import DONE, FAILED, GAVE_UP, QUEUED, RUNNING, KeyState, read_json
 
 if TYPE_CHECKING:
