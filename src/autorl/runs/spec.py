@@ -92,8 +92,8 @@ class RunSpec:
         object.__setattr__(self, "benchmark_options", dict(self.benchmark_options))
         object.__setattr__(self, "backend_options", dict(self.backend_options))
         object.__setattr__(self, "off_target", tuple(self.off_target))
-        if self.runs_dir is not None:
-            object.__setattr__(self, "runs_dir", Path(self.runs_dir))
+        # an empty runs_dir is none given: the workspace goes under AUTORL_HOME/runs
+        object.__setattr__(self, "runs_dir", Path(self.runs_dir) if self.runs_dir else None)
         if self.llm_prices is not None:
             object.__setattr__(self, "llm_prices", Path(self.llm_prices))
 
@@ -118,7 +118,7 @@ class RunSpec:
                                        judge_samples=audit_judge_samples),
                    agent_env=dict(agent_env or {}), benchmark_options=dict(benchmark_options or {}),
                    backend_options=dict(backend_options or {}),
-                   runs_dir=Path(runs_dir) if runs_dir is not None else None,
+                   runs_dir=Path(runs_dir) if runs_dir else None,
                    llm_prices=Path(llm_prices) if llm_prices is not None else None, **fields)
 
     def cli_args(self) -> list[str]:
