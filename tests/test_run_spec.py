@@ -11,9 +11,19 @@ from typing import Any
 import pytest
 
 import autorl
-from autorl.errors import AutorlError, BudgetSpent, LimitReached, UsageError, http_status
-from autorl.limits import OUTPUT_BYTES, SUBMISSIONS, TOKENS, USD, Limits
-from autorl.runs.spec import AuditSettings, RunSpec
+from autorl.errors import (
+    OUTPUT_BYTES,
+    SUBMISSIONS,
+    TOKENS,
+    USD,
+    AutorlError,
+    BudgetSpent,
+    LimitReached,
+    UsageError,
+    budget_kind,
+    http_status,
+)
+from autorl.runs.spec import AuditSettings, Limits, RunSpec
 
 from .conftest import echo_answers, write_stub_checkpoint
 from .test_run import agent_folder
@@ -140,8 +150,6 @@ def test_a_limit_reached_is_one_family_with_its_kind() -> None:
 
 
 def test_the_agents_loop_names_the_budget_the_gateway_refused() -> None:
-    from autorl.limits import budget_kind
-
     assert budget_kind('{"error": {"message": "the run\'s LLM token budget is spent (90 of 100 tokens used'
                        ', ..."}}') == TOKENS
     assert budget_kind("the run's LLM budget is spent (USD 0.5000 of 0.5000 used)") == USD

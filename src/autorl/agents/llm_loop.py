@@ -22,8 +22,7 @@ from typing import Any
 
 import httpx
 
-from autorl.errors import BudgetSpent
-from autorl.limits import budget_kind
+from autorl.errors import BudgetSpent, budget_kind
 from autorl.procs.group import kill_group
 
 TRUNCATE = 8000

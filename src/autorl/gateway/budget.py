@@ -18,10 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from autorl.errors import BudgetSpent
+from autorl.errors import BudgetSpent, UsageError, budget_kind
 from autorl.gateway.prices import DEFAULT_PRICES, price_of
 from autorl.gateway.usage import COUNTED, RESERVED, UPSTREAM, Usage
-from autorl.limits import budget_kind
 
 #: the largest factor by which the counted prompt estimate is scaled up after an upstream billed more
 MAX_PROMPT_RATIO = 8.0
@@ -29,6 +28,15 @@ MAX_PROMPT_RATIO = 8.0
 
 class BudgetBusy(Exception):
     """What remains of the budget is reserved by calls in flight: the call may be retried when they end."""
+
+
+def check_budget(usd: float | None, tokens: int | None) -> None:
+    """A run's LLM budget as given (``--llm-budget-usd``, ``--llm-budget-tokens``): each positive, or a one-line
+    :class:`~autorl.errors.UsageError`."""
+    if usd is not None and not 0 < usd < math.inf:
+        raise UsageError("--llm-budget-usd must be a positive number of US dollars")
+    if tokens is not None and tokens <= 0:
+        raise UsageError("--llm-budget-tokens must be a positive number of tokens")
 
 
 @dataclass
@@ -194,4 +202,4 @@ class Meter:
                 "by_model": {k: dict(v) for k, v in self.by_model.items()}}
 
 
-__all__ = ["MAX_PROMPT_RATIO", "BudgetBusy", "BudgetSpent", "Meter", "Reservation"]
+__all__ = ["MAX_PROMPT_RATIO", "BudgetBusy", "BudgetSpent", "Meter", "Reservation", "check_budget"]

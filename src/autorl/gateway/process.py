@@ -38,13 +38,13 @@ def start_gateway(folder: Path, budget_usd: float | None = None, budget_tokens: 
     """
     import os
 
+    from autorl.gateway.budget import check_budget
     from autorl.gateway.prices import load_prices
     from autorl.gateway.upstreams import upstreams_from_env
-    from autorl.limits import Limits
     from autorl.procs.group import free_port
     from autorl.resources import private_dir
 
-    Limits(tokens=budget_tokens, usd=budget_usd)  # checked as a run's limits are (one line)
+    check_budget(budget_usd, budget_tokens)
     prices = prices or os.environ.get("AUTORL_LLM_PRICES") or None
     load_prices(prices)  # a bad table stops here, in one line
     upstreams_from_env()  # and so does a bad upstreams file

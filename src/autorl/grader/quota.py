@@ -9,8 +9,7 @@ import os
 import stat
 from typing import Any
 
-from autorl.errors import LimitReached
-from autorl.limits import OUTPUT_BYTES
+from autorl.errors import OUTPUT_BYTES, LimitReached
 
 __all__ = ["MAX_ENTRIES", "OPEN_DIR", "QuotaExceeded", "check_quota", "tree_bytes"]
 

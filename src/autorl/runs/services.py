@@ -16,11 +16,10 @@ from autorl.grader.config import GraderConfig
 from autorl.grader.process import GraderProcess, grader_log_path
 
 if TYPE_CHECKING:
-    from autorl.limits import Limits
     from autorl.runs.place import Place
     from autorl.runs.plan import Assets, Plan
     from autorl.runs.progress import Say
-    from autorl.runs.spec import RunSpec
+    from autorl.runs.spec import Limits, RunSpec
 
 __all__ = ["LIMIT_WARN_POINTS", "Services", "baseline", "limit_warning", "start_clock", "start_services"]
 

@@ -1,6 +1,9 @@
 """What a run is asked to be: one :class:`RunSpec`, built by :func:`autorl.run` from its arguments and by a
 study's cells (:meth:`autorl.sweep.spec.Cell.run_spec`), checked when it is built (a one-line
 :class:`~autorl.errors.UsageError` naming the flag), and handed whole to :func:`autorl.runs.runner.run_spec`.
+Its :class:`Limits` are the run's budgets in one place: its time (the agent's timeout), its submissions (the
+grader's quota) and its LLM budget in tokens and in US dollars (the gateway's); one reached is raised as one
+family, :class:`~autorl.errors.LimitReached` with the limit's kind as data.
 :meth:`RunSpec.cli_args` writes it back as ``autorl run``'s flags, for a run started in its own process."""
 
 from __future__ import annotations
@@ -12,10 +15,40 @@ from pathlib import Path
 from typing import Any
 
 from autorl.errors import UsageError
+from autorl.gateway.budget import check_budget
 from autorl.grader.keep import POLICIES
-from autorl.limits import Limits
 
-__all__ = ["AuditSettings", "RunSpec"]
+__all__ = ["AuditSettings", "Limits", "RunSpec"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A run's budgets; None: no limit of that kind (for ``submissions``: the grader's own default).
+
+    Attributes:
+        time_s: the agent's time budget in seconds (``--timeout``), fixed when the agent starts.
+        submissions: the most submissions the grader takes from the agent.
+        tokens: the agent's model calls stop (the gateway refuses them) past this many prompt + completion tokens.
+        usd: the same, past this cost in US dollars.
+    """
+
+    time_s: float | None = None
+    submissions: int | None = None
+    tokens: int | None = None
+    usd: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.time_s is not None and self.time_s <= 0:
+            raise UsageError("--timeout must be a positive number of seconds")
+        if self.submissions is not None and self.submissions < 1:
+            raise UsageError(f"the submission limit must be at least 1, not {self.submissions}")
+        check_budget(self.usd, self.tokens)
+
+    def deadline(self, start: float) -> float:
+        """The agent's deadline (epoch seconds) when its clock starts at ``start``."""
+        if self.time_s is None:
+            raise ValueError("a run without a time limit has no deadline")
+        return start + self.time_s
 
 
 @dataclass(frozen=True)
@@ -42,7 +75,7 @@ class AuditSettings:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One run, as asked for: an agent on a task from a base model within its :class:`~autorl.limits.Limits`.
+    """One run, as asked for: an agent on a task from a base model within its :class:`Limits`.
 
     The fields are :func:`autorl.run`'s arguments (its docstring tells each); ``limits`` holds the timeout and the
     LLM budgets, ``audit`` the audit's settings. Mappings are copied into plain dicts when the spec is built.
@@ -111,7 +144,7 @@ class RunSpec:
               backend_options: Mapping[str, Any] | None = None, runs_dir: Path | str | None = None,
               llm_prices: Path | str | None = None, **fields: Any) -> RunSpec:
         """A spec from :func:`autorl.run`'s arguments (flat: ``timeout`` and the LLM budgets become its
-        :class:`~autorl.limits.Limits`, the ``audit*`` arguments its :class:`AuditSettings`)."""
+        :class:`Limits`, the ``audit*`` arguments its :class:`AuditSettings`)."""
         return cls(agent=agent, task=task, model=model,
                    limits=Limits(time_s=timeout, tokens=llm_budget_tokens, usd=llm_budget_usd),
                    audit=AuditSettings(enabled=audit, budget_s=audit_budget_s, judge=audit_judge,
