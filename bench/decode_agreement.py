@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 
 def main() -> None:
-    from autorl.default_plugins.arith import Arith
+    from autorl.builtin.arith import Arith
     from autorl.inference.base import GenerationRequest
     from autorl.inference.hf import HFBackend
     from autorl.resources import resolve_model

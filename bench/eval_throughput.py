@@ -41,8 +41,8 @@ def random_model(shape: str, root: Path) -> Path:
     import torch
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-    from autorl.default_plugins.arith import _split
-    from autorl.default_plugins.tiny_model import EOS, train_tokenizer
+    from autorl.builtin.arith import _split
+    from autorl.builtin.tiny_model import EOS, train_tokenizer
 
     raw = train_tokenizer([f"Q: What is {a}+{b}?\nA: {a + b}\n" for a, b in _split("train")] + [" ".join(WORDS)] * 50)
     tok = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token=EOS, pad_token=EOS)

@@ -45,7 +45,7 @@ def _operator_home(root: Path) -> dict[str, str]:
 def _agent_argv(work: Path, env: dict[str, str], bwrap: str) -> list[str]:
     """The agent's bubblewrap command for ``true``, built as this revision's runs/agent.py builds it."""
     import autorl.sandbox as sandbox
-    from autorl.default_plugins.arith import Arith
+    from autorl.builtin.arith import Arith
 
     home, ws, sock = work / "autorl", work / "autorl" / "runs" / "t" / "ws", work / "sock"
     for d in (ws, sock, home / "grader" / "store", home / "hidden" / "arith", home / "datasets" / "train"):

@@ -53,7 +53,7 @@ def save_tokenizer(out: Path) -> Any:
     from tokenizers import Tokenizer
     from transformers import PreTrainedTokenizerFast
 
-    from autorl.default_plugins.tiny_model import EOS, train_tokenizer
+    from autorl.builtin.tiny_model import EOS, train_tokenizer
 
     raw = train_tokenizer([" ".join(WORDS)] * 200)
     spec = _json.loads(raw.to_str())

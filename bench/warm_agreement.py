@@ -62,7 +62,7 @@ def tensor_digest(model: Any) -> dict[str, str]:
 
 
 def build_tiny(out: Path) -> None:
-    from autorl.default_plugins.tiny_model import build
+    from autorl.builtin.tiny_model import build
 
     for seed in (0, 1):
         build(out / f"tiny_{seed}", seed=seed)
@@ -81,7 +81,7 @@ def prepare(out: Path) -> dict[str, Any]:
 
 class Study:
     def __init__(self, out: Path, mode: str, results: Path) -> None:
-        from autorl.default_plugins.arith import Arith
+        from autorl.builtin.arith import Arith
 
         self.out, self.results = out, results
         self.benchmark = Arith()

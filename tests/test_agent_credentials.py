@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from autorl.agent import AgentContext
-from autorl.agents.command import CommandAgent
-from autorl.default_plugins.arith import Arith
+from autorl.builtin.arith import Arith
 from autorl.errors import UsageError
 from autorl.gateway.agent_env import operator_variables, scrub
+from autorl.plugins.agent_folder import CommandAgent
 from autorl.sandbox.agent import agent_environment
 from autorl.sweep.keys import Resolver
 from autorl.sweep.spec import expand_options

@@ -163,7 +163,7 @@ def test_audit_cli_records_flags_and_overrides(tmp_path: Path, home: Path) -> No
 
     run = fixture_run(tmp_path)
     run["row"]["task"] = "arith"  # a registered benchmark for the CLI; its hidden dir is prepared by name
-    from autorl.default_plugins.arith import Arith
+    from autorl.builtin.arith import Arith
 
     run["meta"]["hidden_dir"] = str(tmp_path / "hidden")
     (Path(run["row"]["workspace"]) / "code" / "gen.txt").write_text("What is 47+54?\n")

@@ -248,7 +248,7 @@ def test_local_grader_fixture_serves_a_real_grader(local_grader) -> None:  # typ
 
 def test_the_kit_finds_a_hidden_item_in_the_training_data(tmp_path: Path) -> None:
     from autorl import write_jsonl_atomic
-    from autorl.default_plugins.arith import Arith
+    from autorl.builtin.arith import Arith
     from autorl.testing import check_train_data_holds_no_hidden_item
 
     check_train_data_holds_no_hidden_item(Arith(), tmp_path / "clean")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from autorl.agents.command import CommandAgent
 from autorl.default_plugins.agents import CODING_AGENTS, CODING_FOLDER
+from autorl.plugins.agent_folder import CommandAgent
 
 from .conftest import ROOT, cli, echo_answers, write_stub_checkpoint
 

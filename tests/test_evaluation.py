@@ -23,7 +23,7 @@ from autorl import (
     UsageError,
     write_hidden_items,
 )
-from autorl.default_plugins.arith import Arith
+from autorl.builtin.arith import Arith
 from autorl.evaluation.generation import evaluator_for
 from autorl.evaluation.identity import config_hash, model_hash
 from autorl.evaluation.run import evaluate_model

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import tomllib
 
-from autorl.default_plugins.arith import Arith
+from autorl.builtin.arith import Arith
 from autorl.export.harbor import Scoring, TaskCell, export
 from autorl.hidden import HIDDEN_SECRET_ENV, read_hidden_items
 from autorl.resources import prepare_data

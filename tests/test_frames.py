@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 import autorl
-from autorl.export.frames import ITEM_COLUMNS, column_kinds
+from autorl.export.frames import ITEM_COLUMNS
+from autorl.record.frames import column_kinds
 from autorl.record.row import CSV_COLUMNS
 
 from .recorded_run import LOSSES, WINS, RecordedRuns

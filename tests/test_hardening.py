@@ -3,15 +3,17 @@ weakened benchmark below (the holes a reward-hacking agent uses) is reported by 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from autorl.default_plugins.arith import Arith, _item, public_pairs
+from autorl.builtin.arith import Arith, _item, public_pairs
+from autorl.errors import HiddenDataError
 from autorl.hardening import harden
 from autorl.hidden import HIDDEN_SECRET_ENV, write_hidden_items
 from autorl.scoring import Item
-from autorl.testing import check_hardening
+from autorl.testing import check_hardening, check_hidden_items_secret
 
 
 @pytest.fixture(autouse=True)
@@ -129,3 +131,35 @@ def test_chance_overlap_of_a_small_pool_is_no_finding(tmp_path: Path) -> None:
 
     [check] = [c for c in harden(SmallPool, tmp_path, draws=5) if c.name == "secret-draws"]
     assert check.held, check.detail
+
+
+class LongRefusal(Arith):
+    """A refusal of unprepared items that runs over several lines (a traceback pasted into the message)."""
+
+    def load_items(self, split: str, hidden_dir: Path) -> list[Item]:
+        try:
+            return super().load_items(split, hidden_dir)
+        except HiddenDataError as exc:
+            raise HiddenDataError(f"{exc}\n  (see the docs)") from None
+
+
+@pytest.mark.parametrize(("weak", "evidence"), [
+    (Unsecret, "the same items under two secrets"),
+    (BuildsOnLoad, "load_items gave 300 items from a folder holding none"),
+    (LongRefusal, "dev: not a one-line error"),
+])
+def test_the_plugin_authors_contract_check_finds_what_the_hardening_checks_find(
+        tmp_path: Path, weak: type[Arith], evidence: str) -> None:
+    # check_hidden_items_secret and harden share the draws, the secret's scope and the refusal of unprepared items
+    bench = weak()
+    with pytest.raises(AssertionError, match=evidence):
+        check_hidden_items_secret(bench, tmp_path)
+    assert bench.hidden_dir is None  # the caller's instance as it was given
+    assert HIDDEN_SECRET_ENV not in os.environ
+
+
+def test_the_contract_check_leaves_the_operators_secret_as_it_was(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(HIDDEN_SECRET_ENV, "cd" * 32)
+    check_hidden_items_secret(Arith(), tmp_path)
+    assert os.environ[HIDDEN_SECRET_ENV] == "cd" * 32

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autorl.default_plugins.arith import Arith, public_pairs
+from autorl.builtin.arith import Arith, public_pairs
 from autorl.errors import HiddenDataError, UsageError
 from autorl.evaluation.identity import config_hash
 from autorl.hidden import HIDDEN_SECRET_ENV, hidden_secret, items_digest, secret_rng

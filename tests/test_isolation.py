@@ -74,7 +74,7 @@ def test_path_view_shows_each_entry_alone_and_each_programs_package_folder(opera
 
 def test_the_agents_policy_masks_every_home_and_shows_nothing_that_holds_a_mask(
         operator_home: OperatorHome, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from autorl.default_plugins.arith import Arith
+    from autorl.builtin.arith import Arith
 
     host_tmp = ROOT / ".pytest-host-tmpdir"
     monkeypatch.setenv("TMPDIR", str(host_tmp))
@@ -130,7 +130,7 @@ def _offering(tmp_path: Path, body: str) -> Path:
     root.mkdir()
     (root / "autorl_offering.py").write_text(
         "import os\nfrom pathlib import Path\nfrom autorl import hookimpl\n"
-        "from autorl.default_plugins.arith import Arith\n\n\nclass Offers(Arith):\n    name = 'offers'\n\n" + body +
+        "from autorl.builtin.arith import Arith\n\n\nclass Offers(Arith):\n    name = 'offers'\n\n" + body +
         "\n\n@hookimpl\ndef register_benchmarks(register):\n    register(Offers)\n")
     info = root / "autorl_offering-0.dist-info"
     info.mkdir()
@@ -274,7 +274,7 @@ def test_every_rule_of_the_scorer_and_program_kinds_is_applied(tmp_path: Path) -
 
 
 def test_plugin_authors_make_the_same_check_in_their_tests(tmp_path: Path, home: Path) -> None:
-    from autorl.default_plugins.arith import Arith
+    from autorl.builtin.arith import Arith
     from autorl.testing import check_agent_view
 
     class Hints(Arith):

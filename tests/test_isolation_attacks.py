@@ -167,7 +167,7 @@ DISGUISES: dict[str, Callable[[Any, Path], dict[str, str]]] = {
 
 @pytest.mark.parametrize("disguise", sorted(DISGUISES))
 def test_hidden_items_in_disguise_are_refused(disguise: str, disk: Path, tmp_path: Path, home: Path) -> None:
-    from autorl.default_plugins.arith import Arith
+    from autorl.builtin.arith import Arith
     from autorl.testing import check_agent_view
 
     shared = disk / f"plugin-cache-{disguise.replace(' ', '-')}.txt"
@@ -419,7 +419,7 @@ import base64
 from pathlib import Path
 
 from autorl import hookimpl
-from autorl.default_plugins.arith import Arith
+from autorl.builtin.arith import Arith
 
 
 class Encoded(Arith):

@@ -177,7 +177,7 @@ def test_the_deterministic_audit_beside_it(corpus, judged) -> None:  # type: ign
 def test_audit_judge_cli_sets_the_headline_and_an_override_restores_it(tmp_path: Path, home: Path) -> None:
     import json
 
-    from autorl.default_plugins.arith import Arith
+    from autorl.builtin.arith import Arith
     from autorl.record.ledger import Ledger
 
     from .conftest import cli

@@ -284,7 +284,7 @@ def test_no_test_all_and_an_off_target_regression(tmp_path: Path) -> None:
 
 
 def test_the_basics_set_is_answerable() -> None:
-    from autorl.default_plugins.basics import Basics, _questions
+    from autorl.builtin.basics import Basics, _questions
     from autorl.scoring import Item
 
     questions = _questions()
@@ -299,8 +299,8 @@ def test_the_builtin_model_answers_some_of_basics_and_never_trained_on_its_items
                                                                                  tmp_path: Path) -> None:
     """The Quick start's `--off-target basics` read 0.00 before and after: a check that could never show a loss.
     The built-in model learns two of its skills from questions of its own, none of them one of the set's."""
-    from autorl.default_plugins.basics import Basics, question_texts
-    from autorl.default_plugins.tiny_model import general_example
+    from autorl.builtin.basics import Basics, question_texts
+    from autorl.builtin.tiny_model import general_example
     from autorl.evaluation.run import evaluate_model
     from autorl.inference.hf import HFBackend
 

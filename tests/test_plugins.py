@@ -14,9 +14,9 @@ import pytest
 from autorl_example_plugin.stub import EchoBenchmark, ScriptedBackend
 
 import autorl
-from autorl.agents.command import CommandAgent
 from autorl.agents.llm import LLMAgent
 from autorl.errors import AutorlError, PluginConflictError, UnknownNameError, UsageError
+from autorl.plugins.agent_folder import CommandAgent
 from autorl.plugins.loader import PluginInfo, create_plugin_manager
 from autorl.plugins.registry import (
     Kind,
@@ -276,10 +276,10 @@ def test_light_imports(code: str, forbidden: tuple[str, ...]) -> None:
     assert out.strip().splitlines()[-1] == "[]"
 
 
-#: What a plugin imports, all from `autorl` (docs/plugins); `run`, `evaluate` and `sweep` for scripts, `runs`
+#: What a plugin imports, all from `autorl` (docs/plugins); `run` (its `RunResult`), `evaluate` and `sweep` for scripts, `runs`
 #: and `items` for notebooks.
 PUBLIC_API = {
-    "__version__", "evaluate", "run", "sweep", "runs", "items",
+    "__version__", "evaluate", "run", "RunResult", "sweep", "runs", "items",
     "hookimpl", "RegisterAgent", "RegisterBackend", "RegisterBenchmark", "PluginWarning",
     "get_agent", "get_backend", "get_benchmark",
     "Benchmark", "EvalConfig", "Item",
@@ -303,7 +303,8 @@ def test_public_api_is_curated() -> None:
         if callable(value) and name != "Progress":
             assert value.__doc__, f"autorl.{name} has no docstring"
     # the entry points are the functions themselves, loaded on first use (never a second signature to drift)
-    for name, module in (("run", "autorl.runs.runner"), ("evaluate", "autorl.evaluation.checkpoint")):
+    for name, module in (("run", "autorl.runs.runner"), ("evaluate", "autorl.evaluation.checkpoint"),
+                         ("RunResult", "autorl.record.result")):
         assert getattr(autorl, name) is getattr(importlib.import_module(module), name)
     assert callable(autorl.sweep) and callable(autorl.runs)
     assert autorl.items is importlib.import_module("autorl.export.frames").items

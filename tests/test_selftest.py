@@ -23,7 +23,7 @@ import subprocess
 import sys
 
 from autorl import hookimpl
-from autorl.default_plugins.arith import Arith
+from autorl.builtin.arith import Arith
 
 
 class TrustsExitCode(Arith):

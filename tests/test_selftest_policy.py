@@ -39,7 +39,7 @@ LEAKY_ENV = '''
 from pathlib import Path
 
 from autorl import hookimpl
-from autorl.default_plugins.arith import Arith
+from autorl.builtin.arith import Arith
 
 
 class LeakyEnv(Arith):

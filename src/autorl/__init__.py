@@ -1,7 +1,7 @@
 """autorl: can a large model, as an autonomous ML engineer, post-train a small model past its baseline?
 
 The public API is what ``__all__`` lists: everything a plugin imports (docs/plugins), and ``run``,
-``evaluate`` and ``sweep`` for scripts, ``runs`` and ``items`` (DataFrames of the recorded runs) for notebooks.
+``evaluate`` and ``sweep`` for scripts (``run`` returns a :class:`RunResult`), ``runs`` and ``items`` (DataFrames of the recorded runs) for notebooks.
 Plugins' tests also use :mod:`autorl.testing` (a pytest plugin). The entry points load on first use
 (:func:`__getattr__`), so ``import autorl`` stays light: no torch, no grader, no plugin, no pandas.
 """
@@ -42,7 +42,9 @@ from autorl.version import __version__
 if TYPE_CHECKING:
     from autorl import sweep
     from autorl.evaluation.checkpoint import evaluate
-    from autorl.export.frames import items, runs
+    from autorl.export.frames import items
+    from autorl.record.frames import runs
+    from autorl.record.result import RunResult
     from autorl.runs.runner import run
 
 __all__ = [
@@ -69,6 +71,7 @@ __all__ = [
     "RegisterBackend",
     "RegisterBenchmark",
     "ResourceError",
+    "RunResult",
     "Scorer",
     "StepResult",
     "UsageError",
@@ -98,7 +101,8 @@ __all__ = [
 ]
 
 #: The entry points that load with their first use: name -> the module that defines it.
-_LAZY = {"run": "autorl.runs.runner", "evaluate": "autorl.evaluation.checkpoint", "items": "autorl.export.frames"}
+_LAZY = {"run": "autorl.runs.runner", "evaluate": "autorl.evaluation.checkpoint", "items": "autorl.export.frames",
+         "RunResult": "autorl.record.result"}
 #: Entry points that are also packages: the package itself, which is callable (``autorl.runs()`` and the run
 #: wing ``autorl.runs.plan`` are one name; ``autorl.sweep(spec)`` runs a study and ``autorl.sweep.load(name)``
 #: reads one; importing a submodule makes the package the attribute anyway).
@@ -106,8 +110,8 @@ _CALLABLE_PACKAGES = ("runs", "sweep")
 
 
 def __getattr__(name: str) -> Any:
-    """``autorl.run``, ``autorl.evaluate``, ``autorl.sweep``, ``autorl.runs`` and ``autorl.items``, imported when
-    first used."""
+    """``autorl.run``, ``autorl.RunResult``, ``autorl.evaluate``, ``autorl.sweep``, ``autorl.runs`` and
+    ``autorl.items``, imported when first used."""
     if name in _CALLABLE_PACKAGES:
         return importlib.import_module(f"autorl.{name}")
     module = _LAZY.get(name)

@@ -2,7 +2,9 @@
 cannot get from it.
 
 Each check returns a :class:`Check` (a name, held or not, the evidence in one line) rather than raising, so
-that a plugin's tests (:func:`autorl.testing.check_hardening`) and ``autorl selftest`` report every hole at once:
+that a plugin's tests (:func:`autorl.testing.check_hardening`) and ``autorl selftest`` report every hole at once.
+The pieces of the hidden-items contract that these checks and :func:`autorl.testing.check_hidden_items_secret` share
+are here too: :func:`hidden_secret_env`, :func:`draw`, :func:`item_contents` and :func:`unprepared_refusal`.
 
 - ``secret-draws``: hidden items prepared under several secrets (as several installations) differ as *sets*
   beyond chance: identical draws mean the items need no secret; a part of a split present in every draw more
@@ -20,7 +22,8 @@ import json
 import math
 import os
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
@@ -68,37 +71,53 @@ class Check:
         return f"{self.name}: {'held' if self.held else 'GOT THROUGH'}: {self.detail}"
 
 
-def _portable(items: Sequence[Item], folder: Path) -> set[str]:
-    """Items as content (input and reference), whatever their id or the folder a path of theirs names."""
-    return {json.dumps([dict(i.input), i.reference], sort_keys=True, default=str).replace(str(folder), "<hidden>")
-            for i in items}
+def item_contents(items: Sequence[Item], folder: Path, *, ids: bool = False) -> list[str]:
+    """Each item as content (input and reference; its id too where ``ids``), whatever the folder a path of its
+    names: two installations' items compare equal where they hold the same."""
+    return [json.dumps([*([i.id] if ids else []), dict(i.input), i.reference], sort_keys=True,
+                       default=str).replace(str(folder), "<hidden>") for i in items]
 
 
-class _Secret:
+@contextmanager
+def hidden_secret_env(value: str | None) -> Iterator[None]:
     """``AUTORL_HIDDEN_SECRET`` set to ``value`` (or unset) for a block, restored after."""
-
-    def __init__(self, value: str | None) -> None:
-        self.value = value
-        self.saved: str | None = None
-
-    def __enter__(self) -> None:
-        self.saved = os.environ.pop(HIDDEN_SECRET_ENV, None)
-        if self.value is not None:
-            os.environ[HIDDEN_SECRET_ENV] = self.value
-
-    def __exit__(self, *exc: object) -> None:
+    saved = os.environ.pop(HIDDEN_SECRET_ENV, None)
+    if value is not None:
+        os.environ[HIDDEN_SECRET_ENV] = value
+    try:
+        yield
+    finally:
         os.environ.pop(HIDDEN_SECRET_ENV, None)
-        if self.saved is not None:
-            os.environ[HIDDEN_SECRET_ENV] = self.saved
+        if saved is not None:
+            os.environ[HIDDEN_SECRET_ENV] = saved
 
 
-def draw(benchmark: Benchmark, folder: Path) -> dict[str, list[Item]]:
-    """Prepare ``benchmark``'s hidden items in a fresh ``folder`` (a fresh secret of its own) and load them."""
+def draw(benchmark: Benchmark, folder: Path, secret: str | None = None) -> dict[str, list[Item]]:
+    """Prepare ``benchmark``'s hidden items in a fresh ``folder`` and load them: with a fresh secret of the
+    folder's own (``secret`` None, as a new installation), or with ``AUTORL_HIDDEN_SECRET`` set to ``secret``."""
     folder.mkdir(parents=True, mode=0o700)
-    with _Secret(None):
+    with hidden_secret_env(secret):
         benchmark.hidden_dir = folder
         benchmark.prepare_eval_data(folder)
         return {split: benchmark.load_items(split, folder) for split in benchmark.splits}
+
+
+def unprepared_refusal(benchmark: Benchmark, folder: Path) -> tuple[str | None, str] | None:
+    """What is wrong with ``load_items`` on ``folder``, which holds no prepared items, under the secret the
+    environment holds: (the split or None, what, in one line); None where every split fails with a one-line
+    :class:`~autorl.errors.HiddenDataError` and nothing but a secret was written there."""
+    for split in benchmark.splits:
+        try:
+            got = benchmark.load_items(split, folder)
+        except HiddenDataError as exc:
+            if not str(exc) or "\n" in str(exc):
+                return split, "not a one-line error"
+            continue
+        except Exception as exc:  # any other failure is the finding itself
+            return split, f"{type(exc).__name__} instead of HiddenDataError"
+        return split, f"load_items gave {len(got)} items from a folder holding none"
+    written = sorted(p.name for p in folder.rglob("*") if p.is_file() and p.name != "secret")
+    return (None, f"load_items wrote {written[:3]}") if written else None
 
 
 def check_secret_draws(benchmark: Benchmark, draws: Sequence[tuple[Path, Mapping[str, Sequence[Item]]]]) -> Check:
@@ -113,7 +132,7 @@ def check_secret_draws(benchmark: Benchmark, draws: Sequence[tuple[Path, Mapping
         return Check("secret-draws", False, "fewer than two draws to compare")
     notes = []
     for split in secret_splits:
-        sets = [_portable(items[split], folder) for folder, items in draws]
+        sets = [set(item_contents(items[split], folder)) for folder, items in draws]
         if not all(sets):
             return Check("secret-draws", False, f"{split}: a draw holds no item")
         if all(s == sets[0] for s in sets):
@@ -138,22 +157,11 @@ def check_no_secret_no_items(benchmark: Benchmark, root: Path) -> Check:
     for label, secret in (("no secret", None), ("the agent's own secret", secrets.token_hex(32))):
         folder = root / f"unprepared-{'a' if secret is None else 'b'}"
         folder.mkdir(parents=True, mode=0o700)
-        for split in benchmark.splits:
-            with _Secret(secret):
-                try:
-                    got = benchmark.load_items(split, folder)
-                except HiddenDataError as exc:
-                    if not str(exc) or "\n" in str(exc):
-                        return Check("no-secret-no-items", False, f"{split} ({label}): not a one-line error")
-                    continue
-                except Exception as exc:  # any other failure is the finding itself
-                    return Check("no-secret-no-items", False,
-                                 f"{split} ({label}): {type(exc).__name__} instead of HiddenDataError")
-            return Check("no-secret-no-items", False, f"{split} ({label}): load_items gave {len(got)} items "
-                                                      "from a folder holding none")
-        written = sorted(p.name for p in folder.rglob("*") if p.is_file() and p.name != "secret")
-        if written:
-            return Check("no-secret-no-items", False, f"load_items wrote {written[:3]} ({label})")
+        with hidden_secret_env(secret):
+            refused = unprepared_refusal(benchmark, folder)
+        if refused is not None:
+            split, what = refused
+            return Check("no-secret-no-items", False, f"{split} ({label}): {what}" if split else f"{what} ({label})")
     return Check("no-secret-no-items", True, f"{len(benchmark.splits)} split(s) refused without prepared items")
 
 
@@ -263,7 +271,7 @@ def harden(benchmark: Benchmark | Callable[[], Benchmark], root: Path, *, draws:
         first_folder, first = made[0]
         bench.hidden_dir = first_folder
         split = "dev" if "dev" in first else bench.splits[0]
-        with _Secret(None):
+        with hidden_secret_env(None):
             checks.append(check_scorer_escapes(bench, list(first[split])[:limit], completions,
                                                evaluator=evaluator, score=score))
     if "nothing-visible" not in skip:

@@ -79,7 +79,7 @@ class ResolvedModel:
 
 
 def _builtin_model(spec: str, home: Path) -> ResolvedModel:
-    from autorl.default_plugins import tiny_model
+    from autorl.builtin import tiny_model
 
     target = home / "models" / "autorl" / f"tiny-v{tiny_model.RECIPE_VERSION}"
     with file_lock(target.with_name(target.name + ".lock")):

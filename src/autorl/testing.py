@@ -77,7 +77,7 @@ def autorl_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The built-in ``autorl:tiny`` model (a ~0.5M-parameter Qwen2), built once per test session."""
-    from autorl.default_plugins.tiny_model import build
+    from autorl.builtin.tiny_model import build
 
     return build(tmp_path_factory.mktemp("autorl-tiny") / "tiny", log=lambda _m: None)
 
@@ -171,75 +171,62 @@ def check_hidden_items_secret(benchmark: Any, root: Path) -> None:
     - the secret file is the owner's only (0600); preparing again keeps the items; ids are unique;
     - the same ``AUTORL_HIDDEN_SECRET`` in two folders gives the same items (an operator reproduces a study).
     """
-    import json
-    import os
     import stat
 
-    from autorl.errors import HiddenDataError
+    from autorl.hardening import draw, hidden_secret_env, item_contents, unprepared_refusal
     from autorl.hidden import HIDDEN_SECRET_ENV
 
-    def portable(split_items: dict[str, Any], folder: Path) -> dict[str, str]:
+    def portable(split_items: dict[str, Any], folder: Path) -> dict[str, list[str]]:
         # items as content, whatever folder they were prepared in (a game file's path is no difference)
-        return {split: json.dumps([[i.id, dict(i.input), i.reference] for i in items], sort_keys=True,
-                                  default=str).replace(str(folder), "<hidden>") for split, items in split_items.items()}
+        return {split: item_contents(items, folder, ids=True) for split, items in split_items.items()}
 
-    saved = os.environ.pop(HIDDEN_SECRET_ENV, None)
+    hidden_dir = getattr(benchmark, "hidden_dir", None)  # the caller's, given back after the draws
     try:
-        empty = root / "empty-hidden"
-        empty.mkdir(parents=True)
-        for split in benchmark.splits:
-            with pytest.raises(HiddenDataError) as info:
-                benchmark.load_items(split, empty)
-            message = str(info.value)
-            assert message and "\n" not in message, f"not a one-line error: {message!r}"
-        assert not any(p.is_file() and p.name != "secret" for p in empty.rglob("*")), sorted(empty.rglob("*"))
+        with hidden_secret_env(None):
+            empty = root / "empty-hidden"
+            empty.mkdir(parents=True)
+            refused = unprepared_refusal(benchmark, empty)
+            if refused is not None:
+                where, what = refused
+                raise AssertionError(f"{benchmark.name} {where}: {what}" if where else f"{benchmark.name}: {what}")
 
-        public = set(getattr(benchmark, "public_splits", ()))
-        folders: list[Path] = []
-        items: list[dict[str, Any]] = []
+            public = set(getattr(benchmark, "public_splits", ()))
+            folders: list[Path] = []
+            items: list[dict[str, Any]] = []
 
-        def install() -> dict[str, str]:
-            folder = root / f"hidden-{'abcdefgh'[len(folders)]}"
-            folder.mkdir(parents=True, mode=0o700)
-            benchmark.prepare_eval_data(folder)
-            folders.append(folder)
-            items.append(portable({split: benchmark.load_items(split, folder) for split in benchmark.splits}, folder))
-            secret = folder / "secret"
-            assert secret.is_file() and not secret.is_symlink(), f"{benchmark.name} wrote no secret in {folder}"
-            assert stat.S_IMODE(secret.stat().st_mode) == 0o600, oct(secret.stat().st_mode)
-            return items[-1]
+            def install() -> dict[str, list[str]]:
+                folder = root / f"hidden-{'abcdefgh'[len(folders)]}"
+                folders.append(folder)
+                items.append(portable(draw(benchmark, folder), folder))
+                secret = folder / "secret"
+                assert secret.is_file() and not secret.is_symlink(), f"{benchmark.name} wrote no secret in {folder}"
+                assert stat.S_IMODE(secret.stat().st_mode) == 0o600, oct(secret.stat().st_mode)
+                return items[-1]
 
-        install()
-        install()
-        if any(items[0][s] == items[1][s] for s in benchmark.splits if s not in public):
-            install()  # two secrets may draw the same few items from a small pool; a third rarely does again
-            if all(items[2][s] != items[0][s] for s in benchmark.splits if s not in public):
-                folders[1], items[1] = folders[2], items[2]
-        for split in benchmark.splits:
-            a, b = items[0][split], items[1][split]
-            loaded = benchmark.load_items(split, folders[0])
-            assert loaded, f"{benchmark.name} {split}: no hidden items"
-            assert len({i.id for i in loaded}) == len(loaded), f"{benchmark.name} {split}: duplicate item ids"
-            if split in public:
-                continue
-            assert a != b, f"{benchmark.name} {split}: the same items under two secrets (computable from the package)"
-            assert benchmark.hidden_items_hash(split, folders[0]) != benchmark.hidden_items_hash(split, folders[1])
-        benchmark.prepare_eval_data(folders[0])
-        again = portable({s: benchmark.load_items(s, folders[0]) for s in benchmark.splits}, folders[0])
-        assert again == items[0], "prepare is not idempotent"
+            install()
+            install()
+            if any(items[0][s] == items[1][s] for s in benchmark.splits if s not in public):
+                install()  # two secrets may draw the same few items from a small pool; a third rarely does again
+                if all(items[2][s] != items[0][s] for s in benchmark.splits if s not in public):
+                    folders[1], items[1] = folders[2], items[2]
+            for split in benchmark.splits:
+                a, b = items[0][split], items[1][split]
+                loaded = benchmark.load_items(split, folders[0])
+                assert loaded, f"{benchmark.name} {split}: no hidden items"
+                assert len({i.id for i in loaded}) == len(loaded), f"{benchmark.name} {split}: duplicate item ids"
+                if split in public:
+                    continue
+                assert a != b, f"{benchmark.name} {split}: the same items under two secrets (computable from the package)"
+                assert benchmark.hidden_items_hash(split, folders[0]) != benchmark.hidden_items_hash(split, folders[1])
+            benchmark.prepare_eval_data(folders[0])
+            again = portable({s: benchmark.load_items(s, folders[0]) for s in benchmark.splits}, folders[0])
+            assert again == items[0], "prepare is not idempotent"
 
-        os.environ[HIDDEN_SECRET_ENV] = "ab" * 32
-        given = []
-        for name in ("given-a", "given-b"):
-            folder = root / name
-            folder.mkdir(parents=True, mode=0o700)
-            benchmark.prepare_eval_data(folder)
-            given.append(portable({split: benchmark.load_items(split, folder) for split in benchmark.splits}, folder))
-        assert given[0] == given[1], f"{benchmark.name}: {HIDDEN_SECRET_ENV} does not reproduce the hidden items"
+            given = [portable(draw(benchmark, root / name, secret="ab" * 32), root / name)
+                     for name in ("given-a", "given-b")]
+            assert given[0] == given[1], f"{benchmark.name}: {HIDDEN_SECRET_ENV} does not reproduce the hidden items"
     finally:
-        os.environ.pop(HIDDEN_SECRET_ENV, None)
-        if saved is not None:
-            os.environ[HIDDEN_SECRET_ENV] = saved
+        benchmark.hidden_dir = hidden_dir
 
 
 def check_train_data_holds_no_hidden_item(benchmark: Any, root: Path) -> None:

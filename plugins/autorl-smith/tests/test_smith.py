@@ -327,7 +327,7 @@ def test_opencompass_mode_agrees_with_per_sample(tmp_path: Path, home: Path, tin
 
     if not os.environ.get("AUTORL_OPENCOMPASS_PYTHON"):
         pytest.fail("needs an OpenCompass environment in AUTORL_OPENCOMPASS_PYTHON (nox -s opencompass makes one)")
-    from autorl.default_plugins.arith import public_pairs
+    from autorl.builtin.arith import public_pairs
 
     # problems the tiny model was trained on, so that it gets some right: agreement is not all zeros
     test_rows = [{"question": f"What is {a}+{b}?", "answer": str(a + b)} for a, b in public_pairs("train")[:48]]

@@ -11,8 +11,8 @@ from __future__ import annotations
 import string
 from typing import TYPE_CHECKING
 
-from autorl.agents.command import CommandAgent
 from autorl.errors import UsageError
+from autorl.plugins.agent_folder import CommandAgent
 
 if TYPE_CHECKING:
     from autorl.benchmark import Benchmark

@@ -19,9 +19,9 @@ CODING_AGENTS = ("claude", "codex", "gemini", "opencode", "openhands", "rdagent"
 
 @hookimpl
 def register_agents(register: Callable[[type[Any]], None]) -> None:
-    from autorl.agents.command import CommandAgent, agent_folders_from_env
     from autorl.agents.example_agent import ExampleAgent
     from autorl.agents.llm import LLMAgent
+    from autorl.plugins.agent_folder import CommandAgent, agent_folders_from_env
 
     register(ExampleAgent.from_folder(EXAMPLE_FOLDER, name="example"))
     register(LLMAgent)

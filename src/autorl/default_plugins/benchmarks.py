@@ -10,8 +10,8 @@ from autorl.hookspecs import hookimpl
 
 @hookimpl
 def register_benchmarks(register: Callable[[type[Any]], None]) -> None:
-    from autorl.default_plugins.arith import Arith
-    from autorl.default_plugins.basics import Basics
+    from autorl.builtin.arith import Arith
+    from autorl.builtin.basics import Basics
 
     register(Arith)
     register(Basics)

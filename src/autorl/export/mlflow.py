@@ -21,9 +21,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from autorl.errors import MissingDependencyError, UsageError, extra_install
-from autorl.export.frames import column_kinds
 from autorl.export.recorded import Selection
 from autorl.record.card import card_markdown, trajectory_svg
+from autorl.record.frames import column_kinds
 
 __all__ = ["PARAMS", "export_mlflow", "run_metrics"]
 

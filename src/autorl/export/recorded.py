@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from autorl.errors import UsageError
+from autorl.record.frames import open_ledger
 
-__all__ = ["Selection", "open_ledger", "select"]
+__all__ = ["Selection", "select"]
 
 
 @dataclass(frozen=True)
@@ -19,17 +20,6 @@ class Selection:
 
     results: list[dict[str, Any]]
     study: str | None
-
-
-def open_ledger(home: Path | None = None) -> Any:
-    """The ledger of ``home`` (default ``AUTORL_HOME``), which must exist: a one-line error where it does not."""
-    from autorl.record.ledger import Ledger
-    from autorl.resources import autorl_home
-
-    db = (home or autorl_home()) / "autorl.db"
-    if not db.is_file():
-        raise UsageError(f"no runs recorded yet: {db} does not exist")
-    return Ledger(db)
 
 
 def select(target: str, home: Path | None = None) -> Selection:

@@ -3,6 +3,8 @@ of what they register (typed accessors, names resolved at entry points only, did
 
     loader    the plugin manager: which plugins load, in which order, with which warnings
     registry  benchmarks, agents and backends by name; ``--task ./folder`` and ``--agent ./folder``
+    agent_folder  agents defined by a folder (``config.yaml`` + a start script): ``--agent ./folder``,
+                  ``AUTORL_AGENTS_PATH`` and the built-in coding agents
 
 The loader's names are handed on here, where ``autorl.plugins`` named them before it was a package.
 """

@@ -162,7 +162,7 @@ def resolve_agent(spec: str, pm: PluginManager | None = None) -> type[Agent]:
     """The agent ``spec`` names: a folder with config.yaml + start script, or a registered agent name."""
     path = Path(spec).expanduser()
     if path.is_dir():
-        from autorl.agents.command import CommandAgent
+        from autorl.plugins.agent_folder import CommandAgent
 
         return CommandAgent.from_folder(path)
     if "/" in spec or spec.startswith("."):

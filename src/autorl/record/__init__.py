@@ -7,5 +7,6 @@
     display    how a result reads on a screen: the p-value rule, a result in words, short ids
     metrics    a run's process metrics from the grader's records
     aggregate  runs pooled per agent
+    frames     ``autorl.runs()``: every recorded run as a typed pandas DataFrame, from the ledger of a home
     db         SQLite as the ledger and the grader's store use it: one write transaction shape
 """

@@ -1,5 +1,5 @@
 """The run wing, and ``autorl.runs(task=, agent=, study=)``: this package is callable, and calling it gives
-every recorded run as a pandas DataFrame (:func:`autorl.export.frames.runs`).
+every recorded run as a pandas DataFrame (:func:`autorl.record.frames.runs`).
 
 The run wing is a run from its names to its record, each step in its own module, and the one *finish*
 that a live run and a recovered one share, so that both leave the same record.
@@ -33,8 +33,8 @@ from typing import Any
 class _CallablePackage(types.ModuleType):
     def __call__(self, task: str | None = None, agent: str | None = None, study: str | None = None,
                  **options: Any) -> Any:
-        """Every recorded run as a pandas DataFrame (:func:`autorl.export.frames.runs`)."""
-        from autorl.export.frames import runs
+        """Every recorded run as a pandas DataFrame (:func:`autorl.record.frames.runs`)."""
+        from autorl.record.frames import runs
 
         return runs(task=task, agent=agent, study=study, **options)
 

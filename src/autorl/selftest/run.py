@@ -73,7 +73,7 @@ def _masked(bench: Benchmark) -> list[str]:
 
 def _hidden(task: str, hidden_dir: Path) -> tuple[dict[str, set[str]], tuple[str, ...], list[str], list[Item]]:
     """The run's hidden items (as content per split, and all of them), its public splits and masked paths."""
-    from autorl.hardening import _portable
+    from autorl.hardening import item_contents
     from autorl.plugins.registry import get_benchmark
 
     bench = get_benchmark(task)()
@@ -85,7 +85,7 @@ def _hidden(task: str, hidden_dir: Path) -> tuple[dict[str, set[str]], tuple[str
             loaded = bench.load_items(split, hidden_dir)
         except Exception:
             continue
-        items[split] = _portable(loaded, hidden_dir)
+        items[split] = set(item_contents(loaded, hidden_dir))
         every += loaded
     return items, tuple(bench.public_splits), _masked(bench), every
 

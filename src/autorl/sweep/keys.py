@@ -109,7 +109,7 @@ class Resolver:
             from autorl.resources import BUILTIN_MODELS
 
             if spec in BUILTIN_MODELS:  # its recipe's version, without building it here
-                from autorl.default_plugins import tiny_model
+                from autorl.builtin import tiny_model
 
                 return {"id": spec, "revision": f"recipe-v{tiny_model.RECIPE_VERSION}"}
             local = Path(spec).expanduser()

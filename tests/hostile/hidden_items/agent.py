@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, json.loads(os.environ["ATTACK"])["tests_root"])
-from autorl.default_plugins.arith import Arith
+from autorl.builtin.arith import Arith
 from tests.hostile.common import CFG, WS, attempts, finish
 
 

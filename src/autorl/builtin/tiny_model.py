@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autorl.default_plugins.arith import public_pairs
-from autorl.default_plugins.basics import question_texts
+from autorl.builtin.arith import public_pairs
+from autorl.builtin.basics import question_texts
 from autorl.errors import MissingDependencyError, extra_install
 
 RECIPE_VERSION = "3"  # 2: trained on arith v2's smaller public train set; 3: and on two general skills

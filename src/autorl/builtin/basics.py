@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 
 from autorl.benchmark import Benchmark
-from autorl.default_plugins.arith import extract_answer
+from autorl.builtin.arith import extract_answer
 from autorl.hidden import has_hidden_items, write_hidden_items
 from autorl.scoring import EvalConfig, Item
 
@@ -41,7 +41,7 @@ def _questions() -> list[tuple[str, str, int]]:
 
 def question_texts() -> frozenset[str]:
     """Every question of the set (dev and test): what a model's own training data must leave out (the built-in
-    model learns two of these skills from other questions, :mod:`autorl.default_plugins.tiny_model`)."""
+    model learns two of these skills from other questions, :mod:`autorl.builtin.tiny_model`)."""
     return frozenset(q for _, q, _ in _questions())
 
 
