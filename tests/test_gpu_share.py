@@ -25,6 +25,7 @@ from autorl.inference.gpu_share import (
 from autorl.resources import ResolvedModel
 from autorl.runs.gpus import GpuAssignment
 from autorl.runs.plan import Assets, resolve, share_gpu
+from autorl.runs.spec import RunSpec
 
 from .conftest import write_stub_checkpoint
 
@@ -124,7 +125,8 @@ def test_a_gpu_budget_is_its_share_less_the_engine_and_says_its_arithmetic(tmp_p
 
 
 def _plan(backend: str, tmp_path: Path, **options: object) -> tuple[object, Assets]:
-    plan = resolve("example", "arith", "hf", None, "none", "on", None, None, options, lambda _: None)
+    spec = RunSpec.build("example", "arith", "m", 60.0, backend="hf", sandbox="none", backend_options=options)
+    plan = resolve(spec, "arith", None, lambda _: None)
     gpus = GpuAssignment(("0",), ("0",), ("0",), explicit=True)
     assets = Assets(ResolvedModel("m", _model(tmp_path / "m"), "local"), None)  # type: ignore[arg-type]
     return replace(plan, backend=backend, gpus=gpus), assets

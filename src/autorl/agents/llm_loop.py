@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from autorl.errors import BudgetSpent, budget_kind
 from autorl.procs.group import kill_group
 
 TRUNCATE = 8000
@@ -44,10 +45,6 @@ TOOLS: list[dict[str, Any]] = [
         ("finish", "End the session.", {"summary": {"type": "string"}}, []),
     ]
 ]
-
-
-class BudgetSpent(RuntimeError):
-    """The gateway refused a call: the run's LLM budget is spent."""
 
 
 def truncate(text: str, limit: int = TRUNCATE) -> str:
@@ -181,7 +178,7 @@ class Session:
                 error = f"HTTP {resp.status_code}: {resp.text[:300]}"
                 retry_after = resp.headers.get("retry-after")
                 if resp.status_code == 429 and "llm_budget_exhausted" in resp.text:
-                    raise BudgetSpent(error)
+                    raise BudgetSpent(error, budget_kind(resp.text))  # the gateway refused: the run's budget
                 if resp.status_code == 400 and "context" in resp.text.lower():
                     self.compact()
                     continue

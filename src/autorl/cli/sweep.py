@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -12,6 +12,10 @@ import autorl.cli.options as opt
 from autorl.cli.output import console, echo, fmt, markdown, print_json, table
 from autorl.errors import UsageError
 from autorl.record.display import short_path
+
+if TYPE_CHECKING:
+    from autorl.sweep import StudyResult
+    from autorl.sweep.report_records import StudyReport
 
 sweep_app = typer.Typer(help="Studies: agents x tasks x models x seeds, resumable, reported with uncertainty.",
                         no_args_is_help=True)
@@ -150,7 +154,7 @@ REPORT_COLUMNS = ("task", "model", "agent", "config", "runs", "failed", "test-sc
                   "95% CI (over runs)", "per-run improvements [95% CI]")
 
 
-def _report_cells(report: dict[str, Any], screen: bool = True) -> list[list[str]]:
+def _report_cells(report: StudyReport | StudyResult, screen: bool = True) -> list[list[str]]:
     # a screen gets local paths short; a file (CSV, markdown) keeps them whole
     name = short_path if screen else str
     out = []
@@ -164,7 +168,7 @@ def _report_cells(report: dict[str, Any], screen: bool = True) -> list[list[str]
     return out
 
 
-def _print_report(report: dict[str, Any], form: str) -> None:
+def _print_report(report: StudyReport | StudyResult, form: str) -> None:
     rows = _report_cells(report, screen=form == "table")
     if form == "markdown":
         markdown(REPORT_COLUMNS, rows)

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from autorl.errors import BudgetSpent, UsageError, budget_kind
 from autorl.gateway.prices import DEFAULT_PRICES, price_of
 from autorl.gateway.usage import COUNTED, RESERVED, UPSTREAM, Usage
 
@@ -25,12 +26,17 @@ from autorl.gateway.usage import COUNTED, RESERVED, UPSTREAM, Usage
 MAX_PROMPT_RATIO = 8.0
 
 
-class BudgetSpent(Exception):
-    """The run's LLM budget cannot pay for a call: no further model calls in this run."""
-
-
 class BudgetBusy(Exception):
     """What remains of the budget is reserved by calls in flight: the call may be retried when they end."""
+
+
+def check_budget(usd: float | None, tokens: int | None) -> None:
+    """A run's LLM budget as given (``--llm-budget-usd``, ``--llm-budget-tokens``): each positive, or a one-line
+    :class:`~autorl.errors.UsageError`."""
+    if usd is not None and not 0 < usd < math.inf:
+        raise UsageError("--llm-budget-usd must be a positive number of US dollars")
+    if tokens is not None and tokens <= 0:
+        raise UsageError("--llm-budget-tokens must be a positive number of tokens")
 
 
 @dataclass
@@ -113,10 +119,10 @@ class Meter:
 
     def reserve(self, model: str, prompt_estimate: int, asked: int | None, n: int = 1) -> Reservation:
         """Hold the worst case of a call asking for ``asked`` output tokens (None: it sets no limit) for each of
-        ``n`` candidates. Raises ``BudgetSpent``, ``BudgetBusy``, or ``LookupError`` for a USD budget and a
+        ``n`` candidates. Raises :class:`~autorl.errors.BudgetSpent`, ``BudgetBusy``, or ``LookupError`` for a USD budget and a
         model without a price."""
         if self.exhausted:
-            raise BudgetSpent(self.exhausted)
+            raise BudgetSpent(self.exhausted, budget_kind(self.exhausted))
         prompt = self.prompt_tokens(model, prompt_estimate)
         if not self.limited:
             res = Reservation(model, prompt_estimate, prompt, n * (asked or 0), 0.0, None)
@@ -134,7 +140,7 @@ class Meter:
                 raise BudgetBusy(f"what remains of the run's LLM budget is reserved by {self.in_flight} call(s) in "
                                  "flight; retry when they end")
             self.exhausted = self._spent_message(prompt + n * floor)
-            raise BudgetSpent(self.exhausted)
+            raise BudgetSpent(self.exhausted, budget_kind(self.exhausted))
         out = int(give)
         usd = Usage(prompt, n * out).cost(model, self.prices) or 0.0
         res = Reservation(model, prompt_estimate, prompt, n * out, usd, out)
@@ -196,4 +202,4 @@ class Meter:
                 "by_model": {k: dict(v) for k, v in self.by_model.items()}}
 
 
-__all__ = ["MAX_PROMPT_RATIO", "BudgetBusy", "BudgetSpent", "Meter", "Reservation"]
+__all__ = ["MAX_PROMPT_RATIO", "BudgetBusy", "BudgetSpent", "Meter", "Reservation", "check_budget"]

@@ -38,16 +38,13 @@ def start_gateway(folder: Path, budget_usd: float | None = None, budget_tokens: 
     """
     import os
 
-    from autorl.errors import UsageError
+    from autorl.gateway.budget import check_budget
     from autorl.gateway.prices import load_prices
     from autorl.gateway.upstreams import upstreams_from_env
     from autorl.procs.group import free_port
     from autorl.resources import private_dir
 
-    if budget_usd is not None and not 0 < budget_usd < float("inf"):
-        raise UsageError("--llm-budget-usd must be a positive number of US dollars")
-    if budget_tokens is not None and budget_tokens <= 0:
-        raise UsageError("--llm-budget-tokens must be a positive number of tokens")
+    check_budget(budget_usd, budget_tokens)
     prices = prices or os.environ.get("AUTORL_LLM_PRICES") or None
     load_prices(prices)  # a bad table stops here, in one line
     upstreams_from_env()  # and so does a bad upstreams file

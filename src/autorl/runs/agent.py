@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from autorl.runs.plan import Assets, Plan
     from autorl.runs.progress import Say
     from autorl.runs.services import Services
+    from autorl.runs.spec import RunSpec
     from autorl.sandbox import Policy, SandboxChoice
 
 __all__ = ["POLICY_RECORD", "AgentRun", "check_agent_view", "run_the_agent"]
@@ -86,10 +87,11 @@ def check_agent_view(plan: Plan, assets: Assets, home: Path, runs_dir: Path | st
     item or a key, or shows what every agent's policy masks (:mod:`autorl.sandbox.offered`). ``given`` is what
     the operator passes the agent on purpose."""
     from autorl.plugins.registry import registrations
+    from autorl.runs.place import runs_root_of
     from autorl.sandbox.agent import agent_masks, refuse_uncovering
     from autorl.sandbox.offered import check_offered
 
-    runs_root = Path(runs_dir).expanduser() if runs_dir else home / "runs"
+    runs_root = runs_root_of(runs_dir, home)
     masked = agent_masks(home, runs_root)
     registered = registrations("benchmark").get(plan.task)
     plugin = f"plugin {registered.distribution}" if registered else "a plugin"
@@ -98,14 +100,14 @@ def check_agent_view(plan: Plan, assets: Assets, home: Path, runs_dir: Path | st
 
 
 def run_the_agent(plan: Plan, assets: Assets, place: Place, services: Services, stack: contextlib.ExitStack,
-                  home: Path, deadline: float, seed: int, grace_s: float, say: Say,
-                  decoys: Planted | None = None) -> AgentRun:
-    """The agent in its process group (sandboxed where chosen) until it exits or the deadline passes; the
-    ``decoys`` planted in its workspace watched meanwhile (the watcher of its files leaves them unread)."""
+                  home: Path, deadline: float, spec: RunSpec, say: Say, decoys: Planted | None = None) -> AgentRun:
+    """The agent in its process group (sandboxed where chosen) until it exits or the deadline passes (then, after
+    the spec's ``grace_s``, it is killed); the ``decoys`` planted in its workspace watched meanwhile (the watcher
+    of its files leaves them unread)."""
     from autorl.sandbox import launch
     from autorl.sandbox.agent import agent_env
 
-    ctx = _context(plan, assets, place, services, deadline, seed)
+    ctx = _context(plan, assets, place, services, deadline, spec.seed)
     gateway = services.gateway
     # the agent reaches models only through the gateway: no upstream key, the run's token instead; the
     # benchmark's variables under the harness's, and scrubbed like the rest
@@ -126,7 +128,7 @@ def run_the_agent(plan: Plan, assets: Assets, place: Place, services: Services, 
     # each submission's dev score as it lands, read from the grader (whichever process serves it now)
     printer = SubmissionPrinter(lambda: services.grader.admin.state(), deadline, say).start()
     try:
-        outcome = run_agent(argv, cwd=run.cwd, env=run.env, log_path=log_path, deadline=deadline, grace_s=grace_s)
+        outcome = run_agent(argv, cwd=run.cwd, env=run.env, log_path=log_path, deadline=deadline, grace_s=spec.grace_s)
     finally:
         printer.stop()
         watcher.stop()

@@ -20,6 +20,7 @@ from autorl.sandbox import choose
 if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
     from autorl.runs.progress import Say
+    from autorl.runs.spec import RunSpec
     from autorl.sandbox import SandboxChoice
 
 __all__ = ["Assets", "Plan", "acquire", "output_quota", "resolve", "runs_per_gpu", "share_gpu"]
@@ -43,13 +44,13 @@ class Plan:
     gpu_budget: dict[str, Any] | None = None
 
 
-def resolve(agent: str, task: str, backend: str | None, gpus: str | None, sandbox: str, network: str,
-            agent_env: Mapping[str, str] | None, benchmark_options: Mapping[str, Any] | None,
-            backend_options: Mapping[str, Any] | None, say: Say) -> Plan:
-    """Benchmark, agent, backend, GPUs and sandbox from their names (unknown: one line with close matches)."""
-    bench_options = dict(benchmark_options or {})
+def resolve(spec: RunSpec, task: str, agent_env: Mapping[str, str] | None, say: Say) -> Plan:
+    """The spec's benchmark (``task``: its name as resolved), agent, backend, GPUs and sandbox from their names
+    (unknown: one line with close matches); the agent is given ``agent_env``."""
+    sandbox, network, backend = spec.sandbox, spec.network, spec.backend
+    bench_options = dict(spec.benchmark_options)
     benchmark = get_benchmark(task)(bench_options)
-    agent_cls = resolve_agent(agent)
+    agent_cls = resolve_agent(spec.agent)
     agent_obj = agent_cls({"env": dict(agent_env or {})})
     agent_obj.preflight()
     agent_obj.check_task(benchmark)
@@ -62,8 +63,8 @@ def resolve(agent: str, task: str, backend: str | None, gpus: str | None, sandbo
         say(f"warning: {warning}")
     backend_name = backend or default_backend()
     get_backend(backend_name)
-    assignment = parse_gpus(gpus) if gpus else GpuAssignment()
-    options = dict(backend_options or {})
+    assignment = parse_gpus(spec.gpus) if spec.gpus else GpuAssignment()
+    options = dict(spec.backend_options)
     if assignment.shared and backend_name != "vllm":  # vllm's engine is held to a budget (share_gpu)
         # the grader's idle engine gives the shared GPU back to the agent between evaluations
         options.setdefault("sleep_when_idle", True)

@@ -18,7 +18,9 @@ from typing import Any
 from autorl.errors import UsageError
 from autorl.sweep.executors import Executor, Launch, get_executor
 from autorl.sweep.keys import Resolver
+from autorl.sweep.records import Payload, StudySpec
 from autorl.sweep.spec import Cell, expand_options, load_spec, study_name
+from autorl.sweep.spec import executor_options as executor_options_of
 from autorl.sweep.store import INFRA, QUEUED, Attempt, KeyState, SweepDir, write_json
 from autorl.sweep.worker import RUN_PROGRAM_ENV
 
@@ -34,7 +36,7 @@ class Study:
     name: str
     dir: SweepDir
     cells: list[Cell]
-    spec: dict[str, Any]
+    spec: StudySpec
     retries: int = DEFAULT_RETRIES
     states: dict[str, KeyState] = field(default_factory=dict)
 
@@ -95,7 +97,7 @@ def open_study(sweep: str | Path) -> Study:
     if not folder.exists():
         raise UsageError(f"no sweep at {path} (give its directory, or a name under {sweeps_root()})")
     spec = folder.spec()
-    cells = [Cell(options=c["options"], run_key=c["run_key"], identity=c["identity"]) for c in folder.cells()]
+    cells = [Cell.from_record(c) for c in folder.cells()]
     study = Study(folder.name, folder, cells, spec, int(spec.get("retries", DEFAULT_RETRIES)))
     study.refresh()
     return study
@@ -122,11 +124,12 @@ def _new_attempt(study: Study, cell: Cell, state: KeyState) -> Attempt:
     import shlex
 
     sweep_id = hashlib.sha256(str(study.dir.root.resolve()).encode()).hexdigest()[:8]
-    write_json(path / "payload.json", {
+    payload: Payload = {
         "run_key": cell.run_key, "attempt": number, "sweep": study.name, "sweep_id": sweep_id,
         "sweep_dir": str(study.dir.root.resolve()), "args": cell.run_args(), "options": cell.options,
         "home": str(home().resolve()), "gpus": None, "program": shlex.split(program) if program else None,
-    })
+    }
+    write_json(path / "payload.json", payload)
     attempt = Attempt(cell.run_key, number, path)
     state.attempts.append(attempt)
     return attempt
@@ -258,7 +261,7 @@ def run_sweep(spec: str | Path | Mapping[str, Any], *, executor: str = "local",
         study.spec["retries"] = retries
     if max_parallel is not None and max_parallel < 1:
         raise UsageError("--max-parallel must be a positive integer")
-    options = {**dict(study.spec.get(executor) or {}), **dict(executor_options or {})}
+    options = {**executor_options_of(study.spec, executor), **dict(executor_options or {})}
     ex = get_executor(executor)(options, max_parallel=max_parallel, sweep_dir=study.dir.root)
     for cell in study.cells:
         ex.check(int(cell["gpus"]), cell.label)

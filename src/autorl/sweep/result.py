@@ -6,6 +6,7 @@ from html import escape
 from typing import Any
 
 from autorl.record.display import fmt_ci, fmt_signed, is_number
+from autorl.sweep.report_records import ReportCell, StudyRecord
 
 __all__ = ["StudyResult"]
 
@@ -13,7 +14,7 @@ __all__ = ["StudyResult"]
 SHOWN_CELLS = 12
 
 
-def _cell_line(c: dict[str, Any]) -> tuple[str, str, str, str]:
+def _cell_line(c: ReportCell) -> tuple[str, str, str, str]:
     budget = c.get("timeout_s")
     who = f"{c.get('agent')} on {c.get('task')} ({c.get('base_model')}" + (
         f", {budget:g} s)" if is_number(budget) else ")")
@@ -28,12 +29,12 @@ class StudyResult(dict[str, Any]):
     """
 
     @property
-    def cells(self) -> list[dict[str, Any]]:
+    def cells(self) -> list[ReportCell]:
         return list(self.get("cells") or [])
 
-    def to_records(self) -> list[dict[str, Any]]:
+    def to_records(self) -> list[StudyRecord]:
         """One flat dict per run of every cell, then one per key without a result (``status`` says why)."""
-        out = []
+        out: list[StudyRecord] = []
         for c in self.cells:
             for r in c.get("per_run") or []:
                 ci = r.get("improvement_ci95")

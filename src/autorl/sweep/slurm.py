@@ -16,10 +16,15 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from autorl.errors import MissingDependencyError, UsageError
 from autorl.sweep.executors import Executor, Launch
+
+if TYPE_CHECKING:
+    import submitit
+
+    from autorl.sweep.records import Outcome
 
 #: seconds added to a run's timeout for its time limit: baseline, evaluations in flight, test split, audit
 DEFAULT_MARGIN_S = 1800.0
@@ -50,7 +55,7 @@ class SlurmExecutor(Executor):
         self.margin_s = float(self.options.get("time_margin_s", DEFAULT_MARGIN_S))
         base = self.sweep_dir or Path.cwd()
         self.folder = Path(self.options.get("folder") or base / "slurm")
-        self.jobs: dict[str, Any] = {}
+        self.jobs: dict[str, submitit.Job[Outcome]] = {}
         self._checked = False
 
     def check(self, gpus_per_run: int, label: str) -> None:

@@ -33,10 +33,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from autorl.record.schema import ResultRecord
 from autorl.sweep.keys import environ_devices, gpu_flag
+from autorl.sweep.records import Outcome, Payload
 from autorl.sweep.store import INFRA, RESULT, read_json, write_json
 
 #: the program that runs one cell (tests and benchmarks put a fake run here; see docs/sweep.md)
@@ -54,7 +55,7 @@ class _NoRoom(Exception):
     """Too little disk to start the run now (the message says how much, where)."""
 
 
-def scratch_home(payload: dict[str, Any]) -> Path:
+def scratch_home(payload: Payload) -> Path:
     """The node-local home of this sweep's runs (shared by the attempts that run on this node)."""
     root = Path(payload.get("scratch") or os.environ.get(SCRATCH_ENV) or tempfile.gettempdir())
     home = root / f"autorl-sweep-{os.getuid()}" / f"{payload['sweep']}-{payload['sweep_id']}" / "home"
@@ -63,10 +64,19 @@ def scratch_home(payload: dict[str, Any]) -> Path:
     return home
 
 
-def run_id(payload: dict[str, Any]) -> str:
+def run_id(payload: Payload) -> str:
     """The attempt's run id, ``<run_key>-<sweep_id>-a<N>``: unique to one execution, so two studies whose cells
     coincide (same agent, task, model and seed under another name or folder) never share a record or a folder."""
     return f"{payload['run_key']}-{payload['sweep_id']}-a{payload['attempt']}"
+
+
+def read_payload(path: Path) -> Payload:
+    """An attempt's ``payload.json`` (written by the coordinator, completed by the executor)."""
+    payload = read_json(path)
+    if not isinstance(payload, dict) or not all(k in payload for k in ("run_key", "attempt", "sweep", "sweep_id",
+                                                                         "args", "options", "home", "sweep_dir")):
+        raise RuntimeError(f"{path.parent} has no payload.json")
+    return cast(Payload, payload)
 
 
 def _link_shared(home: Path, shared: Path, task: str) -> None:
@@ -112,7 +122,7 @@ def _reserve(path: Path) -> None:
             os.fsync(f.fileno())
 
 
-def _recover(payload: dict[str, Any], home: Path, runs_dir: Path, env: dict[str, str], log: Path) -> None:
+def _recover(payload: Payload, home: Path, runs_dir: Path, env: dict[str, str], log: Path) -> None:
     """Record, from its grader's store, a run of this attempt that ended without its record (its agent filled
     the disk, say): ``autorl recover`` with the room the reserve gave back. A run whose scored submissions are
     in its store is then a result, never an infrastructure failure retried for another chance."""
@@ -132,10 +142,11 @@ def _recover(payload: dict[str, Any], home: Path, runs_dir: Path, env: dict[str,
                            stdout=err, stderr=err, env=env, stdin=subprocess.DEVNULL, check=False)
 
 
-def _command(payload: dict[str, Any], runs_dir: Path) -> list[str]:
+def _command(payload: Payload, runs_dir: Path) -> list[str]:
     program = payload.get("program") or [sys.executable, "-c", "from autorl.cli import main; main()"]
     args = ["run", *payload["args"], "--runs-dir", str(runs_dir), "--json"]
-    devices = payload["gpus"] if payload.get("gpus") is not None else environ_devices()
+    given = payload.get("gpus")
+    devices = given if given is not None else environ_devices()
     flag = gpu_flag(payload["options"], [str(d) for d in devices]) if payload["options"]["gpus"] else None
     if flag:
         args += ["--gpus", flag]
@@ -173,7 +184,7 @@ def _copy_store(result: ResultRecord, attempt_dir: Path) -> None:
             shutil.rmtree(src, ignore_errors=True)  # the copy is the record's: the scratch disk gets its space back
 
 
-def _result(payload: dict[str, Any], home: Path, stdout: str) -> ResultRecord:
+def _result(home: Path, stdout: str) -> ResultRecord:
     import json
 
     from autorl.record.ledger import Ledger
@@ -202,16 +213,14 @@ def _recorded(home: Path, runs_dir: Path) -> ResultRecord | None:
     return found[-1] if found else None
 
 
-def run_attempt(attempt_dir: str | Path) -> dict[str, Any]:
+def run_attempt(attempt_dir: str | Path) -> Outcome:
     """Run the attempt in ``attempt_dir`` (its ``payload.json``); returns and writes its ``outcome.json``."""
     attempt_dir = Path(attempt_dir)
-    payload = read_json(attempt_dir / "payload.json")
-    if not isinstance(payload, dict):
-        raise RuntimeError(f"{attempt_dir} has no payload.json")
+    payload = read_payload(attempt_dir / "payload.json")
     started = time.time()
     write_json(attempt_dir / "node.json", {"host": socket.gethostname(), "pid": os.getpid(), "started": started,
                                            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")})
-    outcome: dict[str, Any]
+    outcome: Outcome
     try:
         home = scratch_home(payload)
         _link_shared(home, Path(payload["home"]), payload["options"]["task"])
@@ -227,13 +236,14 @@ def run_attempt(attempt_dir: str | Path) -> dict[str, Any]:
         hide = [str(Path(payload["home"])), str(Path(payload["sweep_dir"])), str(home.parent.parent),
                 os.environ.get("AUTORL_SANDBOX_HIDE", "")]
         env["AUTORL_SANDBOX_HIDE"] = os.pathsep.join(p for p in hide if p)
-        if payload.get("gpus") is not None:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in payload["gpus"])
+        gpus, need = payload.get("gpus"), payload.get("disk_need")
+        if gpus is not None:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in gpus)
         log = attempt_dir / "run.log"
-        if payload.get("disk_need"):
+        if need:
             from autorl.sweep.disk import room_for_run
 
-            short = room_for_run([home, attempt_dir], int(payload["disk_need"]))
+            short = room_for_run([home, attempt_dir], int(need))
             if short is not None:
                 raise _NoRoom(short)
         try:
@@ -252,7 +262,7 @@ def run_attempt(attempt_dir: str | Path) -> dict[str, Any]:
             _recover(payload, home, runs_dir, env, log)
             recorded = _recorded(home, runs_dir)
         if code == 0 or recorded is not None:
-            result = _result(payload, home, out.decode()) if recorded is None else recorded
+            result = _result(home, out.decode()) if recorded is None else recorded
             if code != 0:
                 result.setdefault("meta", {})["exit_after_record"] = f"autorl run exited with code {code}: {_tail(log)}"
             _copy_store(result, attempt_dir)
@@ -275,7 +285,8 @@ def run_attempt(attempt_dir: str | Path) -> dict[str, Any]:
         outcome = {"kind": INFRA, "reason": str(exc)[:300]}
     except OSError as exc:  # out of disk, a vanished mount: the node's fault, not the agent's
         outcome = {"kind": INFRA, "reason": f"{type(exc).__name__}: {exc}"[:300]}
-    outcome.update(finished=time.time(), duration_s=round(time.time() - started, 1), host=socket.gethostname())
+    outcome.update({"finished": time.time(), "duration_s": round(time.time() - started, 1),
+                    "host": socket.gethostname()})
     if not (attempt_dir / "outcome.json").exists():
         write_json(attempt_dir / "outcome.json", outcome)
     return outcome

@@ -16,10 +16,11 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from autorl import untrusted
 from autorl.sweep.coordinator import DEFAULT_RETRIES, Study
+from autorl.sweep.records import CellRecord, Outcome, StudySpec
 from autorl.sweep.spec import Cell
 from autorl.sweep.store import Attempt, KeyState, SweepDir
 from autorl.ui.shell import is_num
@@ -99,20 +100,20 @@ class _SafeSweepDir(SweepDir):
     def exists(self) -> bool:
         return isinstance(self.read("sweep.json", RECORD_LIMIT), dict)
 
-    def spec(self) -> dict[str, Any]:
+    def spec(self) -> StudySpec:
         data = self.read("sweep.json", RECORD_LIMIT)
         spec = data.get("spec") if isinstance(data, dict) else None
-        return dict(spec) if isinstance(spec, dict) else {}
+        return cast(StudySpec, dict(spec) if isinstance(spec, dict) else {})
 
-    def cells(self) -> list[dict[str, Any]]:
+    def cells(self) -> list[CellRecord]:
         data = self.read("cells.json", CELLS_LIMIT)
-        out = []
+        out: list[CellRecord] = []
         for c in data if isinstance(data, list) else []:
             options = c.get("options") if isinstance(c, dict) else None
             if (isinstance(options, dict) and _is_name(c.get("run_key"))
                     and all(k in options for k in ("agent", "task", "model", "seed"))):
-                out.append({"options": options, "run_key": c["run_key"],
-                            "identity": c["identity"] if isinstance(c.get("identity"), dict) else {}})
+                out.append(cast(CellRecord, {"options": options, "run_key": c["run_key"],
+                                             "identity": c["identity"] if isinstance(c.get("identity"), dict) else {}}))
         return out
 
     def key_state(self, key: str) -> KeyState:
@@ -133,7 +134,8 @@ class _SafeSweepDir(SweepDir):
             job, outcome = (self.read(f"keys/{key}/a{n}/{f}", RECORD_LIMIT) for f in ("job.json", "outcome.json"))
             state.attempts.append(_SafeAttempt(key, n, self.attempt_dir(key, n),
                                                job if isinstance(job, dict) else None,
-                                               outcome if isinstance(outcome, dict) else None, folder=self))
+                                               cast(Outcome, outcome) if isinstance(outcome, dict) else None,
+                                               folder=self))
         return state
 
 
