@@ -23,7 +23,11 @@ from autorl.runs.liveness import OrchestratorStatus, StatusRecord
 
 
 def _hints(cls: Any) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+    # the records name the lower layers' records under TYPE_CHECKING: resolved here as mypy resolves them
+    from autorl.decoys import PlantedRecord
+    from autorl.inference.gpu_share import GpuBudgetRecord
+
+    return typing.get_type_hints(cls, localns={"PlantedRecord": PlantedRecord, "GpuBudgetRecord": GpuBudgetRecord})
 
 
 def test_the_row_records_name_every_column_of_the_row_with_its_type() -> None:

@@ -7,19 +7,48 @@ import contextlib
 import hashlib
 import os
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from autorl.decoys._content import Context, render
 from autorl.decoys._layout import Slot, draw, survey
 
-__all__ = ["Decoy", "Planted", "plant"]
+__all__ = ["Decoy", "DecoyRecord", "Planted", "PlantedRecord", "WatchedRecord", "plant"]
 
 #: the most lines holding a canary a decoy keeps in the record (to tell a copy of it from the agent's own data)
 MAX_LINES = 400
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class DecoyRecord(TypedDict):
+    """A :class:`Decoy` as a run's record keeps it."""
+
+    name: str
+    rel: str
+    canary: str
+    token: str | None
+    lines: Sequence[str]
+    sha256: str | None
+
+
+class PlantedRecord(TypedDict):
+    """:class:`Planted` as a run's record keeps it (read back with :meth:`Planted.from_dict`)."""
+
+    decoys: list[DecoyRecord]
+    skipped: list[str]
+    atimes: dict[str, int]
+    covers: list[str]
+    cover_sha256: dict[str, str]
+
+
+class WatchedRecord(TypedDict):
+    """The decoys read while the agent ran (``opened``: ``decoy:opened:<name>``) and how that was watched."""
+
+    opened: list[str]
+    #: ``inotify``, or ``atime`` where the watch fell back to access times
+    method: str
 
 
 @dataclass(frozen=True)
@@ -59,8 +88,8 @@ class Planted:
         """Every planted file's path: the decoys' and the cover files'."""
         return [d.rel for d in self.decoys] + list(self.covers)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> PlantedRecord:
+        return cast(PlantedRecord, asdict(self))  # the fields above, nested decoys included
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Planted:

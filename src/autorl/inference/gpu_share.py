@@ -26,9 +26,9 @@ import stat
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from autorl.errors import UsageError
 from autorl.inference.base import GpuTurn
@@ -204,6 +204,20 @@ def kv_bytes_per_token(model_dir: Path, dtype_bytes: int = 2) -> int | None:
     return 2 * layers * kv_heads * head_dim * dtype_bytes
 
 
+class GpuBudgetRecord(TypedDict):
+    """A :class:`GpuBudget` as a run's record keeps it (``meta.gpu_budget``): its fields and what they add up to."""
+
+    total_bytes: int
+    runs_per_gpu: int
+    weights_bytes: int
+    kv_cache_bytes: int
+    overhead_bytes: int
+    agent_min_bytes: int
+    per_run_bytes: int
+    engine_bytes: int
+    agent_bytes: int
+
+
 @dataclass(frozen=True)
 class GpuBudget:
     """One run's share of a GPU that ``runs_per_gpu`` runs share, and how its grader's engine fits in it."""
@@ -270,6 +284,9 @@ class GpuBudget:
         return {"kv_cache_memory_bytes": self.kv_cache_bytes, "gpu_memory_utilization": round(utilisation, 4),
                 "sleep_when_idle": False}
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "per_run_bytes": self.per_run_bytes, "engine_bytes": self.engine_bytes,
-                "agent_bytes": self.agent_bytes}
+    def to_dict(self) -> GpuBudgetRecord:
+        return GpuBudgetRecord(total_bytes=self.total_bytes, runs_per_gpu=self.runs_per_gpu,
+                               weights_bytes=self.weights_bytes, kv_cache_bytes=self.kv_cache_bytes,
+                               overhead_bytes=self.overhead_bytes, agent_min_bytes=self.agent_min_bytes,
+                               per_run_bytes=self.per_run_bytes, engine_bytes=self.engine_bytes,
+                               agent_bytes=self.agent_bytes)

@@ -12,7 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, NotRequired, Required, TypedDict
 
 if TYPE_CHECKING:
+    from autorl.decoys import PlantedRecord
     from autorl.grader.schema import BaselineRow, EvalRecord, SubmissionRecord, TestRecord
+    from autorl.inference.gpu_share import GpuBudgetRecord
 
 __all__ = ["AuditFlag", "FlagRecord", "JudgeColumns", "LedgerRow", "LiveRecord", "OffTargetRecord", "OrchestratorRecord", "OutcomeRecord",
            "OverrideRecord", "Recovery", "ResultRecord", "RowRecord"]
@@ -194,9 +196,9 @@ class LiveRecord(TypedDict, total=False):
     watch_dir: str | None
     gateway_dir: str | None
     #: the decoys planted (autorl.decoys.Planted as a dict)
-    decoys: dict[str, Any] | None
+    decoys: PlantedRecord | None
     gpu_counts: dict[str, int] | None
-    gpu_budget: dict[str, Any] | None
+    gpu_budget: GpuBudgetRecord | None
     prepare_s: float | None
     task_source: str | None
     autorl_version: str | None

@@ -11,11 +11,11 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from autorl.agent import AgentContext
 from autorl.audit.watch import Watcher, interval_from_env
-from autorl.decoys import DecoyWatch, Planted
+from autorl.decoys import DecoyWatch, Planted, WatchedRecord
 from autorl.grader.capability import capability_url
 from autorl.jsonio import write_json_atomic
 from autorl.procs.agent import AgentOutcome, run_agent
@@ -47,7 +47,7 @@ class AgentRun:
     outcome: OutcomeRecord
     watch: dict[str, int]
     #: the decoys read while the agent ran (``opened``) and how that was watched (``method``)
-    decoys: dict[str, Any] | None = None
+    decoys: WatchedRecord | None = None
     #: the model the agent's environment names (its configuration's and the operator's variables), if any
     configured_model: str | None = None
 
@@ -142,7 +142,7 @@ def run_the_agent(plan: Plan, assets: Assets, place: Place, services: Services, 
     gateway.close()  # the agent is done: no more model calls
     return AgentRun(record, {"passes": watcher.passes, "entries": watcher.entries,
                              "copied_bytes": watcher.copied_bytes},
-                    {"opened": opened, "method": decoy_watch.method} if decoy_watch is not None else None,
+                    WatchedRecord(opened=opened, method=decoy_watch.method) if decoy_watch is not None else None,
                     configured_model(env))
 
 

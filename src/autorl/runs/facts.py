@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, cast
 
+from autorl.decoys import PlantedRecord
+from autorl.inference.gpu_share import GpuBudgetRecord
 from autorl.record.schema import LiveRecord
 from autorl.version import __version__
 
@@ -56,11 +58,11 @@ class RunFacts:
     #: the LLM gateway's folder (its calls and, once closed, its totals)
     gateway_dir: str | None = None
     #: the decoys planted in the workspace (autorl.decoys.Planted as a dict; None: none planted)
-    decoys: dict[str, Any] | None = None
+    decoys: PlantedRecord | None = None
     #: how many GPUs the agent and the grader had (``{"agent": n, "grader": n}``; None: unknown)
     gpu_counts: dict[str, int] | None = None
     #: the run's share of a GPU it shared with its agent or other runs (autorl.inference.gpu_share.GpuBudget)
-    gpu_budget: dict[str, Any] | None = None
+    gpu_budget: GpuBudgetRecord | None = None
     #: seconds spent before ``started`` getting the base model (a download, the built-in model's build) and the
     #: benchmark's data ready; None: not measured
     prepare_s: float | None = None

@@ -29,6 +29,7 @@ from autorl.resources import cached_instruct_variants
 
 if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
+    from autorl.decoys import WatchedRecord
     from autorl.grader.client import GraderClient
     from autorl.grader.process import GraderProcess
     from autorl.grader.schema import GraderState, SubmissionRecord, TestRecord
@@ -173,7 +174,7 @@ class Ending:
     grader_restarts: list[dict[str, Any]] | None = None
     end_reason: str | None = None
     #: the decoys read while the agent ran and how that was watched (None: not watched; access times then)
-    decoys: dict[str, Any] | None = None
+    decoys: WatchedRecord | None = None
     #: the model the agent's environment named (the row's ``driver_model`` when no call went through the gateway)
     configured_model: str | None = None
     #: each off-target benchmark's base and selected scores (:func:`autorl.runs.offtarget.score_off_target`)

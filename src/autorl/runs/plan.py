@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from autorl.agent import Agent
 from autorl.errors import UsageError
-from autorl.inference.gpu_share import GIB, RUNS_PER_GPU_ENV, GpuBudget, gpu_memory_bytes, weights_bytes
+from autorl.inference.gpu_share import (
+    GIB,
+    RUNS_PER_GPU_ENV,
+    GpuBudget,
+    GpuBudgetRecord,
+    gpu_memory_bytes,
+    weights_bytes,
+)
 from autorl.plugins.registry import default_backend, get_backend, get_benchmark, resolve_agent
 from autorl.resources import BenchmarkData, ResolvedModel, prepare_data, resolve_model
 from autorl.runs.gpus import GpuAssignment, parse_gpus
@@ -41,7 +48,7 @@ class Plan:
     sandbox: SandboxChoice
     sandbox_warning: str | None
     #: the run's share of a GPU it shares (:func:`share_gpu`; ``GpuBudget.to_dict``), for the record
-    gpu_budget: dict[str, Any] | None = None
+    gpu_budget: GpuBudgetRecord | None = None
 
 
 def resolve(spec: RunSpec, task: str, agent_env: Mapping[str, str] | None, say: Say) -> Plan:
