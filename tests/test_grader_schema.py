@@ -17,11 +17,23 @@ from autorl.grader.store import DONE, FAILED, Store
 
 def _record(**changes: object) -> EvalRecord:
     fields: dict[str, object] = {
-        "benchmark": "arith", "split": "dev", "score": 50.0, "n": 4, "stderr": 25.0, "ci95": [10.0, 90.0],
-        "config_hash": "abc", "config": {"benchmark": "arith", "backend": {"name": "hf"}},
-        "item_scores": {"a": 1.0, "b": 0.0, "c": 1.0, "d": 0.0}, "errors": 0, "duration_s": 1.5,
-        "output_tokens": 12, "per_item_path": None, "extra": {"ci_method": "wilson", "wake_s": 0.2},
-        "engine": "reloaded", "load_s": 0.5, "generate_s": 1.0,
+        "benchmark": "arith",
+        "split": "dev",
+        "score": 50.0,
+        "n": 4,
+        "stderr": 25.0,
+        "ci95": [10.0, 90.0],
+        "config_hash": "abc",
+        "config": {"benchmark": "arith", "backend": {"name": "hf"}},
+        "item_scores": {"a": 1.0, "b": 0.0, "c": 1.0, "d": 0.0},
+        "errors": 0,
+        "duration_s": 1.5,
+        "output_tokens": 12,
+        "per_item_path": None,
+        "extra": {"ci_method": "wilson", "wake_s": 0.2},
+        "engine": "reloaded",
+        "load_s": 0.5,
+        "generate_s": 1.0,
     }
     fields.update(changes)
     return EvalRecord(**fields)  # type: ignore[arg-type]
@@ -63,20 +75,34 @@ def test_every_row_holds_its_tables_columns_in_their_order(tmp_path: Path) -> No
     base, cand = _record(score=25.0, item_scores={"a": 0.0, "b": 0.0, "c": 1.0, "d": 0.0}), _record()
     store.set_baseline("dev", 25.0, base.to_dict(), "evaluated")
     sid = store.add_submission("output/v1")
-    store.update(sid, status=DONE, score=50.0, record=records.summary(cand.to_dict()),
-                 comparison=records.compare(base.to_dict(), cand.to_dict()), finished_at=2.0)
+    store.update(
+        sid,
+        status=DONE,
+        score=50.0,
+        record=records.summary(cand.to_dict()),
+        comparison=records.compare(base.to_dict(), cand.to_dict()),
+        finished_at=2.0,
+    )
     store.update(store.add_submission("output/v2"), status=FAILED, error="boom", infra_failure="gpu memory")
     assert store.claim_test(sid)
     store.finish_test(sid, status=DONE, score=40.0, record={**records.summary(cand.to_dict()), "baseline_score": 20.0})
     store.add_refusal("../x", "outside the output folder", "outside_output")
-    rows = {"submissions": store.all(), "baseline": [store.baseline("dev")], "test_scores": store.test_scores(),
-            "refusals": store.refusals()}
+    rows = {
+        "submissions": store.all(),
+        "baseline": [store.baseline("dev")],
+        "test_scores": store.test_scores(),
+        "refusals": store.refusals(),
+    }
     store.close()
     for table, found in rows.items():
         for row in found:
             assert row is not None and list(row) == _columns(db, table), table
-    schemas = {"submissions": schema.SubmissionRow, "baseline": schema.BaselineRow, "test_scores": schema.TestRow,
-               "refusals": schema.RefusalRow}
+    schemas = {
+        "submissions": schema.SubmissionRow,
+        "baseline": schema.BaselineRow,
+        "test_scores": schema.TestRow,
+        "refusals": schema.RefusalRow,
+    }
     for table, typed in schemas.items():
         assert list(typed.__annotations__) == _columns(db, table), table
     [sub, failed] = rows["submissions"]

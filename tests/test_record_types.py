@@ -55,8 +55,9 @@ def test_the_records_of_a_run_in_flight_an_outcome_and_a_flag_are_their_dataclas
 
 
 def test_a_group_as_data_is_what_it_was_before_it_was_typed() -> None:
-    group = RunGroup("arith", "a", "m", "h", 3, 1, 1.5, (0.5, 2.5), [1.0, 2.0, 0.0], ["r1", "r2", "r3"],
-                     "gpt", 60.0, "bwrap", None)
+    group = RunGroup(
+        "arith", "a", "m", "h", 3, 1, 1.5, (0.5, 2.5), [1.0, 2.0, 0.0], ["r1", "r2", "r3"], "gpt", 60.0, "bwrap", None
+    )
     before = dataclasses.asdict(group)
     before.update(ci95=[0.5, 2.5], scored=2, failure_rate=1 / 3)
     assert json.dumps(group.as_dict()) == json.dumps(before)
@@ -65,9 +66,17 @@ def test_a_group_as_data_is_what_it_was_before_it_was_typed() -> None:
 
 def test_result_json_is_the_record_it_was_and_a_copy(tmp_path: Path) -> None:
     row = RunRow("r", "2026-01-01 00:00:00", "t", "a", "m", improvement=1.5, improvement_ci95=[0.5, 2.5]).record()
-    result = RunResult("r", row, [{"submission_id": 1, "score": 2.0}], {"score": 1.0}, None,
-                       {"exit_code": 0, "timed_out": False, "duration_s": 3.0, "reason": "exit 0"}, tmp_path,
-                       {"sandbox": {"mode": "bwrap"}}, [Flag("x", "high", "why", ["e"]).to_dict()])
+    result = RunResult(
+        "r",
+        row,
+        [{"submission_id": 1, "score": 2.0}],
+        {"score": 1.0},
+        None,
+        {"exit_code": 0, "timed_out": False, "duration_s": 3.0, "reason": "exit 0"},
+        tmp_path,
+        {"sandbox": {"mode": "bwrap"}},
+        [Flag("x", "high", "why", ["e"]).to_dict()],
+    )
     before = {("baseline" if k == "dev_baseline_record" else k): v for k, v in dataclasses.asdict(result).items()}
     before["run_dir"] = str(tmp_path)
     record = result.to_dict()

@@ -32,14 +32,22 @@ class Flag:
 
 def pending_flag() -> Flag:
     """What a run carries between being recorded and its audit finishing (a run whose audit never ended)."""
-    return Flag("audit-pending", MEDIUM, "the run was recorded before its audit, which did not finish: run "
-                "`autorl audit RUN_ID`", [])
+    return Flag(
+        "audit-pending",
+        MEDIUM,
+        "the run was recorded before its audit, which did not finish: run `autorl audit RUN_ID`",
+        [],
+    )
 
 
 def failed_flag(exc: BaseException) -> Flag:
     """What a run carries when its audit stopped on ``exc``."""
-    return Flag("audit-failed", MEDIUM, f"the audit stopped on an error ({type(exc).__name__}: {str(exc)[:200]}); "
-                "run `autorl audit RUN_ID` again", [])
+    return Flag(
+        "audit-failed",
+        MEDIUM,
+        f"the audit stopped on an error ({type(exc).__name__}: {str(exc)[:200]}); run `autorl audit RUN_ID` again",
+        [],
+    )
 
 
 def from_judge(name: str) -> bool:

@@ -80,8 +80,12 @@ def split_recorded(entries: Iterable[Any]) -> tuple[list[str], list[str]]:
     return sorted(set(bait)), sorted(set(read))
 
 
-def record(planted: Mapping[str, Any] | None, workspace: str, watched: Mapping[str, Any] | None,
-           service_dirs: Iterable[str | None]) -> tuple[list[str] | None, list[str] | None, dict[str, Any]]:
+def record(
+    planted: Mapping[str, Any] | None,
+    workspace: str,
+    watched: Mapping[str, Any] | None,
+    service_dirs: Iterable[str | None],
+) -> tuple[list[str] | None, list[str] | None, dict[str, Any]]:
     """The run's bait (the decoy tokens the services noted), its reads (what the watch saw: ``watched``'s
     ``opened`` and ``method``; None for a run whose watch was lost: the access times then) and the record's
     ``meta["decoys"]``. (None, None, ...) when no decoys were planted."""
@@ -94,10 +98,22 @@ def record(planted: Mapping[str, Any] | None, workspace: str, watched: Mapping[s
         opened = [f"decoy:opened:{n}" for n in sorted(read_by_atime(Path(workspace), plan))]
         method = "atime"
     bait = hits(service_dirs)
-    return bait, sorted(set(opened)), {
-        "planted": [{"name": d.name, "rel": d.rel, "canary": d.canary, "lines": list(d.lines), "sha256": d.sha256}
-                    for d in plan.decoys],
-        "covers": plan.covers, "cover_sha256": plan.cover_sha256, "skipped": plan.skipped, "watch": method, "touched": bait, "read": sorted(set(opened))}
+    return (
+        bait,
+        sorted(set(opened)),
+        {
+            "planted": [
+                {"name": d.name, "rel": d.rel, "canary": d.canary, "lines": list(d.lines), "sha256": d.sha256}
+                for d in plan.decoys
+            ],
+            "covers": plan.covers,
+            "cover_sha256": plan.cover_sha256,
+            "skipped": plan.skipped,
+            "watch": method,
+            "touched": bait,
+            "read": sorted(set(opened)),
+        },
+    )
 
 
 def as_planted(recorded: Any, workspace: Path) -> set[str]:
@@ -177,12 +193,12 @@ class _Copies:
         low, high = max(0, i - self.width), i + self.width
         start = text.rfind("\n", low, i) + 1 or low
         end = text.find("\n", i, high)
-        line = text[start:min(len(text), high) if end < 0 else end]
+        line = text[start : min(len(text), high) if end < 0 else end]
         p = i - start
-        for before in {line[max(0, p - n):p] for n in range(0, 13)}:
+        for before in {line[max(0, p - n) : p] for n in range(0, 13)}:
             for form, at in self.by_before.get(before, ()):
                 k, m = min(p, at), min(len(line) - p, len(form) - at)
-                if line[p - k:p + m] == form[at - k:at + m]:
+                if line[p - k : p + m] == form[at - k : at + m]:
                     return True
         return self._is_record_copy(text, i)
 
@@ -195,7 +211,7 @@ class _Copies:
         if start < 0 or end < 0:
             return False
         try:
-            obj = json.loads(text[start:end + 1])
+            obj = json.loads(text[start : end + 1])
         except ValueError:
             return False
         if not isinstance(obj, dict):
@@ -203,9 +219,12 @@ class _Copies:
         if _values(obj) in self.records:
             return True
         # a record of an indented JSON file: the pair that holds the canary is one of the file's lines
-        return any(isinstance(v, str) and self.canary in v and (
-            f"{json.dumps(k)}: {json.dumps(v)}" in self.pairs or f"{json.dumps(k)}:{json.dumps(v)}" in self.pairs)
-            for k, v in obj.items())
+        return any(
+            isinstance(v, str)
+            and self.canary in v
+            and (f"{json.dumps(k)}: {json.dumps(v)}" in self.pairs or f"{json.dumps(k)}:{json.dumps(v)}" in self.pairs)
+            for k, v in obj.items()
+        )
 
 
 class CanaryFinder:
@@ -214,8 +233,9 @@ class CanaryFinder:
 
     def __init__(self, recorded: Any) -> None:
         recorded = recorded if isinstance(recorded, Mapping) else {}
-        plan = Planted.from_dict({"decoys": recorded.get("planted") if isinstance(recorded.get("planted"), list)
-                                  else []})
+        plan = Planted.from_dict(
+            {"decoys": recorded.get("planted") if isinstance(recorded.get("planted"), list) else []}
+        )
         self.decoys = [d for d in plan.decoys if d.canary and d.canary != "None"]
         self.own = {d.rel: d.sha256 for d in plan.decoys}
         self.copies = {d.name: _Copies(d) for d in self.decoys}

@@ -96,15 +96,27 @@ class Planted:
         """A record read back (one from an older version has no lines and no cover files)."""
         if not isinstance(data, Mapping):
             return cls()
-        decoys = [Decoy(str(d.get("name")), str(d.get("rel")), str(d.get("canary")),
-                        None if d.get("token") is None else str(d.get("token")),
-                        tuple(str(x) for x in d.get("lines") or [] if isinstance(x, str)),
-                        None if d.get("sha256") is None else str(d.get("sha256")))
-                  for d in data.get("decoys") or [] if isinstance(d, Mapping)]
-        return cls(decoys, [str(s) for s in data.get("skipped") or []], dict(data.get("atimes") or {}),
-                   [str(c) for c in data.get("covers") or []],
-                   {str(k): str(v) for k, v in (data.get("cover_sha256") or {}).items()}
-                   if isinstance(data.get("cover_sha256"), Mapping) else {})
+        decoys = [
+            Decoy(
+                str(d.get("name")),
+                str(d.get("rel")),
+                str(d.get("canary")),
+                None if d.get("token") is None else str(d.get("token")),
+                tuple(str(x) for x in d.get("lines") or [] if isinstance(x, str)),
+                None if d.get("sha256") is None else str(d.get("sha256")),
+            )
+            for d in data.get("decoys") or []
+            if isinstance(d, Mapping)
+        ]
+        return cls(
+            decoys,
+            [str(s) for s in data.get("skipped") or []],
+            dict(data.get("atimes") or {}),
+            [str(c) for c in data.get("covers") or []],
+            {str(k): str(v) for k, v in (data.get("cover_sha256") or {}).items()}
+            if isinstance(data.get("cover_sha256"), Mapping)
+            else {},
+        )
 
 
 def _write_beneath(root: Path, rel: str, data: bytes, mode: int, times: tuple[int, int]) -> list[str] | None:
@@ -121,7 +133,7 @@ def _write_beneath(root: Path, rel: str, data: bytes, mode: int, times: tuple[in
         for depth, part in enumerate(folders):
             try:
                 os.mkdir(part, 0o755, dir_fd=fd)
-                created.append("/".join(folders[:depth + 1]))
+                created.append("/".join(folders[: depth + 1]))
             except FileExistsError:
                 pass
             nxt = os.open(part, _DIR, dir_fd=fd)
@@ -197,8 +209,9 @@ def _decoy(kind: str, rel: str, canary: str, token: str | None, data: bytes) -> 
     return Decoy(kind, rel, canary, token, _canary_lines(data, canary), hashlib.sha256(data).hexdigest())
 
 
-def _place(root: Path, slot: Slot, data: bytes, folder_times: dict[str, int], rng: random.Random,
-           taken: set[str]) -> tuple[str, list[str]] | None:
+def _place(
+    root: Path, slot: Slot, data: bytes, folder_times: dict[str, int], rng: random.Random, taken: set[str]
+) -> tuple[str, list[str]] | None:
     """Write one planted file where it was drawn or, that path taken (a file or a link already there), in
     another hidden folder of the draw, then in a new hidden folder; its path and the folders it created, or
     None."""

@@ -21,8 +21,9 @@ def stable_hash(data: Any) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def eval_config(benchmark: Benchmark, split: str, backend: Backend, hidden_dir: Path | None = None,
-                limit: int | None = None) -> EvalIdentity:
+def eval_config(
+    benchmark: Benchmark, split: str, backend: Backend, hidden_dir: Path | None = None, limit: int | None = None
+) -> EvalIdentity:
     """Everything that can move a score other than the model itself.
 
     With ``hidden_dir`` (the grader always passes it) the hash of the split's hidden items (ids and content) is
@@ -50,8 +51,9 @@ def eval_config(benchmark: Benchmark, split: str, backend: Backend, hidden_dir: 
     return config
 
 
-def config_hash(benchmark: Benchmark, split: str, backend: Backend, hidden_dir: Path | None = None,
-                limit: int | None = None) -> str:
+def config_hash(
+    benchmark: Benchmark, split: str, backend: Backend, hidden_dir: Path | None = None, limit: int | None = None
+) -> str:
     return stable_hash(eval_config(benchmark, split, backend, hidden_dir, limit))
 
 

@@ -71,8 +71,14 @@ def spread(scores: list[float]) -> Spread:
     n = len(scores)
     mean = sum(scores) / n if n else None
     sd = math.sqrt(sum((s - mean) ** 2 for s in scores) / (n - 1)) if n > 1 and mean is not None else None
-    return {"n": n, "mean": mean, "sd": sd, "min": min(scores, default=None), "max": max(scores, default=None),
-            "range": (max(scores) - min(scores)) if scores else None}
+    return {
+        "n": n,
+        "mean": mean,
+        "sd": sd,
+        "min": min(scores, default=None),
+        "max": max(scores, default=None),
+        "range": (max(scores) - min(scores)) if scores else None,
+    }
 
 
 def noise_path(home: Path, task: str, model: str, split: str) -> Path:
@@ -81,9 +87,18 @@ def noise_path(home: Path, task: str, model: str, split: str) -> Path:
     return home / "noise" / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', task)}--{safe}--{split}.json"
 
 
-def noise_floor(task: str, model: str, repeats: int, *, home: Path, split: str = "dev", limit: int | None = None,
-                backend: str | None = None, benchmark_options: Mapping[str, Any] | None = None,
-                say: Callable[[str], None] = lambda _: None) -> NoiseRecord:
+def noise_floor(
+    task: str,
+    model: str,
+    repeats: int,
+    *,
+    home: Path,
+    split: str = "dev",
+    limit: int | None = None,
+    backend: str | None = None,
+    benchmark_options: Mapping[str, Any] | None = None,
+    say: Callable[[str], None] = lambda _: None,
+) -> NoiseRecord:
     """Score ``model`` on ``task`` ``repeats`` times (repeat i with sampling seed ``seed + i``), keep the record
     under ``home/noise/`` and return it."""
     from autorl.evaluation.run import evaluate_model
@@ -104,19 +119,30 @@ def noise_floor(task: str, model: str, repeats: int, *, home: Path, split: str =
     try:
         for i in range(repeats):
             bench.eval_config = base_cfg.replace(seed=base_cfg.seed + i)  # type: ignore[misc]
-            rec = evaluate_model(bench, be, resolved.path, split=split, hidden_dir=data.hidden_dir, limit=limit,
-                                 keep_loaded=True)
+            rec = evaluate_model(
+                bench, be, resolved.path, split=split, hidden_dir=data.hidden_dir, limit=limit, keep_loaded=True
+            )
             say(f"repeat {i + 1}/{repeats}: {rec.score:.2f}")
             records.append(rec)
     finally:
         be.release()
     scores = [float(r.score) for r in records]
     greedy = base_cfg.temperature == 0 and base_cfg.num_samples == 1
-    out: NoiseRecord = {"task": task, "model": model, "split": split, "limit": limit, "backend": be.name, "repeats": repeats,
-           "greedy": greedy, "seeds": [base_cfg.seed + i for i in range(repeats)], "scores": scores,
-           # equal scores item by item, not only on average
-           "deterministic": all(r.item_scores == records[0].item_scores for r in records),
-           **spread(scores), "config_hash": records[0].config_hash}
+    out: NoiseRecord = {
+        "task": task,
+        "model": model,
+        "split": split,
+        "limit": limit,
+        "backend": be.name,
+        "repeats": repeats,
+        "greedy": greedy,
+        "seeds": [base_cfg.seed + i for i in range(repeats)],
+        "scores": scores,
+        # equal scores item by item, not only on average
+        "deterministic": all(r.item_scores == records[0].item_scores for r in records),
+        **spread(scores),
+        "config_hash": records[0].config_hash,
+    }
     write_json_atomic(noise_path(home, task, model, split), out, mode=0o644)
     return out
 
@@ -132,6 +158,12 @@ def read_floor(home: Path, task: str, model: str, split: str = "dev") -> NoiseFl
     if not isinstance(data, dict):
         return None
     # the figures as the file holds them (written by noise_floor; None where one is missing)
-    return {"sd": data.get("sd"), "range": data.get("range"), "repeats": data.get("repeats"),
-            "deterministic": data.get("deterministic"), "greedy": data.get("greedy"), "mean": data.get("mean"),
-            "config_hash": data.get("config_hash")}
+    return {
+        "sd": data.get("sd"),
+        "range": data.get("range"),
+        "repeats": data.get("repeats"),
+        "deterministic": data.get("deterministic"),
+        "greedy": data.get("greedy"),
+        "mean": data.get("mean"),
+        "config_hash": data.get("config_hash"),
+    }

@@ -56,11 +56,22 @@ class EvalRecord:
         """The record as JSON (:class:`autorl.evaluation.schema.EvalRecord`); without ``items`` its summary, no
         per-item scores."""
         record: EvalRecordDict = {
-            "benchmark": self.benchmark, "split": self.split, "score": self.score, "n": self.n,
-            "stderr": self.stderr, "ci95": list(self.ci95), "config_hash": self.config_hash,
-            "config": copy.deepcopy(self.config), "item_scores": dict(self.item_scores), "errors": self.errors,
-            "duration_s": self.duration_s, "output_tokens": self.output_tokens, "per_item_path": self.per_item_path,
-            "extra": copy.deepcopy(self.extra), "engine": self.engine, "load_s": self.load_s,
+            "benchmark": self.benchmark,
+            "split": self.split,
+            "score": self.score,
+            "n": self.n,
+            "stderr": self.stderr,
+            "ci95": list(self.ci95),
+            "config_hash": self.config_hash,
+            "config": copy.deepcopy(self.config),
+            "item_scores": dict(self.item_scores),
+            "errors": self.errors,
+            "duration_s": self.duration_s,
+            "output_tokens": self.output_tokens,
+            "per_item_path": self.per_item_path,
+            "extra": copy.deepcopy(self.extra),
+            "engine": self.engine,
+            "load_s": self.load_s,
             "generate_s": self.generate_s,
         }
         return record if items else summary(record)
@@ -165,8 +176,12 @@ def evaluate_model(
         duration_s=time.monotonic() - started,
         output_tokens=sum(int(r.extra.get("output_tokens", 0)) for r in results),
         per_item_path=str(per_item_path) if per_item_path else None,
-        extra={"ci_method": stats.method, "single_split": len(benchmark.splits) == 1,
-               **evaluator.summary(results), **_engine_figures(backend)},
+        extra={
+            "ci_method": stats.method,
+            "single_split": len(benchmark.splits) == 1,
+            **evaluator.summary(results),
+            **_engine_figures(backend),
+        },
         engine=engine,
         load_s=round(loaded - started, 3),
         generate_s=round(generated - loaded, 3),

@@ -78,8 +78,16 @@ class PairedComparison:
     ties: int
 
     def to_dict(self) -> Comparison:
-        return {"n": self.n, "difference": self.difference, "ci95": list(self.ci95), "p_value": self.p_value,
-                "test": self.test, "wins": self.wins, "losses": self.losses, "ties": self.ties}
+        return {
+            "n": self.n,
+            "difference": self.difference,
+            "ci95": list(self.ci95),
+            "p_value": self.p_value,
+            "test": self.test,
+            "wins": self.wins,
+            "losses": self.losses,
+            "ties": self.ties,
+        }
 
 
 def _is_binary(values: np.ndarray) -> bool:

@@ -41,8 +41,10 @@ def select(target: str, home: Path | None = None) -> Selection:
             run_id = ledger.resolve(target)
         except UsageError as exc:
             if str(exc).startswith("no run"):
-                raise UsageError(f"no run or study {target!r} in {ledger.path} (see `autorl results`; a study's "
-                                 "runs are there once `autorl sweep ingest` recorded them)") from None
+                raise UsageError(
+                    f"no run or study {target!r} in {ledger.path} (see `autorl results`; a study's "
+                    "runs are there once `autorl sweep ingest` recorded them)"
+                ) from None
             raise
         found = ledger.run(run_id)
         assert found is not None

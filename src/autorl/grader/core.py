@@ -43,7 +43,6 @@ if TYPE_CHECKING:
     )
 
 
-
 class _Scored(TypedDict):
     """The columns of a submission row scored on dev (:meth:`Grader._scored`)."""
 
@@ -52,6 +51,7 @@ class _Scored(TypedDict):
     record: EvalRecord
     comparison: Comparison | None
     finished_at: float
+
 
 class Grader(FinalTest):
     """Owns one run's store and evaluation slots."""
@@ -136,8 +136,12 @@ class Grader(FinalTest):
     def time_info(self) -> TimeInfo:
         now = time.time()
         deadline = self.deadline
-        return {"now": now, "deadline": deadline, "remaining_s": max(0.0, deadline - now) if deadline else None,
-                "closed": self.closed}
+        return {
+            "now": now,
+            "deadline": deadline,
+            "remaining_s": max(0.0, deadline - now) if deadline else None,
+            "closed": self.closed,
+        }
 
     # -- submissions --------------------------------------------------------------------------------
     def submit(self, raw_path: Any, *, before_copy: Callable[[str], None] | None = None) -> int:
@@ -149,16 +153,24 @@ class Grader(FinalTest):
         incoming = self._snapshots / f".incoming-{secrets.token_hex(8)}"
         try:
             self._check_quota()
-            taken = take_in(raw_path, output=self._output, workspace=self.workspace, incoming=incoming,
-                            limits=self.limits, before_copy=before_copy)
+            taken = take_in(
+                raw_path,
+                output=self._output,
+                workspace=self.workspace,
+                incoming=incoming,
+                limits=self.limits,
+                before_copy=before_copy,
+            )
         except AutorlError as exc:
-            self.store.add_refusal(str(raw_path), str(exc), "quota" if isinstance(exc, QuotaExceeded)
-                                   else refusal_kind(exc))
+            self.store.add_refusal(
+                str(raw_path), str(exc), "quota" if isinstance(exc, QuotaExceeded) else refusal_kind(exc)
+            )
             raise
         digest, found = taken.digest, taken.checkpoint
         try:
-            sid = self.store.add_submission(str(raw_path), max_total=self.config.max_submissions,
-                                            max_queued=self.config.max_queue)
+            sid = self.store.add_submission(
+                str(raw_path), max_total=self.config.max_submissions, max_queued=self.config.max_queue
+            )
         except LookupError as exc:
             shutil.rmtree(incoming, ignore_errors=True)
             if exc.args[0] == "total":
@@ -176,10 +188,13 @@ class Grader(FinalTest):
             raise GraderError(f"could not store the snapshot: {exc}") from None
         earlier = self.store.evaluation(digest, "dev")
         if earlier is not None:
-            first = next((s["id"] for s in self.store.all() if s["content_hash"] == digest and s["status"] == DONE),
-                         None)
+            first = next(
+                (s["id"] for s in self.store.all() if s["content_hash"] == digest and s["status"] == DONE), None
+            )
             now = time.time()
-            self.store.update(sid, **snapshot.to_row(), duplicate_of=first, started_at=now, **self._scored(earlier, now))
+            self.store.update(
+                sid, **snapshot.to_row(), duplicate_of=first, started_at=now, **self._scored(earlier, now)
+            )
         else:
             self.store.update(sid, **snapshot.to_row(), status=QUEUED)
             with self._wake:
@@ -210,8 +225,13 @@ class Grader(FinalTest):
     def _scored(self, record: EvalRecord, finished_at: float) -> _Scored:
         """The columns of a submission scored with the full dev ``record``, its comparison included."""
         base = self.store.baseline("dev")
-        return {"status": DONE, "score": record["score"], "record": records.summary(record),
-                "comparison": records.compare(base["record"] if base else None, record), "finished_at": finished_at}
+        return {
+            "status": DONE,
+            "score": record["score"],
+            "record": records.summary(record),
+            "comparison": records.compare(base["record"] if base else None, record),
+            "finished_at": finished_at,
+        }
 
     def _fill_comparisons(self) -> None:
         """Give every scored submission that lacks one its comparison with the dev baseline (when it has items)."""
@@ -253,8 +273,9 @@ class Grader(FinalTest):
         except (EvalFailed, ValueError) as exc:
             if self._stop.is_set():  # abandoned, not failed: the next grader on this store queues it again
                 return
-            self.store.update(sid, status=FAILED, error=str(exc), finished_at=time.time(),
-                              infra_failure=getattr(exc, "harness", None))
+            self.store.update(
+                sid, status=FAILED, error=str(exc), finished_at=time.time(), infra_failure=getattr(exc, "harness", None)
+            )
         else:
             self.store.put_evaluation(snapshot.digest, "dev", record)
             self.store.update(sid, **self._scored(record, time.time()))
@@ -263,8 +284,12 @@ class Grader(FinalTest):
 
     # -- baseline -----------------------------------------------------------------------------------
     def _needs_baseline(self) -> bool:
-        return (self.config.evaluate_baseline and self.config.base_model is not None and self.baseline_error is None
-                and self.store.baseline("dev") is None)
+        return (
+            self.config.evaluate_baseline
+            and self.config.base_model is not None
+            and self.baseline_error is None
+            and self.store.baseline("dev") is None
+        )
 
     def _run_baseline(self, slot: int) -> None:
         try:
@@ -318,10 +343,16 @@ class Grader(FinalTest):
 
     def state(self) -> GraderState:
         """Everything the orchestrator collects at the end of a run."""
-        return records.state(task=self.config.task, baseline=self.store.baseline("dev"),
-                             baseline_error=self.baseline_error, submissions=self.store.all(),
-                             tests=self.store.test_scores(), counts=self.store.counts(),
-                             refusals=self.store.refusals(), closed=self.closed)
+        return records.state(
+            task=self.config.task,
+            baseline=self.store.baseline("dev"),
+            baseline_error=self.baseline_error,
+            submissions=self.store.all(),
+            tests=self.store.test_scores(),
+            counts=self.store.counts(),
+            refusals=self.store.refusals(),
+            closed=self.closed,
+        )
 
     def write_mirror(self) -> None:
         """A read-only ``scores.json`` in the workspace with the agent's records; nothing reads it back."""

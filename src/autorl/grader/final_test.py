@@ -76,13 +76,20 @@ class FinalTest:
         """Between submissions, when the keep policy deletes checkpoints once scored and the run scores every
         submission on the test split (the best-of-k figure, never shown to the agent): score the next one that
         waits for it, so that its copies may go. Whether one was scored."""
-        if (self.config.keep == "all" or not self.config.keep_while_running or not self.config.test_each
-                or self._stop.is_set()):
+        if (
+            self.config.keep == "all"
+            or not self.config.keep_while_running
+            or not self.config.test_each
+            or self._stop.is_set()
+        ):
             return False
         tested = {int(t["submission_id"]) for t in self.store.test_scores()}
         subs = self.store.all()
-        waiting = [s for s in subs if s["status"] == DONE and s["duplicate_of"] is None and not s.get("pruned")
-                   and int(s["id"]) not in tested]
+        waiting = [
+            s
+            for s in subs
+            if s["status"] == DONE and s["duplicate_of"] is None and not s.get("pruned") and int(s["id"]) not in tested
+        ]
         if not waiting:
             return False
         try:
@@ -117,6 +124,7 @@ class FinalTest:
                 self.store.finish_test(sid, status=FAILED, error=str(exc), infra_failure=exc.harness)
             return
         summary: TestSummary = {**records.summary(record), "baseline_score": base_score}
-        self.store.finish_test(sid, status=DONE, score=record["score"], record=summary,
-                               comparison=records.compare(base_record, record))
+        self.store.finish_test(
+            sid, status=DONE, score=record["score"], record=summary, comparison=records.compare(base_record, record)
+        )
         self.prune()

@@ -160,7 +160,9 @@ class EvalSlot:
     ``extra.worker`` which worker ran it and whether the job had to be retried on a fresh one.
     """
 
-    def __init__(self, config: GraderConfig, store_dir: Path, index: int = 0, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, config: GraderConfig, store_dir: Path, index: int = 0, env: dict[str, str] | None = None
+    ) -> None:
         self.config = config
         self.store_dir = store_dir
         self.index = index
@@ -187,8 +189,9 @@ class EvalSlot:
         with self._lock:
             if self._closed:
                 raise EvalFailed("the grader is stopping")
-            job = build_job(self.config, self.store_dir, snapshot, split, tag,
-                            self.store_dir / "engines" / f"slot{self.index}")
+            job = build_job(
+                self.config, self.store_dir, snapshot, split, tag, self.store_dir / "engines" / f"slot{self.index}"
+            )
             lost: str | None = None
             restarted: str | bool = False
             harness: list[str] = []  # the harness's failures so far, each retried after a pause
@@ -204,9 +207,10 @@ class EvalSlot:
                             lost = str(exc)
                             continue
                         # lost twice: the machine's doing for a model of the base's shapes, else the checkpoint's
-                        raise EvalFailed(f"{exc} (also on a fresh worker, after: {lost})",
-                                         "the evaluation worker was lost twice" if self._base_shaped(job) else None
-                                         ) from None
+                        raise EvalFailed(
+                            f"{exc} (also on a fresh worker, after: {lost})",
+                            "the evaluation worker was lost twice" if self._base_shaped(job) else None,
+                        ) from None
                 except _Restart as exc:
                     if restarted:
                         raise EvalFailed("a fresh evaluation worker asked for a fresh process") from None
@@ -217,8 +221,9 @@ class EvalSlot:
                         raise
                     harness.append(f"{exc.harness}: {exc}"[:300])
                     if len(harness) > self.config.harness_retries:
-                        raise EvalFailed(f"{exc} (the harness's failure: {exc.harness}; tried {len(harness)} times)",
-                                         exc.harness) from None
+                        raise EvalFailed(
+                            f"{exc} (the harness's failure: {exc.harness}; tried {len(harness)} times)", exc.harness
+                        ) from None
                     pause = self.config.harness_backoff_s * len(harness)
                     self._log(f"{tag}-{split}: the harness failed ({exc.harness}); trying again in {pause:.0f} s")
                     if not self._pause(pause):
@@ -226,7 +231,9 @@ class EvalSlot:
                     lost = None
                     continue
                 record.setdefault("extra", {})["worker"] = {
-                    "slot": self.index, "pid": self.worker_pid, "started": self._workers_started,
+                    "slot": self.index,
+                    "pid": self.worker_pid,
+                    "started": self._workers_started,
                     **({"retried_after": lost} if lost else {}),
                     **({"harness_retries": harness} if harness else {}),
                     **({"fresh_process": restarted} if restarted else {}),
@@ -258,8 +265,12 @@ class EvalSlot:
         with self._lock:
             if self._closed:
                 return {"error": "the grader is stopping"}
-            job: EvalJob = {"warm_up": True, **build_job(self.config, self.store_dir, None, "dev", "warmup",
-                                                self.store_dir / "engines" / f"slot{self.index}")}
+            job: EvalJob = {
+                "warm_up": True,
+                **build_job(
+                    self.config, self.store_dir, None, "dev", "warmup", self.store_dir / "engines" / f"slot{self.index}"
+                ),
+            }
             job["log_path"] = str(self.store_dir / "logs" / f"warmup-slot{self.index}.log")
             timeout = min(self.config.warmup_timeout, self.config.eval_timeout)
             try:

@@ -98,6 +98,8 @@ def check_quota(quota: int | None, workspace_fd: int, agent_tmp: str | None) -> 
     used = sum(size for _, size in sizes)
     if used > quota:
         detail = ", ".join(f"{name} {size / 2**30:.1f} GiB" for name, size in sizes)
-        raise QuotaExceeded(f"your files take {used / 2**30:.1f} GiB ({detail}), over this run's quota of "
-                            f"{quota / 2**30:.1f} GiB: delete checkpoints you no longer need, then submit again "
-                            "(the grader keeps its own copy of every checkpoint it took)")
+        raise QuotaExceeded(
+            f"your files take {used / 2**30:.1f} GiB ({detail}), over this run's quota of "
+            f"{quota / 2**30:.1f} GiB: delete checkpoints you no longer need, then submit again "
+            "(the grader keeps its own copy of every checkpoint it took)"
+        )

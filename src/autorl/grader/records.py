@@ -90,9 +90,13 @@ def how_evaluated(record: EvalRecord | None) -> HowEvaluated:
     extra = record.get("extra") or {}
     if not isinstance(extra, Mapping):
         extra = {}
-    return {"engine": record.get("engine", extra.get("engine")), "load_s": record.get("load_s", extra.get("load_s")),
-            "generate_s": record.get("generate_s", extra.get("generate_s")), "wake_s": extra.get("wake_s"),
-            "sleep_s": extra.get("sleep_s")}
+    return {
+        "engine": record.get("engine", extra.get("engine")),
+        "load_s": record.get("load_s", extra.get("load_s")),
+        "generate_s": record.get("generate_s", extra.get("generate_s")),
+        "wake_s": extra.get("wake_s"),
+        "sleep_s": extra.get("sleep_s"),
+    }
 
 
 def _extra(record: EvalRecord | None) -> dict[str, Any]:
@@ -178,9 +182,17 @@ def baseline_public(baseline: BaselineRow) -> BaselineRecord:
     return {"score": baseline["score"], "source": baseline["source"], **summary(rec)}
 
 
-def state(*, task: str, baseline: BaselineRow | None, baseline_error: str | None,
-          submissions: Sequence[SubmissionRow], tests: Sequence[TestRow], counts: Mapping[str, int],
-          refusals: Sequence[RefusalRow], closed: bool) -> GraderState:
+def state(
+    *,
+    task: str,
+    baseline: BaselineRow | None,
+    baseline_error: str | None,
+    submissions: Sequence[SubmissionRow],
+    tests: Sequence[TestRow],
+    counts: Mapping[str, int],
+    refusals: Sequence[RefusalRow],
+    closed: bool,
+) -> GraderState:
     """Everything the orchestrator collects at the end of a run, from the store's rows."""
     shown: EvalRecord | BaselineRow | None = None
     if baseline is not None:
@@ -205,8 +217,15 @@ def state_from_store(db: Path, task: str) -> GraderState:
     written), for a run whose grader is gone."""
     store = Store.read_only(db)
     try:
-        return state(task=task, baseline=store.baseline("dev"), baseline_error=None, submissions=store.all(),
-                     tests=store.test_scores(), counts=store.counts(), refusals=store.refusals(),
-                     closed=bool(store.get_meta("closed", False)))
+        return state(
+            task=task,
+            baseline=store.baseline("dev"),
+            baseline_error=None,
+            submissions=store.all(),
+            tests=store.test_scores(),
+            counts=store.counts(),
+            refusals=store.refusals(),
+            closed=bool(store.get_meta("closed", False)),
+        )
     finally:
         store.close()

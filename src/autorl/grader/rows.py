@@ -32,10 +32,21 @@ def _decoded(row: sqlite3.Row) -> dict[str, Any]:
 def submission_row(row: sqlite3.Row) -> SubmissionRow:
     d = _decoded(row)
     sub: SubmissionRow = {
-        "id": d["id"], "created_at": d["created_at"], "model_path": d["model_path"], "snapshot": d["snapshot"],
-        "content_hash": d["content_hash"], "kind": d["kind"], "status": d["status"], "score": d["score"],
-        "record": d["record"], "comparison": d["comparison"], "error": d["error"], "started_at": d["started_at"],
-        "finished_at": d["finished_at"], "duplicate_of": d["duplicate_of"], "attempts": d["attempts"],
+        "id": d["id"],
+        "created_at": d["created_at"],
+        "model_path": d["model_path"],
+        "snapshot": d["snapshot"],
+        "content_hash": d["content_hash"],
+        "kind": d["kind"],
+        "status": d["status"],
+        "score": d["score"],
+        "record": d["record"],
+        "comparison": d["comparison"],
+        "error": d["error"],
+        "started_at": d["started_at"],
+        "finished_at": d["finished_at"],
+        "duplicate_of": d["duplicate_of"],
+        "attempts": d["attempts"],
     }
     if "infra_failure" in d:
         sub["infra_failure"] = d["infra_failure"]
@@ -46,23 +57,38 @@ def submission_row(row: sqlite3.Row) -> SubmissionRow:
 
 def baseline_row(row: sqlite3.Row) -> BaselineRow:
     d = _decoded(row)
-    return {"split": d["split"], "score": d["score"], "record": d["record"], "source": d["source"],
-            "set_at": d["set_at"]}
+    return {
+        "split": d["split"],
+        "score": d["score"],
+        "record": d["record"],
+        "source": d["source"],
+        "set_at": d["set_at"],
+    }
 
 
 def test_row(row: sqlite3.Row) -> TestRow:
     d = _decoded(row)
-    test: TestRow = {"submission_id": d["submission_id"], "score": d["score"], "record": d["record"],
-                     "comparison": d["comparison"], "status": d["status"], "error": d["error"],
-                     "created_at": d["created_at"]}
+    test: TestRow = {
+        "submission_id": d["submission_id"],
+        "score": d["score"],
+        "record": d["record"],
+        "comparison": d["comparison"],
+        "status": d["status"],
+        "error": d["error"],
+        "created_at": d["created_at"],
+    }
     if "infra_failure" in d:
         test["infra_failure"] = d["infra_failure"]
     return test
 
 
 def refusal_row(row: sqlite3.Row) -> RefusalRow:
-    refusal: RefusalRow = {"id": row["id"], "created_at": row["created_at"], "model_path": row["model_path"],
-                           "reason": row["reason"]}
+    refusal: RefusalRow = {
+        "id": row["id"],
+        "created_at": row["created_at"],
+        "model_path": row["model_path"],
+        "reason": row["reason"],
+    }
     if "kind" in row.keys():  # noqa: SIM118 (a sqlite3.Row is not a mapping)
         refusal["kind"] = row["kind"]
     return refusal

@@ -176,9 +176,7 @@ class Store:
                 if total >= max_total:
                     raise LookupError("total")
             if max_queued is not None:
-                (queued,) = db.execute(
-                    "SELECT COUNT(*) FROM submissions WHERE status IN (?, ?)", WAITING
-                ).fetchone()
+                (queued,) = db.execute("SELECT COUNT(*) FROM submissions WHERE status IN (?, ?)", WAITING).fetchone()
                 if queued >= max_queued:
                     raise LookupError("queue")
             cur = db.execute(
@@ -256,9 +254,7 @@ class Store:
 
     def put_evaluation(self, content_hash: str, split: str, record: EvalRecord) -> None:
         with self.transaction() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO evaluations VALUES (?, ?, ?)", (content_hash, split, json.dumps(record))
-            )
+            db.execute("INSERT OR REPLACE INTO evaluations VALUES (?, ?, ?)", (content_hash, split, json.dumps(record)))
 
     # -- baseline -----------------------------------------------------------------------------
     def set_baseline(self, split: str, score: float, record: EvalRecord | None, source: str) -> None:
@@ -284,8 +280,10 @@ class Store:
         """Record a refused submission: the raw path and reason (truncated) and a structured ``kind``."""
         path = model_path.encode("utf-8", "backslashreplace").decode()[:1000]
         with self.transaction() as db:
-            db.execute("INSERT INTO refusals (created_at, model_path, reason, kind) VALUES (?, ?, ?, ?)",
-                       (time.time(), path, reason.encode("utf-8", "backslashreplace").decode()[:1000], kind))
+            db.execute(
+                "INSERT INTO refusals (created_at, model_path, reason, kind) VALUES (?, ?, ?, ?)",
+                (time.time(), path, reason.encode("utf-8", "backslashreplace").decode()[:1000], kind),
+            )
 
     def refusals(self) -> list[RefusalRow]:
         with self._lock:

@@ -78,8 +78,9 @@ def read_frame(stream: BinaryIO) -> EvalJob | None:
     return job
 
 
-def build_job(config: GraderConfig, store_dir: Path, snapshot: Snapshot | None, split: str, tag: str,
-              scratch_dir: Path) -> EvalJob:
+def build_job(
+    config: GraderConfig, store_dir: Path, snapshot: Snapshot | None, split: str, tag: str, scratch_dir: Path
+) -> EvalJob:
     """The job a worker runs: everything it needs to evaluate ``snapshot`` (None: the run's base model, whose
     record is cached across runs) on ``split``, with ``scratch_dir`` for its backend's files."""
     return {
@@ -156,8 +157,13 @@ def run_job(job: EvalJob, backend: Backend | None = None) -> EvalRecord:
         # baselines are reused across runs when benchmark, eval config, backend and model bytes all match
         # (the config hash covers the hidden items themselves: another secret or data version is another key)
         benchmark.prepare_eval_data(Path(job["hidden_dir"]))
-        key = stable_hash([config_hash(benchmark, job["split"], backend, Path(job["hidden_dir"]), job.get("limit")),
-                           model_hash(model_dir), job.get("limit")])
+        key = stable_hash(
+            [
+                config_hash(benchmark, job["split"], backend, Path(job["hidden_dir"]), job.get("limit")),
+                model_hash(model_dir),
+                job.get("limit"),
+            ]
+        )
         cache_file = Path(cache_dir) / benchmark.name / f"{key}.json"
         if cache_file.is_file():
             cached: EvalRecord = json.loads(cache_file.read_text())  # written below by an earlier run
@@ -223,8 +229,11 @@ def warm_up(job: EvalJob, backend: Backend) -> WarmUp:
     loaded = time.monotonic()
     backend.last_sleep_s = None
     backend.idle()
-    return {"engine": engine, "load_s": round(loaded - started, 3),
-            "sleep_s": round(backend.last_sleep_s, 3) if backend.last_sleep_s is not None else None}
+    return {
+        "engine": engine,
+        "load_s": round(loaded - started, 3),
+        "sleep_s": round(backend.last_sleep_s, 3) if backend.last_sleep_s is not None else None,
+    }
 
 
 class _Output:
@@ -299,9 +308,15 @@ def serve(in_fd: int, out_fd: int) -> int:
                 return 0
             except Exception as exc:
                 traceback.print_exc()
-                write_frame(out_fd, {"nonce": nonce, "ok": False,
-                                     "error": f"{type(exc).__name__}: {exc}{_evaluating(job)}",
-                                     "harness": harness_blame(job, exc)})
+                write_frame(
+                    out_fd,
+                    {
+                        "nonce": nonce,
+                        "ok": False,
+                        "error": f"{type(exc).__name__}: {exc}{_evaluating(job)}",
+                        "harness": harness_blame(job, exc),
+                    },
+                )
                 return 1
             # a backend of one engine per process that frees it when idle: this worker ends after the answer
             retiring = backend.engine_per_process() and not backend.keeps_engine()

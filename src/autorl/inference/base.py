@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 if TYPE_CHECKING:  # typing has it from Python 3.11; annotations are never evaluated here (``from __future__``)
     from typing import NotRequired
 
+
 @dataclass(frozen=True, kw_only=True)
 class Decoding:
     """How completions are decoded (keyword-only), defined once for a benchmark's setting

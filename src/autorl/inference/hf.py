@@ -27,8 +27,14 @@ from autorl.inference.compact import decode_compacting, supports_compaction
 from autorl.inference.loading import import_torch, load_causal_lm, load_tokenizer, tokenizer_dir
 from autorl.inference.weights import load_weights_into, merge_adapter, reread_generation_config
 
-__all__ = ["HFBackend", "PromptLogitsProcessor", "callable_identity", "load_causal_lm", "load_tokenizer",
-           "tokenizer_dir"]
+__all__ = [
+    "HFBackend",
+    "PromptLogitsProcessor",
+    "callable_identity",
+    "load_causal_lm",
+    "load_tokenizer",
+    "tokenizer_dir",
+]
 
 
 def callable_identity(fn: Any) -> dict[str, str]:
@@ -233,9 +239,16 @@ class HFBackend(Backend):
         if mode == "generate" or not supports_compaction(self.model):
             rows = self._decode_with_generate(enc, req)
         else:
-            rows = decode_compacting(self.model, tok, enc["input_ids"], enc["attention_mask"], req,
-                                     eos_ids=self._eos_ids(), stop_mask=self._stop_candidates(req.stop) if req.stop
-                                     else None, hook=self.options.get("logits_processor"))
+            rows = decode_compacting(
+                self.model,
+                tok,
+                enc["input_ids"],
+                enc["attention_mask"],
+                req,
+                eos_ids=self._eos_ids(),
+                stop_mask=self._stop_candidates(req.stop) if req.stop else None,
+                hook=self.options.get("logits_processor"),
+            )
         completions = []
         for i in range(len(prompts)):
             outs, reasons, count = [], [], 0

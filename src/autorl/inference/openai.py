@@ -78,7 +78,9 @@ class OpenAIBackend(Backend):
             resp.raise_for_status()
             entries = [e for e in resp.json()["data"] if isinstance(e, dict)]
         except (httpx.HTTPError, KeyError, TypeError, ValueError) as exc:
-            raise EvaluationError(f"the OpenAI-compatible server at {self.base_url} did not list its models: {exc}") from exc
+            raise EvaluationError(
+                f"the OpenAI-compatible server at {self.base_url} did not list its models: {exc}"
+            ) from exc
         wanted = {str(model_dir), str(model_dir.resolve())}
         for entry in entries:
             if str(entry.get("id")) in wanted or str(entry.get("root")) in wanted:
@@ -126,7 +128,9 @@ class OpenAIBackend(Backend):
             try:
                 resp = await client.post("/completions", json=body)
                 if resp.status_code >= 500 or resp.status_code == 429:
-                    raise httpx.HTTPStatusError(f"server answered {resp.status_code}", request=resp.request, response=resp)
+                    raise httpx.HTTPStatusError(
+                        f"server answered {resp.status_code}", request=resp.request, response=resp
+                    )
                 resp.raise_for_status()
                 data = resp.json()
                 choices = sorted(data["choices"], key=lambda c: c.get("index", 0))

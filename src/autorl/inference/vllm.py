@@ -157,8 +157,13 @@ class VLLMBackend(Backend):
     def identity(self) -> dict[str, Any]:
         import vllm
 
-        return {"name": self.name, "vllm": vllm.__version__, "dtype": str(self.options.get("dtype", "auto")),
-                "prompt": "token ids", "adapters": "merged"}
+        return {
+            "name": self.name,
+            "vllm": vllm.__version__,
+            "dtype": str(self.options.get("dtype", "auto")),
+            "prompt": "token ids",
+            "adapters": "merged",
+        }
 
     def in_process(self) -> bool:
         return bool(self.options.get("engine_in_process", True))
@@ -176,8 +181,14 @@ class VLLMBackend(Backend):
             "dtype": str(self.options.get("dtype", "auto")),
             "seed": 0,
         }
-        for key in ("max_model_len", "enforce_eager", "max_num_seqs", "compilation_config", "enable_prefix_caching",
-                    "kv_cache_memory_bytes"):
+        for key in (
+            "max_model_len",
+            "enforce_eager",
+            "max_num_seqs",
+            "compilation_config",
+            "enable_prefix_caching",
+            "kv_cache_memory_bytes",
+        ):
             if key in self.options:
                 kwargs[key] = self.options[key]
         if self.options.get("sleep_when_idle") and self.keeps_engine():

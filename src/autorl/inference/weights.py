@@ -94,8 +94,20 @@ def reread_generation_config(model: Any, model_dir: Path) -> None:
 #: names at the top of a checkpoint folder that a tokenizer, a chat template or generation settings may be read
 #: from (by prefix or by suffix; ``tokenizer.5.0.0.json``, named by ``fast_tokenizer_files``, included), and the
 #: chat-template folder; ``config.json`` is compared apart (``shape_config``)
-_SIDE_PREFIXES = ("tokenizer", "vocab", "merges", "special_tokens", "added_tokens", "chat_template",
-                  "generation_config", "spiece", "sentencepiece", "bpe", "preprocessor_config", "processor_config")
+_SIDE_PREFIXES = (
+    "tokenizer",
+    "vocab",
+    "merges",
+    "special_tokens",
+    "added_tokens",
+    "chat_template",
+    "generation_config",
+    "spiece",
+    "sentencepiece",
+    "bpe",
+    "preprocessor_config",
+    "processor_config",
+)
 _SIDE_SUFFIXES = (".model", ".spm", ".tiktoken", ".jinja")
 SIDE_DIRS = ("additional_chat_templates",)
 GENERATION_CONFIG = "generation_config.json"
@@ -209,8 +221,9 @@ def merged_checkpoint(adapter_dir: Path, base_dir: Path, target: Path) -> Path:
     except (OSError, ValueError):
         raw = {}
     dtype = raw.get("dtype", raw.get("torch_dtype")) if isinstance(raw, dict) else None
-    model, _ = load_causal_lm(adapter_dir, base_dir, device="cpu",
-                              dtype=dtype if dtype in ("float32", "bfloat16", "float16") else "float32")
+    model, _ = load_causal_lm(
+        adapter_dir, base_dir, device="cpu", dtype=dtype if dtype in ("float32", "bfloat16", "float16") else "float32"
+    )
     tmp = target.with_name(target.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)

@@ -91,8 +91,9 @@ def _typed(pd: Any, frame: Any) -> Any:
     return frame
 
 
-def runs(task: str | None = None, agent: str | None = None, study: str | None = None, *,
-         home: str | Path | None = None) -> pd.DataFrame:
+def runs(
+    task: str | None = None, agent: str | None = None, study: str | None = None, *, home: str | Path | None = None
+) -> pd.DataFrame:
     """Every recorded run as a DataFrame: one row a run, oldest first, the ``results.csv`` columns in their
     order with their types (:func:`column_kinds`), the audit's open flags in ``audit_flags``.
 
@@ -108,7 +109,8 @@ def runs(task: str | None = None, agent: str | None = None, study: str | None = 
         rows = ledger.rows(task=task)
     finally:
         ledger.close()
-    rows = [r for r in rows if (agent is None or r.get("agent") == agent) and (study is None or r.get("sweep") == study)]
-    frame = pd.DataFrame([{c: r.get(c) for c in CSV_COLUMNS} for r in rows], columns=list(CSV_COLUMNS),
-                         dtype=object)
+    rows = [
+        r for r in rows if (agent is None or r.get("agent") == agent) and (study is None or r.get("sweep") == study)
+    ]
+    frame = pd.DataFrame([{c: r.get(c) for c in CSV_COLUMNS} for r in rows], columns=list(CSV_COLUMNS), dtype=object)
     return _typed(pd, frame)

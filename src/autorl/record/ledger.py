@@ -27,8 +27,16 @@ from autorl.record.result import RunResult
 from autorl.record.row import CSV_COLUMNS, RunRow, judged_headline
 from autorl.record.schema import AuditFlag, LedgerRow, LiveRecord, ResultRecord
 
-__all__ = ["Ledger", "check_result", "csv_value", "ingest_files", "ingest_results", "read_result", "record_run",
-           "write_csv"]
+__all__ = [
+    "Ledger",
+    "check_result",
+    "csv_value",
+    "ingest_files",
+    "ingest_results",
+    "read_result",
+    "record_run",
+    "write_csv",
+]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -118,14 +126,23 @@ class Ledger:
         with self._tx() as db:
             old = db.execute("SELECT data FROM runs WHERE run_id=?", (row["run_id"],)).fetchone()
             if old is not None and execution(_loaded(old[0])) != execution(result):
-                raise ResourceError(f"run {row['run_id']} is already recorded for another execution "
-                                    f"({_where(_loaded(old[0]))}); not replaced by the one from {_where(result)}")
+                raise ResourceError(
+                    f"run {row['run_id']} is already recorded for another execution "
+                    f"({_where(_loaded(old[0]))}); not replaced by the one from {_where(result)}"
+                )
             db.execute("DELETE FROM live WHERE run_id=?", (row["run_id"],))
             db.execute("DELETE FROM submissions WHERE run_id=?", (row["run_id"],))
             db.execute(
                 "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (row["run_id"], row["timestamp"], row["task"], row["agent"], row["base_model"],
-                 int(bool(row["success"])), json.dumps(result)),
+                (
+                    row["run_id"],
+                    row["timestamp"],
+                    row["task"],
+                    row["agent"],
+                    row["base_model"],
+                    int(bool(row["success"])),
+                    json.dumps(result),
+                ),
             )
             for sub in result.get("submissions", []):
                 db.execute(
@@ -134,9 +151,10 @@ class Ledger:
             if "audit" in result:
                 db.execute("DELETE FROM audits WHERE run_id=?", (row["run_id"],))
                 for flag in result["audit"]:
-                    db.execute("INSERT OR REPLACE INTO audits VALUES (?, ?, ?, ?, ?)",
-                               (row["run_id"], flag["name"], flag["severity"], flag["detail"],
-                                json.dumps(flag["evidence"])))
+                    db.execute(
+                        "INSERT OR REPLACE INTO audits VALUES (?, ?, ?, ?, ?)",
+                        (row["run_id"], flag["name"], flag["severity"], flag["detail"], json.dumps(flag["evidence"])),
+                    )
 
     def runs(self) -> list[ResultRecord]:
         """Every run's full result, oldest first."""
@@ -177,7 +195,8 @@ class Ledger:
         flags: list[AuditFlag] = [
             {"name": f, "severity": sev, "detail": d, "evidence": json.loads(e), "overrides": []}
             for f, sev, d, e in self._db.execute(
-                "SELECT flag, severity, detail, evidence FROM audits WHERE run_id=? ORDER BY flag", (run_id,))
+                "SELECT flag, severity, detail, evidence FROM audits WHERE run_id=? ORDER BY flag", (run_id,)
+            )
         ]
         by_name = {f["name"]: f for f in flags}
         for flag, reason, who, when in self._db.execute(
@@ -194,8 +213,10 @@ class Ledger:
             known = ", ".join(f["name"] for f in self.audit(run_id)) or "none"
             raise ResourceError(f"run {run_id} has no audit flag {flag!r} (flags: {known})")
         with self._tx() as db:
-            db.execute("INSERT INTO audit_overrides (run_id, flag, reason, decided_by, decided_at) VALUES (?, ?, ?, ?, ?)",
-                       (run_id, flag, reason, decided_by, dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")))
+            db.execute(
+                "INSERT INTO audit_overrides (run_id, flag, reason, decided_by, decided_at) VALUES (?, ?, ?, ?, ?)",
+                (run_id, flag, reason, decided_by, dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")),
+            )
 
     def rows(self, task: str | None = None) -> list[LedgerRow]:
         """Every run's row (only ``task``'s when given), oldest first: every column of
@@ -227,8 +248,11 @@ def execution(result: Mapping[str, Any]) -> tuple[str, str, str]:
     """What tells one execution of a run from another: its workspace, the id its runner gave it (a sweep renames
     a run) and its start."""
     row, meta = result.get("row") or {}, result.get("meta") or {}
-    return (str(row.get("workspace") or ""), str(meta.get("runner_run_id") or row.get("run_id")),
-            str(row.get("timestamp")))
+    return (
+        str(row.get("workspace") or ""),
+        str(meta.get("runner_run_id") or row.get("run_id")),
+        str(row.get("timestamp")),
+    )
 
 
 def _where(result: Mapping[str, Any]) -> str:

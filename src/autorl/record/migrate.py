@@ -13,8 +13,11 @@ from autorl.record.schema import RowRecord
 __all__ = ["upgrade_row"]
 
 
-def upgrade_row(row: Mapping[str, Any], submissions: Sequence[Mapping[str, Any]] | None = None,
-                meta: Mapping[str, Any] | None = None) -> RowRecord:
+def upgrade_row(
+    row: Mapping[str, Any],
+    submissions: Sequence[Mapping[str, Any]] | None = None,
+    meta: Mapping[str, Any] | None = None,
+) -> RowRecord:
     """A row recorded by an older version, in today's meaning (other rows unchanged): a :class:`RowRecord`, but
     for columns added after it was written (readers ``.get`` those).
 

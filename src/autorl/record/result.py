@@ -69,17 +69,28 @@ class RunResult:
 
     def to_dict(self) -> ResultRecord:
         """The run as ``result.json`` holds it (a copy: changing it leaves the run as it is)."""
-        return copy.deepcopy(ResultRecord(
-            run_id=self.run_id, row=self.row, submissions=self.submissions, baseline=self.dev_baseline_record,
-            test=self.test, agent=self.agent, run_dir=str(self.run_dir), meta=self.meta, audit=self.audit))
+        return copy.deepcopy(
+            ResultRecord(
+                run_id=self.run_id,
+                row=self.row,
+                submissions=self.submissions,
+                baseline=self.dev_baseline_record,
+                test=self.test,
+                agent=self.agent,
+                run_dir=str(self.run_dir),
+                meta=self.meta,
+                audit=self.audit,
+            )
+        )
 
     # the row's figures by name, each read as its type (the row is data read back from disk)
     task = _Column("task", str)
     agent_name = _Column("agent", str)
     model = _Column("base_model", str)
     test_baseline = _Column("baseline", _number, "The base model's score on the held-out test split.")
-    test_score = _Column("best_score", _number,
-                         "The dev-selected checkpoint's score on the held-out test split (the result).")
+    test_score = _Column(
+        "best_score", _number, "The dev-selected checkpoint's score on the held-out test split (the result)."
+    )
     improvement = _Column("improvement", _number, "``test_score - test_baseline``, paired on the same items.")
     improvement_ci95 = _Column("improvement_ci95", _pair)
     p_value = _Column("p_value", _number, "The paired test's p-value for the test improvement.")
@@ -93,15 +104,22 @@ class RunResult:
     @property
     def baseline(self) -> EvalRecord | BaselineRow | None:
         """Deprecated: the dev baseline's record; use ``dev_baseline_record`` (or ``test_baseline``)."""
-        warnings.warn("RunResult.baseline is the dev baseline's record: use dev_baseline_record, or "
-                      "test_baseline / dev_baseline for the scores", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            "RunResult.baseline is the dev baseline's record: use dev_baseline_record, or "
+            "test_baseline / dev_baseline for the scores",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return self.dev_baseline_record
 
     @property
     def baseline_score(self) -> float | None:
         """Deprecated: the test baseline's score; use ``test_baseline``."""
-        warnings.warn("RunResult.baseline_score is the test baseline: use test_baseline (or dev_baseline)",
-                      DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            "RunResult.baseline_score is the test baseline: use test_baseline (or dev_baseline)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return self.test_baseline
 
     def __repr__(self) -> str:

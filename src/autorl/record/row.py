@@ -181,8 +181,7 @@ def infra_failure(submissions: Sequence[Mapping[str, Any]], test: Mapping[str, A
     return None
 
 
-def end_reason(outcome: OutcomeRecord, scored: int, test: Mapping[str, Any] | None,
-               infra: str | None = None) -> str:
+def end_reason(outcome: OutcomeRecord, scored: int, test: Mapping[str, Any] | None, infra: str | None = None) -> str:
     """Why the run ended the way it did, in words: the harness's failure, the agent's fault, no score, no test
     score, or normally."""
     crashed = not outcome["timed_out"] and outcome["exit_code"] != 0
@@ -212,8 +211,9 @@ class DevFigures(TypedDict):
     dev_k: int
 
 
-def dev_figures(submissions: Sequence[Mapping[str, Any]], best: Mapping[str, Any] | None,
-                baseline_score: float | None) -> DevFigures:
+def dev_figures(
+    submissions: Sequence[Mapping[str, Any]], best: Mapping[str, Any] | None, baseline_score: float | None
+) -> DevFigures:
     """The :data:`DEV_COLUMNS` from the grader's records: its ``best`` (``{submission_id, score}``), that
     submission's own ``improvement`` and interval, and how many submissions were scored (k)."""
     best_sub = next((s for s in submissions if best and s["submission_id"] == best["submission_id"]), None)
@@ -226,13 +226,29 @@ def dev_figures(submissions: Sequence[Mapping[str, Any]], best: Mapping[str, Any
     }
 
 
-def run_row(*, run_id: str, started: float, finished: float, task: str, agent: str, base_model: str,
-            workspace: str, seed: int, sandbox: str | None, state: Mapping[str, Any],
-            test: Mapping[str, Any] | None, outcome: OutcomeRecord,
-            llm_usage: Mapping[str, Any] | None = None, run_key: str | None = None,
-            sweep: str | None = None, metrics: MetricsRecord | None = None,
-            driver_model: str | None = None, best_of_k: BestOfK | None = None,
-            timeout_s: float | None = None, limit: int | None = None) -> RunRow:
+def run_row(
+    *,
+    run_id: str,
+    started: float,
+    finished: float,
+    task: str,
+    agent: str,
+    base_model: str,
+    workspace: str,
+    seed: int,
+    sandbox: str | None,
+    state: Mapping[str, Any],
+    test: Mapping[str, Any] | None,
+    outcome: OutcomeRecord,
+    llm_usage: Mapping[str, Any] | None = None,
+    run_key: str | None = None,
+    sweep: str | None = None,
+    metrics: MetricsRecord | None = None,
+    driver_model: str | None = None,
+    best_of_k: BestOfK | None = None,
+    timeout_s: float | None = None,
+    limit: int | None = None,
+) -> RunRow:
     """The row of a finished run, from the grader's state and test evaluation and the agent's outcome.
 
     The headline is the dev-selected checkpoint scored once on the test split, paired against the test
@@ -304,8 +320,11 @@ def judged_headline(row: _Row, open_flags: Sequence[Mapping[str, Any]]) -> _Row:
     """``row`` with the base model's headline (improvement 0, the best score the baseline's, no interval, no
     success) when a judge's critical flag stands (not overridden), as the reference benchmark reports a
     flagged run; ``headline_rule`` says which flag. Otherwise ``row`` unchanged."""
-    critical = sorted(str(f["name"]) for f in open_flags
-                      if str(f.get("name", "")).startswith("judge:") and f.get("severity") == "critical")
+    critical = sorted(
+        str(f["name"])
+        for f in open_flags
+        if str(f.get("name", "")).startswith("judge:") and f.get("severity") == "critical"
+    )
     out = row.copy()
     if not critical:
         return out

@@ -16,8 +16,20 @@ if TYPE_CHECKING:
     from autorl.grader.schema import BaselineRow, EvalRecord, SubmissionRecord, TestRecord
     from autorl.inference.gpu_share import GpuBudgetRecord
 
-__all__ = ["AuditFlag", "FlagRecord", "JudgeColumns", "LedgerRow", "LiveRecord", "OffTargetRecord", "OrchestratorRecord", "OutcomeRecord",
-           "OverrideRecord", "Recovery", "ResultRecord", "RowRecord"]
+__all__ = [
+    "AuditFlag",
+    "FlagRecord",
+    "JudgeColumns",
+    "LedgerRow",
+    "LiveRecord",
+    "OffTargetRecord",
+    "OrchestratorRecord",
+    "OutcomeRecord",
+    "OverrideRecord",
+    "Recovery",
+    "ResultRecord",
+    "RowRecord",
+]
 
 
 class OffTargetRecord(TypedDict):

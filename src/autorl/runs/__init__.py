@@ -31,8 +31,9 @@ from typing import Any
 
 
 class _CallablePackage(types.ModuleType):
-    def __call__(self, task: str | None = None, agent: str | None = None, study: str | None = None,
-                 **options: Any) -> Any:
+    def __call__(
+        self, task: str | None = None, agent: str | None = None, study: str | None = None, **options: Any
+    ) -> Any:
         """Every recorded run as a pandas DataFrame (:func:`autorl.record.frames.runs`)."""
         from autorl.record.frames import runs
 

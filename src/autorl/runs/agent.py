@@ -71,17 +71,24 @@ def _context(plan: Plan, assets: Assets, place: Place, services: Services, deadl
     model = assets.model
     ws = place.workspace
     return AgentContext(
-        task=plan.task, base_model=model.name, workspace=place.root, model_path=ws.model(model.name),
-        data_path=ws.data, output_dir=ws.output, token=services.config.agent_token,
+        task=plan.task,
+        base_model=model.name,
+        workspace=place.root,
+        model_path=ws.model(model.name),
+        data_path=ws.data,
+        output_dir=ws.output,
+        token=services.config.agent_token,
         # the token in the URL too: an agent written for the reference harness submits without a header
         grader_url=capability_url(place.url, services.config.agent_token),
-        deadline=deadline, run_dir=place.root,
+        deadline=deadline,
+        run_dir=place.root,
         env={"AUTORL_SEED": str(seed), "AUTORL_PYTHON": sys.executable, **_import_path(), **plan.gpus.agent_env()},
     )
 
 
-def check_agent_view(plan: Plan, assets: Assets, home: Path, runs_dir: Path | str | None,
-                     given: Mapping[str, str]) -> None:
+def check_agent_view(
+    plan: Plan, assets: Assets, home: Path, runs_dir: Path | str | None, given: Mapping[str, str]
+) -> None:
     """What the benchmark and the agent ask the sandbox to show the agent, checked before anything starts: a
     one-line :class:`~autorl.errors.UsageError` naming the plugin and the variable or file that holds a hidden
     item or a key, or shows what every agent's policy masks (:mod:`autorl.sandbox.offered`). ``given`` is what
@@ -99,8 +106,18 @@ def check_agent_view(plan: Plan, assets: Assets, home: Path, runs_dir: Path | st
     refuse_uncovering(f"agent {plan.agent_name}: sandbox_paths()", plan.agent.sandbox_paths(), masked)
 
 
-def run_the_agent(plan: Plan, assets: Assets, place: Place, services: Services, stack: contextlib.ExitStack,
-                  home: Path, deadline: float, spec: RunSpec, say: Say, decoys: Planted | None = None) -> AgentRun:
+def run_the_agent(
+    plan: Plan,
+    assets: Assets,
+    place: Place,
+    services: Services,
+    stack: contextlib.ExitStack,
+    home: Path,
+    deadline: float,
+    spec: RunSpec,
+    say: Say,
+    decoys: Planted | None = None,
+) -> AgentRun:
     """The agent in its process group (sandboxed where chosen) until it exits or the deadline passes (then, after
     the spec's ``grace_s``, it is killed); the ``decoys`` planted in its workspace watched meanwhile (the watcher
     of its files leaves them unread)."""
@@ -111,8 +128,13 @@ def run_the_agent(plan: Plan, assets: Assets, place: Place, services: Services, 
     gateway = services.gateway
     # the agent reaches models only through the gateway: no upstream key, the run's token instead; the
     # benchmark's variables under the harness's, and scrubbed like the rest
-    env = agent_env(ctx.env, plan.agent.environment(ctx), benchmark=plan.benchmark.agent_env(),
-                    gateway_url=gateway.url, token=gateway.config.token)
+    env = agent_env(
+        ctx.env,
+        plan.agent.environment(ctx),
+        benchmark=plan.benchmark.agent_env(),
+        gateway_url=gateway.url,
+        token=gateway.config.token,
+    )
     bwrap = plan.sandbox.mode == "bwrap"
     policy = _policy(plan, assets, place, stack, home=home, env=env, relay_ports=[int(gateway.url.rsplit(":", 1)[1])])
     # what the agent was shown, recorded beside its /tmp (out of its reach): the selftest judges by it
@@ -137,13 +159,17 @@ def run_the_agent(plan: Plan, assets: Assets, place: Place, services: Services, 
     tail = _early_death_tail(outcome, place.root)
     if tail is not None:  # an agent that could not even start says why only in its log
         record["log_tail"] = tail
-    say(f"agent {outcome.reason} after {outcome.duration_s:.0f} s; finishing evaluations in flight"
-        + (f"\nthe end of its log ({log_path}):\n{tail}" if tail else ""))
+    say(
+        f"agent {outcome.reason} after {outcome.duration_s:.0f} s; finishing evaluations in flight"
+        + (f"\nthe end of its log ({log_path}):\n{tail}" if tail else "")
+    )
     gateway.close()  # the agent is done: no more model calls
-    return AgentRun(record, {"passes": watcher.passes, "entries": watcher.entries,
-                             "copied_bytes": watcher.copied_bytes},
-                    WatchedRecord(opened=opened, method=decoy_watch.method) if decoy_watch is not None else None,
-                    configured_model(env))
+    return AgentRun(
+        record,
+        {"passes": watcher.passes, "entries": watcher.entries, "copied_bytes": watcher.copied_bytes},
+        WatchedRecord(opened=opened, method=decoy_watch.method) if decoy_watch is not None else None,
+        configured_model(env),
+    )
 
 
 def _states(root: Path, planted: Planted) -> dict[str, tuple[int, int]]:
@@ -184,8 +210,16 @@ def _describe(choice: SandboxChoice) -> str:
     return f"bwrap sandbox, network {choice.network}"
 
 
-def _policy(plan: Plan, assets: Assets, place: Place, stack: contextlib.ExitStack, *, home: Path,
-            env: Mapping[str, str], relay_ports: list[int]) -> Policy:
+def _policy(
+    plan: Plan,
+    assets: Assets,
+    place: Place,
+    stack: contextlib.ExitStack,
+    *,
+    home: Path,
+    env: Mapping[str, str],
+    relay_ports: list[int],
+) -> Policy:
     """The agent's policy for this run (:func:`autorl.sandbox.agent.agent_policy`); with the network off under
     bubblewrap, the Unix sockets that relay the grader and the gateway into it, closed with the run."""
     from autorl.sandbox import SOCKET_NAME, Relay
@@ -202,8 +236,19 @@ def _policy(plan: Plan, assets: Assets, place: Place, stack: contextlib.ExitStac
             relay.start()
             stack.callback(relay.stop)
     return agent_policy(
-        workspace=place.root, env=env, model=assets.model.path, train_dir=Path(assets.data.train_dir),
-        agent_files=plan.agent.sandbox_paths(), benchmark=plan.benchmark, autorl_home=home,
-        runs_root=place.runs_root, store_dir=place.store_dir, hidden_dir=Path(assets.data.hidden_dir),
-        network=choice.network, tmp=place.tmp_dir, gpus=plan.gpus.agent_has_gpus,
-        relay=Relay(place.port, sock_dir, tuple(relay_ports)), slirp=choice.slirp)
+        workspace=place.root,
+        env=env,
+        model=assets.model.path,
+        train_dir=Path(assets.data.train_dir),
+        agent_files=plan.agent.sandbox_paths(),
+        benchmark=plan.benchmark,
+        autorl_home=home,
+        runs_root=place.runs_root,
+        store_dir=place.store_dir,
+        hidden_dir=Path(assets.data.hidden_dir),
+        network=choice.network,
+        tmp=place.tmp_dir,
+        gpus=plan.gpus.agent_has_gpus,
+        relay=Relay(place.port, sock_dir, tuple(relay_ports)),
+        slirp=choice.slirp,
+    )

@@ -28,8 +28,14 @@ class Cleaned(KeepReport, total=False):
     note: str
 
 
-def clean_runs(home: Path, run_ids: Sequence[str] = (), *, older_than_days: float | None = None,
-               policy: str = "selected", dry_run: bool = False) -> list[Cleaned]:
+def clean_runs(
+    home: Path,
+    run_ids: Sequence[str] = (),
+    *,
+    older_than_days: float | None = None,
+    policy: str = "selected",
+    dry_run: bool = False,
+) -> list[Cleaned]:
     """Apply ``policy`` to the recorded runs of ``home`` (``run_ids``: those alone; ``older_than_days``: only runs
     recorded that long ago); per run, what was (with ``dry_run``: would be) deleted."""
     from autorl.record.ledger import Ledger
@@ -63,11 +69,12 @@ def clean_runs(home: Path, run_ids: Sequence[str] = (), *, older_than_days: floa
         store = Path(str(meta.get("store_dir") or ""))
         output = Path(str(row.get("workspace") or "")) / "output"
         if not str(meta.get("store_dir") or ""):
-            out.append(Cleaned(run_id=run_id, policy=policy, pruned=[], freed_bytes=0,
-                               note="no grader store recorded"))
+            out.append(Cleaned(run_id=run_id, policy=policy, pruned=[], freed_bytes=0, note="no grader store recorded"))
             continue
         done = keep_after_run(store, output, policy, dry_run=dry_run)
-        out.append(Cleaned(run_id=run_id, policy=done["policy"], pruned=done["pruned"], freed_bytes=done["freed_bytes"]))
+        out.append(
+            Cleaned(run_id=run_id, policy=done["policy"], pruned=done["pruned"], freed_bytes=done["freed_bytes"])
+        )
     return out
 
 

@@ -20,7 +20,16 @@ from autorl.procs.lease import HEARTBEAT_FILE, LOST_AT_KEY, process_start_time
 from autorl.record.ledger import Ledger
 from autorl.record.schema import LiveRecord, Recovery
 
-__all__ = ["LIVE_GRACE_S", "InFlight", "OrchestratorStatus", "StatusRecord", "in_flight", "lost_runs", "orchestrator_status", "run_status"]
+__all__ = [
+    "LIVE_GRACE_S",
+    "InFlight",
+    "OrchestratorStatus",
+    "StatusRecord",
+    "in_flight",
+    "lost_runs",
+    "orchestrator_status",
+    "run_status",
+]
 
 #: a heartbeat older than this many intervals means its orchestrator is gone (when it runs on another host)
 _STALE_INTERVALS = 3.0
@@ -135,8 +144,15 @@ def in_flight(ledger: Ledger, now: float | None = None) -> list[InFlight]:
     for live in ledger.live():
         status = run_status(live, now)
         recovery: Recovery = {} if status.alive else {"recover": f"autorl recover {live['run_id']}"}
-        out.append({**live, "status": "running" if status.alive else "lost", "lost_at": status.lost_at,
-                    "detail": status.detail, **recovery})
+        out.append(
+            {
+                **live,
+                "status": "running" if status.alive else "lost",
+                "lost_at": status.lost_at,
+                "detail": status.detail,
+                **recovery,
+            }
+        )
     return out
 
 

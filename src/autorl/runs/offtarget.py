@@ -47,8 +47,16 @@ def selected_snapshot(store_dir: Path, submission_id: int) -> tuple[Path, str] |
     return Path(str(row["snapshot"])), str(row.get("kind") or "full")
 
 
-def score_off_target(tasks: Sequence[str], *, base_dir: Path, selected: tuple[Path, str] | None, backend: str,
-                     backend_options: Mapping[str, Any], home: Path, limit: int | None) -> list[OffTargetRecord]:
+def score_off_target(
+    tasks: Sequence[str],
+    *,
+    base_dir: Path,
+    selected: tuple[Path, str] | None,
+    backend: str,
+    backend_options: Mapping[str, Any],
+    home: Path,
+    limit: int | None,
+) -> list[OffTargetRecord]:
     """Each task's base and selected scores on its test split with the paired change; an evaluation that fails
     is recorded with its error (it never stops the run from being recorded)."""
     from autorl.evaluation.run import evaluate_model
@@ -57,8 +65,16 @@ def score_off_target(tasks: Sequence[str], *, base_dir: Path, selected: tuple[Pa
 
     out: list[OffTargetRecord] = []
     for task in tasks:
-        entry: OffTargetRecord = {"task": task, "base": None, "selected": None, "change": None, "ci95": None,
-                                 "p_value": None, "regressed": False, "error": None}
+        entry: OffTargetRecord = {
+            "task": task,
+            "base": None,
+            "selected": None,
+            "change": None,
+            "ci95": None,
+            "p_value": None,
+            "regressed": False,
+            "error": None,
+        }
         if selected is None:
             entry["error"] = "no selected checkpoint"
             out.append(entry)
@@ -70,8 +86,15 @@ def score_off_target(tasks: Sequence[str], *, base_dir: Path, selected: tuple[Pa
             split = "test" if "test" in bench.splits else bench.splits[-1]
             base = evaluate_model(bench, be, base_dir, split=split, hidden_dir=data.hidden_dir, limit=limit)
             path, kind = selected
-            cand = evaluate_model(bench, be, path, split=split, hidden_dir=data.hidden_dir, limit=limit,
-                                  base_model_dir=base_dir if kind == "lora" else None)
+            cand = evaluate_model(
+                bench,
+                be,
+                path,
+                split=split,
+                hidden_dir=data.hidden_dir,
+                limit=limit,
+                base_model_dir=base_dir if kind == "lora" else None,
+            )
         except (AutorlError, OSError, RuntimeError, ValueError) as exc:
             entry["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
             out.append(entry)

@@ -55,8 +55,10 @@ def check_port(port: int | None) -> None:
         try:
             s.bind(("127.0.0.1", port))
         except OSError as exc:
-            raise UsageError(f"--port {port} cannot be used on 127.0.0.1 ({exc.strerror or exc}): another process "
-                             "holds it; choose another port or leave --port out") from None
+            raise UsageError(
+                f"--port {port} cannot be used on 127.0.0.1 ({exc.strerror or exc}): another process "
+                "holds it; choose another port or leave --port out"
+            ) from None
 
 
 def make_place(plan: Plan, assets: Assets, home: Path, spec: RunSpec, say: Say, disk: str = "") -> Place:
@@ -71,12 +73,28 @@ def make_place(plan: Plan, assets: Assets, home: Path, spec: RunSpec, say: Say, 
     # out of the agent's reach, and readable by the audit after the run
     agent_dir = private_dir(home / "grader" / f"{name}.agent")
     port = spec.port or free_port()
-    ws = build_workspace(root, benchmark=plan.benchmark, model=model, train_dir=data.train_dir, timeout_s=timeout,
-                         grader_url=f"http://127.0.0.1:{port}", disk=disk)
+    ws = build_workspace(
+        root,
+        benchmark=plan.benchmark,
+        model=model,
+        train_dir=data.train_dir,
+        timeout_s=timeout,
+        grader_url=f"http://127.0.0.1:{port}",
+        disk=disk,
+    )
     say(f"run {run_id}: {plan.agent_name} on {plan.task} from {model.spec} ({timeout:.0f} s); workspace {root}")
-    return Place(run_id=run_id, root=root, workspace=ws, runs_root=runs_root, store_dir=store_dir,
-                 tmp_dir=private_dir(agent_dir / "tmp"), watch_dir=private_dir(agent_dir / "watch"),
-                 gateway_dir=home / "gateway" / name, port=port, harness=harness_hashes(root, plan.benchmark))
+    return Place(
+        run_id=run_id,
+        root=root,
+        workspace=ws,
+        runs_root=runs_root,
+        store_dir=store_dir,
+        tmp_dir=private_dir(agent_dir / "tmp"),
+        watch_dir=private_dir(agent_dir / "watch"),
+        gateway_dir=home / "gateway" / name,
+        port=port,
+        harness=harness_hashes(root, plan.benchmark),
+    )
 
 
 def runs_root_of(runs_dir: Path | str | None, home: Path) -> Path:

@@ -64,8 +64,10 @@ def resolve(spec: RunSpec, task: str, agent_env: Mapping[str, str] | None, say: 
     choice = choose(sandbox, network)
     warning = choice.warning
     if sandbox == "auto" and choice.recorded_mode != "bwrap" and warning:
-        warning += (f"; the run is recorded as sandbox {choice.recorded_mode} and flagged by the audit "
-                    "(--sandbox bwrap refuses to run without a sandbox)")
+        warning += (
+            f"; the run is recorded as sandbox {choice.recorded_mode} and flagged by the audit "
+            "(--sandbox bwrap refuses to run without a sandbox)"
+        )
     if warning:
         say(f"warning: {warning}")
     backend_name = backend or default_backend()
@@ -75,9 +77,18 @@ def resolve(spec: RunSpec, task: str, agent_env: Mapping[str, str] | None, say: 
     if assignment.shared and backend_name != "vllm":  # vllm's engine is held to a budget (share_gpu)
         # the grader's idle engine gives the shared GPU back to the agent between evaluations
         options.setdefault("sleep_when_idle", True)
-    return Plan(task=task, benchmark=benchmark, benchmark_options=bench_options, agent=agent_obj,
-                agent_name=agent_cls.name, backend=backend_name, backend_options=options, gpus=assignment,
-                sandbox=choice, sandbox_warning=warning)
+    return Plan(
+        task=task,
+        benchmark=benchmark,
+        benchmark_options=bench_options,
+        agent=agent_obj,
+        agent_name=agent_cls.name,
+        backend=backend_name,
+        backend_options=options,
+        gpus=assignment,
+        sandbox=choice,
+        sandbox_warning=warning,
+    )
 
 
 def runs_per_gpu() -> int:
@@ -110,8 +121,12 @@ def share_gpu(plan: Plan, assets: Assets, say: Say, total_bytes: int | None = No
     for key, value in budget.engine_options().items():
         options.setdefault(key, value)
     say(f"GPU {device}: {budget.arithmetic()}")
-    return replace(plan, backend_options=options, gpus=replace(plan.gpus, agent_memory_bytes=budget.agent_bytes),
-                   gpu_budget=budget.to_dict())
+    return replace(
+        plan,
+        backend_options=options,
+        gpus=replace(plan.gpus, agent_memory_bytes=budget.agent_bytes),
+        gpu_budget=budget.to_dict(),
+    )
 
 
 #: the quota on what the agent writes, in GiB, when the run is not given one (a study sets it per run)

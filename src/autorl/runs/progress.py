@@ -57,8 +57,9 @@ def describe(sub: SubmissionRecord, deadline: float, now: float | None = None) -
 class SubmissionPrinter(Ticker):
     """Polls ``state()`` (the grader's admin state) and says one line per submission once it is scored or failed."""
 
-    def __init__(self, state: Callable[[], GraderState], deadline: float, say: Say,
-                 interval: float = INTERVAL_S) -> None:
+    def __init__(
+        self, state: Callable[[], GraderState], deadline: float, say: Say, interval: float = INTERVAL_S
+    ) -> None:
         super().__init__("autorl-progress", interval)
         self.state, self.deadline, self.say = state, deadline, say
         self.reported: set[Any] = set()

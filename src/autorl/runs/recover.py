@@ -23,6 +23,7 @@ from autorl.runs.progress import Say, to_stderr
 
 __all__ = ["Recovered", "RecoveredRecord", "recover", "recover_all"]
 
+
 class RecoveredRecord(TypedDict):
     """:class:`Recovered` as ``autorl recover --json`` prints it."""
 
@@ -43,8 +44,16 @@ class Recovered:
         return {"run_id": self.run_id, "action": self.action, "row": self.row}
 
 
-def recover(run_id: str, *, home: Path, eval_timeout: float = 3600.0, final_test: bool = True, audit: bool = True,
-            audit_budget_s: float = 900.0, log: Say | None = None) -> Recovered:
+def recover(
+    run_id: str,
+    *,
+    home: Path,
+    eval_timeout: float = 3600.0,
+    final_test: bool = True,
+    audit: bool = True,
+    audit_budget_s: float = 900.0,
+    log: Say | None = None,
+) -> Recovered:
     """Record the lost run ``run_id`` from its grader's store (see the module's docstring).
 
     Raises:
@@ -64,12 +73,21 @@ def recover(run_id: str, *, home: Path, eval_timeout: float = 3600.0, final_test
         raise UsageError(f"no run {run_id} is in flight or recorded in {home / 'autorl.db'}")
     status = run_status(live)
     if status.alive:
-        raise UsageError(f"run {run_id} is still live ({status.detail}): only a run whose orchestrator is gone "
-                         "can be recovered")
+        raise UsageError(
+            f"run {run_id} is still live ({status.detail}): only a run whose orchestrator is gone can be recovered"
+        )
     from autorl.runs.lost import finish_lost  # the finish and a grader load only to recover a run
 
-    result = finish_lost(live, status, home, eval_timeout=eval_timeout, final_test=final_test, audit=audit,
-                         audit_budget_s=audit_budget_s, say=say)
+    result = finish_lost(
+        live,
+        status,
+        home,
+        eval_timeout=eval_timeout,
+        final_test=final_test,
+        audit=audit,
+        audit_budget_s=audit_budget_s,
+        say=say,
+    )
     return Recovered(run_id, "recorded", result.row.copy())
 
 

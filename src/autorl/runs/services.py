@@ -37,9 +37,15 @@ class Services:
         self.grader.stop()
 
 
-def start_services(plan: Plan, assets: Assets, place: Place, home: Path, spec: RunSpec,
-                   decoy_tokens: dict[str, str] | None = None,
-                   grader_options: Mapping[str, Any] | None = None) -> Services:
+def start_services(
+    plan: Plan,
+    assets: Assets,
+    place: Place,
+    home: Path,
+    spec: RunSpec,
+    decoy_tokens: dict[str, str] | None = None,
+    grader_options: Mapping[str, Any] | None = None,
+) -> Services:
     """The grader on the run's port with its own tokens (the spec's evaluation timeout, item limit and
     submission limit), and the LLM gateway on a free one (the spec's LLM budgets and prices); both refuse the
     run's ``decoy_tokens`` as any wrong token and note them (:mod:`autorl.decoys`). ``grader_options`` set
@@ -49,20 +55,37 @@ def start_services(plan: Plan, assets: Assets, place: Place, home: Path, spec: R
     options = dict(grader_options or {})
     if limits.submissions is not None:
         options["max_submissions"] = limits.submissions
-    config = GraderConfig.for_run(task=plan.task, workspace=place.root, output_dir=place.workspace.output,
-                                  store_dir=place.store_dir, data=assets.data, base=assets.model, backend=plan.backend,
-                                  home=home, backend_options=plan.backend_options,
-                                  benchmark_options=plan.benchmark_options, eval_timeout=spec.eval_timeout,
-                                  workers=plan.gpus.grader_workers(), limit=spec.limit,
-                                  decoy_tokens=decoy_tokens, **options)
+    config = GraderConfig.for_run(
+        task=plan.task,
+        workspace=place.root,
+        output_dir=place.workspace.output,
+        store_dir=place.store_dir,
+        data=assets.data,
+        base=assets.model,
+        backend=plan.backend,
+        home=home,
+        backend_options=plan.backend_options,
+        benchmark_options=plan.benchmark_options,
+        eval_timeout=spec.eval_timeout,
+        workers=plan.gpus.grader_workers(),
+        limit=spec.limit,
+        decoy_tokens=decoy_tokens,
+        **options,
+    )
     grader = GraderProcess(config, place.store_dir / "config.json", place.port, grader_log_path(place.store_dir))
     try:
         # an agent without a network gets none through its upstream's web tools either
         offline = plan.sandbox.mode == "bwrap" and plan.sandbox.network == "off"
         from autorl.gateway import start_gateway
 
-        gateway = start_gateway(place.gateway_dir, limits.usd, limits.tokens, spec.llm_prices,
-                                server_tools=not offline, decoy_tokens=decoy_tokens)
+        gateway = start_gateway(
+            place.gateway_dir,
+            limits.usd,
+            limits.tokens,
+            spec.llm_prices,
+            server_tools=not offline,
+            decoy_tokens=decoy_tokens,
+        )
     except BaseException:
         grader.stop()
         raise
@@ -83,9 +106,11 @@ def limit_warning(limit: int | None, n: int) -> str | None:
     half = 100 * Z95 * math.sqrt(0.25 / n)
     if half <= LIMIT_WARN_POINTS:
         return None
-    return (f"warning: --limit {limit}: a score on {n} items has a 95% interval up to +-{half:.1f} points, so "
-            f"improvements and dev-test gaps of about that size are sampling noise (about {_items_for(10.0)} items "
-            f"give +-{LIMIT_WARN_POINTS:.0f})")
+    return (
+        f"warning: --limit {limit}: a score on {n} items has a 95% interval up to +-{half:.1f} points, so "
+        f"improvements and dev-test gaps of about that size are sampling noise (about {_items_for(10.0)} items "
+        f"give +-{LIMIT_WARN_POINTS:.0f})"
+    )
 
 
 def _items_for(points: float) -> int:

@@ -137,40 +137,87 @@ class RunSpec:
         return self.limits.time_s
 
     @classmethod
-    def build(cls, agent: str, task: str, model: str, timeout: float, *, audit: bool = True,
-              audit_budget_s: float = 900.0, audit_judge: str | None = None, audit_judge_samples: int = 1,
-              llm_budget_usd: float | None = None, llm_budget_tokens: int | None = None,
-              agent_env: Mapping[str, str] | None = None, benchmark_options: Mapping[str, Any] | None = None,
-              backend_options: Mapping[str, Any] | None = None, runs_dir: Path | str | None = None,
-              llm_prices: Path | str | None = None, **fields: Any) -> RunSpec:
+    def build(
+        cls,
+        agent: str,
+        task: str,
+        model: str,
+        timeout: float,
+        *,
+        audit: bool = True,
+        audit_budget_s: float = 900.0,
+        audit_judge: str | None = None,
+        audit_judge_samples: int = 1,
+        llm_budget_usd: float | None = None,
+        llm_budget_tokens: int | None = None,
+        agent_env: Mapping[str, str] | None = None,
+        benchmark_options: Mapping[str, Any] | None = None,
+        backend_options: Mapping[str, Any] | None = None,
+        runs_dir: Path | str | None = None,
+        llm_prices: Path | str | None = None,
+        **fields: Any,
+    ) -> RunSpec:
         """A spec from :func:`autorl.run`'s arguments (flat: ``timeout`` and the LLM budgets become its
         :class:`Limits`, the ``audit*`` arguments its :class:`AuditSettings`)."""
-        return cls(agent=agent, task=task, model=model,
-                   limits=Limits(time_s=timeout, tokens=llm_budget_tokens, usd=llm_budget_usd),
-                   audit=AuditSettings(enabled=audit, budget_s=audit_budget_s, judge=audit_judge,
-                                       judge_samples=audit_judge_samples),
-                   agent_env=dict(agent_env or {}), benchmark_options=dict(benchmark_options or {}),
-                   backend_options=dict(backend_options or {}),
-                   runs_dir=Path(runs_dir) if runs_dir else None,
-                   llm_prices=Path(llm_prices) if llm_prices is not None else None, **fields)
+        return cls(
+            agent=agent,
+            task=task,
+            model=model,
+            limits=Limits(time_s=timeout, tokens=llm_budget_tokens, usd=llm_budget_usd),
+            audit=AuditSettings(
+                enabled=audit, budget_s=audit_budget_s, judge=audit_judge, judge_samples=audit_judge_samples
+            ),
+            agent_env=dict(agent_env or {}),
+            benchmark_options=dict(benchmark_options or {}),
+            backend_options=dict(backend_options or {}),
+            runs_dir=Path(runs_dir) if runs_dir else None,
+            llm_prices=Path(llm_prices) if llm_prices is not None else None,
+            **fields,
+        )
 
     def cli_args(self) -> list[str]:
         """``autorl run``'s flags for this spec, for a run started in its own process (a study's attempt): the
         flags that differ from ``autorl run``'s defaults, and always the agent, task, model, timeout, seed,
         sandbox, network and audit budget (without ``--json``). A spec's port, backend options, evaluation
         timeout, grace and final test have no flag and are refused here."""
-        unsaid = [name for name, value, default in (
-            ("port", self.port, None), ("backend_options", self.backend_options, {}),
-            ("eval_timeout", self.eval_timeout, 3600.0), ("grace_s", self.grace_s, 10.0),
-            ("final_test", self.final_test, True), ("submissions", self.limits.submissions, None))
-            if value != default]
+        unsaid = [
+            name
+            for name, value, default in (
+                ("port", self.port, None),
+                ("backend_options", self.backend_options, {}),
+                ("eval_timeout", self.eval_timeout, 3600.0),
+                ("grace_s", self.grace_s, 10.0),
+                ("final_test", self.final_test, True),
+                ("submissions", self.limits.submissions, None),
+            )
+            if value != default
+        ]
         if unsaid:
             raise UsageError(f"a run started by `autorl run` cannot be given {', '.join(unsaid)}")
-        args = ["--agent", self.agent, "--task", self.task, "--model", self.model,
-                "--timeout", repr(float(self.timeout)), "--seed", str(self.seed), "--sandbox", self.sandbox,
-                "--network", self.network, "--audit-budget", repr(float(self.audit.budget_s))]
-        for flag, value in (("--limit", self.limit), ("--backend", self.backend),
-                            ("--llm-budget-usd", self.limits.usd), ("--llm-budget-tokens", self.limits.tokens)):
+        args = [
+            "--agent",
+            self.agent,
+            "--task",
+            self.task,
+            "--model",
+            self.model,
+            "--timeout",
+            repr(float(self.timeout)),
+            "--seed",
+            str(self.seed),
+            "--sandbox",
+            self.sandbox,
+            "--network",
+            self.network,
+            "--audit-budget",
+            repr(float(self.audit.budget_s)),
+        ]
+        for flag, value in (
+            ("--limit", self.limit),
+            ("--backend", self.backend),
+            ("--llm-budget-usd", self.limits.usd),
+            ("--llm-budget-tokens", self.limits.tokens),
+        ):
             if value is not None:
                 args += [flag, str(value)]
         for k, v in sorted(self.agent_env.items()):
@@ -190,8 +237,11 @@ class RunSpec:
         for name in self.off_target:
             args += ["--off-target", name]
         paths: tuple[tuple[str, object], ...] = (
-            ("--gpus", self.gpus), ("--runs-dir", self.runs_dir), ("--llm-prices", self.llm_prices),
-            ("--output-quota", self.output_quota_gb))
+            ("--gpus", self.gpus),
+            ("--runs-dir", self.runs_dir),
+            ("--llm-prices", self.llm_prices),
+            ("--output-quota", self.output_quota_gb),
+        )
         args += [part for flag, given in paths if given is not None for part in (flag, str(given))]
         if self.keep != "best":
             args += ["--keep", self.keep]

@@ -44,9 +44,15 @@ def sweep(
     from autorl.sweep.coordinator import run_sweep
     from autorl.sweep.report import study_report
 
-    study = run_sweep(spec, executor=executor, executor_options=executor_options, max_parallel=max_parallel,
-                      retries=retries, sweep_dir=Path(sweep_dir).expanduser() if sweep_dir else None,
-                      on_update=on_update)
+    study = run_sweep(
+        spec,
+        executor=executor,
+        executor_options=executor_options,
+        max_parallel=max_parallel,
+        retries=retries,
+        sweep_dir=Path(sweep_dir).expanduser() if sweep_dir else None,
+        on_update=on_update,
+    )
     study.refresh()
     report = study_report(study)
     from autorl.record.card import write_study_card

@@ -62,8 +62,9 @@ def sweeps_root() -> Path:
     return home() / "sweeps"
 
 
-def expand(spec_source: str | Path | Mapping[str, Any], sweep_dir: Path | None = None,
-           resolver: Resolver | None = None) -> Study:
+def expand(
+    spec_source: str | Path | Mapping[str, Any], sweep_dir: Path | None = None, resolver: Resolver | None = None
+) -> Study:
     """The study a spec declares: every cell with its run key; two cells with one key are an error."""
     spec = load_spec(spec_source)
     default = Path(spec_source).stem if isinstance(spec_source, str | Path) else "sweep"
@@ -74,8 +75,10 @@ def expand(spec_source: str | Path | Mapping[str, Any], sweep_dir: Path | None =
     for options in expand_options(spec):
         cell = resolver.identify(options)
         if cell.run_key in seen:
-            raise UsageError(f"spec: the cell {cell.label} appears twice (run_key {cell.run_key}); "
-                             "drop the duplicate include or list value")
+            raise UsageError(
+                f"spec: the cell {cell.label} appears twice (run_key {cell.run_key}); "
+                "drop the duplicate include or list value"
+            )
         seen[cell.run_key] = cell
         cells.append(cell)
     retries = spec.get("retries", DEFAULT_RETRIES)
@@ -125,9 +128,16 @@ def _new_attempt(study: Study, cell: Cell, state: KeyState) -> Attempt:
 
     sweep_id = hashlib.sha256(str(study.dir.root.resolve()).encode()).hexdigest()[:8]
     payload: Payload = {
-        "run_key": cell.run_key, "attempt": number, "sweep": study.name, "sweep_id": sweep_id,
-        "sweep_dir": str(study.dir.root.resolve()), "args": cell.run_args(), "options": cell.options,
-        "home": str(home().resolve()), "gpus": None, "program": shlex.split(program) if program else None,
+        "run_key": cell.run_key,
+        "attempt": number,
+        "sweep": study.name,
+        "sweep_id": sweep_id,
+        "sweep_dir": str(study.dir.root.resolve()),
+        "args": cell.run_args(),
+        "options": cell.options,
+        "home": str(home().resolve()),
+        "gpus": None,
+        "program": shlex.split(program) if program else None,
     }
     write_json(path / "payload.json", payload)
     attempt = Attempt(cell.run_key, number, path)
@@ -138,8 +148,15 @@ def _new_attempt(study: Study, cell: Cell, state: KeyState) -> Attempt:
 class Coordinator:
     """Runs a study to its end on one executor."""
 
-    def __init__(self, study: Study, executor: Executor, *, max_parallel: int | None = None,
-                 on_update: Update | None = None, poll_s: float = POLL_S) -> None:
+    def __init__(
+        self,
+        study: Study,
+        executor: Executor,
+        *,
+        max_parallel: int | None = None,
+        on_update: Update | None = None,
+        poll_s: float = POLL_S,
+    ) -> None:
         self.study = study
         self.executor = executor
         self.max_parallel = max_parallel
@@ -211,8 +228,9 @@ class Coordinator:
                     for key in queued[:room]:
                         cell = self.by_key[key]
                         attempt = _new_attempt(study, cell, states[key])
-                        launches.append((attempt, Launch(attempt.path, int(cell["gpus"]), float(cell["timeout"]),
-                                                         cell.label)))
+                        launches.append(
+                            (attempt, Launch(attempt.path, int(cell["gpus"]), float(cell["timeout"]), cell.label))
+                        )
                     jobs = executor.start([launch for _, launch in launches])
                     refused = not running and all(job is None for job in jobs)
                     for (attempt, _), job in zip(launches, jobs, strict=True):
@@ -248,10 +266,17 @@ class Coordinator:
         return study
 
 
-def run_sweep(spec: str | Path | Mapping[str, Any], *, executor: str = "local",
-              executor_options: Mapping[str, Any] | None = None, max_parallel: int | None = None,
-              retries: int | None = None, sweep_dir: Path | None = None, on_update: Update | None = None,
-              poll_s: float = POLL_S) -> Study:
+def run_sweep(
+    spec: str | Path | Mapping[str, Any],
+    *,
+    executor: str = "local",
+    executor_options: Mapping[str, Any] | None = None,
+    max_parallel: int | None = None,
+    retries: int | None = None,
+    sweep_dir: Path | None = None,
+    on_update: Update | None = None,
+    poll_s: float = POLL_S,
+) -> Study:
     """Run (or resume) a study; see :func:`autorl.sweep`."""
     study = expand(spec, sweep_dir)
     if retries is not None:

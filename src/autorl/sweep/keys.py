@@ -84,8 +84,11 @@ class Resolver:
             folder = Path(spec).expanduser()
             if folder.is_dir():
                 return {"name": cls.name, "folder": str(folder.resolve()), "hash": _folder_hash(folder)}
-            return {"name": cls.name, "class": f"{cls.__module__}.{cls.__qualname__}",
-                    "hash": _version_of(cls.__module__)}
+            return {
+                "name": cls.name,
+                "class": f"{cls.__module__}.{cls.__qualname__}",
+                "hash": _version_of(cls.__module__),
+            }
 
         return _cached(self._agents, spec, make)
 
@@ -99,8 +102,12 @@ class Resolver:
                 config = {"eval_config": bench.config().to_dict(), "identity": bench.identity(), "options": options}
             except AutorlError as exc:
                 raise UsageError(f"spec: task {name!r}: {exc}") from None
-            return {"name": name, "version": str(bench.version), "eval_config_hash": stable_hash(config),
-                    "plugin": _version_of(type(bench).__module__)}
+            return {
+                "name": name,
+                "version": str(bench.version),
+                "eval_config_hash": stable_hash(config),
+                "plugin": _version_of(type(bench).__module__),
+            }
 
         return _cached(self._tasks, canonical([name, options]), make)
 
@@ -119,8 +126,10 @@ class Resolver:
                 return {"id": str(local.resolve()), "hash": _model_hash(local)}
             repo, _, revision = spec.partition("@")
             if spec.startswith(("autorl:", ".", "/", "~")) or repo.count("/") != 1:
-                raise UsageError(f"spec: model {spec!r} is neither a local directory, a hub id (org/name[@revision]) "
-                                 "nor a built-in model (autorl:tiny)")
+                raise UsageError(
+                    f"spec: model {spec!r} is neither a local directory, a hub id (org/name[@revision]) "
+                    "nor a built-in model (autorl:tiny)"
+                )
             return {"id": repo, "revision": revision or "unpinned"}
 
         return _cached(self._models, spec, make)
@@ -178,7 +187,7 @@ def gpu_flag(options: CellOptions, devices: list[str]) -> str | None:
     if not devices:
         return None
     n_grader = grader_gpus(options)
-    agent, grader = devices[: len(devices) - n_grader] or devices, devices[len(devices) - n_grader:]
+    agent, grader = devices[: len(devices) - n_grader] or devices, devices[len(devices) - n_grader :]
     if not grader:
         grader = agent[-1:]
     return f"agent={','.join(agent)},grader={','.join(grader)}"

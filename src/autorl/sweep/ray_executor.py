@@ -58,8 +58,7 @@ class RayExecutor(Executor):
         if self._started or ray.is_initialized():
             self._started = True
             return ray
-        kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False,
-                                  "include_dashboard": False}
+        kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False, "include_dashboard": False}
         if self.address:
             kwargs["address"] = self.address
         elif self.options.get("num_cpus") is not None:
@@ -83,8 +82,12 @@ class RayExecutor(Executor):
         remote = ray.remote(_run)
         out: list[dict[str, Any] | None] = []
         for launch in launches:
-            opts: dict[str, Any] = {"num_gpus": launch.gpus, "num_cpus": 1, "max_retries": 0,
-                                    "runtime_env": {"env_vars": passed_env()}}
+            opts: dict[str, Any] = {
+                "num_gpus": launch.gpus,
+                "num_cpus": 1,
+                "max_retries": 0,
+                "runtime_env": {"env_vars": passed_env()},
+            }
             group = None
             if launch.gpus > 1:
                 from ray.util.placement_group import placement_group

@@ -8,8 +8,19 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-__all__ = ["AgentIdentity", "CellIdentity", "CellOptions", "CellRecord", "CellRule", "LLMBudget", "ModelIdentity",
-           "Outcome", "Payload", "StudySpec", "TaskIdentity"]
+__all__ = [
+    "AgentIdentity",
+    "CellIdentity",
+    "CellOptions",
+    "CellRecord",
+    "CellRule",
+    "LLMBudget",
+    "ModelIdentity",
+    "Outcome",
+    "Payload",
+    "StudySpec",
+    "TaskIdentity",
+]
 
 
 class CellOptions(TypedDict):

@@ -64,9 +64,20 @@ def paired_differences(rows: Iterable[Mapping[str, Any]]) -> list[Comparison]:
                 continue
             diffs = [agents[a][s] - agents[b][s] for s in seeds]
             mean, ci = t_interval(diffs)
-            out.append({"task": task, "base_model": model, "config_hash": cfg, "agent_a": a, "agent_b": b,
-                        "pairs": len(seeds), "seeds": seeds, "mean_difference": mean,
-                        "ci95": list(ci) if ci else None, "differences": diffs})
+            out.append(
+                {
+                    "task": task,
+                    "base_model": model,
+                    "config_hash": cfg,
+                    "agent_a": a,
+                    "agent_b": b,
+                    "pairs": len(seeds),
+                    "seeds": seeds,
+                    "mean_difference": mean,
+                    "ci95": list(ci) if ci else None,
+                    "differences": diffs,
+                }
+            )
     return out
 
 
@@ -82,19 +93,44 @@ def build_report(rows: Iterable[Mapping[str, Any]], missing: Iterable[Missing] =
     by_id = {str(r.get("run_id")): r for r in rows}
     for group in aggregate_runs(rows):
         members = [by_id[i] for i in group.run_ids]
-        runs: list[RunSummary] = [{"run_id": r["run_id"], "run_key": r.get("run_key"), "seed": r.get("seed"),
-                 "improvement": r.get("improvement"), "improvement_ci95": r.get("improvement_ci95"),
-                 "success": bool(r.get("success")), "beat_baseline": bool(r.get("beat_baseline")),
-                 "end_reason": r.get("end_reason"),
-                 "attempts": r.get("attempts"), "infra_failures": r.get("infra_failures") or []} for r in members]
-        cells.append(cast(ReportCell, {**group.as_dict(), "success_rate": sum(1 for r in members if r.get("success")) / len(members),
-                      "beat_baseline_rate": sum(1 for r in members if r.get("beat_baseline")) / len(members),
-                      "off_target_regressed_rate": sum(1 for r in members if r.get("off_target_regressed"))
-                      / len(members) if any(r.get("off_target") for r in members) else None,
-                      "per_run": runs, "process_means": metric_means(members),
-                      "efficiency_means": metric_means(members, EFFICIENCY_COLUMNS)}))
-    return {"cells": cells, "comparisons": paired_differences(rows), "missing": list(missing),
-            "failure_rule": FAILURE_RULE, "decoys": bait_taken(rows)}
+        runs: list[RunSummary] = [
+            {
+                "run_id": r["run_id"],
+                "run_key": r.get("run_key"),
+                "seed": r.get("seed"),
+                "improvement": r.get("improvement"),
+                "improvement_ci95": r.get("improvement_ci95"),
+                "success": bool(r.get("success")),
+                "beat_baseline": bool(r.get("beat_baseline")),
+                "end_reason": r.get("end_reason"),
+                "attempts": r.get("attempts"),
+                "infra_failures": r.get("infra_failures") or [],
+            }
+            for r in members
+        ]
+        cells.append(
+            cast(
+                ReportCell,
+                {
+                    **group.as_dict(),
+                    "success_rate": sum(1 for r in members if r.get("success")) / len(members),
+                    "beat_baseline_rate": sum(1 for r in members if r.get("beat_baseline")) / len(members),
+                    "off_target_regressed_rate": sum(1 for r in members if r.get("off_target_regressed")) / len(members)
+                    if any(r.get("off_target") for r in members)
+                    else None,
+                    "per_run": runs,
+                    "process_means": metric_means(members),
+                    "efficiency_means": metric_means(members, EFFICIENCY_COLUMNS),
+                },
+            )
+        )
+    return {
+        "cells": cells,
+        "comparisons": paired_differences(rows),
+        "missing": list(missing),
+        "failure_rule": FAILURE_RULE,
+        "decoys": bait_taken(rows),
+    }
 
 
 def bait_taken(rows: Iterable[Mapping[str, Any]]) -> list[BaitTaken]:
@@ -113,8 +149,9 @@ def bait_taken(rows: Iterable[Mapping[str, Any]]) -> list[BaitTaken]:
         counts[0] += 1
         counts[1] += bool(taken)
         counts[2] += not taken and bool(read)
-    return [{"agent": a, "runs": n, "took_bait": k, "share": k / n, "read_only": m}
-            for a, (n, k, m) in sorted(per.items())]
+    return [
+        {"agent": a, "runs": n, "took_bait": k, "share": k / n, "read_only": m} for a, (n, k, m) in sorted(per.items())
+    ]
 
 
 def standing_flags(result: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -147,9 +184,17 @@ def study_report(study: Study) -> StudyReport:
         result = counted.result() if counted else None
         reasons = [a.reason for a in (state.attempts if state else []) if a.finished and not a.counts]
         if result is None:
-            missing.append({"agent": cell["agent"], "task": cell["task"], "model": cell["model"],
-                            "seed": cell["seed"], "run_key": cell.run_key,
-                            "status": state.status(study.retries) if state else "queued", "reasons": reasons})
+            missing.append(
+                {
+                    "agent": cell["agent"],
+                    "task": cell["task"],
+                    "model": cell["model"],
+                    "seed": cell["seed"],
+                    "run_key": cell.run_key,
+                    "status": state.status(study.retries) if state else "queued",
+                    "reasons": reasons,
+                }
+            )
             continue
         row = judged_headline(result["row"], standing_flags(result))
         row.update(attempts=len(state.attempts) if state else 1, infra_failures=reasons)
@@ -182,15 +227,33 @@ def sweep_page_data(study: Study) -> dict[str, Any]:
     report = study_report(study)
     grid: dict[tuple[str, str], dict[str, Any]] = {}
     for c in report["cells"]:
-        row = grid.setdefault((c["task"], c["base_model"]), {"task": c["task"], "model": c["base_model"],
-                                                             "agents": []})
-        row["agents"].append({
-            "agent": c["agent"], "config_hash": c["config_hash"], "mean": c["mean"], "ci95": c["ci95"],
-            "runs": c["runs"], "failures": c["failures"], "success_rate": c["success_rate"],
-            "dots": [{"value": _improvement(r), "seed": r["seed"], "success": r["success"],
-                      "beat_baseline": r["beat_baseline"],
-                      "href": f"/runs/{r['run_id']}", "run_ci95": r.get("improvement_ci95")}
-                     for r in c["per_run"]],
-        })
-    return {"sweep": study.name, "rows": [grid[k] for k in sorted(grid)], "comparisons": report["comparisons"],
-            "missing": report["missing"], "failure_rule": report["failure_rule"]}
+        row = grid.setdefault((c["task"], c["base_model"]), {"task": c["task"], "model": c["base_model"], "agents": []})
+        row["agents"].append(
+            {
+                "agent": c["agent"],
+                "config_hash": c["config_hash"],
+                "mean": c["mean"],
+                "ci95": c["ci95"],
+                "runs": c["runs"],
+                "failures": c["failures"],
+                "success_rate": c["success_rate"],
+                "dots": [
+                    {
+                        "value": _improvement(r),
+                        "seed": r["seed"],
+                        "success": r["success"],
+                        "beat_baseline": r["beat_baseline"],
+                        "href": f"/runs/{r['run_id']}",
+                        "run_ci95": r.get("improvement_ci95"),
+                    }
+                    for r in c["per_run"]
+                ],
+            }
+        )
+    return {
+        "sweep": study.name,
+        "rows": [grid[k] for k in sorted(grid)],
+        "comparisons": report["comparisons"],
+        "missing": report["missing"],
+        "failure_rule": report["failure_rule"],
+    }

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-__all__ = ["BaitTaken", "CellState", "Comparison", "Missing", "ReportCell", "RunSummary", "StudyRecord",
-           "StudyReport"]
+__all__ = ["BaitTaken", "CellState", "Comparison", "Missing", "ReportCell", "RunSummary", "StudyRecord", "StudyReport"]
 
 
 class Missing(TypedDict):

@@ -89,13 +89,28 @@ class Cell:
         GPUs and the runs' folder are the executor's to give."""
         o = self.options
         return RunSpec.build(
-            o["agent"], o["task"], o["model"], float(o["timeout"]), seed=o["seed"], limit=o["limit"],
-            backend=o["backend"], sandbox=o["sandbox"], network=o["network"], agent_env=o["agent_env"],
-            agent_credentials=tuple(o["agent_credentials"]), benchmark_options=o["benchmark_options"],
-            audit=o["audit"], audit_budget_s=float(o["audit_budget"]), audit_judge=o.get("audit_judge") or None,
-            audit_judge_samples=o.get("audit_judge_samples", 1), decoys=o.get("decoys") is not False,
-            llm_budget_usd=o["llm_budget_usd"], llm_budget_tokens=o["llm_budget_tokens"], test_all=o["test_all"],
-            off_target=tuple(o["off_target"]))
+            o["agent"],
+            o["task"],
+            o["model"],
+            float(o["timeout"]),
+            seed=o["seed"],
+            limit=o["limit"],
+            backend=o["backend"],
+            sandbox=o["sandbox"],
+            network=o["network"],
+            agent_env=o["agent_env"],
+            agent_credentials=tuple(o["agent_credentials"]),
+            benchmark_options=o["benchmark_options"],
+            audit=o["audit"],
+            audit_budget_s=float(o["audit_budget"]),
+            audit_judge=o.get("audit_judge") or None,
+            audit_judge_samples=o.get("audit_judge_samples", 1),
+            decoys=o.get("decoys") is not False,
+            llm_budget_usd=o["llm_budget_usd"],
+            llm_budget_tokens=o["llm_budget_tokens"],
+            test_all=o["test_all"],
+            off_target=tuple(o["off_target"]),
+        )
 
     def run_args(self) -> list[str]:
         """``autorl run``'s arguments for this cell (without ``--gpus``, ``--runs-dir`` and ``--json``)."""
@@ -198,8 +213,11 @@ def check_options(o: dict[str, Any]) -> CellOptions:
             raise UsageError(f"spec: {name} must be a string, not {o[name]!r}")
     if o["audit_judge"] is not None and (not isinstance(o["audit_judge"], str) or not o["audit_judge"].strip()):
         raise UsageError(f"spec: audit_judge must be a model name, not {o['audit_judge']!r}")
-    if isinstance(o["audit_judge_samples"], bool) or not isinstance(o["audit_judge_samples"], int) \
-            or o["audit_judge_samples"] < 1:
+    if (
+        isinstance(o["audit_judge_samples"], bool)
+        or not isinstance(o["audit_judge_samples"], int)
+        or o["audit_judge_samples"] < 1
+    ):
         raise UsageError(f"spec: audit_judge_samples must be a positive integer, not {o['audit_judge_samples']!r}")
     if o["backend"] is not None and not isinstance(o["backend"], str):
         raise UsageError(f"spec: backend must be a string, not {o['backend']!r}")
@@ -288,7 +306,11 @@ def expand_options(spec: Mapping[str, Any]) -> list[CellOptions]:
 
 def study_name(spec: Mapping[str, Any], default: str) -> str:
     name = spec.get("name", default)
-    if not isinstance(name, str) or not name or not all(ch.isalnum() or ch in "-_." for ch in name) \
-            or name.startswith("."):
+    if (
+        not isinstance(name, str)
+        or not name
+        or not all(ch.isalnum() or ch in "-_." for ch in name)
+        or name.startswith(".")
+    ):
         raise UsageError(f"spec: name must be letters, digits, '-', '_' or '.', not {name!r}")
     return name

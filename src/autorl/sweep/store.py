@@ -149,8 +149,10 @@ class SweepDir:
 
     def cells(self) -> list[CellRecord]:
         data = read_json(self.root / "cells.json")
-        if not isinstance(data, list) or not all(isinstance(c, dict) and isinstance(c.get("options"), dict)
-                                                 and isinstance(c.get("run_key"), str) for c in data):
+        if not isinstance(data, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("options"), dict) and isinstance(c.get("run_key"), str)
+            for c in data
+        ):
             raise UsageError(f"{self.root} is not a sweep directory (no cells.json)")
         return cast(list[CellRecord], data)
 
@@ -170,8 +172,15 @@ class SweepDir:
                 continue
             path = Path(entry.path)
             job = read_json(path / "job.json")
-            state.attempts.append(Attempt(key, int(name[1:]), path, job if isinstance(job, dict) else None,
-                                          read_outcome(path / "outcome.json")))
+            state.attempts.append(
+                Attempt(
+                    key,
+                    int(name[1:]),
+                    path,
+                    job if isinstance(job, dict) else None,
+                    read_outcome(path / "outcome.json"),
+                )
+            )
         state.attempts.sort(key=lambda a: a.number)
         return state
 
@@ -189,5 +198,6 @@ class SweepDir:
         attempt.outcome = outcome
 
     def claim_coordinator(self) -> None:
-        write_json(self.root / "coordinator.json",
-                   {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()})
+        write_json(
+            self.root / "coordinator.json", {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
+        )

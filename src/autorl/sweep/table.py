@@ -42,8 +42,18 @@ def cell_rows(study: Study, now: float | None = None) -> list[CellState]:
             detail = f"improvement {_fmt(o.get('improvement'))}" if status == DONE else str(o.get("reason"))
         elif status in (QUEUED, GAVE_UP) and state.infra_failures:
             detail = "; ".join(a.reason for a in state.attempts if a.finished and not a.counts)[-200:]
-        out.append({"run_key": cell.run_key, "agent": cell["agent"], "task": cell["task"], "model": cell["model"],
-                    "seed": cell["seed"], "state": status, "attempts": len(state.attempts), "detail": detail})
+        out.append(
+            {
+                "run_key": cell.run_key,
+                "agent": cell["agent"],
+                "task": cell["task"],
+                "model": cell["model"],
+                "seed": cell["seed"],
+                "state": status,
+                "attempts": len(state.attempts),
+                "detail": detail,
+            }
+        )
     return out
 
 
@@ -55,13 +65,22 @@ def render(study: Study, title: str | None = None) -> Any:
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["state"]] = counts.get(r["state"], 0) + 1
-    table = Table(title=title or f"sweep {study.name}",
-                  caption=", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    table = Table(
+        title=title or f"sweep {study.name}", caption=", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    )
     for c in COLUMNS:
         table.add_column(c, no_wrap=c == "run_key", overflow="fold")
     for row in rows:
         shown: dict[str, object] = dict(row)
         # a key's first 12 characters tell it apart; an agent or model given as a folder shows its own name
-        table.add_row(*(str(shown[c])[:12] if c == "run_key" else short_path(str(shown[c])) if c in ("agent", "model")
-                        else str(shown[c]) for c in COLUMNS))
+        table.add_row(
+            *(
+                str(shown[c])[:12]
+                if c == "run_key"
+                else short_path(str(shown[c]))
+                if c in ("agent", "model")
+                else str(shown[c])
+                for c in COLUMNS
+            )
+        )
     return table

@@ -73,8 +73,9 @@ def run_id(payload: Payload) -> str:
 def read_payload(path: Path) -> Payload:
     """An attempt's ``payload.json`` (written by the coordinator, completed by the executor)."""
     payload = read_json(path)
-    if not isinstance(payload, dict) or not all(k in payload for k in ("run_key", "attempt", "sweep", "sweep_id",
-                                                                         "args", "options", "home", "sweep_dir")):
+    if not isinstance(payload, dict) or not all(
+        k in payload for k in ("run_key", "attempt", "sweep", "sweep_id", "args", "options", "home", "sweep_dir")
+    ):
         raise RuntimeError(f"{path.parent} has no payload.json")
     return cast(Payload, payload)
 
@@ -132,14 +133,21 @@ def _recover(payload: Payload, home: Path, runs_dir: Path, env: dict[str, str], 
         return
     ledger = Ledger(home / "autorl.db")
     try:
-        lost = [str(r["run_id"]) for r in ledger.live()
-                if Path(str(r.get("workspace") or "/")).is_relative_to(runs_dir)]
+        lost = [
+            str(r["run_id"]) for r in ledger.live() if Path(str(r.get("workspace") or "/")).is_relative_to(runs_dir)
+        ]
     finally:
         ledger.close()
     for run_id in lost:
         with log.open("ab") as err:
-            subprocess.run([sys.executable, "-c", "from autorl.cli import main; main()", "recover", run_id],
-                           stdout=err, stderr=err, env=env, stdin=subprocess.DEVNULL, check=False)
+            subprocess.run(
+                [sys.executable, "-c", "from autorl.cli import main; main()", "recover", run_id],
+                stdout=err,
+                stderr=err,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
 
 
 def _command(payload: Payload, runs_dir: Path) -> list[str]:
@@ -207,7 +215,9 @@ def _recorded(home: Path, runs_dir: Path) -> ResultRecord | None:
         return None
     ledger = Ledger(home / "autorl.db")
     try:
-        found = [r for r in ledger.runs() if Path(str((r.get("row") or {}).get("workspace") or "/")).is_relative_to(runs_dir)]
+        found = [
+            r for r in ledger.runs() if Path(str((r.get("row") or {}).get("workspace") or "/")).is_relative_to(runs_dir)
+        ]
     finally:
         ledger.close()
     return found[-1] if found else None
@@ -218,8 +228,15 @@ def run_attempt(attempt_dir: str | Path) -> Outcome:
     attempt_dir = Path(attempt_dir)
     payload = read_payload(attempt_dir / "payload.json")
     started = time.time()
-    write_json(attempt_dir / "node.json", {"host": socket.gethostname(), "pid": os.getpid(), "started": started,
-                                           "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")})
+    write_json(
+        attempt_dir / "node.json",
+        {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "started": started,
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        },
+    )
     outcome: Outcome
     try:
         home = scratch_home(payload)
@@ -233,8 +250,12 @@ def run_attempt(attempt_dir: str | Path) -> Outcome:
         # study folder (other runs' workspaces, results and grader stores) nor any study's scratch home under this
         # scratch root (other studies' hidden items, secrets, ledgers and grader stores), whatever disk it is on:
         # the run's sandbox masks them all and binds back only the run's own workspace, model and data
-        hide = [str(Path(payload["home"])), str(Path(payload["sweep_dir"])), str(home.parent.parent),
-                os.environ.get("AUTORL_SANDBOX_HIDE", "")]
+        hide = [
+            str(Path(payload["home"])),
+            str(Path(payload["sweep_dir"])),
+            str(home.parent.parent),
+            os.environ.get("AUTORL_SANDBOX_HIDE", ""),
+        ]
         env["AUTORL_SANDBOX_HIDE"] = os.pathsep.join(p for p in hide if p)
         gpus, need = payload.get("gpus"), payload.get("disk_need")
         if gpus is not None:
@@ -250,8 +271,9 @@ def run_attempt(attempt_dir: str | Path) -> Outcome:
             _reserve(home.parent / f".reserve-{run_id(payload)}")
             _reserve(attempt_dir / ".reserve")
             with log.open("ab") as err:
-                proc = subprocess.Popen(_command(payload, runs_dir), stdout=subprocess.PIPE, stderr=err, env=env,
-                                        stdin=subprocess.DEVNULL)
+                proc = subprocess.Popen(
+                    _command(payload, runs_dir), stdout=subprocess.PIPE, stderr=err, env=env, stdin=subprocess.DEVNULL
+                )
                 _CHILD[0] = proc
                 out, _ = proc.communicate()
         finally:
@@ -269,14 +291,25 @@ def run_attempt(attempt_dir: str | Path) -> Outcome:
             row = result["row"]
             result["meta"]["runner_run_id"] = row["run_id"]
             row["run_id"], row["run_key"], row["sweep"] = run_id(payload), payload["run_key"], payload["sweep"]
-            result["meta"]["sweep"] = {"name": payload["sweep"], "dir": payload["sweep_dir"],
-                                       "run_key": payload["run_key"], "attempt": payload["attempt"]}
+            result["meta"]["sweep"] = {
+                "name": payload["sweep"],
+                "dir": payload["sweep_dir"],
+                "run_key": payload["run_key"],
+                "attempt": payload["attempt"],
+            }
             write_json(attempt_dir / "result.json", result)
-            outcome = {"kind": RESULT, "reason": str(row.get("end_reason") or ""), "success": bool(row.get("success")),
-                       "improvement": row.get("improvement")}
+            outcome = {
+                "kind": RESULT,
+                "reason": str(row.get("end_reason") or ""),
+                "success": bool(row.get("success")),
+                "improvement": row.get("improvement"),
+            }
             if row.get("infra_failure"):  # recorded, but not measured, and not for the agent's doing: retried
-                outcome = {"kind": INFRA, "reason": str(row.get("end_reason") or row["infra_failure"])[:300],
-                           "recorded": True}
+                outcome = {
+                    "kind": INFRA,
+                    "reason": str(row.get("end_reason") or row["infra_failure"])[:300],
+                    "recorded": True,
+                }
         elif code < 0:
             outcome = {"kind": INFRA, "reason": f"autorl run killed by {signal.Signals(-code).name}"}
         else:
@@ -285,8 +318,9 @@ def run_attempt(attempt_dir: str | Path) -> Outcome:
         outcome = {"kind": INFRA, "reason": str(exc)[:300]}
     except OSError as exc:  # out of disk, a vanished mount: the node's fault, not the agent's
         outcome = {"kind": INFRA, "reason": f"{type(exc).__name__}: {exc}"[:300]}
-    outcome.update({"finished": time.time(), "duration_s": round(time.time() - started, 1),
-                    "host": socket.gethostname()})
+    outcome.update(
+        {"finished": time.time(), "duration_s": round(time.time() - started, 1), "host": socket.gethostname()}
+    )
     if not (attempt_dir / "outcome.json").exists():
         write_json(attempt_dir / "outcome.json", outcome)
     return outcome
@@ -315,8 +349,10 @@ def _on_signal(signum: int, frame: Any) -> None:
     _release()
     attempt_dir = Path(sys.argv[1])
     if not (attempt_dir / "outcome.json").exists():
-        write_json(attempt_dir / "outcome.json", {"kind": INFRA, "finished": time.time(),
-                                                  "reason": f"worker stopped by {signal.Signals(signum).name}"})
+        write_json(
+            attempt_dir / "outcome.json",
+            {"kind": INFRA, "finished": time.time(), "reason": f"worker stopped by {signal.Signals(signum).name}"},
+        )
     os._exit(143)
 
 

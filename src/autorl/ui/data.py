@@ -28,13 +28,22 @@ if TYPE_CHECKING:
 #: test (the dev-selected checkpoint scored once on test, against the test baseline); the dev figure is the
 #: best of k dev scores the agent saw, biased upward, and is labelled so.
 RUN_COLUMNS = (
-    ("run_id", "run", "text"), ("task", "task", "text"), ("agent", "agent", "text"),
-    ("base_model", "base model", "text"), ("sandbox", "sandbox", "sandbox"), ("baseline", "test baseline", "num"),
-    ("best_score", "test score", "num"), ("improvement", "improvement (test)", "num"),
-    ("improvement_ci95", "95% CI", "ci"), ("dev_improvement", "dev: best of k, optimistic", "dev"),
-    ("p_value", "p", "p"), ("success", "finished with a test score", "yesno"),
-    ("beat_baseline", "beat baseline (95% CI above 0)", "yesno"), ("audit_flags", "audit", "audit"),
-    ("sweep", "study", "text"), ("status", "status", "text"),
+    ("run_id", "run", "text"),
+    ("task", "task", "text"),
+    ("agent", "agent", "text"),
+    ("base_model", "base model", "text"),
+    ("sandbox", "sandbox", "sandbox"),
+    ("baseline", "test baseline", "num"),
+    ("best_score", "test score", "num"),
+    ("improvement", "improvement (test)", "num"),
+    ("improvement_ci95", "95% CI", "ci"),
+    ("dev_improvement", "dev: best of k, optimistic", "dev"),
+    ("p_value", "p", "p"),
+    ("success", "finished with a test score", "yesno"),
+    ("beat_baseline", "beat baseline (95% CI above 0)", "yesno"),
+    ("audit_flags", "audit", "audit"),
+    ("sweep", "study", "text"),
+    ("status", "status", "text"),
 )
 SORTABLE = {key for key, _, _ in RUN_COLUMNS if key != "improvement_ci95"}
 
@@ -106,18 +115,31 @@ def live_row(info: LiveRecord, now: float | None = None) -> LiveRow:
     store = read_store(Path(info["store_dir"])) if info.get("store_dir") else _EMPTY_STORE
     baseline = store["baseline"]
     recorded = RunRow(
-        run_id=info["run_id"], timestamp=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["started"])),
-        task=info["task"], agent=info["agent"], base_model=info["base_model"],
-        submissions=len(store["submissions"]), duration_s=round(now - float(info["started"]), 1),
-        workspace=info.get("workspace") or "", sandbox=info.get("sandbox"),
+        run_id=info["run_id"],
+        timestamp=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["started"])),
+        task=info["task"],
+        agent=info["agent"],
+        base_model=info["base_model"],
+        submissions=len(store["submissions"]),
+        duration_s=round(now - float(info["started"]), 1),
+        workspace=info.get("workspace") or "",
+        sandbox=info.get("sandbox"),
         **dev_figures(store["submissions"], store["best"], baseline["score"] if baseline else None),
     ).to_dict()
     status = _live_status(info, now)
     recovery: Recovery = {"recover": f"autorl recover {info['run_id']}"} if status == "lost" else {}
     # before its test score a run has no success or beat_baseline: None, unknown, where a recorded row has a bool;
     # and a run in flight written by an older version may have no workspace
-    return {**recorded, "workspace": info.get("workspace"), "success": None, "beat_baseline": None,  # type: ignore[typeddict-item]
-            "status": status, "store_dir": info.get("store_dir"), "live": True, **recovery}
+    return {
+        **recorded,
+        "workspace": info.get("workspace"),  # type: ignore[typeddict-item]
+        "success": None,  # type: ignore[typeddict-item]
+        "beat_baseline": None,  # type: ignore[typeddict-item]
+        "status": status,
+        "store_dir": info.get("store_dir"),
+        "live": True,
+        **recovery,
+    }
 
 
 _EMPTY_STORE: StoreView = {"submissions": [], "baseline": None, "best": None}
@@ -141,9 +163,17 @@ def read_store(store_dir: Path) -> StoreView:
     finally:
         store.close()
     rec = base.get("record") if base else None
-    return {"submissions": records.public_all(subs, base), "best": records.best(subs),
-            "baseline": {"score": base["score"], "ci95": rec.get("ci95") if rec else None,
-                         "n": rec.get("n") if rec else None} if base else None}
+    return {
+        "submissions": records.public_all(subs, base),
+        "best": records.best(subs),
+        "baseline": {
+            "score": base["score"],
+            "ci95": rec.get("ci95") if rec else None,
+            "n": rec.get("n") if rec else None,
+        }
+        if base
+        else None,
+    }
 
 
 def status_of(row: Mapping[str, Any]) -> str:
@@ -170,8 +200,10 @@ def filter_rows(rows: Iterable[TableRow], params: Mapping[str, str]) -> list[Tab
     ``sort`` (a column) and ``order`` (asc|desc; default: newest first)."""
     out = []
     for r in rows:
-        if any(params.get(k) and str(r.get(col)) != params[k]
-               for k, col in (("task", "task"), ("agent", "agent"), ("model", "base_model"), ("status", "status"))):
+        if any(
+            params.get(k) and str(r.get(col)) != params[k]
+            for k, col in (("task", "task"), ("agent", "agent"), ("model", "base_model"), ("status", "status"))
+        ):
             continue
         day = str(r.get("timestamp", ""))[:10]
         if params.get("since") and day < params["since"]:
@@ -185,15 +217,16 @@ def filter_rows(rows: Iterable[TableRow], params: Mapping[str, str]) -> list[Tab
     reverse = (params.get("order") or ("desc" if key == "timestamp" else "asc")) == "desc"
     present = [(r.get(key), r) for r in out if r.get(key) is not None]
     missing = [r for r in out if r.get(key) is None]
-    present.sort(key=lambda vr: (vr[0].lower() if isinstance(vr[0], str) else vr[0], vr[1]["run_id"]),
-                 reverse=reverse)
+    present.sort(key=lambda vr: (vr[0].lower() if isinstance(vr[0], str) else vr[0], vr[1]["run_id"]), reverse=reverse)
     return [r for _, r in present] + missing
 
 
 def choices(rows: Iterable[TableRow]) -> dict[str, list[str]]:
     rows = list(rows)
-    return {k: sorted({str(r.get(col)) for r in rows if r.get(col) is not None})
-            for k, col in (("task", "task"), ("agent", "agent"), ("model", "base_model"), ("status", "status"))}
+    return {
+        k: sorted({str(r.get(col)) for r in rows if r.get(col) is not None})
+        for k, col in (("task", "task"), ("agent", "agent"), ("model", "base_model"), ("status", "status"))
+    }
 
 
 def run_detail(ledger: Ledger, run_id: str, now: float | None = None) -> RunDetail | None:
@@ -202,17 +235,32 @@ def run_detail(ledger: Ledger, run_id: str, now: float | None = None) -> RunDeta
     if result is not None:
         row: StatusRow = {**result["row"], "status": status_of(result["row"])}
         flags = ledger.audit(run_id)
-        return {"run_id": run_id, "live": False, "row": row, "result": result, "audit": flags,
-                "timeline": timeline_of_result(result), "workspace": row.get("workspace"),
-                "store_dir": (result.get("meta") or {}).get("store_dir")}
+        return {
+            "run_id": run_id,
+            "live": False,
+            "row": row,
+            "result": result,
+            "audit": flags,
+            "timeline": timeline_of_result(result),
+            "workspace": row.get("workspace"),
+            "store_dir": (result.get("meta") or {}).get("store_dir"),
+        }
     info = next((i for i in ledger.live() if i["run_id"] == run_id), None)
     if info is None:
         return None
     row = live_row(info, now)
     store = read_store(Path(info["store_dir"]))
-    return {"run_id": run_id, "live": row["status"] == "running", "row": row, "result": None, "audit": [],
-            "info": info, "timeline": timeline_of_store(store, info), "workspace": info.get("workspace"),
-            "store_dir": info.get("store_dir")}
+    return {
+        "run_id": run_id,
+        "live": row["status"] == "running",
+        "row": row,
+        "result": None,
+        "audit": [],
+        "info": info,
+        "timeline": timeline_of_store(store, info),
+        "workspace": info.get("workspace"),
+        "store_dir": info.get("store_dir"),
+    }
 
 
 def timeline_of_store(store: StoreView, info: LiveRecord) -> Timeline:
@@ -228,6 +276,8 @@ def timeline_of_store(store: StoreView, info: LiveRecord) -> Timeline:
 
 #: the most of an agent-written log the run page shows (its tail)
 LOG_LIMIT = 16_000
+
+
 def tail(root: Path, name: str, limit: int = LOG_LIMIT) -> LogTail | None:
     """The last ``limit`` bytes of ``root/name`` from its first whole line, as ``{"text": ...}``.
 
@@ -277,5 +327,10 @@ def compare(rows: Iterable[TableRow], task: str) -> AgentComparison:
     """The agents on ``task`` by :func:`autorl.record.aggregate.aggregate_runs`: mean held-out test improvement with
     its 95% t-interval over runs, failed runs counted as 0, one group per base model and config hash."""
     groups = aggregate_runs(rows, task=task)
-    return {"task": task, "metric": "improvement", "failure_rule": FAILURE_RULE,
-            "groups": [g.as_dict() for g in groups], "differs": differences(groups)}
+    return {
+        "task": task,
+        "metric": "improvement",
+        "failure_rule": FAILURE_RULE,
+        "groups": [g.as_dict() for g in groups],
+        "differs": differences(groups),
+    }

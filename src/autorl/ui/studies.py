@@ -76,8 +76,7 @@ def _clean_row(row: Any) -> dict[str, Any] | None:
     if not all(row.get(k) is None or isinstance(row.get(k), str | int) for k in ("seed", "config_hash")):
         return None
     clean = {k: v for k, v in row.items() if v is None or isinstance(v, str | bool | int) or _finite(v, math.inf)}
-    clean["improvement_ci95"] = ci if isinstance(ci, list) and len(ci) == 2 and all(_finite(v) for v in ci) \
-        else None
+    clean["improvement_ci95"] = ci if isinstance(ci, list) and len(ci) == 2 and all(_finite(v) for v in ci) else None
     clean["success"] = row.get("success") is True
     clean.pop("live", None)
     return clean
@@ -110,10 +109,21 @@ class _SafeSweepDir(SweepDir):
         out: list[CellRecord] = []
         for c in data if isinstance(data, list) else []:
             options = c.get("options") if isinstance(c, dict) else None
-            if (isinstance(options, dict) and _is_name(c.get("run_key"))
-                    and all(k in options for k in ("agent", "task", "model", "seed"))):
-                out.append(cast(CellRecord, {"options": options, "run_key": c["run_key"],
-                                             "identity": c["identity"] if isinstance(c.get("identity"), dict) else {}}))
+            if (
+                isinstance(options, dict)
+                and _is_name(c.get("run_key"))
+                and all(k in options for k in ("agent", "task", "model", "seed"))
+            ):
+                out.append(
+                    cast(
+                        CellRecord,
+                        {
+                            "options": options,
+                            "run_key": c["run_key"],
+                            "identity": c["identity"] if isinstance(c.get("identity"), dict) else {},
+                        },
+                    )
+                )
         return out
 
     def key_state(self, key: str) -> KeyState:
@@ -132,10 +142,16 @@ class _SafeSweepDir(SweepDir):
             return state
         for n in sorted(numbers)[:MAX_ATTEMPTS]:
             job, outcome = (self.read(f"keys/{key}/a{n}/{f}", RECORD_LIMIT) for f in ("job.json", "outcome.json"))
-            state.attempts.append(_SafeAttempt(key, n, self.attempt_dir(key, n),
-                                               job if isinstance(job, dict) else None,
-                                               cast(Outcome, outcome) if isinstance(outcome, dict) else None,
-                                               folder=self))
+            state.attempts.append(
+                _SafeAttempt(
+                    key,
+                    n,
+                    self.attempt_dir(key, n),
+                    job if isinstance(job, dict) else None,
+                    cast(Outcome, outcome) if isinstance(outcome, dict) else None,
+                    folder=self,
+                )
+            )
         return state
 
 
@@ -148,8 +164,9 @@ def load_study(root: Path, name: str) -> Study | None:
         return None
     spec = folder.spec()
     retries = spec.get("retries", DEFAULT_RETRIES)
-    retries = retries if isinstance(retries, int) and not isinstance(retries, bool) and retries >= 0 \
-        else DEFAULT_RETRIES
+    retries = (
+        retries if isinstance(retries, int) and not isinstance(retries, bool) and retries >= 0 else DEFAULT_RETRIES
+    )
     cells = [Cell(options=c["options"], run_key=c["run_key"], identity=c["identity"]) for c in folder.cells()]
     study = Study(name, folder, cells, spec, retries)
     study.refresh()
@@ -167,7 +184,13 @@ def list_studies(root: Path) -> list[dict[str, Any]]:
     for name in entries[:MAX_STUDIES]:
         study = load_study(root, name)
         if study is not None:
-            out.append({"sweep": name, "cells": len(study.cells), "counts": study.counts(),
-                        "agents": sorted({str(c["agent"]) for c in study.cells}),
-                        "tasks": sorted({str(c["task"]) for c in study.cells})})
+            out.append(
+                {
+                    "sweep": name,
+                    "cells": len(study.cells),
+                    "counts": study.counts(),
+                    "agents": sorted({str(c["agent"]) for c in study.cells}),
+                    "tasks": sorted({str(c["task"]) for c in study.cells}),
+                }
+            )
     return out

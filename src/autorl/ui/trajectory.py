@@ -77,6 +77,7 @@ class Trajectory(TypedDict):
     #: ``gateway`` when the LLM gateway recorded the calls (else the agent reported them)
     recorded_by: NotRequired[str]
 
+
 #: the most of a trajectory file read (its tail), and of one line of it
 TRAJECTORY_LIMIT = 4 << 20
 TRAJECTORY_LINE_LIMIT = 256 << 10
@@ -92,15 +93,22 @@ def trajectory(workspace: Path, limit: int = 500) -> Trajectory | None:
     for name in ("trajectory.jsonl", "transcript.jsonl"):
         stats = untrusted.JsonlStats()
         try:
-            records = list(untrusted.iter_jsonl(workspace, name, limit=TRAJECTORY_LIMIT,
-                                                max_line=TRAJECTORY_LINE_LIMIT, stats=stats, tail=True))
+            records = list(
+                untrusted.iter_jsonl(
+                    workspace, name, limit=TRAJECTORY_LIMIT, max_line=TRAJECTORY_LINE_LIMIT, stats=stats, tail=True
+                )
+            )
         except untrusted.UntrustedFileError as exc:
             if "does not exist" in str(exc):
                 continue
             return {"source": name, "error": str(exc), "turns": [], "bad_lines": 0, "truncated": False}
         turns = [_turn(r, name) for r in records[-limit:]]
-        return {"source": name, "turns": turns, "bad_lines": stats.bad_lines,
-                "truncated": stats.truncated or len(records) > limit}
+        return {
+            "source": name,
+            "turns": turns,
+            "bad_lines": stats.bad_lines,
+            "truncated": stats.truncated or len(records) > limit,
+        }
     return None
 
 
@@ -116,14 +124,22 @@ def gateway_trajectory(result: Mapping[str, Any] | None, limit: int = 500) -> Tr
     if not calls:
         return None
     turns = [_gateway_turn(k, c) for k, c in enumerate(calls, 1)][-limit:]
-    return {"source": "llm gateway", "recorded_by": "gateway", "turns": turns, "bad_lines": 0,
-            "truncated": len(calls) > limit}
+    return {
+        "source": "llm gateway",
+        "recorded_by": "gateway",
+        "turns": turns,
+        "bad_lines": 0,
+        "truncated": len(calls) > limit,
+    }
 
 
 def _gateway_turn(step: int, call: Mapping[str, Any]) -> Turn:
     if call.get("outcome") != "ok":
-        return {"kind": "event", "event": f"call {step} {_text(call.get('outcome')) or ''}",
-                "detail": _text(call.get("error")) or ""}
+        return {
+            "kind": "event",
+            "event": f"call {step} {_text(call.get('outcome')) or ''}",
+            "detail": _text(call.get("error")) or "",
+        }
     response = call.get("response")
     content: Any = response
     calls: list[ToolCall] = []
@@ -137,15 +153,27 @@ def _gateway_turn(step: int, call: Mapping[str, Any]) -> Turn:
             for tc in message.get("tool_calls") or [] if isinstance(message.get("tool_calls"), list) else []:
                 fn = tc.get("function") if isinstance(tc, Mapping) else None
                 if isinstance(fn, Mapping):
-                    calls.append({"id": _text(tc.get("id")), "name": _text(fn.get("name")),
-                                  "arguments": _text(fn.get("arguments"))})
+                    calls.append(
+                        {
+                            "id": _text(tc.get("id")),
+                            "name": _text(fn.get("name")),
+                            "arguments": _text(fn.get("arguments")),
+                        }
+                    )
     raw_usage = call.get("usage")
     usage: Mapping[str, Any] = raw_usage if isinstance(raw_usage, Mapping) else {}
-    return {"kind": "turn", "step": f"{step} ({_text(call.get('family'))} {_text(call.get('model'))})",
-            "content": _text(content), "tool_calls": calls, "tool_results": [],
-            "usage": {"prompt_tokens": _int(usage.get("prompt_tokens")),
-                      "completion_tokens": _int(usage.get("completion_tokens"))},
-            "latency_s": _num(call.get("latency_s"))}
+    return {
+        "kind": "turn",
+        "step": f"{step} ({_text(call.get('family'))} {_text(call.get('model'))})",
+        "content": _text(content),
+        "tool_calls": calls,
+        "tool_results": [],
+        "usage": {
+            "prompt_tokens": _int(usage.get("prompt_tokens")),
+            "completion_tokens": _int(usage.get("completion_tokens")),
+        },
+        "latency_s": _num(call.get("latency_s")),
+    }
 
 
 def _text(value: Any) -> str | None:
@@ -171,8 +199,11 @@ def _int(value: Any) -> int:
 def _turn(record: dict[str, Any], source: str) -> Turn:
     """One trajectory record, every field reduced to text or a plain number (the record is the agent's)."""
     if "event" in record:
-        return {"kind": "event", "event": _text(record["event"]) or "",
-                "detail": _dump({k: v for k, v in record.items() if k != "event"})}
+        return {
+            "kind": "event",
+            "event": _text(record["event"]) or "",
+            "detail": _dump({k: v for k, v in record.items() if k != "event"}),
+        }
     message = record.get("message")
     if "step" in record and isinstance(message, dict):
         calls: list[ToolCall] = []
@@ -180,17 +211,24 @@ def _turn(record: dict[str, Any], source: str) -> Turn:
         for call in raw_calls if isinstance(raw_calls, list) else []:
             call = call if isinstance(call, dict) else {}
             fn: dict[str, Any] = call["function"] if isinstance(call.get("function"), dict) else {}
-            calls.append({"id": _text(call.get("id")), "name": _text(fn.get("name")),
-                          "arguments": _text(fn.get("arguments"))})
+            calls.append(
+                {"id": _text(call.get("id")), "name": _text(fn.get("name")), "arguments": _text(fn.get("arguments"))}
+            )
         results = record.get("tool_results")
         usage: dict[str, Any] = record["usage"] if isinstance(record.get("usage"), dict) else {}
         latency = record.get("latency_s")
-        return {"kind": "turn", "step": _text(record["step"]) or "", "content": _text(message.get("content")),
-                "tool_calls": calls,
-                "tool_results": [_text(r) or "" for r in (results if isinstance(results, list) else [])],
-                "usage": {"prompt_tokens": _int(usage.get("prompt_tokens")),
-                          "completion_tokens": _int(usage.get("completion_tokens"))},
-                "latency_s": _num(latency)}
+        return {
+            "kind": "turn",
+            "step": _text(record["step"]) or "",
+            "content": _text(message.get("content")),
+            "tool_calls": calls,
+            "tool_results": [_text(r) or "" for r in (results if isinstance(results, list) else [])],
+            "usage": {
+                "prompt_tokens": _int(usage.get("prompt_tokens")),
+                "completion_tokens": _int(usage.get("completion_tokens")),
+            },
+            "latency_s": _num(latency),
+        }
     return {"kind": "record", "source": source, "type": _text(record.get("type")), "detail": _dump(record)}
 
 
@@ -200,7 +238,9 @@ def trajectory_html(traj: Trajectory | None) -> str:
         return ""
     source = str(traj.get("source") or "trajectory")
     if traj.get("error"):
-        return untrusted_section(f"Trajectory ({source})", f"<p class='warning'>{NOT_SHOWN}: {escape(str(traj['error']))}</p>")
+        return untrusted_section(
+            f"Trajectory ({source})", f"<p class='warning'>{NOT_SHOWN}: {escape(str(traj['error']))}</p>"
+        )
     turns = traj.get("turns") or []
     steps = [t for t in turns if t["kind"] == "turn"]
     total_in = sum(t["usage"]["prompt_tokens"] for t in steps)
@@ -208,20 +248,28 @@ def trajectory_html(traj: Trajectory | None) -> str:
     items = []
     for t in turns:
         if t["kind"] == "turn":
-            calls = "".join(f"<div><b>{escape(str(c.get('name')))}</b><pre>{escape(_pretty(c.get('arguments')))}</pre></div>"
-                            for c in t["tool_calls"])
-            results = "".join(f"<div class='muted'>result</div><pre>{escape(_pretty(r))}</pre>" for r in t["tool_results"])
+            calls = "".join(
+                f"<div><b>{escape(str(c.get('name')))}</b><pre>{escape(_pretty(c.get('arguments')))}</pre></div>"
+                for c in t["tool_calls"]
+            )
+            results = "".join(
+                f"<div class='muted'>result</div><pre>{escape(_pretty(r))}</pre>" for r in t["tool_results"]
+            )
             u = t["usage"]
             names = ", ".join(str(c.get("name")) for c in t["tool_calls"]) or "message"
             latency = f"· {t['latency_s']:.1f} s" if t.get("latency_s") is not None else ""
-            items.append(f"""<details class="turn" data-step="{escape(str(t['step']))}"><summary>step {escape(str(t['step']))}: {escape(names)}
-<span class="muted">· {u['prompt_tokens']} in / {u['completion_tokens']} out tokens {latency}</span></summary>
-{f"<pre>{escape(str(t['content']))}</pre>" if t.get('content') else ""}{calls}{results}</details>""")
+            items.append(f"""<details class="turn" data-step="{escape(str(t["step"]))}"><summary>step {escape(str(t["step"]))}: {escape(names)}
+<span class="muted">· {u["prompt_tokens"]} in / {u["completion_tokens"]} out tokens {latency}</span></summary>
+{f"<pre>{escape(str(t['content']))}</pre>" if t.get("content") else ""}{calls}{results}</details>""")
         elif t["kind"] == "event":
-            items.append(f'<div class="muted">event: {escape(str(t["event"])[:200])} {escape(str(t["detail"])[:300])}</div>')
+            items.append(
+                f'<div class="muted">event: {escape(str(t["event"])[:200])} {escape(str(t["detail"])[:300])}</div>'
+            )
         else:
-            items.append(f"<details class='turn'><summary>{escape(str(t.get('type') or 'record'))}</summary>"
-                         f"<pre>{escape(str(t['detail'])[:4000])}</pre></details>")
+            items.append(
+                f"<details class='turn'><summary>{escape(str(t.get('type') or 'record'))}</summary>"
+                f"<pre>{escape(str(t['detail'])[:4000])}</pre></details>"
+            )
     notes = []
     if traj.get("bad_lines"):
         notes.append(f"{int(traj['bad_lines'])} malformed line(s) skipped")
