@@ -12,7 +12,7 @@ a base model's score on the same hidden items is computed once and read by every
 ``autorl run`` with that home (the cache key covers the items, the evaluation settings and the model's bytes), so
 the engine warm-up, not a baseline, is what a later run's grader spends its first seconds on. At the end the result, read from
 the scratch ledger (never from a file the agent can write), and the grader's store are copied into the attempt's
-folder.
+folder (:mod:`autorl.sweep.recorded`).
 
 An attempt ends in one of two ways: a *result* (``autorl run`` recorded the run, whatever the agent did) or an
 *infrastructure failure* (``autorl run`` did not finish: killed, preempted, out of disk, a crash; or it recorded
@@ -35,8 +35,8 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
-from autorl.record.schema import ResultRecord
 from autorl.sweep.keys import environ_devices, gpu_flag
+from autorl.sweep.recorded import copy_stores, log_tail, recorded_run, recover_lost, result_from_ledger
 from autorl.sweep.records import Outcome, Payload
 from autorl.sweep.store import INFRA, RESULT, read_json, write_json
 
@@ -123,33 +123,6 @@ def _reserve(path: Path) -> None:
             os.fsync(f.fileno())
 
 
-def _recover(payload: Payload, home: Path, runs_dir: Path, env: dict[str, str], log: Path) -> None:
-    """Record, from its grader's store, a run of this attempt that ended without its record (its agent filled
-    the disk, say): ``autorl recover`` with the room the reserve gave back. A run whose scored submissions are
-    in its store is then a result, never an infrastructure failure retried for another chance."""
-    from autorl.record.ledger import Ledger
-
-    if payload.get("program") or not (home / "autorl.db").is_file():
-        return
-    ledger = Ledger(home / "autorl.db")
-    try:
-        lost = [
-            str(r["run_id"]) for r in ledger.live() if Path(str(r.get("workspace") or "/")).is_relative_to(runs_dir)
-        ]
-    finally:
-        ledger.close()
-    for run_id in lost:
-        with log.open("ab") as err:
-            subprocess.run(
-                [sys.executable, "-c", "from autorl.cli import main; main()", "recover", run_id],
-                stdout=err,
-                stderr=err,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                check=False,
-            )
-
-
 def _command(payload: Payload, runs_dir: Path) -> list[str]:
     program = payload.get("program") or [sys.executable, "-c", "from autorl.cli import main; main()"]
     args = ["run", *payload["args"], "--runs-dir", str(runs_dir), "--json"]
@@ -159,68 +132,6 @@ def _command(payload: Payload, runs_dir: Path) -> list[str]:
     if flag:
         args += ["--gpus", flag]
     return [*program, *args]
-
-
-def _tail(path: Path, lines: int = 1) -> str:
-    try:
-        with path.open("rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 4096))
-            text = f.read().decode(errors="replace")
-    except OSError:
-        return ""
-    kept = [line.strip() for line in text.splitlines() if line.strip()]
-    return " | ".join(kept[-lines:])[:300]
-
-
-def _copy_store(result: ResultRecord, attempt_dir: Path) -> None:
-    """The grader's store and the watch's record, copied into the attempt's folder; a copy that fails (the study's
-    disk full) leaves the node's path in the record and says why: the result is recorded all the same."""
-    meta = result.setdefault("meta", {})
-    for key, name in (("store_dir", "grader"), ("watch_dir", "watch")):
-        src = meta.get(key)
-        if src and Path(src).is_dir():
-            dst = attempt_dir / name
-            shutil.rmtree(dst, ignore_errors=True)
-            try:
-                shutil.copytree(src, dst, symlinks=True)
-            except (OSError, shutil.Error) as exc:
-                shutil.rmtree(dst, ignore_errors=True)
-                meta[f"{key}_not_copied"] = f"{type(exc).__name__}: {exc}"[:300]
-                continue
-            meta[f"node_{key}"], meta[key] = src, str(dst)
-            shutil.rmtree(src, ignore_errors=True)  # the copy is the record's: the scratch disk gets its space back
-
-
-def _result(home: Path, stdout: str) -> ResultRecord:
-    import json
-
-    from autorl.record.ledger import Ledger
-
-    row = json.loads(stdout)
-    ledger = Ledger(home / "autorl.db")
-    try:
-        result = ledger.run(str(row["run_id"]))
-    finally:
-        ledger.close()
-    return result if result is not None else {"row": row, "submissions": [], "meta": {"recorded_from": "stdout"}}
-
-
-def _recorded(home: Path, runs_dir: Path) -> ResultRecord | None:
-    """The run this attempt's ``autorl run`` recorded in its ledger, if it got that far (whatever its exit):
-    a recorded run is a result, never an infrastructure failure to retry (that would be best-of-n)."""
-    from autorl.record.ledger import Ledger
-
-    if not (home / "autorl.db").is_file():
-        return None
-    ledger = Ledger(home / "autorl.db")
-    try:
-        found = [
-            r for r in ledger.runs() if Path(str((r.get("row") or {}).get("workspace") or "/")).is_relative_to(runs_dir)
-        ]
-    finally:
-        ledger.close()
-    return found[-1] if found else None
 
 
 def run_attempt(attempt_dir: str | Path) -> Outcome:
@@ -279,15 +190,17 @@ def run_attempt(attempt_dir: str | Path) -> Outcome:
         finally:
             _release()
         code = proc.returncode
-        recorded = None if code == 0 else _recorded(home, runs_dir)
+        recorded = None if code == 0 else recorded_run(home, runs_dir)
         if code != 0 and recorded is None:
-            _recover(payload, home, runs_dir, env, log)
-            recorded = _recorded(home, runs_dir)
+            recover_lost(payload, home, runs_dir, env, log)
+            recorded = recorded_run(home, runs_dir)
         if code == 0 or recorded is not None:
-            result = _result(home, out.decode()) if recorded is None else recorded
+            result = result_from_ledger(home, out.decode()) if recorded is None else recorded
             if code != 0:
-                result.setdefault("meta", {})["exit_after_record"] = f"autorl run exited with code {code}: {_tail(log)}"
-            _copy_store(result, attempt_dir)
+                result.setdefault("meta", {})["exit_after_record"] = (
+                    f"autorl run exited with code {code}: {log_tail(log)}"
+                )
+            copy_stores(result, attempt_dir)
             row = result["row"]
             result["meta"]["runner_run_id"] = row["run_id"]
             row["run_id"], row["run_key"], row["sweep"] = run_id(payload), payload["run_key"], payload["sweep"]
@@ -313,7 +226,7 @@ def run_attempt(attempt_dir: str | Path) -> Outcome:
         elif code < 0:
             outcome = {"kind": INFRA, "reason": f"autorl run killed by {signal.Signals(-code).name}"}
         else:
-            outcome = {"kind": INFRA, "reason": f"autorl run exited with code {code}: {_tail(log) or 'no output'}"}
+            outcome = {"kind": INFRA, "reason": f"autorl run exited with code {code}: {log_tail(log) or 'no output'}"}
     except _NoRoom as exc:
         outcome = {"kind": INFRA, "reason": str(exc)[:300]}
     except OSError as exc:  # out of disk, a vanished mount: the node's fault, not the agent's
