@@ -2,8 +2,9 @@
 
 :class:`Grader` owns one run's store. What it shows of that store is built by the pure functions of
 :mod:`autorl.grader.records`; the workspace boundary (taking a submission in, writing ``scores.json``) is
-:mod:`autorl.grader.intake`; the evaluations run in :class:`autorl.grader.jobs.EvalSlot` s. The module is
-about 300 lines because it is the one class that changes the run's state, each change beside its checks.
+:mod:`autorl.grader.intake`; the evaluations run in :class:`autorl.grader.jobs.EvalSlot` s. It is the one class
+that changes the run's state, each change beside its checks; its dev baseline is
+:class:`autorl.grader.baseline.Baseline` and its test evaluation :class:`autorl.grader.final_test.FinalTest`.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from autorl.errors import AutorlError, GraderError, LimitReached, NotFound, QueueFull, RunClosed
 from autorl.grader import records
+from autorl.grader.baseline import Baseline
 from autorl.grader.config import GraderConfig
 from autorl.grader.final_test import FinalTest
 from autorl.grader.intake import take_in, write_mirror
@@ -33,9 +35,6 @@ from autorl.jsonio import write_json_atomic
 
 if TYPE_CHECKING:
     from autorl.grader.schema import (
-        BaselineRow,
-        Comparison,
-        EvalRecord,
         GraderState,
         SubmissionRecord,
         SubmissionRow,
@@ -43,17 +42,7 @@ if TYPE_CHECKING:
     )
 
 
-class _Scored(TypedDict):
-    """The columns of a submission row scored on dev (:meth:`Grader._scored`)."""
-
-    status: str
-    score: float
-    record: EvalRecord
-    comparison: Comparison | None
-    finished_at: float
-
-
-class Grader(FinalTest):
+class Grader(Baseline, FinalTest):
     """Owns one run's store and evaluation slots."""
 
     def __init__(self, config: GraderConfig) -> None:
@@ -222,28 +211,6 @@ class Grader(FinalTest):
         if sum(counts.get(status, 0) for status in WAITING) >= self.config.max_queue:
             raise QueueFull(f"{self.config.max_queue} submissions are already waiting; try again later")
 
-    def _scored(self, record: EvalRecord, finished_at: float) -> _Scored:
-        """The columns of a submission scored with the full dev ``record``, its comparison included."""
-        base = self.store.baseline("dev")
-        return {
-            "status": DONE,
-            "score": record["score"],
-            "record": records.summary(record),
-            "comparison": records.compare(base["record"] if base else None, record),
-            "finished_at": finished_at,
-        }
-
-    def _fill_comparisons(self) -> None:
-        """Give every scored submission that lacks one its comparison with the dev baseline (when it has items)."""
-        base = self.store.baseline("dev")
-        if base is None or not base.get("record"):
-            return
-        for sub in self.store.all():
-            if sub["status"] == DONE and sub["comparison"] is None and sub["content_hash"]:
-                comp = records.compare(base["record"], self.store.evaluation(sub["content_hash"], "dev"))
-                if comp is not None:
-                    self.store.update(sub["id"], comparison=comp)
-
     def _loop(self, slot: int) -> None:
         # each slot warms its engine up before it takes a submission (slot 0 after the baseline, which the agent
         # waits for): a submission sent meanwhile waits in the queue and then finds the engine loaded
@@ -281,45 +248,6 @@ class Grader(FinalTest):
             self.store.update(sid, **self._scored(record, time.time()))
         self.write_mirror()
         self.prune()
-
-    # -- baseline -----------------------------------------------------------------------------------
-    def _needs_baseline(self) -> bool:
-        return (
-            self.config.evaluate_baseline
-            and self.config.base_model is not None
-            and self.baseline_error is None
-            and self.store.baseline("dev") is None
-        )
-
-    def _run_baseline(self, slot: int) -> None:
-        try:
-            record = self.baseline_record("dev", slot)
-        except EvalFailed as exc:
-            self.baseline_error = str(exc)
-            return
-        self.store.set_baseline("dev", record["score"], record, "evaluated")
-        self._fill_comparisons()
-        self.write_mirror()
-
-    def baseline_record(self, split: str, slot: int = 0) -> EvalRecord:
-        """The base model's evaluation on ``split``, from the cross-run cache when its key matches."""
-        assert self.config.base_model is not None
-        return self._slots[slot].run(None, split, "baseline")
-
-    def set_baseline(self, score: float) -> None:
-        """Set the dev baseline's score by hand (no record: submissions get no paired comparison from it)."""
-        self.store.set_baseline("dev", float(score), None, "set")
-        self.write_mirror()
-
-    def wait_baseline(self, timeout: float) -> BaselineRow | None:
-        """The dev baseline row once there is one (``None`` after ``timeout`` s, or when it failed)."""
-        end = time.time() + timeout
-        while time.time() < end:
-            base = self.store.baseline("dev")
-            if base is not None or self.baseline_error or not self._threads:
-                return base
-            time.sleep(0.1)
-        return self.store.baseline("dev")
 
     # -- what the agent and the orchestrator see (read only) --------------------------------------------
     def status(self, sid: int) -> str:
