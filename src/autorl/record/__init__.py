@@ -2,6 +2,7 @@
 
 results    the row (every ledger / ``results.csv`` column), the run's whole record and its derivations
 ledger     the one writer: SQLite, ``result.json``, ``results.csv``
+result_file  a ``result.json`` read back and checked to be a run's record
 card       a run's ``card.md`` and ``trajectory.svg``, a study's ``card.md``
 charts     the SVG figures, pure functions of plain data
 display    how a result reads on a screen: the p-value rule, a result in words, short ids

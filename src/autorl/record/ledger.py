@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, suppress
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any
 
 from autorl.errors import ResourceError, UsageError
 from autorl.jsonio import write_json_atomic
@@ -24,16 +24,15 @@ from autorl.record.card import write_card
 from autorl.record.db import open_database, write_transaction
 from autorl.record.migrate import upgrade_row
 from autorl.record.result import RunResult
+from autorl.record.result_file import read_result
 from autorl.record.row import CSV_COLUMNS, RunRow, judged_headline
 from autorl.record.schema import AuditFlag, LedgerRow, LiveRecord, ResultRecord
 
 __all__ = [
     "Ledger",
-    "check_result",
     "csv_value",
     "ingest_files",
     "ingest_results",
-    "read_result",
     "record_run",
     "write_csv",
 ]
@@ -315,34 +314,6 @@ def ingest_files(paths: Iterable[Path], home: Path, *, ledger: Ledger | None = N
     if results:
         ingest_results(results, home, ledger)
     return results
-
-
-def read_result(path: Path) -> ResultRecord:
-    """A ``result.json`` file, checked to be a run's record (a one-line :class:`ResourceError` when not)."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise ResourceError(f"{path} is not a run result: {exc}") from None
-    return check_result(data, path)
-
-
-def check_result(data: Any, where: Path | str) -> ResultRecord:
-    """``data`` if it is a run's record the ledger can hold (a row with its keys, submissions with their ids),
-    else a one-line :class:`ResourceError` naming ``where`` (an older version's file, a hostile one)."""
-    row = data.get("row") if isinstance(data, dict) else None
-    subs = data.get("submissions", []) if isinstance(data, dict) else None
-    if not isinstance(row, dict) or not isinstance(subs, list):
-        raise ResourceError(f"{where} is not a run result: no row and submissions")
-    missing = [k for k in _REQUIRED if k not in row]
-    if missing:
-        raise ResourceError(f"{where} is not a run result: its row has no {', '.join(missing)}")
-    if not all(isinstance(s, dict) and "submission_id" in s for s in subs):
-        raise ResourceError(f"{where} is not a run result: a submission without its submission_id")
-    return cast(ResultRecord, dict(data))  # its row's keys and its submissions' ids checked above
-
-
-#: the columns a recorded row cannot lack (the ledger's keys)
-_REQUIRED = ("run_id", "timestamp", "task", "agent", "base_model", "success")
 
 
 def ingest_results(results: Sequence[ResultRecord], home: Path, ledger: Ledger | None = None) -> None:

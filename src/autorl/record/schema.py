@@ -4,7 +4,7 @@
 (:class:`ResultRecord`, what ``result.json`` and the ledger keep).
 
 These are promises to the type checker, not checks: a record read back from disk is still checked where it is
-read (:func:`autorl.record.ledger.check_result`), and a key an older version did not write is read with ``.get``.
+read (:func:`autorl.record.result_file.check_result`), and a key an older version did not write is read with ``.get``.
 """
 
 from __future__ import annotations
@@ -225,7 +225,7 @@ class Recovery(TypedDict, total=False):
 
 class ResultRecord(TypedDict, total=False):
     """A run's whole record, as ``result.json`` and the ledger keep it (:meth:`autorl.record.result.RunResult.to_dict`).
-    A record read from a file is only sure to have its row (:func:`autorl.record.ledger.check_result`)."""
+    A record read from a file is only sure to have its row (:func:`autorl.record.result_file.check_result`)."""
 
     run_id: str
     row: Required[RowRecord]

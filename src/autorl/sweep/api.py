@@ -80,7 +80,8 @@ def plan(spec: str | Path | Mapping[str, Any], sweep_dir: str | Path | None = No
 
 def ingest(sweep_dir: str | Path) -> int:
     """Upsert every counted result of a study into the ledger (idempotent); returns how many."""
-    from autorl.record.ledger import check_result, ingest_results
+    from autorl.record.ledger import ingest_results
+    from autorl.record.result_file import check_result
     from autorl.sweep.coordinator import home, open_study
 
     study = open_study(sweep_dir)

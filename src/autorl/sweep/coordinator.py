@@ -173,7 +173,8 @@ class Coordinator:
         import sys
 
         from autorl.errors import ResourceError
-        from autorl.record.ledger import Ledger, check_result
+        from autorl.record.ledger import Ledger
+        from autorl.record.result_file import check_result
 
         result = attempt.result()
         if result is None:
