@@ -1,13 +1,12 @@
 """The ``hf`` backend: transformers generation on CPU or CUDA, sorted by length, OOM-safe, early-stopping.
 
 Loading is :mod:`autorl.inference.loading`, the compacting decoder :mod:`autorl.inference.compact`, the
-in-place weight swap of a warm worker :mod:`autorl.inference.weights`.
+in-place weight swap of a warm worker :mod:`autorl.inference.weights`, the ``logits_processor`` option's hook
+:mod:`autorl.inference.logits_hook`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypedDict
@@ -25,6 +24,7 @@ from autorl.inference.base import (
 )
 from autorl.inference.compact import decode_compacting, supports_compaction
 from autorl.inference.loading import import_torch, load_causal_lm, load_tokenizer, tokenizer_dir
+from autorl.inference.logits_hook import PromptLogitsProcessor, callable_identity
 from autorl.inference.weights import load_weights_into, merge_adapter, reread_generation_config
 
 __all__ = [
@@ -35,38 +35,6 @@ __all__ = [
     "load_tokenizer",
     "tokenizer_dir",
 ]
-
-
-def callable_identity(fn: Any) -> dict[str, str]:
-    """What names a Python callable in a config hash: its qualified name, its code and the state it carries.
-
-    The state (defaults, closure values, an object's attributes) enters as its ``repr``; one holding objects
-    whose ``repr`` is their address gives a new hash per process, so a cached score is never reused for it.
-    """
-    target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else type(fn)
-    name = f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(target))}"
-    try:
-        code = inspect.getsource(target)
-    except (OSError, TypeError):
-        raw = getattr(getattr(fn, "__code__", None), "co_code", b"")
-        code = raw.hex() if raw else repr(fn)
-    func = getattr(fn, "__func__", fn)
-    cells = [c.cell_contents for c in (getattr(func, "__closure__", None) or ()) if _cell_filled(c)]
-    state = [getattr(func, "__defaults__", None), getattr(func, "__kwdefaults__", None), cells]
-    if not inspect.isfunction(fn) and not inspect.ismethod(fn):
-        state.append(sorted(vars(fn).items()) if hasattr(fn, "__dict__") else repr(fn))
-    if inspect.ismethod(fn):
-        state.append(repr(fn.__self__))
-    digest = hashlib.sha256(code.encode() + b"\0" + repr(state).encode()).hexdigest()[:16]
-    return {"name": name, "hash": digest}
-
-
-def _cell_filled(cell: Any) -> bool:
-    try:
-        cell.cell_contents  # noqa: B018
-    except ValueError:
-        return False
-    return True
 
 
 def _default_device() -> str:
@@ -313,21 +281,6 @@ class HFBackend(Backend):
         mask = torch.tensor([any(c in d for c in ends) for d in decoded], dtype=torch.bool)
         self.__dict__["_stop_cache"] = (key, mask)
         return mask
-
-
-class PromptLogitsProcessor:
-    """Adapts a ``(prompt_ids_per_row, step, logits)`` callable to transformers' LogitsProcessor protocol."""
-
-    def __init__(self, fn: Any, pad_id: int) -> None:
-        self.fn, self.pad_id = fn, pad_id
-        self.width: int | None = None
-        self.prompts: list[list[int]] = []
-
-    def __call__(self, input_ids: Any, scores: Any) -> Any:
-        if self.width is None:
-            self.width = int(input_ids.shape[1])
-            self.prompts = [[t for t in row if t != self.pad_id] for row in input_ids.tolist()]
-        return self.fn(self.prompts, int(input_ids.shape[1]) - self.width, scores)
 
 
 class GenerateKwargs(TypedDict, total=False):
