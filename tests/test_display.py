@@ -394,7 +394,7 @@ def test_the_grader_log_panel_leaves_out_the_orchestrators_polling(tmp_path: Pat
     """The grader-log panel was mostly `GET /admin/state` lines."""
     from autorl.grader.process import grader_log_path
     from autorl.ui.data import grader_log
-    from autorl.ui.pages import _log_html
+    from autorl.ui.run_page import _log_html
 
     store = tmp_path / "store"
     store.mkdir()

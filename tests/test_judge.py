@@ -311,7 +311,7 @@ def test_a_flooded_workspace_leaves_the_calls_and_code_their_room(tmp_path: Path
 
 
 def test_the_run_page_shows_a_judges_evidence_escaped() -> None:
-    from autorl.ui.pages import run_page
+    from autorl.ui.run_page import run_page
 
     flag = {
         "name": "judge:decoys",

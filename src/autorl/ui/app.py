@@ -27,6 +27,7 @@ import autorl.record.charts as charts
 import autorl.ui.data as data
 import autorl.ui.items as items
 import autorl.ui.pages as pages
+import autorl.ui.run_page as run_page
 import autorl.ui.sweep as sweep
 import autorl.ui.trajectory as trajectory
 from autorl.record.aggregate import AgentComparison
@@ -175,7 +176,7 @@ def create_app(db_path: Path, *, hosts: Iterable[str] = ()) -> ASGIApp:
         grader = data.grader_log(d.get("store_dir"))
         found = items.items_page(d.get("result"), _prefixed(request, "items_"), hidden_items(d))
         return html(
-            pages.run_page, d, timeline_figure(d), logs, turns, grader, items=items.items_section(run_id, found)
+            run_page.run_page, d, timeline_figure(d), logs, turns, grader, items=items.items_section(run_id, found)
         )
 
     def timeline_figure(d: data.RunDetail) -> str:

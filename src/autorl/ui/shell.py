@@ -1,8 +1,8 @@
 """The dashboard's page shell: the header and styles every page shares, and how a value is shown in one.
 
-Every page (:mod:`autorl.ui.pages`, :mod:`autorl.ui.sweep`) is a function over plain data that returns
-:func:`layout` around its body; each value it shows goes through :func:`fmt` (or ``html.escape``), never into
-the page as it came.
+Every page (:mod:`autorl.ui.pages`, :mod:`autorl.ui.run_page`, :mod:`autorl.ui.sweep`) is a function over plain
+data that returns :func:`layout` around its body; each value it shows goes through :func:`fmt` (or
+``html.escape``), never into the page as it came.
 """
 
 from __future__ import annotations
