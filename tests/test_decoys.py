@@ -464,6 +464,9 @@ def test_records_written_again_quoted_or_cut_short_are_copies_and_changed_ones_a
                 "code/train.jsonl": "".join(json.dumps(r) + "\n" for r in made),
                 "code/index.json": json.dumps({"train.csv": _csv(made, keys, csv.QUOTE_MINIMAL)}),
             }
+            ids = [v for r in rows for v in r.values() if answers.canary in v]
+            bait |= {"output/v2/config.json": json.dumps({"train_ids": ids}, indent=0),  # ids one a line, quoted
+                     "output/v3/config.json": json.dumps({"train_ids": ids}, separators=(",", ":"))}
             if not answers.rel.endswith(".json"):
                 bait |= {"code/mine.csv": _csv(mine, keys, csv.QUOTE_ALL),
                          "code/mine.jsonl": "".join(json.dumps(r) + "\n" for r in mine)}

@@ -179,9 +179,10 @@ class Copies:
         ends = len(text) <= i + reach  # the text ends within reach: its last line or record ends there
         # a CSV row: the whole line around the canary, within reach
         start, end = text.rfind("\n", max(0, i - reach), i), text.find("\n", i, i + reach)
-        if (start >= 0 or i < reach) and (end >= 0 or ends):
-            fields = _row_fields(text[start + 1:len(text) if end < 0 else end])
-            if len(fields) > 1 and (tuple(sorted(fields)) in self.records or any(f in self.paired for f in fields)):
+        line = text[start + 1:len(text) if end < 0 else end] if (start >= 0 or i < reach) and (end >= 0 or ends) else ""
+        if line and not line.lstrip().startswith(("{", "[")):  # a JSON line is no row, whatever its commas
+            fields = _row_fields(line)
+            if sum(1 for f in fields if f) > 1 and (tuple(sorted(fields)) in self.records or any(f in self.paired for f in fields)):
                 return True
             if end < 0 and open_end and fields and (self._starts_record(fields) or any(
                     p.startswith(fields[-1]) for p in self.paired)):
