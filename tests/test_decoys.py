@@ -427,7 +427,7 @@ def test_records_written_again_quoted_or_cut_short_are_copies_and_changed_ones_a
     them (quoted in JSON, with or without ``ensure_ascii``) or was caught writing them takes no bait; the same
     records with a value of their own are data of its own."""
     seen_formats, non_ascii = set(), False
-    for seed in range(12):
+    for seed in range(8):
         root = workspace(tmp_path / f"ws{seed}")
         # a task whose name is not ASCII: answers that name it are escaped by json.dump's ensure_ascii
         planted = plant(root, "größe", "http://127.0.0.1:1", rng=random.Random(seed))
@@ -452,8 +452,8 @@ def test_records_written_again_quoted_or_cut_short_are_copies_and_changed_ones_a
             }
             for where, body in copies.items():
                 assert finder.find(body, where) == [], (seed, where)
-                at = body.index(answers.canary, len(body) // 2)
-                for cut in range(at, at + 3 * len(answers.canary)):  # caught while it was being written
+                at = body.index(answers.canary, body.index(answers.canary, body.index(answers.canary) + 1) + 1)
+                for cut in range(at, at + len(answers.canary) + 30):  # caught while it was being written
                     assert finder.find(body[:cut], where + " (seen during the run)") == [], (seed, where, cut)
             # the ids made into prompts (the bait table's trainer); where the file keeps whole records (JSON lines,
             # CSV), one value of their own is enough
