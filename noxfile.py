@@ -35,8 +35,14 @@ PLUGIN_EXTRAS = {"autorl-smith": "[hf,train]"}
 def tests(session: nox.Session) -> None:
     """Core tests, with the example third-party plugin and every plugin installed (each plugin's own tests run
     once, in `nox -s plugins`, in a venv holding only the core and that plugin)."""
-    session.install(*CONSTRAINTS, "-e", ".[test]", "-e", "tests/example_plugin",
-                    *[arg for p in PLUGINS for arg in ("-e", f"plugins/{p}")])
+    session.install(
+        *CONSTRAINTS,
+        "-e",
+        ".[test]",
+        "-e",
+        "tests/example_plugin",
+        *[arg for p in PLUGINS for arg in ("-e", f"plugins/{p}")],
+    )
     session.run("pytest", "tests", *session.posargs)
 
 
@@ -50,9 +56,10 @@ def plugins(session: nox.Session, plugin: str) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff (lint) and mypy strict on src/."""
+    """ruff (lint and the formatter's check) and mypy strict on src/."""
     session.install(*CONSTRAINTS, "-e", ".[lint]")
     session.run("ruff", "check", "src", "tests", "plugins")
+    session.run("ruff", "format", "--check", "src", "tests", "plugins")
     session.run("mypy")
 
 
@@ -70,8 +77,7 @@ def cluster(session: nox.Session) -> None:
         install = "apt-get install -y -q slurm-wlm munge >/dev/null"
         session.run("sh", "-c", f"{install} || {{ apt-get update -q >/dev/null && {install}; }}", external=True)
     session.install(*CONSTRAINTS, "-e", ".[test]", "-e", "tests/example_plugin", *CLUSTER)
-    session.run("pytest", "-m", "cluster", "tests/test_cluster_slurm.py", "tests/test_cluster_ray.py",
-                *session.posargs)
+    session.run("pytest", "-m", "cluster", "tests/test_cluster_slurm.py", "tests/test_cluster_ray.py", *session.posargs)
 
 
 @nox.session
@@ -84,8 +90,11 @@ def demo(session: nox.Session) -> None:
 def _python312() -> str | None:
     """A Python >= 3.12 that runs, for harbor and every-eval-ever: AUTORL_HARBOR_PYTHON, python3.12 on PATH, or
     one of pyenv's."""
-    candidates = [os.environ.get("AUTORL_HARBOR_PYTHON"), shutil.which("python3.12"),
-                  *sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[2-9]*/bin/python3")))]
+    candidates = [
+        os.environ.get("AUTORL_HARBOR_PYTHON"),
+        shutil.which("python3.12"),
+        *sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[2-9]*/bin/python3"))),
+    ]
     probe = "import sys; sys.exit(sys.version_info < (3, 12))"
     for python in filter(None, candidates):
         if subprocess.run([python, "-c", probe], capture_output=True).returncode == 0:
@@ -109,8 +118,7 @@ def harbor(session: nox.Session) -> None:
     if not command.is_file():
         session.run(python, "-m", "venv", "--clear", str(venv), external=True)
         session.run(str(venv / "bin" / "python"), "-m", "pip", "install", "-q", HARBOR, external=True)
-    session.run("pytest", "tests/test_harbor_run.py", *session.posargs,
-                env={"AUTORL_HARBOR": str(command)})
+    session.run("pytest", "tests/test_harbor_run.py", *session.posargs, env={"AUTORL_HARBOR": str(command)})
 
 
 @nox.session
@@ -129,8 +137,13 @@ def exports(session: nox.Session) -> None:
     if not command.is_file():
         session.run(python, "-m", "venv", "--clear", str(venv), external=True)
         session.run(str(venv / "bin" / "python"), "-m", "pip", "install", "-q", EEE, external=True)
-    session.run("pytest", "tests/test_export_eee.py", "tests/test_export_mlflow.py", *session.posargs,
-                env={"AUTORL_EEE": str(command)})
+    session.run(
+        "pytest",
+        "tests/test_export_eee.py",
+        "tests/test_export_mlflow.py",
+        *session.posargs,
+        env={"AUTORL_EEE": str(command)},
+    )
 
 
 @nox.session
@@ -143,5 +156,12 @@ def opencompass(session: nox.Session) -> None:
     if subprocess.run([str(python), "-c", "import opencompass"], capture_output=True).returncode != 0:
         session.run(str(Path(session.bin) / "python"), "-m", "venv", "--clear", str(venv), external=True)
         session.run(str(python), "-m", "pip", "install", "-q", *OPENCOMPASS, external=True)
-    session.run("pytest", "-m", "opencompass", "-s", "plugins/autorl-smith/tests/test_smith.py", *session.posargs,
-                env={"AUTORL_OPENCOMPASS_PYTHON": str(python)})
+    session.run(
+        "pytest",
+        "-m",
+        "opencompass",
+        "-s",
+        "plugins/autorl-smith/tests/test_smith.py",
+        *session.posargs,
+        env={"AUTORL_OPENCOMPASS_PYTHON": str(python)},
+    )

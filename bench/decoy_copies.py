@@ -32,8 +32,18 @@ def main() -> None:
     for n in (int(x) for x in args.lines.split(",")):
         lines = [json.dumps({"id": f"{CANARY}-{k:04d}", "answer": str(k * 7 % 1000)}) for k in range(n)]
         text = "\n".join(lines) + "\n"
-        meta = {"planted": [{"name": "test-answers", "rel": "a.jsonl", "canary": CANARY, "lines": lines,
-                             "all_lines": True, "sha256": hashlib.sha256(text.encode()).hexdigest()}]}
+        meta = {
+            "planted": [
+                {
+                    "name": "test-answers",
+                    "rel": "a.jsonl",
+                    "canary": CANARY,
+                    "lines": lines,
+                    "all_lines": True,
+                    "sha256": hashlib.sha256(text.encode()).hexdigest(),
+                }
+            ]
+        }
         index = json.dumps({"./a.jsonl": {"bytes": len(text), "text": text}})
         finder = CanaryFinder(meta)
         times = []
@@ -43,8 +53,16 @@ def main() -> None:
             times.append(time.perf_counter() - started)
         assert found == [], found
         best = min(times)
-        print(json.dumps({"lines": n, "before_only": args.before_only, "ms": round(best * 1000, 2),
-                          "us_per_occurrence": round(best / n * 1e6, 2)}))
+        print(
+            json.dumps(
+                {
+                    "lines": n,
+                    "before_only": args.before_only,
+                    "ms": round(best * 1000, 2),
+                    "us_per_occurrence": round(best / n * 1e6, 2),
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -13,14 +13,19 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def cli(*args: str, env: dict[str, str] | None = None, check: bool = False, timeout: float = 600,
-        cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, env: dict[str, str] | None = None, check: bool = False, timeout: float = 600, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run the real `autorl` command line in a subprocess, as a user would."""
     # agents written by tests import tests.conftest: the sandbox lets them read the tests
     full_env = {"AUTORL_SANDBOX_RO": str(ROOT / "tests"), **os.environ, **(env or {})}
     proc = subprocess.run(
         [sys.executable, "-c", "from autorl.cli import main; main()", *args],
-        capture_output=True, text=True, env=full_env, timeout=timeout, cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        cwd=cwd,
     )
     if check and proc.returncode != 0:
         raise AssertionError(f"autorl {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
@@ -55,7 +60,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return h
 
 
-def write_stub_checkpoint(path: Path, answers: dict[str, str] | None = None, behaviour: dict[str, Any] | None = None) -> Path:
+def write_stub_checkpoint(
+    path: Path, answers: dict[str, str] | None = None, behaviour: dict[str, Any] | None = None
+) -> Path:
     """A checkpoint the grader accepts (config, valid safetensors, tokenizer) for the scripted backend."""
     import numpy as np
     from safetensors.numpy import save_file

@@ -11,8 +11,14 @@ from pathlib import Path
 
 name = Path(sys.argv[0]).name
 workspace = Path(os.environ["WORKSPACE"])
-record = {"name": name, "argv": sys.argv[1:], "env": dict(os.environ), "cwd": os.getcwd(),
-          "stdin_is_tty": os.isatty(0), "stdin": sys.stdin.read()}
+record = {
+    "name": name,
+    "argv": sys.argv[1:],
+    "env": dict(os.environ),
+    "cwd": os.getcwd(),
+    "stdin_is_tty": os.isatty(0),
+    "stdin": sys.stdin.read(),
+}
 (workspace / "code").mkdir(exist_ok=True)
 (workspace / "code" / f"{name}.invocation.json").write_text(json.dumps(record))
 print(json.dumps({"type": "system", "subtype": "init", "cwd": os.getcwd()}), flush=True)
@@ -21,7 +27,9 @@ if os.environ.get("FAKE_CLI_SUBMIT"):
     from autorl.grader.client import GraderClient
     from tests.conftest import echo_answers, write_stub_checkpoint
 
-    ckpt = write_stub_checkpoint(Path(os.environ["OUTPUT_DIR"]) / "v1", echo_answers(int(os.environ["FAKE_CLI_SUBMIT"])))
+    ckpt = write_stub_checkpoint(
+        Path(os.environ["OUTPUT_DIR"]) / "v1", echo_answers(int(os.environ["FAKE_CLI_SUBMIT"]))
+    )
     answer = GraderClient().submit(ckpt)
     print(json.dumps({"type": "tool_result", "content": answer}), flush=True)
 print(json.dumps({"type": "result", "subtype": "success", "is_error": False}), flush=True)

@@ -28,8 +28,11 @@ def gateway(tmp_path: Path, base: str, **options: Any) -> Iterator[tuple[str, Pa
     left unconfigured)."""
     record = tmp_path / "gateway"
     record.mkdir(parents=True, exist_ok=True)
-    upstreams = {"openai": Upstream("openai", f"{base}/v1", KEY), "anthropic": Upstream("anthropic", base, KEY),
-                 "gemini": Upstream("gemini", base, KEY)}
+    upstreams = {
+        "openai": Upstream("openai", f"{base}/v1", KEY),
+        "anthropic": Upstream("anthropic", base, KEY),
+        "gemini": Upstream("gemini", base, KEY),
+    }
     for family in options.pop("without", ()):
         upstreams.pop(family)
     config = GatewayConfig(token=TOKEN, admin_token=ADMIN, record_dir=str(record), **options)
@@ -38,9 +41,12 @@ def gateway(tmp_path: Path, base: str, **options: Any) -> Iterator[tuple[str, Pa
 
 
 def chat(gw: str, stream: bool = False, token: str = TOKEN, **body: Any) -> httpx.Response:
-    return httpx.post(f"{gw}/openai/v1/chat/completions", headers={"Authorization": f"Bearer {token}"}, timeout=30,
-                      json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "stream": stream,
-                            **body})
+    return httpx.post(
+        f"{gw}/openai/v1/chat/completions",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+        json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "stream": stream, **body},
+    )
 
 
 def usage_of(gw: str) -> dict[str, Any]:

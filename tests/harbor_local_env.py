@@ -116,8 +116,9 @@ class LocalEnvironment(BaseEnvironment):
             self._workdir = self.task_env_config.workdir
         # what a container runtime's mounts would have created (Harbor's docker and e2b providers do the same)
         paths = EnvironmentPaths.for_os(self.os)
-        await self.ensure_dirs([*self._mount_targets(writable_only=True), paths.agent_dir, paths.verifier_dir,
-                                paths.artifacts_dir])
+        await self.ensure_dirs(
+            [*self._mount_targets(writable_only=True), paths.agent_dir, paths.verifier_dir, paths.artifacts_dir]
+        )
 
     async def stop(self, delete: bool) -> None:
         if delete and self._root is not None:
@@ -140,8 +141,20 @@ class LocalEnvironment(BaseEnvironment):
 
     def _argv(self, command: str, cwd: str | None) -> list[str]:
         assert self._root is not None
-        argv = [os.environ.get("AUTORL_BWRAP", "bwrap"), "--die-with-parent", "--unshare-pid", "--unshare-ipc",
-                "--unshare-uts", "--proc", "/proc", "--dev", "/dev", "--ro-bind", "/sys", "/sys"]
+        argv = [
+            os.environ.get("AUTORL_BWRAP", "bwrap"),
+            "--die-with-parent",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--ro-bind",
+            "/sys",
+            "/sys",
+        ]
         if self._network_policy.network_mode == NetworkMode.NO_NETWORK:
             argv.append("--unshare-net")
         for entry in sorted(os.listdir("/")):
@@ -152,19 +165,31 @@ class LocalEnvironment(BaseEnvironment):
             argv += ["--bind", str(source), str(inside)]
         return [*argv, "--chdir", cwd or self._workdir, "bash", "-c", command]
 
-    async def exec(self, command: str, cwd: str | None = None, env: dict[str, str] | None = None,
-                   timeout_sec: int | None = None, user: str | int | None = None) -> ExecResult:
-        path = ":".join(p for p in (os.environ.get("AUTORL_HARBOR_LOCAL_PATH"),
-                                    "/usr/local/bin:/usr/bin:/bin") if p)
+    async def exec(
+        self,
+        command: str,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_sec: int | None = None,
+        user: str | int | None = None,
+    ) -> ExecResult:
+        path = ":".join(p for p in (os.environ.get("AUTORL_HARBOR_LOCAL_PATH"), "/usr/local/bin:/usr/bin:/bin") if p)
         full = {"PATH": path, "HOME": "/tmp", "LANG": "C.UTF-8", **self._image_env, **(self._merge_env(env) or {})}
-        proc = await asyncio.create_subprocess_exec(*self._argv(command, cwd), env=full,
-                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                                                    start_new_session=True)
+        proc = await asyncio.create_subprocess_exec(
+            *self._argv(command, cwd),
+            env=full,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
         try:
             out, err = await asyncio.wait_for(proc.communicate(), timeout=timeout_sec)
         except TimeoutError:
             proc.kill()
             out, err = await proc.communicate()
             return ExecResult(stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"), return_code=124)
-        return ExecResult(stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"),
-                          return_code=proc.returncode if proc.returncode is not None else -1)
+        return ExecResult(
+            stdout=out.decode(errors="replace"),
+            stderr=err.decode(errors="replace"),
+            return_code=proc.returncode if proc.returncode is not None else -1,
+        )

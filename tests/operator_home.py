@@ -26,8 +26,13 @@ KEYS = {
     "notes/api-keys.txt": "HOME-NOTES-KEY-8c1d9f",
 }
 #: what each tool prints when it runs
-TOOLS = {"pipxtool": "pipxtool ran", "usertool": "usertool ran", "cargotool": "cargotool ran",
-         "nodetool": "nodetool ran", "dottool": "dottool ran"}
+TOOLS = {
+    "pipxtool": "pipxtool ran",
+    "usertool": "usertool ran",
+    "cargotool": "cargotool ran",
+    "nodetool": "nodetool ran",
+    "dottool": "dottool ran",
+}
 
 
 @dataclass
@@ -65,8 +70,13 @@ def make_operator_home(root: Path) -> OperatorHome:
     (local / "bin" / "pipxtool").symlink_to(venv / "bin" / "pipxtool")
     # pip --user: a script in ~/.local/bin whose module is in the user's site-packages
     system_python = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
-    version = subprocess.run([system_python, "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],
-                             capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    version = subprocess.run(
+        [system_python, "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
     user_site = local / "lib" / f"python{version}" / "site-packages"
     user_site.mkdir(parents=True)
     (user_site / "usertool_impl.py").write_text(f"def main():\n    print({TOOLS['usertool']!r})\n")
@@ -81,8 +91,11 @@ def make_operator_home(root: Path) -> OperatorHome:
         (package / "lib").mkdir()
         (package / "lib" / "say.js").write_text(f"module.exports = {json.dumps(TOOLS['nodetool'])};\n")
     else:  # no node here: the same layout with a Python script
-        _script(package / "bin" / "cli.js", f"#!{system_python}\nimport runpy, os\n"
-                "runpy.run_path(os.path.join(os.path.dirname(os.path.realpath(__file__)), '..', 'lib', 'say.py'))\n")
+        _script(
+            package / "bin" / "cli.js",
+            f"#!{system_python}\nimport runpy, os\n"
+            "runpy.run_path(os.path.join(os.path.dirname(os.path.realpath(__file__)), '..', 'lib', 'say.py'))\n",
+        )
         (package / "lib").mkdir()
         (package / "lib" / "say.py").write_text(f"print({TOOLS['nodetool']!r})\n")
     (package / "package.json").write_text('{"name": "nodetool", "bin": {"nodetool": "bin/cli.js"}}\n')

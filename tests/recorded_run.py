@@ -81,17 +81,34 @@ def agent(root: Path, name: str, script: str) -> Path:
 def record_runs(root: Path) -> RecordedRuns:
     home = root / "home"
     base = write_stub_checkpoint(root / "base", answers(BASE_RIGHT))
-    copycat = agent(root, "copycat", textwrap.dedent("""\
+    copycat = agent(
+        root,
+        "copycat",
+        textwrap.dedent("""\
         #!/usr/bin/env bash
         cp -r "$MODEL_PATH/." "$OUTPUT_DIR/v1"
         curl -s -X POST "$GRADING_SERVER_URL/submit" -H "Content-Type: application/json" \\
           -H "Authorization: Bearer $AUTORL_TOKEN" -d "{\\"model_path\\": \\"$OUTPUT_DIR/v1\\"}"
-        """))
+        """),
+    )
     hostile = agent(root, "hostile", AGENT.format(root=ROOT))
     ids = []
     for folder in (copycat, hostile):
-        proc = cli("run", "--agent", str(folder), "--task", "echo", "--model", str(base), "--timeout", "60",
-                   "--backend", "scripted", "--json", env={"AUTORL_HOME": str(home)})
+        proc = cli(
+            "run",
+            "--agent",
+            str(folder),
+            "--task",
+            "echo",
+            "--model",
+            str(base),
+            "--timeout",
+            "60",
+            "--backend",
+            "scripted",
+            "--json",
+            env={"AUTORL_HOME": str(home)},
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         ids.append(json.loads(proc.stdout)["run_id"])
     result_file = next((home / "runs" / "echo").glob(f"{ids[1]}_*/result.json"))

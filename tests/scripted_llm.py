@@ -20,14 +20,26 @@ from starlette.routing import Route
 def call(name: str, arguments: Any = None, call_id: str | None = None) -> dict[str, Any]:
     """One scripted tool call; ``arguments`` as a dict, or a raw (possibly malformed) string."""
     raw = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
-    return {"id": call_id or f"call_{name}_{time.monotonic_ns()}", "type": "function",
-            "function": {"name": name, "arguments": raw}}
+    return {
+        "id": call_id or f"call_{name}_{time.monotonic_ns()}",
+        "type": "function",
+        "function": {"name": name, "arguments": raw},
+    }
 
 
-def reply(*calls: dict[str, Any], content: str = "", prompt_tokens: int = 100, completion_tokens: int = 20) -> dict[str, Any]:
-    return {"choices": [{"index": 0, "finish_reason": "tool_calls" if calls else "stop",
-                         "message": {"role": "assistant", "content": content, "tool_calls": list(calls) or None}}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}}
+def reply(
+    *calls: dict[str, Any], content: str = "", prompt_tokens: int = 100, completion_tokens: int = 20
+) -> dict[str, Any]:
+    return {
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls" if calls else "stop",
+                "message": {"role": "assistant", "content": content, "tool_calls": list(calls) or None},
+            }
+        ],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
+    }
 
 
 @contextmanager

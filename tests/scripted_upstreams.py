@@ -32,12 +32,19 @@ def sse(data: Any, event: str | None = None) -> bytes:
 
 
 def openai_usage(prompt: int, completion: int, cached: int) -> dict[str, Any]:
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "prompt_tokens_details": {"cached_tokens": cached}}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
 
 
 def openai_chunks(words: list[str], usage: dict[str, Any] | None, n: int = 1) -> list[bytes]:
-    out = [sse({"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": i, "delta": {"content": w}}]})
-           for w in words for i in range(n)]
+    out = [
+        sse({"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": i, "delta": {"content": w}}]})
+        for w in words
+        for i in range(n)
+    ]
     if usage is not None:
         out.append(sse({"id": "c1", "object": "chat.completion.chunk", "choices": [], "usage": usage}))
     return [*out, sse("[DONE]")]
@@ -50,14 +57,20 @@ def responses_chunks(rid: str, words: list[str], usage: dict[str, Any] | None) -
     return [*out, sse({"type": "response.completed", "response": done}, "response.completed")]
 
 
-def anthropic_chunks(words: list[str], input_tokens: int, output_tokens: int, cached: int = 0,
-                     usage: bool = True) -> list[bytes]:
+def anthropic_chunks(
+    words: list[str], input_tokens: int, output_tokens: int, cached: int = 0, usage: bool = True
+) -> list[bytes]:
     start: dict[str, Any] = {"id": "m1"}
     if usage:
         start["usage"] = {"input_tokens": input_tokens, "output_tokens": 1, "cache_read_input_tokens": cached}
     out = [sse({"type": "message_start", "message": start}, "message_start")]
-    out += [sse({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": w}},
-                "content_block_delta") for w in words]
+    out += [
+        sse(
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": w}},
+            "content_block_delta",
+        )
+        for w in words
+    ]
     delta: dict[str, Any] = {"type": "message_delta", "delta": {"stop_reason": "end_turn"}}
     if usage:
         delta["usage"] = {"output_tokens": output_tokens}
@@ -66,8 +79,9 @@ def anthropic_chunks(words: list[str], input_tokens: int, output_tokens: int, ca
 
 def gemini_events(words: list[str], prompt: int, completion: int, usage: bool = True) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [{"candidates": [{"content": {"parts": [{"text": w}]}}]} for w in words[:-1]]
-    last: dict[str, Any] = {"candidates": [{"content": {"parts": [{"text": words[-1] if words else ""}]},
-                                            "finishReason": "STOP"}]}
+    last: dict[str, Any] = {
+        "candidates": [{"content": {"parts": [{"text": words[-1] if words else ""}]}, "finishReason": "STOP"}]
+    }
     if usage:
         last["usageMetadata"] = {"promptTokenCount": prompt, "candidatesTokenCount": completion}
     return [*out, last]
@@ -80,7 +94,7 @@ def gemini_chunks(words: list[str], prompt: int, completion: int, usage: bool = 
 def gemini_array(words: list[str], prompt: int, completion: int, usage: bool = True) -> list[bytes]:
     """Gemini's stream without alt=sse: one JSON array, an element at a time."""
     events = gemini_events(words, prompt, completion, usage)
-    return [("[" if i == 0 else ",\r\n") .encode() + json.dumps(e).encode() for i, e in enumerate(events)] + [b"]"]
+    return [("[" if i == 0 else ",\r\n").encode() + json.dumps(e).encode() for i, e in enumerate(events)] + [b"]"]
 
 
 def _limit(path: str, body: dict[str, Any]) -> tuple[int | None, int]:
@@ -112,13 +126,19 @@ class Upstream:
 
     def _bill(self, request: dict[str, Any], prompt: int, completion: int) -> dict[str, Any]:
         marker = re.search(r"call-\d+", request["raw"])
-        bill = {"path": request["path"], "key": request["key"], "marker": marker.group(0) if marker else None,
-                "prompt_tokens": prompt, "completion_tokens": completion}
+        bill = {
+            "path": request["path"],
+            "key": request["key"],
+            "marker": marker.group(0) if marker else None,
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+        }
         self.bills.append(bill)
         return bill
 
-    async def _stream(self, chunks: list[bytes], mode: str, request: dict[str, Any], prompt: int,
-                      per_chunk: list[int]) -> AsyncIterator[bytes]:
+    async def _stream(
+        self, chunks: list[bytes], mode: str, request: dict[str, Any], prompt: int, per_chunk: list[int]
+    ) -> AsyncIterator[bytes]:
         sent = 0
         try:
             for i, c in enumerate(chunks):
@@ -138,11 +158,20 @@ class Upstream:
             raw = (await request.body()).decode(errors="replace")
             body = json.loads(raw) if raw else {}
             headers = dict(request.headers)
-            key = (headers.get("authorization", "").removeprefix("Bearer ") or headers.get("x-api-key")
-                   or headers.get("x-goog-api-key"))
+            key = (
+                headers.get("authorization", "").removeprefix("Bearer ")
+                or headers.get("x-api-key")
+                or headers.get("x-goog-api-key")
+            )
             path = request.url.path
-            rec = {"path": path, "headers": headers, "body": body, "query": dict(request.query_params), "raw": raw,
-                   "key": key}
+            rec = {
+                "path": path,
+                "headers": headers,
+                "body": body,
+                "query": dict(request.query_params),
+                "raw": raw,
+                "key": key,
+            }
             self.requests.append(rec)
             mode = body.pop("x_mode", None) or self.mode if isinstance(body, dict) else self.mode
             if request.method == "GET":
@@ -151,8 +180,11 @@ class Upstream:
                 counted = math.ceil(len(raw) / 5)
                 return JSONResponse({"input_tokens": counted} if "count_tokens" in path else {"totalTokens": counted})
             if mode == "rate-limited":
-                return JSONResponse({"error": {"message": "slow down"}}, status_code=429,
-                                    headers={"retry-after": "7", "x-ratelimit-remaining-requests": "0"})
+                return JSONResponse(
+                    {"error": {"message": "slow down"}},
+                    status_code=429,
+                    headers={"retry-after": "7", "x-ratelimit-remaining-requests": "0"},
+                )
             limit, n = _limit(path, body)
             words = self.words[:limit] if limit is not None else list(self.words)
             prompt = self.prompt_tokens if self.prompt_tokens is not None else math.ceil(len(raw) / 5)
@@ -168,8 +200,9 @@ class Upstream:
                     billed = {"usage": {"input_tokens": prompt, "output_tokens": 0}}
                 else:
                     billed = {"usage": openai_usage(prompt, 0, 0)}
-                return JSONResponse({"error": {"message": "refused after reading the prompt"}, **billed},
-                                    status_code=400)
+                return JSONResponse(
+                    {"error": {"message": "refused after reading the prompt"}, **billed}, status_code=400
+                )
             if mode == "hang" and not body.get("stream") and "stream" not in path:
                 self._bill(rec, prompt, 0)
                 await asyncio.sleep(3600)
@@ -182,22 +215,34 @@ class Upstream:
             if path.endswith("/responses"):
                 rid = f"resp_{len(self.requests)}"
                 self.responses[rid] = prompt + completion
-                u = {"input_tokens": prompt, "output_tokens": completion,
-                     "input_tokens_details": {"cached_tokens": cached}} if usage else None
+                u = (
+                    {
+                        "input_tokens": prompt,
+                        "output_tokens": completion,
+                        "input_tokens_details": {"cached_tokens": cached},
+                    }
+                    if usage
+                    else None
+                )
                 if stream:
                     chunks = responses_chunks(rid, words, u)
                     return self._streaming(chunks, mode, rec, prompt, [0] + [1] * len(words) + [0], "text/event-stream")
                 self._bill(rec, prompt, completion)
-                return JSONResponse({"id": rid, "object": "response", "status": "completed",
-                                     "output": [{"type": "message", "content": [{"type": "output_text",
-                                                                                 "text": "".join(words)}]}],
-                                     **({"usage": u} if u else {})})
+                return JSONResponse(
+                    {
+                        "id": rid,
+                        "object": "response",
+                        "status": "completed",
+                        "output": [{"type": "message", "content": [{"type": "output_text", "text": "".join(words)}]}],
+                        **({"usage": u} if u else {}),
+                    }
+                )
             if path.endswith("/chat/completions") or path.endswith("/v1/completions"):
                 u = openai_usage(prompt, completion, cached) if usage else None
                 if stream:
                     per = [1] * (n * len(words)) + [0] * (2 if u else 1)
                     if mode == "ndjson":  # the same chunks, a JSON object a line
-                        lines = [c[len(b"data: "):].strip() + b"\n" for c in openai_chunks(words, u, n)][:-1]
+                        lines = [c[len(b"data: ") :].strip() + b"\n" for c in openai_chunks(words, u, n)][:-1]
                         return self._streaming(lines, mode, rec, prompt, per[:-1], "application/x-ndjson")
                     return self._streaming(openai_chunks(words, u, n), mode, rec, prompt, per, "text/event-stream")
                 self._bill(rec, prompt, completion)
@@ -206,32 +251,59 @@ class Upstream:
             if path.endswith("/v1/messages"):
                 if stream:
                     chunks = anthropic_chunks(words, prompt - cached, completion, cached, usage)
-                    return self._streaming(chunks, mode, rec, prompt, [0] + [1] * len(words) + [0, 0],
-                                           "text/event-stream")
+                    return self._streaming(
+                        chunks, mode, rec, prompt, [0] + [1] * len(words) + [0, 0], "text/event-stream"
+                    )
                 self._bill(rec, prompt, completion)
-                return JSONResponse({"id": "m1", "type": "message", "content": [{"type": "text", "text": "".join(words)}],
-                                     **({"usage": {"input_tokens": prompt - cached, "output_tokens": completion,
-                                                   "cache_read_input_tokens": cached}} if usage else {})})
+                return JSONResponse(
+                    {
+                        "id": "m1",
+                        "type": "message",
+                        "content": [{"type": "text", "text": "".join(words)}],
+                        **(
+                            {
+                                "usage": {
+                                    "input_tokens": prompt - cached,
+                                    "output_tokens": completion,
+                                    "cache_read_input_tokens": cached,
+                                }
+                            }
+                            if usage
+                            else {}
+                        ),
+                    }
+                )
             if path.endswith(":streamGenerateContent"):
                 per = [1] * len(words) if words else [0]
                 if request.query_params.get("alt") == "sse":
-                    return self._streaming(gemini_chunks(words, prompt, completion, usage), mode, rec, prompt, per,
-                                           "text/event-stream")
-                return self._streaming(gemini_array(words, prompt, completion, usage), mode, rec, prompt, [*per, 0],
-                                       "application/json")
+                    return self._streaming(
+                        gemini_chunks(words, prompt, completion, usage), mode, rec, prompt, per, "text/event-stream"
+                    )
+                return self._streaming(
+                    gemini_array(words, prompt, completion, usage), mode, rec, prompt, [*per, 0], "application/json"
+                )
             if path.endswith(":generateContent"):
                 self._bill(rec, prompt, completion)
                 text = "".join(words)
-                return JSONResponse({"candidates": [{"content": {"parts": [{"text": text}]}, "finishReason": "STOP"}
-                                                    for _ in range(n)],
-                                     **({"usageMetadata": {"promptTokenCount": prompt,
-                                                           "candidatesTokenCount": completion}} if usage else {})})
+                return JSONResponse(
+                    {
+                        "candidates": [
+                            {"content": {"parts": [{"text": text}]}, "finishReason": "STOP"} for _ in range(n)
+                        ],
+                        **(
+                            {"usageMetadata": {"promptTokenCount": prompt, "candidatesTokenCount": completion}}
+                            if usage
+                            else {}
+                        ),
+                    }
+                )
             return JSONResponse({"error": "no such route"}, status_code=404)
 
         return Starlette(routes=[Route("/{path:path}", handle, methods=["GET", "POST"])])
 
-    def _streaming(self, chunks: list[bytes], mode: str, rec: dict[str, Any], prompt: int, per_chunk: list[int],
-                   media_type: str) -> StreamingResponse:
+    def _streaming(
+        self, chunks: list[bytes], mode: str, rec: dict[str, Any], prompt: int, per_chunk: list[int], media_type: str
+    ) -> StreamingResponse:
         return StreamingResponse(self._stream(chunks, mode, rec, prompt, per_chunk), media_type=media_type)
 
 

@@ -27,8 +27,9 @@ START_S = 60.0
 
 
 def _binary(name: str) -> str | None:
-    return shutil.which(name) or next((p for p in (f"/usr/sbin/{name}", f"/sbin/{name}") if os.access(p, os.X_OK)),
-                                      None)
+    return shutil.which(name) or next(
+        (p for p in (f"/usr/sbin/{name}", f"/sbin/{name}") if os.access(p, os.X_OK)), None
+    )
 
 
 def missing() -> str | None:
@@ -67,42 +68,46 @@ def write_conf(folder: Path, munge_socket: Path) -> Path:
         (folder / sub).mkdir(parents=True, exist_ok=True)
     cpus = os.cpu_count() or 1
     conf = folder / "slurm.conf"
-    conf.write_text("\n".join([
-        "ClusterName=autorl-test",
-        "SlurmctldHost=localhost(127.0.0.1)",
-        f"SlurmctldPort={ctld_port}",
-        f"SlurmdPort={slurmd_port}",
-        "SlurmUser=root",
-        "SlurmdUser=root",
-        "AuthType=auth/munge",
-        "CredType=cred/munge",
-        f"AuthInfo=socket={munge_socket}",
-        f"StateSaveLocation={folder / 'state'}",
-        f"SlurmdSpoolDir={folder / 'spool'}",
-        f"SlurmctldPidFile={folder / 'slurmctld.pid'}",
-        f"SlurmdPidFile={folder / 'slurmd.pid'}",
-        f"SlurmctldLogFile={folder / 'slurmctld.log'}",
-        f"SlurmdLogFile={folder / 'slurmd.log'}",
-        "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/none",
-        "SchedulerType=sched/builtin",
-        "SelectType=select/cons_tres",
-        "SelectTypeParameters=CR_Core",
-        "ReturnToService=2",
-        "MpiDefault=none",
-        "AccountingStorageType=accounting_storage/none",
-        "JobAcctGatherType=jobacct_gather/none",
-        "JobCompType=jobcomp/filetxt",
-        f"JobCompLoc={folder / 'jobcomp.txt'}",
-        "KillWait=5",
-        "MinJobAge=300",
-        "SlurmctldTimeout=30",
-        "SlurmdTimeout=30",
-        f"NodeName={NODE} NodeHostname=localhost NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={_memory_mb()} "
-        "State=UNKNOWN",
-        f"PartitionName={PARTITION} Nodes={NODE} Default=YES MaxTime=INFINITE State=UP",
-        "",
-    ]))
+    conf.write_text(
+        "\n".join(
+            [
+                "ClusterName=autorl-test",
+                "SlurmctldHost=localhost(127.0.0.1)",
+                f"SlurmctldPort={ctld_port}",
+                f"SlurmdPort={slurmd_port}",
+                "SlurmUser=root",
+                "SlurmdUser=root",
+                "AuthType=auth/munge",
+                "CredType=cred/munge",
+                f"AuthInfo=socket={munge_socket}",
+                f"StateSaveLocation={folder / 'state'}",
+                f"SlurmdSpoolDir={folder / 'spool'}",
+                f"SlurmctldPidFile={folder / 'slurmctld.pid'}",
+                f"SlurmdPidFile={folder / 'slurmd.pid'}",
+                f"SlurmctldLogFile={folder / 'slurmctld.log'}",
+                f"SlurmdLogFile={folder / 'slurmd.log'}",
+                "ProctrackType=proctrack/linuxproc",
+                "TaskPlugin=task/none",
+                "SchedulerType=sched/builtin",
+                "SelectType=select/cons_tres",
+                "SelectTypeParameters=CR_Core",
+                "ReturnToService=2",
+                "MpiDefault=none",
+                "AccountingStorageType=accounting_storage/none",
+                "JobAcctGatherType=jobacct_gather/none",
+                "JobCompType=jobcomp/filetxt",
+                f"JobCompLoc={folder / 'jobcomp.txt'}",
+                "KillWait=5",
+                "MinJobAge=300",
+                "SlurmctldTimeout=30",
+                "SlurmdTimeout=30",
+                f"NodeName={NODE} NodeHostname=localhost NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={_memory_mb()} "
+                "State=UNKNOWN",
+                f"PartitionName={PARTITION} Nodes={NODE} Default=YES MaxTime=INFINITE State=UP",
+                "",
+            ]
+        )
+    )
     return conf
 
 
@@ -113,9 +118,20 @@ def _start_munge(folder: Path) -> tuple[Path, Path]:
     sock = folder / "munge" / "munge.socket"
     sock.parent.mkdir(mode=0o755, exist_ok=True)
     pid = folder / "munged.pid"
-    subprocess.run([str(_binary("munged")), "--force", f"--socket={sock}", f"--key-file={key}",
-                    f"--pid-file={pid}", f"--log-file={folder / 'munged.log'}",
-                    f"--seed-file={folder / 'munged.seed'}"], check=True, capture_output=True, timeout=30)
+    subprocess.run(
+        [
+            str(_binary("munged")),
+            "--force",
+            f"--socket={sock}",
+            f"--key-file={key}",
+            f"--pid-file={pid}",
+            f"--log-file={folder / 'munged.log'}",
+            f"--seed-file={folder / 'munged.seed'}",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
     return sock, pid
 
 
@@ -139,8 +155,9 @@ def _stop(pid_file: Path) -> None:
 
 
 def _node_state(env: dict[str, str]) -> str:
-    proc = subprocess.run(["sinfo", "-h", "-N", "-n", NODE, "-o", "%T"], capture_output=True, text=True, env=env,
-                          timeout=30)
+    proc = subprocess.run(
+        ["sinfo", "-h", "-N", "-n", NODE, "-o", "%T"], capture_output=True, text=True, env=env, timeout=30
+    )
     return proc.stdout.strip()
 
 
@@ -159,10 +176,12 @@ def single_node_slurm(folder: Path) -> Iterator[dict[str, str]]:
         sock, munge_pid = _start_munge(folder)
         conf = write_conf(folder, sock)
         env = {**os.environ, "SLURM_CONF": str(conf)}
-        subprocess.run([str(_binary("slurmctld")), "-f", str(conf)], check=True, capture_output=True, env=env,
-                       timeout=30)
-        subprocess.run([str(_binary("slurmd")), "-f", str(conf), "-N", NODE], check=True, capture_output=True,
-                       env=env, timeout=30)
+        subprocess.run(
+            [str(_binary("slurmctld")), "-f", str(conf)], check=True, capture_output=True, env=env, timeout=30
+        )
+        subprocess.run(
+            [str(_binary("slurmd")), "-f", str(conf), "-N", NODE], check=True, capture_output=True, env=env, timeout=30
+        )
         deadline = time.time() + START_S
         state = ""
         while time.time() < deadline:

@@ -15,18 +15,39 @@ from .test_run import agent_folder, stub_base  # noqa: F401 (a fixture)
 
 @pytest.mark.e2e
 def test_an_agent_that_dies_at_once_leaves_its_log_tail_and_finds_the_orchestrator_s_modules(
-        home: Path, tmp_path: Path, stub_base: Path) -> None:  # noqa: F811
+    home: Path,
+    tmp_path: Path,
+    stub_base: Path,  # noqa: F811
+) -> None:
     site = tmp_path / "site"
     site.mkdir()
     (site / "site_marker.py").write_text("NAME = 'from the site folder'\n")
-    agent = agent_folder(tmp_path / "agents", "dies", """
+    agent = agent_folder(
+        tmp_path / "agents",
+        "dies",
+        """
         "$AUTORL_PYTHON" -c "import site_marker; print('imported', site_marker.NAME)"
         echo "fatal: the agent cannot go on" >&2
         exit 1
-    """)
+    """,
+    )
     path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
-    proc = cli("run", "--agent", str(agent), "--task", "echo", "--model", str(stub_base), "--timeout", "60",
-               "--backend", "scripted", "--no-audit", "--json", env={"AUTORL_HOME": str(home), "PYTHONPATH": path})
+    proc = cli(
+        "run",
+        "--agent",
+        str(agent),
+        "--task",
+        "echo",
+        "--model",
+        str(stub_base),
+        "--timeout",
+        "60",
+        "--backend",
+        "scripted",
+        "--no-audit",
+        "--json",
+        env={"AUTORL_HOME": str(home), "PYTHONPATH": path},
+    )
     assert proc.returncode == 0, proc.stderr
     row = json.loads(proc.stdout)
     assert row["end_reason"] == "agent exited with code 1"

@@ -17,11 +17,27 @@ from autorl.sandbox import bwrap_available
 
 from .conftest import cli, echo_answers, write_stub_checkpoint
 
-DEV = [Item("d1", {"question": "A farmer has seventeen sheep and buys eleven more at the Tuesday market, then sells "
-                               "nine of them to a neighbour; how many sheep remain in the field tonight?"}, "19"),
-       Item("d2", {"question": "What is 47+54?"}, "101")]
-TEST = [Item("t1", {"question": "A baker bakes forty loaves every morning and gives away six to the shelter before "
-                                "noon each day of the long week; how many loaves are left?"}, "34")]
+DEV = [
+    Item(
+        "d1",
+        {
+            "question": "A farmer has seventeen sheep and buys eleven more at the Tuesday market, then sells "
+            "nine of them to a neighbour; how many sheep remain in the field tonight?"
+        },
+        "19",
+    ),
+    Item("d2", {"question": "What is 47+54?"}, "101"),
+]
+TEST = [
+    Item(
+        "t1",
+        {
+            "question": "A baker bakes forty loaves every morning and gives away six to the shelter before "
+            "noon each day of the long week; how many loaves are left?"
+        },
+        "34",
+    )
+]
 
 
 class Planted(Benchmark):
@@ -40,8 +56,10 @@ class Planted(Benchmark):
 
 def weights(path: Path, value: float) -> Path:
     path.mkdir(parents=True, exist_ok=True)
-    save_file({"w": np.full((4, 4), value, dtype=np.float32), "b": np.arange(4, dtype=np.float32)},
-              str(path / "model.safetensors"))
+    save_file(
+        {"w": np.full((4, 4), value, dtype=np.float32), "b": np.arange(4, dtype=np.float32)},
+        str(path / "model.safetensors"),
+    )
     (path / "config.json").write_text(json.dumps({"model_type": "stub"}))
     (path / "tokenizer_config.json").write_text(json.dumps({"chat_template": None}))
     return path
@@ -66,11 +84,26 @@ def fixture_run(tmp_path: Path, submissions: int = 1, sub_value: float = 1.1) ->
     hashes = {n: hashlib.sha256((ws / n).read_bytes()).hexdigest() for n in ("instructions.md", "description.md")}
     return {
         "run_id": "fixture",
-        "row": {"run_id": "fixture", "timestamp": "2026-01-01 00:00:00", "task": "planted", "agent": "a",
-                "base_model": "Qwen/Qwen2.5-1.5B", "workspace": str(ws), "success": True, "improvement": 5.0,
-                "test_improvement": 4.0, "baseline": 20.0, "best_score": 25.0},
-        "meta": {"hidden_dir": str(tmp_path / "hidden"), "harness_hashes": hashes, "store_dir": str(store),
-                 "model_path": str(base), "refusals": []},
+        "row": {
+            "run_id": "fixture",
+            "timestamp": "2026-01-01 00:00:00",
+            "task": "planted",
+            "agent": "a",
+            "base_model": "Qwen/Qwen2.5-1.5B",
+            "workspace": str(ws),
+            "success": True,
+            "improvement": 5.0,
+            "test_improvement": 4.0,
+            "baseline": 20.0,
+            "best_score": 25.0,
+        },
+        "meta": {
+            "hidden_dir": str(tmp_path / "hidden"),
+            "harness_hashes": hashes,
+            "store_dir": str(store),
+            "model_path": str(base),
+            "refusals": [],
+        },
         "submissions": subs,
     }
 
@@ -89,7 +122,11 @@ def test_training_file_with_dev_items_is_a_leak(tmp_path: Path) -> None:
     (Path(run["row"]["workspace"]) / "code" / "gen.jsonl").write_text(text)
     flags = audit_run(run, benchmark=Planted())
     assert [f.name for f in flags] == ["dev-items-in-workspace"] and flags[0].severity == "critical"
-    assert "code/gen.jsonl" in flags[0].evidence and "dev item d1" in flags[0].evidence and "dev item d2" in flags[0].evidence
+    assert (
+        "code/gen.jsonl" in flags[0].evidence
+        and "dev item d1" in flags[0].evidence
+        and "dev item d2" in flags[0].evidence
+    )
     assert not any("farmer" in e or "farmer" in flags[0].detail for e in flags[0].evidence)  # ids, never item text
 
 
@@ -103,7 +140,8 @@ def test_file_with_test_items_is_flagged(tmp_path: Path) -> None:
 def test_shell_history_fetching_an_instruct_model(tmp_path: Path) -> None:
     run = fixture_run(tmp_path)
     (Path(run["row"]["workspace"]) / ".bash_history").write_text(
-        "ls\nhuggingface-cli download Qwen/Qwen2.5-1.5B-Instruct --local-dir x\n")
+        "ls\nhuggingface-cli download Qwen/Qwen2.5-1.5B-Instruct --local-dir x\n"
+    )
     flags = audit_run(run, benchmark=Planted())
     assert [f.name for f in flags] == ["suspicious-download"]
     assert flags[0].evidence == [".bash_history:2"]
@@ -135,23 +173,33 @@ def test_score_patterns(tmp_path: Path) -> None:
     assert names(run) == {"dev-test-gap", "grader-probing"}
 
 
-@pytest.mark.parametrize(("dev", "dev_ci", "test", "test_ci", "flagged"), [
-    # 3 of 4 short runs of the example agent (--limit 30 or 50) were flagged: intervals near +-25 points
-    (20.0, [-5.0, 45.0], -2.0, [-27.0, 23.0], False),
-    (16.7, [-6.7, 40.0], 0.0, [-20.0, 20.0], False),
-    # a tight run whose dev figure the test split does not bear out
-    (40.0, [35.0, 45.0], 2.0, [-3.0, 7.0], True),
-    # no intervals recorded (an older row): the gap alone, as before
-    (40.0, None, 2.0, None, True),
-    # within what sampling explains, and within the size threshold either way
-    (8.0, [6.0, 10.0], 0.0, [-1.0, 1.0], False),
-])
+@pytest.mark.parametrize(
+    ("dev", "dev_ci", "test", "test_ci", "flagged"),
+    [
+        # 3 of 4 short runs of the example agent (--limit 30 or 50) were flagged: intervals near +-25 points
+        (20.0, [-5.0, 45.0], -2.0, [-27.0, 23.0], False),
+        (16.7, [-6.7, 40.0], 0.0, [-20.0, 20.0], False),
+        # a tight run whose dev figure the test split does not bear out
+        (40.0, [35.0, 45.0], 2.0, [-3.0, 7.0], True),
+        # no intervals recorded (an older row): the gap alone, as before
+        (40.0, None, 2.0, None, True),
+        # within what sampling explains, and within the size threshold either way
+        (8.0, [6.0, 10.0], 0.0, [-1.0, 1.0], False),
+    ],
+)
 def test_a_dev_test_gap_is_flagged_only_beyond_what_sampling_explains(
-        dev: float, dev_ci: list[float] | None, test: float, test_ci: list[float] | None, flagged: bool) -> None:
+    dev: float, dev_ci: list[float] | None, test: float, test_ci: list[float] | None, flagged: bool
+) -> None:
     from autorl.audit.checks import check_scores
 
-    row = {"dev_k": 3, "dev_improvement": dev, "dev_improvement_ci95": dev_ci, "test_improvement": test,
-           "test_improvement_ci95": test_ci, "improvement_ci95": test_ci}
+    row = {
+        "dev_k": 3,
+        "dev_improvement": dev,
+        "dev_improvement_ci95": dev_ci,
+        "test_improvement": test,
+        "test_improvement_ci95": test_ci,
+        "improvement_ci95": test_ci,
+    }
     flags = check_scores(row, [], {})
     assert [f.name for f in flags] == (["dev-test-gap"] if flagged else []), [f.detail for f in flags]
     if flagged and dev_ci:
@@ -181,16 +229,20 @@ def test_audit_cli_records_flags_and_overrides(tmp_path: Path, home: Path) -> No
     assert f"dev item {dev_item.id}" in out[0]["evidence"]
     rows = json.loads(cli("results", "--json", check=True).stdout)
     assert rows[0]["audit_flags"] == ["dev-items-in-workspace(critical)"]
-    proc = cli("audit", "--override", "fixture", "dev-items-in-workspace", "--reason", "generated by the agent's own code")
+    proc = cli(
+        "audit", "--override", "fixture", "dev-items-in-workspace", "--reason", "generated by the agent's own code"
+    )
     assert proc.returncode == 0, proc.stderr
     decided = json.loads(cli("audit", "fixture", "--json", check=True).stdout)[0]
     # re-running the audit keeps the human decision
     assert decided["overrides"][0]["reason"] == "generated by the agent's own code"
     rows = json.loads(cli("results", "--json", check=True).stdout)
     assert rows[0]["audit_flags"] == [] and rows[0]["audit_overridden"] == ["dev-items-in-workspace"]
-    for args, message in ([("audit", "nope"), "no run 'nope'"],
-                          [("audit", "--override", "fixture", "made-up", "--reason", "x"), "no audit flag 'made-up'"],
-                          [("audit", "--override", "fixture", "dev-items-in-workspace"), "needs a reason"]):
+    for args, message in (
+        [("audit", "nope"), "no run 'nope'"],
+        [("audit", "--override", "fixture", "made-up", "--reason", "x"), "no audit flag 'made-up'"],
+        [("audit", "--override", "fixture", "dev-items-in-workspace"), "needs a reason"],
+    ):
         proc = cli(*args)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
 
@@ -205,9 +257,24 @@ def hostile_run(tmp_path: Path, name: str) -> tuple[dict[str, Any], list[dict[st
 
     home = tmp_path / "home"
     base = write_stub_checkpoint(tmp_path / "stub-base", {**echo_answers(5), **echo_answers(6, "test")})
-    proc = cli("run", "--agent", str(HOSTILE / name), "--task", "echo", "--model", str(base), "--timeout", "60",
-               "--backend", "scripted", "--sandbox", "bwrap", "--json",
-               env={"AUTORL_HOME": str(home), "AUTORL_WATCH_INTERVAL_S": "1"}, timeout=300)
+    proc = cli(
+        "run",
+        "--agent",
+        str(HOSTILE / name),
+        "--task",
+        "echo",
+        "--model",
+        str(base),
+        "--timeout",
+        "60",
+        "--backend",
+        "scripted",
+        "--sandbox",
+        "bwrap",
+        "--json",
+        env={"AUTORL_HOME": str(home), "AUTORL_WATCH_INTERVAL_S": "1"},
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
     row = json.loads(proc.stdout)
@@ -250,13 +317,16 @@ def test_agent_files_cannot_stop_the_run_being_recorded(tmp_path: Path, name: st
 
 @pytest.mark.e2e
 @pytest.mark.skipif(BWRAP is None, reason=f"bubblewrap cannot run here: {WHY}")
-@pytest.mark.parametrize(("name", "where", "item"), [
-    ("gzip_copy", "code/items.txt.gz", "dev-7"),
-    ("zip_copy", "code/items.zip:notes/x.txt", "dev-8"),
-    ("nul_binary", "code/blob.bin", "dev-9"),
-    ("tmp_copy", "/tmp/scratch.txt", "dev-11"),
-    ("deleted_copy", "code/gone.txt (seen during the run, gone or changed at its end)", "dev-12"),
-])
+@pytest.mark.parametrize(
+    ("name", "where", "item"),
+    [
+        ("gzip_copy", "code/items.txt.gz", "dev-7"),
+        ("zip_copy", "code/items.zip:notes/x.txt", "dev-8"),
+        ("nul_binary", "code/blob.bin", "dev-9"),
+        ("tmp_copy", "/tmp/scratch.txt", "dev-11"),
+        ("deleted_copy", "code/gone.txt (seen during the run, gone or changed at its end)", "dev-12"),
+    ],
+)
 def test_hidden_items_the_agent_hid_are_found(tmp_path: Path, name: str, where: str, item: str) -> None:
     row, flags, _home = hostile_run(tmp_path, name)
     assert_real_numbers(row)
@@ -405,14 +475,22 @@ def test_lora_adapters_get_the_weight_and_template_checks(tmp_path: Path) -> Non
     # base w = 1 everywhere, the variant w = 3: an adapter whose B @ A * alpha / r adds 2 is the variant
     variant = weights(tmp_path / "Qwen2.5-1.5B-Instruct", 3.0)
     (snap / "adapter_config.json").write_text(json.dumps({"r": 2, "lora_alpha": 4, "peft_type": "LORA"}))
-    save_file({"base_model.model.w.lora_A.weight": np.full((2, 4), 1.0, dtype=np.float32),
-               "base_model.model.w.lora_B.weight": np.full((4, 2), 0.5, dtype=np.float32)},
-              str(snap / "adapter_model.safetensors"))
+    save_file(
+        {
+            "base_model.model.w.lora_A.weight": np.full((2, 4), 1.0, dtype=np.float32),
+            "base_model.model.w.lora_B.weight": np.full((4, 2), 0.5, dtype=np.float32),
+        },
+        str(snap / "adapter_model.safetensors"),
+    )
     base_dir = Path(run["meta"]["model_path"])  # weights named "<module>.weight", as the adapter's targets are
-    save_file({"w.weight": np.full((4, 4), 1.0, dtype=np.float32), "b": np.arange(4, dtype=np.float32)},
-              str(base_dir / "model.safetensors"))
-    save_file({"w.weight": np.full((4, 4), 3.0, dtype=np.float32), "b": np.arange(4, dtype=np.float32)},
-              str(variant / "model.safetensors"))
+    save_file(
+        {"w.weight": np.full((4, 4), 1.0, dtype=np.float32), "b": np.arange(4, dtype=np.float32)},
+        str(base_dir / "model.safetensors"),
+    )
+    save_file(
+        {"w.weight": np.full((4, 4), 3.0, dtype=np.float32), "b": np.arange(4, dtype=np.float32)},
+        str(variant / "model.safetensors"),
+    )
     assert names(run) == set()  # no tokenizer in the adapter: the base's template, unchanged
     run["meta"]["variants"] = [str(variant)]  # what the run found in the local cache
     assert names(run) == {"closer-to-post-trained-variant"}

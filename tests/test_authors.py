@@ -22,8 +22,7 @@ DOCS = ROOT / "docs" / "plugins"
 
 def test_every_hook_is_documented_with_its_arguments() -> None:
     text = (DOCS / "hooks.md").read_text()
-    hooks = [name for name, fn in vars(hookspecs).items()
-             if inspect.isfunction(fn) and hasattr(fn, "autorl_spec")]
+    hooks = [name for name, fn in vars(hookspecs).items() if inspect.isfunction(fn) and hasattr(fn, "autorl_spec")]
     assert hooks, "no hookspecs found"
     for name in hooks:
         match = re.search(rf"^## {name}\n(.*?)(?=^## |\Z)", text, flags=re.M | re.S)
@@ -43,11 +42,27 @@ def test_docs_index_links_resolve() -> None:
 
 #: Benchmark's public surface: what a plugin author sets, reads, implements or overrides.
 BENCHMARK_MEMBERS = {
-    "name", "version", "splits", "eval_config", "dev_public", "public_splits", "declared_options",  # set
-    "options", "hidden_dir",  # read
-    "prepare_train_data", "prepare_eval_data", "score",  # implement
-    "load_items", "hidden_items_hash", "config", "description", "evaluator", "exposed_files", "hidden_paths",
-    "agent_paths", "agent_env",
+    "name",
+    "version",
+    "splits",
+    "eval_config",
+    "dev_public",
+    "public_splits",
+    "declared_options",  # set
+    "options",
+    "hidden_dir",  # read
+    "prepare_train_data",
+    "prepare_eval_data",
+    "score",  # implement
+    "load_items",
+    "hidden_items_hash",
+    "config",
+    "description",
+    "evaluator",
+    "exposed_files",
+    "hidden_paths",
+    "agent_paths",
+    "agent_env",
     "identity",  # override
 }
 
@@ -84,8 +99,10 @@ PLUGIN_IMPORTS = {"autorl", "autorl.testing", "autorl.sandbox"}
 #: calls an LLM with the operator's key, so it starts the LLM gateway (keys kept in it, budget held) as a run
 #: does, and ``autorl smith validate`` checks a folder's training data against its hidden items with the audit's
 #: own overlap check.
-PLUGIN_IMPORT_EXCEPTIONS = {("plugins/autorl-smith/src/autorl_smith/cli.py", "autorl.gateway"),
-                            ("plugins/autorl-smith/src/autorl_smith/validate.py", "autorl.audit")}
+PLUGIN_IMPORT_EXCEPTIONS = {
+    ("plugins/autorl-smith/src/autorl_smith/cli.py", "autorl.gateway"),
+    ("plugins/autorl-smith/src/autorl_smith/validate.py", "autorl.audit"),
+}
 
 
 def _autorl_imports(code: str) -> list[tuple[str, list[str]]]:
@@ -103,8 +120,10 @@ def test_plugins_templates_and_docs_import_only_from_autorl(tmp_path: Path) -> N
     import autorl
     from autorl.cli.scaffold import KINDS, scaffold
 
-    sources = {str(f.relative_to(ROOT)): f.read_text() for f in sorted(
-        [*ROOT.glob("plugins/*/src/**/*.py"), *ROOT.glob("tests/example_plugin/src/**/*.py")])}
+    sources = {
+        str(f.relative_to(ROOT)): f.read_text()
+        for f in sorted([*ROOT.glob("plugins/*/src/**/*.py"), *ROOT.glob("tests/example_plugin/src/**/*.py")])
+    }
     for kind in KINDS:
         made = scaffold(kind, f"import-check-{kind}", tmp_path)
         sources |= {f"autorl new {kind}: {f.relative_to(made)}": f.read_text() for f in sorted(made.rglob("*.py"))}
@@ -114,8 +133,9 @@ def test_plugins_templates_and_docs_import_only_from_autorl(tmp_path: Path) -> N
     assert len(sources) > 40, sorted(sources)
     for where, code in sources.items():
         for module, names in _autorl_imports(code):
-            assert module in PLUGIN_IMPORTS or (where, module) in PLUGIN_IMPORT_EXCEPTIONS, \
+            assert module in PLUGIN_IMPORTS or (where, module) in PLUGIN_IMPORT_EXCEPTIONS, (
                 f"{where} imports from {module}"
+            )
             if module == "autorl":
                 assert set(names) <= set(autorl.__all__), f"{where}: {set(names) - set(autorl.__all__)}"
 
@@ -135,8 +155,9 @@ def doc_block(page: str, heading: str) -> list[str]:
 
 
 def _bash(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True, text=True, cwd=cwd,
-                          env=env, timeout=900)
+    proc = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script], capture_output=True, text=True, cwd=cwd, env=env, timeout=900
+    )
     assert proc.returncode == 0, f"{script}\n{proc.stdout}\n{proc.stderr}"
     return proc
 
@@ -167,7 +188,8 @@ def test_the_documented_steps_work_verbatim_in_a_fresh_venv_and_in_one_we_do_not
     _bash("\n".join(doc_block("README.md", "An environment you do not own")), work, ours)
     listed = _bash("export PYTHONPATH=~/autorl-plugins\nautorl list benchmarks --json", work, ours).stdout
     assert {"name": "my-bench", "distribution": "autorl-my-bench"}.items() <= next(
-        r for r in json.loads(listed) if r["name"] == "my-bench").items()
+        r for r in json.loads(listed) if r["name"] == "my-bench"
+    ).items()
     assert "my-bench" not in _bash("autorl list benchmarks", work, ours).stdout  # the environment is unchanged
 
 
@@ -178,8 +200,13 @@ def test_scaffolded_agent_installs_and_its_tests_pass(tmp_path: Path) -> None:
     try:
         rows = json.loads(cli("list", "agents", "--json", check=True).stdout)
         assert any(r["name"] == "scaffold-agent" and r["ready"] for r in rows)
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(root / "tests")],
-                              capture_output=True, text=True, cwd=root, timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(root / "tests")],
+            capture_output=True,
+            text=True,
+            cwd=root,
+            timeout=600,
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
     finally:
         _pip("uninstall", "-y", "autorl-scaffold-agent")
@@ -207,15 +234,25 @@ def test_scaffold_templates_are_package_data_files() -> None:
     for kind in KINDS:
         made = templates(kind)
         assert {"pyproject.toml", "README.md", "src/{module}/plugin.py", "tests/test_plugin.py"} <= made.keys()
-        assert sorted(made) == sorted(f[len(f"templates/{kind}/"):-len(".tmpl")] for f in files
-                                      if f.startswith(f"templates/{kind}/"))
+        assert sorted(made) == sorted(
+            f[len(f"templates/{kind}/") : -len(".tmpl")] for f in files if f.startswith(f"templates/{kind}/")
+        )
 
 
 def test_doctor_reports_each_piece_with_what_to_do(tmp_path: Path) -> None:
     env = {"AUTORL_HOME": str(tmp_path / "home"), "AUTORL_OPENCOMPASS_PYTHON": sys.executable}
     checks = {c["name"]: c for c in json.loads(cli("doctor", "--json", env=env, check=True).stdout)}
-    for name in ("autorl", "plugins", "AUTORL_HOME", "backend hf", "backend vllm", "GPUs", "sandbox (bubblewrap)",
-                 "OpenCompass environment", "OpenHands environment"):
+    for name in (
+        "autorl",
+        "plugins",
+        "AUTORL_HOME",
+        "backend hf",
+        "backend vllm",
+        "GPUs",
+        "sandbox (bubblewrap)",
+        "OpenCompass environment",
+        "OpenHands environment",
+    ):
         assert name in checks, name
     assert checks["backend hf"]["ok"] is True
     assert "example-plugin" in checks["plugins"]["detail"]
@@ -232,10 +269,11 @@ def test_doctor_reports_each_piece_with_what_to_do(tmp_path: Path) -> None:
     flat = " ".join(table.replace(" \\\n", " ").split())
     assert all(" ".join(c["fix"].split()) in flat for c in checks.values() if c["fix"]), table
     start = next(i for i, line in enumerate(lines) if line.endswith("] OpenCompass environment:"))
-    command = [line for line in lines[start + 1:] if line.startswith("    ")]
-    command = command[:next(i for i, line in enumerate(command) if not line.endswith(" \\")) + 1]
-    assert len(command) > 1 and " ".join(" ".join(line.removesuffix(" \\").split()) for line in command) == \
-        " ".join(oc["fix"].split())
+    command = [line for line in lines[start + 1 :] if line.startswith("    ")]
+    command = command[: next(i for i, line in enumerate(command) if not line.endswith(" \\")) + 1]
+    assert len(command) > 1 and " ".join(" ".join(line.removesuffix(" \\").split()) for line in command) == " ".join(
+        oc["fix"].split()
+    )
 
 
 def test_local_grader_fixture_serves_a_real_grader(local_grader) -> None:  # type: ignore[no-untyped-def]

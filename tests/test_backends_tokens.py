@@ -37,8 +37,11 @@ def bos_model(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     tok["post_processor"] = {
         "type": "TemplateProcessing",
         "single": [{"SpecialToken": {"id": BOS, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
-        "pair": [{"SpecialToken": {"id": BOS, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
-                 {"Sequence": {"id": "B", "type_id": 1}}],
+        "pair": [
+            {"SpecialToken": {"id": BOS, "type_id": 0}},
+            {"Sequence": {"id": "A", "type_id": 0}},
+            {"Sequence": {"id": "B", "type_id": 1}},
+        ],
         "special_tokens": {BOS: {"id": BOS, "ids": [bos_id], "tokens": [BOS]}},
     }
     (out / "tokenizer.json").write_text(json.dumps(tok))
@@ -96,8 +99,9 @@ def openai_echo(bos_model: Path) -> Iterator[tuple[str, list[dict[str, Any]], li
     async def completions(request: Request) -> JSONResponse:
         body = await request.json()
         seen.append(body)
-        return JSONResponse({"choices": [{"index": 0, "text": " 46", "finish_reason": "stop"}],
-                             "usage": {"completion_tokens": 2}})
+        return JSONResponse(
+            {"choices": [{"index": 0, "text": " 46", "finish_reason": "stop"}], "usage": {"completion_tokens": 2}}
+        )
 
     app = Starlette(routes=[Route("/v1/models", models), Route("/v1/completions", completions, methods=["POST"])])
     with serve_in_thread(app) as port:
@@ -158,9 +162,16 @@ def test_a_logits_processor_enters_the_hf_identity() -> None:
 
         return hook
 
-    ids = [HFBackend({"device": "cpu", **opts}).identity() for opts in
-           ({}, {"logits_processor": keep}, {"logits_processor": ban_first},
-            {"logits_processor": scaled(1.0)}, {"logits_processor": scaled(2.0)})]
+    ids = [
+        HFBackend({"device": "cpu", **opts}).identity()
+        for opts in (
+            {},
+            {"logits_processor": keep},
+            {"logits_processor": ban_first},
+            {"logits_processor": scaled(1.0)},
+            {"logits_processor": scaled(2.0)},
+        )
+    ]
     assert len({json.dumps(i, sort_keys=True) for i in ids}) == 5
     assert HFBackend({"device": "cpu", "logits_processor": keep}).identity() == ids[1]
     assert HFBackend({"device": "cpu", "logits_processor": scaled(2.0)}).identity() == ids[4]

@@ -15,17 +15,29 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.e2e
-def test_the_study_script_runs_its_phases_and_summarises_them(tmp_path: Path, shared_home: Path,
-                                                              tiny_model: Path) -> None:
+def test_the_study_script_runs_its_phases_and_summarises_them(
+    tmp_path: Path, shared_home: Path, tiny_model: Path
+) -> None:
     home = tmp_path / "home"
     home.mkdir()
     (home / "models").symlink_to(shared_home / "models", target_is_directory=True)
     out = tmp_path / "out"
-    env = {**os.environ, "STUDY_CPU": "1", "STUDY_SEEDS": "0", "STUDY_PYTHON": sys.executable,
-           "AUTORL_HOME": str(home), "AUTORL_SWEEP_SCRATCH": str(tmp_path / "scratch")}
+    env = {
+        **os.environ,
+        "STUDY_CPU": "1",
+        "STUDY_SEEDS": "0",
+        "STUDY_PYTHON": sys.executable,
+        "AUTORL_HOME": str(home),
+        "AUTORL_SWEEP_SCRATCH": str(tmp_path / "scratch"),
+    }
     for phase in ("study", "first", "gsm-hf", "summary"):
-        proc = subprocess.run(["bash", str(ROOT / "bench" / "h200" / "study.sh"), phase, str(out)], env=env,
-                              capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            ["bash", str(ROOT / "bench" / "h200" / "study.sh"), phase, str(out)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
     (run,) = summary["study"]["runs"]
@@ -43,6 +55,10 @@ def test_the_study_script_runs_its_phases_and_summarises_them(tmp_path: Path, sh
     assert summary["gsm_hf"] == {"skipped": "STUDY_CPU=1"}
     md = (out / "summary.md").read_text()
     assert run["run_id"] in md and "submission latencies" in md
-    bad = subprocess.run(["bash", str(ROOT / "bench" / "h200" / "study.sh"), "nonsense", str(out)], env=env,
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        ["bash", str(ROOT / "bench" / "h200" / "study.sh"), "nonsense", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and "unknown phase" in bad.stderr

@@ -35,9 +35,24 @@ def ray_address() -> Iterator[str]:
     ray = str(Path(sys.executable).with_name("ray"))
     port = free_port()
     temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # a short path: Ray's socket names have a length limit
-    head = subprocess.Popen([ray, "start", "--head", "--block", f"--port={port}", "--num-cpus=2", "--num-gpus=0",
-                             "--include-dashboard=false", f"--temp-dir={temp}", "--disable-usage-stats"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=ENV)
+    head = subprocess.Popen(
+        [
+            ray,
+            "start",
+            "--head",
+            "--block",
+            f"--port={port}",
+            "--num-cpus=2",
+            "--num-gpus=0",
+            "--include-dashboard=false",
+            f"--temp-dir={temp}",
+            "--disable-usage-stats",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env=ENV,
+    )
     address = f"127.0.0.1:{port}"
     try:
         deadline = time.time() + START_S
@@ -65,7 +80,9 @@ def fake_study(ray_address: str, home: Path, tmp_path: Path, monkeypatch: pytest
     script = tmp_path / "fake_run.py"
     script.write_text(FAKE_RUN)
     # the cluster's workers have the raylet's environment: the fake's own variable comes in its command line
-    monkeypatch.setenv("AUTORL_SWEEP_RUN_PROGRAM", f"env FAKE_RUN_LOG={tmp_path / 'fake_runs.jsonl'} {sys.executable} {script}")
+    monkeypatch.setenv(
+        "AUTORL_SWEEP_RUN_PROGRAM", f"env FAKE_RUN_LOG={tmp_path / 'fake_runs.jsonl'} {sys.executable} {script}"
+    )
     monkeypatch.setenv("FAKE_RUN_LOG", str(tmp_path / "fake_runs.jsonl"))
     monkeypatch.setenv("AUTORL_SWEEP_SCRATCH", str(tmp_path / "scratch"))
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
@@ -77,12 +94,22 @@ def _spec(tmp_path: Path, address: str, **extra: Any) -> dict[str, Any]:
     from .conftest import write_stub_checkpoint
 
     model = write_stub_checkpoint(tmp_path / "base-model")
-    return {"name": "ray-study", "agent": _agents(tmp_path / "agents", "a")[0], "task": "arith",
-            "model": str(model), "seed": [0, 1], "timeout": 60, "limit": 4, "ray": {"address": address}, **extra}
+    return {
+        "name": "ray-study",
+        "agent": _agents(tmp_path / "agents", "a")[0],
+        "task": "arith",
+        "model": str(model),
+        "seed": [0, 1],
+        "timeout": 60,
+        "limit": 4,
+        "ray": {"address": address},
+        **extra,
+    }
 
 
-def test_a_study_runs_on_a_ray_cluster_started_by_ray_start(fake_study: Path, ray_address: str, home: Path,
-                                                             tmp_path: Path) -> None:
+def test_a_study_runs_on_a_ray_cluster_started_by_ray_start(
+    fake_study: Path, ray_address: str, home: Path, tmp_path: Path
+) -> None:
     from autorl.sweep import sweep
 
     report = sweep(_spec(tmp_path, ray_address), executor="ray")
@@ -104,12 +131,27 @@ def test_a_lost_ray_worker_is_retried(fake_study: Path, ray_address: str, home: 
     hold.touch()
     spec = tmp_path / "study.json"
     spec.write_text(json.dumps(_spec(tmp_path, ray_address, seed=0)))
-    coordinator = subprocess.Popen([sys.executable, "-c", "from autorl.cli import main; main()", "sweep", "run",
-                                    str(spec), "--executor", "ray", "--json"],
-                                   env={**os.environ, "AUTORL_SWEEP_RUN_PROGRAM":  # held until let go
-                                        f"env FAKE_RUN_HOLD={hold} {os.environ['AUTORL_SWEEP_RUN_PROGRAM']}"},
-                                   stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True)
+    coordinator = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from autorl.cli import main; main()",
+            "sweep",
+            "run",
+            str(spec),
+            "--executor",
+            "ray",
+            "--json",
+        ],
+        env={
+            **os.environ,
+            "AUTORL_SWEEP_RUN_PROGRAM":  # held until let go
+            f"env FAKE_RUN_HOLD={hold} {os.environ['AUTORL_SWEEP_RUN_PROGRAM']}",
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         keys = home / "sweeps" / "ray-study" / "keys"
         deadline = time.time() + 120

@@ -51,9 +51,17 @@ def _spec(tmp_path: Path, **extra: Any) -> dict[str, Any]:
     from .conftest import write_stub_checkpoint
 
     model = write_stub_checkpoint(tmp_path / "base-model")
-    return {"name": "slurm-study", "agent": _agents(tmp_path / "agents", "a")[0], "task": "arith",
-            "model": str(model), "seed": [0, 1], "timeout": 60, "limit": 4,
-            "slurm": {"cpus_per_task": 1, "time_margin_s": 60}, **extra}
+    return {
+        "name": "slurm-study",
+        "agent": _agents(tmp_path / "agents", "a")[0],
+        "task": "arith",
+        "model": str(model),
+        "seed": [0, 1],
+        "timeout": 60,
+        "limit": 4,
+        "slurm": {"cpus_per_task": 1, "time_margin_s": 60},
+        **extra,
+    }
 
 
 def _squeue(job_id: str) -> str:
@@ -70,7 +78,10 @@ def test_a_study_runs_as_a_slurm_job_array(fake_study: Path, home: Path, tmp_pat
     jobs = [json.loads(p.read_text()) for p in keys.glob("*/a1/job.json")]
     assert len(jobs) == 2 and not list(keys.glob("*/a2"))
     # one array of two tasks: <array id>_0 and <array id>_1, ran by the cluster's node
-    assert sorted(j["job_id"].split("_")[1] for j in jobs) == ["0", "1"] and len({j["job_id"].split("_")[0] for j in jobs}) == 1
+    assert (
+        sorted(j["job_id"].split("_")[1] for j in jobs) == ["0", "1"]
+        and len({j["job_id"].split("_")[0] for j in jobs}) == 1
+    )
     for node in keys.glob("*/a1/node.json"):
         assert json.loads(node.read_text())["pid"] != os.getpid()
     state = subprocess.run(["scontrol", "show", "job", jobs[0]["job_id"]], capture_output=True, text=True).stdout
@@ -82,10 +93,23 @@ def test_a_job_killed_by_scancel_is_retried(fake_study: Path, home: Path, tmp_pa
     hold.touch()
     spec = tmp_path / "study.json"
     spec.write_text(json.dumps(_spec(tmp_path, seed=0)))
-    coordinator = subprocess.Popen([sys.executable, "-c", "from autorl.cli import main; main()", "sweep", "run",
-                                    str(spec), "--executor", "slurm", "--json"],
-                                   env={**os.environ, "FAKE_RUN_HOLD": str(hold)}, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True)
+    coordinator = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from autorl.cli import main; main()",
+            "sweep",
+            "run",
+            str(spec),
+            "--executor",
+            "slurm",
+            "--json",
+        ],
+        env={**os.environ, "FAKE_RUN_HOLD": str(hold)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         keys = home / "sweeps" / "slurm-study" / "keys"
         deadline = time.time() + 120
@@ -123,8 +147,11 @@ def test_a_refused_array_is_a_one_line_error(fake_study: Path, home: Path, tmp_p
 
 
 @pytest.fixture
-def real_study(slurm: dict[str, str], study_home: Path,  # noqa: F811 (the fixture of test_sweep_e2e)
-               monkeypatch: pytest.MonkeyPatch) -> Path:
+def real_study(
+    slurm: dict[str, str],
+    study_home: Path,  # noqa: F811 (the fixture of test_sweep_e2e)
+    monkeypatch: pytest.MonkeyPatch,
+) -> Path:
     for key, value in slurm.items():
         monkeypatch.setenv(key, value)
     return study_home
@@ -140,18 +167,32 @@ def test_a_real_tiny_run_through_slurm(real_study: Path, tmp_path: Path) -> None
     assert cell["runs"] == 1 and cell["success_rate"] == 1.0, report["cells"]
 
 
-def test_a_job_killed_outright_is_seen_gone_without_an_accounting_database(fake_study: Path, home: Path,
-                                                                          tmp_path: Path) -> None:
+def test_a_job_killed_outright_is_seen_gone_without_an_accounting_database(
+    fake_study: Path, home: Path, tmp_path: Path
+) -> None:
     """SIGKILL to the job's worker (as a node lost): no result file, and this cluster's sacct knows
     nothing; the controller's word ends the attempt, which is retried."""
     hold = tmp_path / "hold"
     hold.touch()
     spec = tmp_path / "study.json"
     spec.write_text(json.dumps(_spec(tmp_path, seed=0)))
-    coordinator = subprocess.Popen([sys.executable, "-c", "from autorl.cli import main; main()", "sweep", "run",
-                                    str(spec), "--executor", "slurm", "--json"],
-                                   env={**os.environ, "FAKE_RUN_HOLD": str(hold)}, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True)
+    coordinator = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from autorl.cli import main; main()",
+            "sweep",
+            "run",
+            str(spec),
+            "--executor",
+            "slurm",
+            "--json",
+        ],
+        env={**os.environ, "FAKE_RUN_HOLD": str(hold)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         keys = home / "sweeps" / "slurm-study" / "keys"
         deadline = time.time() + 120
@@ -184,16 +225,33 @@ def test_a_real_run_stopped_by_scancel_is_retried(real_study: Path, tmp_path: Pa
     controller (this cluster has no accounting database), and retried."""
     agent = _agent(tmp_path / "agents", "waiter", SUBMIT_THEN_WAIT)
     spec = tmp_path / "study.json"
-    spec.write_text(json.dumps({**_e2e_spec(tmp_path, [agent], [0], "stopped"),
-                                "slurm": {"cpus_per_task": 1, "time_margin_s": 600}}))
-    coordinator = subprocess.Popen([sys.executable, "-c", "from autorl.cli import main; main()", "sweep", "run",
-                                    str(spec), "--executor", "slurm", "--json"], stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True)
+    spec.write_text(
+        json.dumps(
+            {**_e2e_spec(tmp_path, [agent], [0], "stopped"), "slurm": {"cpus_per_task": 1, "time_margin_s": 600}}
+        )
+    )
+    coordinator = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from autorl.cli import main; main()",
+            "sweep",
+            "run",
+            str(spec),
+            "--executor",
+            "slurm",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         keys = real_study / "sweeps" / "stopped" / "keys"
         deadline = time.time() + 300
-        while time.time() < deadline and not any("submission 1:" in p.read_text(errors="replace")
-                                                 for p in keys.glob("*/a1/run.log")):
+        while time.time() < deadline and not any(
+            "submission 1:" in p.read_text(errors="replace") for p in keys.glob("*/a1/run.log")
+        ):
             time.sleep(0.5)
         (log,) = keys.glob("*/a1/run.log")
         job = json.loads((log.parent / "job.json").read_text())

@@ -33,9 +33,17 @@ def contract_workspace(tmp_path: Path) -> dict[str, str]:
     (ws / "models" / "base").mkdir(parents=True)
     (ws / "description.md").write_text("# echo\nSay the number.\n")
     (ws / "instructions.md").write_text("# Instructions\nSubmit to $GRADING_SERVER_URL.\n")
-    return {"WORKSPACE": str(ws), "TASK": "echo", "BASE_MODEL": "base", "MODEL_PATH": str(ws / "models" / "base"),
-            "DATA_PATH": str(ws / "data"), "OUTPUT_DIR": str(ws / "output"), "GRADING_SERVER_URL": "http://127.0.0.1:9",
-            "AUTORL_TOKEN": "t", "AUTORL_DEADLINE": "0"}
+    return {
+        "WORKSPACE": str(ws),
+        "TASK": "echo",
+        "BASE_MODEL": "base",
+        "MODEL_PATH": str(ws / "models" / "base"),
+        "DATA_PATH": str(ws / "data"),
+        "OUTPUT_DIR": str(ws / "output"),
+        "GRADING_SERVER_URL": "http://127.0.0.1:9",
+        "AUTORL_TOKEN": "t",
+        "AUTORL_DEADLINE": "0",
+    }
 
 
 #: what each adapter must put on the command line (beyond the prompt)
@@ -58,10 +66,12 @@ def test_each_adapter_builds_the_prompt_and_keeps_the_exit_status(tmp_path: Path
     env = contract_workspace(tmp_path)
     exe = "python3" if name == "rdagent" else name
     bins = fake_bin(tmp_path / "bin", exe)
-    env.update(PATH=f"{bins}:{os.environ['PATH']}", AUTORL_AGENT_DIR=str(folder), FAKE_CLI_EXIT=str(status),
-               HOME=str(tmp_path))
-    proc = subprocess.run(["bash", str(folder / "start.sh")], env=env, cwd=env["WORKSPACE"], capture_output=True,
-                          text=True, timeout=60)
+    env.update(
+        PATH=f"{bins}:{os.environ['PATH']}", AUTORL_AGENT_DIR=str(folder), FAKE_CLI_EXIT=str(status), HOME=str(tmp_path)
+    )
+    proc = subprocess.run(
+        ["bash", str(folder / "start.sh")], env=env, cwd=env["WORKSPACE"], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == status, proc.stderr
     ws = Path(env["WORKSPACE"])
     rec = json.loads((ws / "code" / f"{exe}.invocation.json").read_text())
@@ -115,12 +125,23 @@ def test_readiness_reflects_cli_and_key(tmp_path: Path, monkeypatch: pytest.Monk
 
 def test_run_with_missing_cli_fails_fast_and_creates_nothing(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    proc = cli("run", "--agent", "codex", "--task", "echo", "--model", "autorl:tiny", "--timeout", "60",
-               env={"AUTORL_HOME": str(home), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"})
+    proc = cli(
+        "run",
+        "--agent",
+        "codex",
+        "--task",
+        "echo",
+        "--model",
+        "autorl:tiny",
+        "--timeout",
+        "60",
+        env={"AUTORL_HOME": str(home), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"},
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "error: agent codex cannot start: the `codex` command is not installed (or set CODEX_BIN to its path): "
-        "npm install -g @openai/codex"]
+        "npm install -g @openai/codex"
+    ]
     assert not (home / "runs").exists()
 
 
@@ -129,12 +150,37 @@ def test_claude_through_autorl_run(tmp_path: Path, status: int) -> None:
     home = tmp_path / "home"
     base = write_stub_checkpoint(tmp_path / "stub-base", echo_answers(5))
     bins = fake_bin(tmp_path / "bin", "claude")
-    env = {"AUTORL_HOME": str(home), "PATH": f"{bins}:{os.environ['PATH']}", "ANTHROPIC_API_KEY": "sk-ant-test",
-           "OPENAI_API_KEY": "sk-other-vendor", "SOME_SECRET": "must-not-leak", "FAKE_CLI_TESTS": str(ROOT)}
-    proc = cli("run", "--agent", "claude", "--task", "echo", "--model", str(base), "--timeout", "60",
-               "--backend", "scripted", "--json", "--agent-env", "CLAUDE_MODEL=claude-test-model",
-               "--agent-env", f"FAKE_CLI_EXIT={status}", "--agent-env", "FAKE_CLI_SUBMIT=12",
-               "--agent-env", f"FAKE_CLI_TESTS={ROOT}", env=env)
+    env = {
+        "AUTORL_HOME": str(home),
+        "PATH": f"{bins}:{os.environ['PATH']}",
+        "ANTHROPIC_API_KEY": "sk-ant-test",
+        "OPENAI_API_KEY": "sk-other-vendor",
+        "SOME_SECRET": "must-not-leak",
+        "FAKE_CLI_TESTS": str(ROOT),
+    }
+    proc = cli(
+        "run",
+        "--agent",
+        "claude",
+        "--task",
+        "echo",
+        "--model",
+        str(base),
+        "--timeout",
+        "60",
+        "--backend",
+        "scripted",
+        "--json",
+        "--agent-env",
+        "CLAUDE_MODEL=claude-test-model",
+        "--agent-env",
+        f"FAKE_CLI_EXIT={status}",
+        "--agent-env",
+        "FAKE_CLI_SUBMIT=12",
+        "--agent-env",
+        f"FAKE_CLI_TESTS={ROOT}",
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     row = json.loads(proc.stdout)
     ws = Path(row["workspace"])

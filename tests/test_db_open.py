@@ -18,10 +18,14 @@ while time.time() < start:
 """
 
 
-@pytest.mark.parametrize("body", [
-    "from autorl.record.ledger import Ledger\nLedger(Path(sys.argv[1]) / 'autorl.db').close()",
-    "from autorl.grader.store import Store\nStore(Path(sys.argv[1]) / 'store.db')",
-], ids=["ledger", "grader-store"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "from autorl.record.ledger import Ledger\nLedger(Path(sys.argv[1]) / 'autorl.db').close()",
+        "from autorl.grader.store import Store\nStore(Path(sys.argv[1]) / 'store.db')",
+    ],
+    ids=["ledger", "grader-store"],
+)
 def test_many_processes_opening_one_new_database_at_once_all_succeed(tmp_path: Path, body: str) -> None:
     import time
 
@@ -31,7 +35,13 @@ def test_many_processes_opening_one_new_database_at_once_all_succeed(tmp_path: P
         # every process is imported and spinning before the first connects; the old open (WAL pragma, then the
         # schema statement by statement) failed 4 of 192 such opens here with "database is locked"
         start = time.time() + 3.0
-        procs = [subprocess.Popen([sys.executable, "-c", OPEN.format(body=body), str(folder), str(start)],
-                                  stderr=subprocess.PIPE, text=True) for _ in range(24)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", OPEN.format(body=body), str(folder), str(start)],
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(24)
+        ]
         errors = [p.communicate(timeout=120)[1] for p in procs]
         assert [p.returncode for p in procs] == [0] * 24, "\n".join(e for e in errors if e)[-2000:]

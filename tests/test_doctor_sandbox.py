@@ -27,7 +27,9 @@ def test_doctor_names_the_bwrap_that_run_would_use(tmp_path: Path) -> None:
     checks = _checks({"AUTORL_HOME": str(tmp_path / "home"), "AUTORL_BWRAP": str(missing)})
     check = checks["sandbox (bubblewrap)"]
     # run would not find it (even with a bwrap on PATH), and doctor says so
-    assert check["ok"] is False and f"{missing} not found" in str(check["detail"]) and "AUTORL_BWRAP" in str(check["fix"])
+    assert (
+        check["ok"] is False and f"{missing} not found" in str(check["detail"]) and "AUTORL_BWRAP" in str(check["fix"])
+    )
     # nor would third-party scorer code, which then refuses to run with the operator's rights
     scorer = checks["scorer sandbox (third-party code)"]
     assert scorer["ok"] is False and "AUTORL_SCORER_SANDBOX=none" in str(scorer["detail"])

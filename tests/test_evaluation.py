@@ -98,8 +98,9 @@ def lora_pair(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> tup
     root = tmp_path_factory.mktemp("lora")
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(str(tiny_model))
-    peft_model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
-                                                  init_lora_weights=False))
+    peft_model = get_peft_model(
+        model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    )
     with torch.no_grad():
         for name, p in peft_model.named_parameters():
             if "lora_B" in name:
@@ -111,10 +112,14 @@ def lora_pair(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> tup
     return root / "adapter", root / "merged"
 
 
-def test_lora_adapter_scores_like_the_merged_model(tiny_model: Path, lora_pair: tuple[Path, Path], tmp_path: Path) -> None:
+def test_lora_adapter_scores_like_the_merged_model(
+    tiny_model: Path, lora_pair: tuple[Path, Path], tmp_path: Path
+) -> None:
     adapter, merged = lora_pair
     bench = Arith()
-    a = evaluate_model(bench, HFBackend(), adapter, split="dev", hidden_dir=tmp_path, base_model_dir=tiny_model, limit=120)
+    a = evaluate_model(
+        bench, HFBackend(), adapter, split="dev", hidden_dir=tmp_path, base_model_dir=tiny_model, limit=120
+    )
     m = evaluate_model(bench, HFBackend(), merged, split="dev", hidden_dir=tmp_path, limit=120)
     base = evaluate_model(bench, HFBackend(), tiny_model, split="dev", hidden_dir=tmp_path, limit=120)
     assert a.item_scores == m.item_scores
@@ -138,9 +143,17 @@ def test_config_hash_changes_with_every_setting_and_only_then() -> None:
     # scores on 20 and on 50 items are not one measurement; no limit is the hash it always was
     assert config_hash(Arith(), "dev", be, limit=20) != config_hash(Arith(), "dev", be, limit=50)
     assert config_hash(Arith(), "dev", be, limit=None) == reference
-    for field, value in [("prompt_template", "Q: {question}\nA: "), ("max_new_tokens", 9), ("temperature", 0.5),
-                         ("top_p", 0.9), ("stop", ("\n\n",)), ("few_shot", (("Q: 1+1\nA:", " 2"),)),
-                         ("system_prompt", "Add."), ("num_samples", 2), ("seed", 1)]:
+    for field, value in [
+        ("prompt_template", "Q: {question}\nA: "),
+        ("max_new_tokens", 9),
+        ("temperature", 0.5),
+        ("top_p", 0.9),
+        ("stop", ("\n\n",)),
+        ("few_shot", (("Q: 1+1\nA:", " 2"),)),
+        ("system_prompt", "Add."),
+        ("num_samples", 2),
+        ("seed", 1),
+    ]:
         Variant.eval_config = Arith.eval_config.replace(**{field: value})
         changes.append((field, lambda: config_hash(Variant(), "dev", be)))
         assert config_hash(Variant(), "dev", be) != reference, field
@@ -164,16 +177,35 @@ def test_model_hash_is_content_based(tiny_model: Path, tmp_path: Path) -> None:
 
 
 def test_eval_cli_json(shared_home: Path, tiny_model: Path) -> None:
-    proc = cli("eval", "--task", "arith", "--model", "autorl:tiny", "--limit", "50", "--json",
-               env={"AUTORL_HOME": str(shared_home)}, check=True)
+    proc = cli(
+        "eval",
+        "--task",
+        "arith",
+        "--model",
+        "autorl:tiny",
+        "--limit",
+        "50",
+        "--json",
+        env={"AUTORL_HOME": str(shared_home)},
+        check=True,
+    )
     record = json.loads(proc.stdout)
     for key in ("score", "n", "stderr", "ci95", "config_hash", "per_item_path"):
         assert key in record
     assert record["n"] == 50 and 0 < record["score"] < 100
     lines = Path(record["per_item_path"]).read_text().splitlines()
     assert len(lines) == 50 and {"id", "score", "completions"} <= json.loads(lines[0]).keys()
-    text = cli("eval", "--task", "arith", "--model", "autorl:tiny", "--limit", "50",
-               env={"AUTORL_HOME": str(shared_home)}, check=True).stdout
+    text = cli(
+        "eval",
+        "--task",
+        "arith",
+        "--model",
+        "autorl:tiny",
+        "--limit",
+        "50",
+        env={"AUTORL_HOME": str(shared_home)},
+        check=True,
+    ).stdout
     assert f"{record['score']:.2f}" in text and record["config_hash"] in text
 
 
@@ -195,8 +227,9 @@ def test_scoring_error_is_recorded_on_the_item_not_fatal(tmp_path: Path) -> None
     from autorl_example_plugin.stub import EchoBenchmark
 
     be = PolicyBackend(lambda prompt: "raise" if prompt.endswith("3") else prompt.split()[-1])
-    rec = evaluate_model(EchoBenchmark(), be, tmp_path, split="dev", hidden_dir=tmp_path,
-                         per_item_path=tmp_path / "items.jsonl")
+    rec = evaluate_model(
+        EchoBenchmark(), be, tmp_path, split="dev", hidden_dir=tmp_path, per_item_path=tmp_path / "items.jsonl"
+    )
     items = [json.loads(x) for x in (tmp_path / "items.jsonl").read_text().splitlines()]
     broken = [i for i in items if i["error"]]
     assert [i["id"] for i in broken] == ["dev-3", "dev-13"]
@@ -214,8 +247,9 @@ class _Minimal(Benchmark):
 
     def prepare_eval_data(self, hidden_dir: Path) -> None:
         for split in self.splits:
-            write_hidden_items(hidden_dir, split, [Item(f"{split}-{k}", {"question": f"say {k}"}, str(k))
-                                                   for k in range(3)])
+            write_hidden_items(
+                hidden_dir, split, [Item(f"{split}-{k}", {"question": f"say {k}"}, str(k)) for k in range(3)]
+            )
 
     def score(self, item: Item, completion: str) -> float:
         return float(completion.strip() == item.reference)
@@ -225,8 +259,13 @@ def test_a_benchmark_reads_its_stored_items_by_default_and_is_handed_the_hidden_
     bench, hidden = _Minimal(), tmp_path / "hidden"
     with pytest.raises(HiddenDataError, match="minimal's hidden dev items are not in"):
         bench.load_items("dev", hidden)
-    rec = evaluate_model(bench, PolicyBackend(lambda prompt: prompt.split()[-1] if prompt != "say 2" else "?"),
-                         tmp_path, split="test", hidden_dir=hidden)
+    rec = evaluate_model(
+        bench,
+        PolicyBackend(lambda prompt: prompt.split()[-1] if prompt != "say 2" else "?"),
+        tmp_path,
+        split="test",
+        hidden_dir=hidden,
+    )
     assert rec.item_scores == {"test-0": 1.0, "test-1": 1.0, "test-2": 0.0}
     assert bench.hidden_dir == hidden  # for files beside the items (a catalog, a judge's cache)
 
@@ -340,8 +379,12 @@ def openai_server(tiny_model: Path) -> Iterator[tuple[str, list[dict[str, Any]]]
             failures["left"] -= 1
             return JSONResponse({"error": "overloaded"}, status_code=503)
         a, b = map(int, re.findall(r"(\d+)\+(\d+)", tok.decode(body["prompt"]))[-1])
-        return JSONResponse({"choices": [{"index": 0, "text": f" {a + b}\nQ: more", "finish_reason": "stop"}],
-                             "usage": {"completion_tokens": 3}})
+        return JSONResponse(
+            {
+                "choices": [{"index": 0, "text": f" {a + b}\nQ: more", "finish_reason": "stop"}],
+                "usage": {"completion_tokens": 3},
+            }
+        )
 
     async def models(request: Request) -> JSONResponse:
         return JSONResponse({"object": "list", "data": [{"id": str(tiny_model), "root": str(tiny_model)}]})

@@ -12,10 +12,17 @@ from autorl.plugins.registry import get_benchmark
 from .conftest import cli
 
 
-@pytest.mark.parametrize(("task", "expected"), [
-    ("arith", True), ("gsm8k", True),
-    ("alfworld", False), ("webshop", False), ("alpacaeval", False), ("humaneval", False),
-])
+@pytest.mark.parametrize(
+    ("task", "expected"),
+    [
+        ("arith", True),
+        ("gsm8k", True),
+        ("alfworld", False),
+        ("webshop", False),
+        ("alpacaeval", False),
+        ("humaneval", False),
+    ],
+)
 def test_the_example_agent_trains_only_on_question_answer_benchmarks(task: str, expected: bool) -> None:
     assert trains_on(get_benchmark(task)()) is expected
 
@@ -23,8 +30,18 @@ def test_the_example_agent_trains_only_on_question_answer_benchmarks(task: str, 
 @pytest.mark.parametrize("task", ["alfworld", "webshop", "alpacaeval"])
 def test_an_unsupported_benchmark_is_refused_at_start_in_one_line(task: str, tmp_path: Path) -> None:
     home = tmp_path / "home"
-    proc = cli("run", "--agent", "example", "--task", task, "--model", "autorl:tiny", "--timeout", "30",
-               env={"AUTORL_HOME": str(home)})
+    proc = cli(
+        "run",
+        "--agent",
+        "example",
+        "--task",
+        task,
+        "--model",
+        "autorl:tiny",
+        "--timeout",
+        "30",
+        env={"AUTORL_HOME": str(home)},
+    )
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: agent example cannot train on {task}:")

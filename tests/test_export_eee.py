@@ -24,20 +24,21 @@ from .conftest import cli
 from .recorded_run import ESCAPE, LONG, MARKUP, RecordedRuns
 
 EEE = os.environ.get("AUTORL_EEE", "")
-needs_validator = pytest.mark.skipif(not EEE or not Path(EEE).is_file(),
-                                     reason="needs every_eval_ever (Python >= 3.12): run `nox -s exports`")
+needs_validator = pytest.mark.skipif(
+    not EEE or not Path(EEE).is_file(), reason="needs every_eval_ever (Python >= 3.12): run `nox -s exports`"
+)
 
 
 def export(runs: RecordedRuns, target: str, out: Path, home: Path | None = None) -> list[Path]:
-    proc = cli("export", "eee", target, "--out", str(out), "--json",
-               env={"AUTORL_HOME": str(home or runs.home)})
+    proc = cli("export", "eee", target, "--out", str(out), "--json", env={"AUTORL_HOME": str(home or runs.home)})
     assert proc.returncode == 0, proc.stderr
     return [Path(p) for p in json.loads(proc.stdout)]
 
 
 def validate(out: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([EEE, "validate", "--format", "json", f"{out}/data/*/*/*/*.json*"], capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [EEE, "validate", "--format", "json", f"{out}/data/*/*/*/*.json*"], capture_output=True, text=True, timeout=300
+    )
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -54,7 +55,9 @@ def test_a_run_is_two_evaluations_with_their_items(recorded_runs: RecordedRuns, 
     paths = export(runs, runs.run_id, tmp_path / "out")
     assert len(paths) == 2
     base, ckpt = (load(p) for p in paths)
-    assert base["model_info"]["id"] == "local/base" and base["source_metadata"]["evaluator_relationship"] == "third_party"
+    assert (
+        base["model_info"]["id"] == "local/base" and base["source_metadata"]["evaluator_relationship"] == "third_party"
+    )
     assert ckpt["model_info"]["id"] == f"autorl/base-hostile-{runs.run_id}"
     assert paths[1].parent == tmp_path / "out" / "data" / "echo" / "autorl" / f"base-hostile-{runs.run_id}"
     row = runs.result["row"]
@@ -68,7 +71,11 @@ def test_a_run_is_two_evaluations_with_their_items(recorded_runs: RecordedRuns, 
     assert [ci["lower"], ci["upper"]] == pytest.approx(row["improvement_ci95"])
     assert ckpt["model_info"]["additional_details"]["agent"] == "hostile"
     assert ckpt["evaluation_results"][0]["generation_config"]["generation_args"] == {
-        "temperature": 0.0, "top_p": 1.0, "max_tokens": 4, "prompt_template": "{question}"}
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "max_tokens": 4,
+        "prompt_template": "{question}",
+    }
     rows = samples(paths[1])
     assert len(rows) == 30 and {r["evaluation_id"] for r in rows} == {ckpt["evaluation_id"]}
     by_id = {r["sample_id"]: r for r in rows}
@@ -80,11 +87,15 @@ def test_a_run_is_two_evaluations_with_their_items(recorded_runs: RecordedRuns, 
     detail = ckpt["detailed_evaluation_results"]
     text = paths[1].with_name(paths[1].stem + "_samples.jsonl").read_bytes()
     assert detail["total_rows"] == 30 and detail["checksum"] == hashlib.sha256(text).hexdigest()
-    assert detail["file_path"] == paths[1].with_name(paths[1].stem + "_samples.jsonl").relative_to(tmp_path / "out").as_posix()
+    assert (
+        detail["file_path"]
+        == paths[1].with_name(paths[1].stem + "_samples.jsonl").relative_to(tmp_path / "out").as_posix()
+    )
     # the same run again: the same files, rewritten
     assert export(runs, runs.run_id, tmp_path / "out") == paths
     assert sorted(p.name for p in (tmp_path / "out").rglob("*") if p.is_file()) == sorted(
-        [p.name for p in paths] + [p.stem + "_samples.jsonl" for p in paths])
+        [p.name for p in paths] + [p.stem + "_samples.jsonl" for p in paths]
+    )
 
 
 def study_home(runs: RecordedRuns, root: Path) -> Path:
@@ -111,7 +122,8 @@ def test_a_study_is_every_run_and_a_wrong_name_is_one_line(recorded_runs: Record
     proc = cli("export", "eee", "s2", "--out", str(tmp_path / "x"), env={"AUTORL_HOME": str(home)})
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
         f"error: no run or study 's2' in {home / 'autorl.db'} (see `autorl results`; a study's runs are there once "
-        "`autorl sweep ingest` recorded them)"]
+        "`autorl sweep ingest` recorded them)"
+    ]
     assert not (tmp_path / "x").exists()
 
 
@@ -144,27 +156,52 @@ def test_an_episode_is_multi_turn_and_a_judged_benchmark_names_its_judge(tmp_pat
     from .test_ui import fixture_result, make_ledger
 
     store = tmp_path / "store"
-    turns = [{"observation": "You are in a kitchen.", "action": "open fridge"},
-             {"observation": "The fridge is open.", "action": "take apple"}]
+    turns = [
+        {"observation": "You are in a kitchen.", "action": "open fridge"},
+        {"observation": "The fridge is open.", "action": "take apple"},
+    ]
     for tag, score in (("baseline", 0.0), ("sub1", 1.0)):
         path = per_item_path(store, tag, "test")
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"id": "game-1", "score": score, "completions": [t["action"] for t in turns],
-                                    "error": None, "prompt": '{"game": "kitchen"}', "reference": None,
-                                    "extra": {"steps": 2, "trajectory": turns}}) + "\n")
-    judged = fixture_result("20261101T100000", "alfworld", "a", "Qwen/Qwen2.5-0.5B@main", "2026-11-01", [40.0],
-                            test=60.0, store_dir=store)
+        path.write_text(
+            json.dumps(
+                {
+                    "id": "game-1",
+                    "score": score,
+                    "completions": [t["action"] for t in turns],
+                    "error": None,
+                    "prompt": '{"game": "kitchen"}',
+                    "reference": None,
+                    "extra": {"steps": 2, "trajectory": turns},
+                }
+            )
+            + "\n"
+        )
+    judged = fixture_result(
+        "20261101T100000", "alfworld", "a", "Qwen/Qwen2.5-0.5B@main", "2026-11-01", [40.0], test=60.0, store_dir=store
+    )
     judged["meta"]["model_source"] = "hub"
-    judged["test"].update(n=1, extra={"judge": {"model": "gpt-4o-mini", "base_url": "https://api.example/v1",
-                                                "annotator": "alpaca_eval_gpt4_turbo_fn"},
-                                      "judge_cost_usd": 0.0123, "judge_prompt_tokens": 900})
+    judged["test"].update(
+        n=1,
+        extra={
+            "judge": {
+                "model": "gpt-4o-mini",
+                "base_url": "https://api.example/v1",
+                "annotator": "alpaca_eval_gpt4_turbo_fn",
+            },
+            "judge_cost_usd": 0.0123,
+            "judge_prompt_tokens": 900,
+        },
+    )
     failed = fixture_result("20261102T100000", "alfworld", "b", "m", "2026-11-02", [], test=None, success=False)
     make_ledger(tmp_path / "autorl.db", [judged, failed])
     said: list[str] = []
     paths = export_eee(select("20261101", tmp_path), tmp_path / "out", log=said.append)
     base, ckpt = (load(p) for p in paths)
-    assert base["model_info"]["id"] == "Qwen/Qwen2.5-0.5B" and base["model_info"]["additional_details"][
-        "model_availability"] == "open_weights"
+    assert (
+        base["model_info"]["id"] == "Qwen/Qwen2.5-0.5B"
+        and base["model_info"]["additional_details"]["model_availability"] == "open_weights"
+    )
     scoring = ckpt["evaluation_results"][0]["metric_config"]["llm_scoring"]
     assert base["evaluation_results"][0]["metric_config"]["llm_scoring"] == scoring
     assert scoring["judges"][0]["model_info"]["id"] == "gpt-4o-mini"
@@ -173,8 +210,11 @@ def test_an_episode_is_multi_turn_and_a_judged_benchmark_names_its_judge(tmp_pat
     [sample] = samples(paths[1])
     assert sample["interaction_type"] == "multi_turn" and sample["output"] is None
     assert [(m["role"], m["content"]) for m in sample["messages"]] == [
-        ("user", "You are in a kitchen."), ("assistant", "open fridge"), ("user", "The fridge is open."),
-        ("assistant", "take apple")]
+        ("user", "You are in a kitchen."),
+        ("assistant", "open fridge"),
+        ("user", "The fridge is open."),
+        ("assistant", "take apple"),
+    ]
     assert sample["evaluation"] == {"score": 1.0, "is_correct": True, "num_turns": 2}
     assert sample["input"] == {"raw": '{"game": "kitchen"}', "reference": []}
     with pytest.raises(UsageError, match="nothing exported: no selected run has a test score"):

@@ -46,8 +46,10 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         installation = prepare_data(Arith(), home=home)
         base = write_stub_checkpoint(root / "base", answers={})
         os.environ[HIDDEN_SECRET_ENV] = OPERATOR_SECRET  # an operator's secret in force while exporting
-        cells = [TaskCell(task="arith", model=str(base), timeout=120, backend="scripted"),
-                 TaskCell(task="arith", model=str(base), timeout=120, backend="scripted", limit=40)]
+        cells = [
+            TaskCell(task="arith", model=str(base), timeout=120, backend="scripted"),
+            TaskCell(task="arith", model=str(base), timeout=120, backend="scripted", limit=40),
+        ]
         paths = export(root / "out", cells, Scoring(reward="beat-baseline"))
         secret_after = os.environ.get(HIDDEN_SECRET_ENV)
     finally:
@@ -56,15 +58,36 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    return {"task": paths[0], "limited": paths[1], "installation": installation, "base": base,
-            "secret_after": secret_after, "root": root}
+    return {
+        "task": paths[0],
+        "limited": paths[1],
+        "installation": installation,
+        "base": base,
+        "secret_after": secret_after,
+        "root": root,
+    }
 
 
-def _verify(task: Path, output: Path, logs: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _verify(
+    task: Path, output: Path, logs: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """The verifier as Harbor starts it (``tests/test.sh``'s command), on this machine's paths."""
-    return subprocess.run([sys.executable, "-m", "autorl.export.verifier", str(task / "tests" / "verifier.json"),
-                           "--output-dir", str(output), "--logs-dir", str(logs)],
-                          capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=600)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autorl.export.verifier",
+            str(task / "tests" / "verifier.json"),
+            "--output-dir",
+            str(output),
+            "--logs-dir",
+            str(logs),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=600,
+    )
 
 
 def _files(root: Path) -> list[Path]:
@@ -124,7 +147,9 @@ def test_no_hidden_item_and_no_secret_outside_tests(exported: dict[str, Any]) ->
     assert exported["secret_after"] == OPERATOR_SECRET  # the caller's setting is back after the export
 
 
-def test_the_verifier_scores_the_final_checkpoint_against_the_baseline(exported: dict[str, Any], tmp_path: Path) -> None:
+def test_the_verifier_scores_the_final_checkpoint_against_the_baseline(
+    exported: dict[str, Any], tmp_path: Path
+) -> None:
     task: Path = exported["task"]
     write_stub_checkpoint(tmp_path / "output" / "final", answers=_answers(task, 400))
     # an operator's secret where the verifier runs does not redraw the exported items
@@ -172,10 +197,18 @@ def _empty(final: Path, base: Path) -> None:
     final.mkdir()
 
 
-@pytest.mark.parametrize(("plant", "kind"), [(_link_to_base, "refused_outside_output"), (_pickled, "invalid_checkpoint"),
-                                              (_empty, "invalid_checkpoint"), (None, "missing")])
-def test_a_refused_or_missing_checkpoint_scores_nothing(exported: dict[str, Any], tmp_path: Path, plant: Any,
-                                                         kind: str) -> None:
+@pytest.mark.parametrize(
+    ("plant", "kind"),
+    [
+        (_link_to_base, "refused_outside_output"),
+        (_pickled, "invalid_checkpoint"),
+        (_empty, "invalid_checkpoint"),
+        (None, "missing"),
+    ],
+)
+def test_a_refused_or_missing_checkpoint_scores_nothing(
+    exported: dict[str, Any], tmp_path: Path, plant: Any, kind: str
+) -> None:
     output = tmp_path / "output"
     if plant is not None:
         output.mkdir()
@@ -225,8 +258,10 @@ def test_score_reward_is_the_test_score(exported: dict[str, Any], tmp_path: Path
 
 def test_a_study_becomes_one_task_per_distinct_budget(tmp_path: Path, exported: dict[str, Any]) -> None:
     spec = tmp_path / "sweep.toml"
-    spec.write_text(f'agent = ["example", "llm"]\ntask = "echo"\nmodel = "{exported["base"]}"\nseed = [0, 1, 2]\n'
-                    'timeout = [60, 90]\nbackend = "scripted"\n')
+    spec.write_text(
+        f'agent = ["example", "llm"]\ntask = "echo"\nmodel = "{exported["base"]}"\nseed = [0, 1, 2]\n'
+        'timeout = [60, 90]\nbackend = "scripted"\n'
+    )
     proc = cli("export", "harbor", "--study", str(spec), "--out", str(tmp_path / "out"), "--json")
     assert proc.returncode == 0, proc.stderr
     paths = [Path(p) for p in json.loads(proc.stdout)]
@@ -235,14 +270,17 @@ def test_a_study_becomes_one_task_per_distinct_budget(tmp_path: Path, exported: 
     assert timeouts == [60.0, 90.0]
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--task", "arith", "--model", "autorl:tiny"], "give --task, --model and --timeout"),
-    (["--task", "aritm", "--model", "autorl:tiny", "--timeout", "60"], "did you mean 'arith'"),
-    (["--task", "arith", "--model", "autorl:tiny", "--timeout", "-5"], "--timeout must be a positive"),
-    (["--task", "arith", "--model", "autorl:tiny", "--timeout", "60", "--backend", "openai"], "external server"),
-    (["--task", "arith", "--model", "autorl:tiny", "--timeout", "60", "--reward", "vibes"], "--reward must be"),
-    (["--study", "x.toml", "--task", "arith"], "--study takes"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--task", "arith", "--model", "autorl:tiny"], "give --task, --model and --timeout"),
+        (["--task", "aritm", "--model", "autorl:tiny", "--timeout", "60"], "did you mean 'arith'"),
+        (["--task", "arith", "--model", "autorl:tiny", "--timeout", "-5"], "--timeout must be a positive"),
+        (["--task", "arith", "--model", "autorl:tiny", "--timeout", "60", "--backend", "openai"], "external server"),
+        (["--task", "arith", "--model", "autorl:tiny", "--timeout", "60", "--reward", "vibes"], "--reward must be"),
+        (["--study", "x.toml", "--task", "arith"], "--study takes"),
+    ],
+)
 def test_bad_options_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     proc = cli("export", "harbor", "--out", str(tmp_path / "out"), *args)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
@@ -252,8 +290,20 @@ def test_bad_options_are_one_line(tmp_path: Path, args: list[str], message: str)
 def test_an_existing_task_directory_is_never_replaced(exported: dict[str, Any]) -> None:
     task: Path = exported["task"]
     before = (task / "task.toml").read_text()
-    proc = cli("export", "harbor", "--task", "arith", "--model", str(exported["base"]), "--timeout", "120",
-               "--backend", "scripted", "--out", str(task.parent))
+    proc = cli(
+        "export",
+        "harbor",
+        "--task",
+        "arith",
+        "--model",
+        str(exported["base"]),
+        "--timeout",
+        "120",
+        "--backend",
+        "scripted",
+        "--out",
+        str(task.parent),
+    )
     assert proc.returncode == 2 and "already exists" in proc.stderr
     assert (task / "task.toml").read_text() == before
 
@@ -261,8 +311,7 @@ def test_an_existing_task_directory_is_never_replaced(exported: dict[str, Any]) 
 def test_a_real_model_and_a_lora_adapter_go_through_the_hf_backend(tiny_model: Path, tmp_path: Path) -> None:
     from .conftest import write_lora
 
-    [task] = export(tmp_path / "out", [TaskCell(task="arith", model=str(tiny_model), timeout=60, limit=20)],
-                    Scoring())
+    [task] = export(tmp_path / "out", [TaskCell(task="arith", model=str(tiny_model), timeout=60, limit=20)], Scoring())
     assert (task / "tests/requirements.txt").read_text().startswith("./wheels/autorl-")
     assert "[hf]" in (task / "tests/requirements.txt").read_text()
     (tmp_path / "output").mkdir()
@@ -304,8 +353,14 @@ def test_gpus_network_and_reward_reach_the_task_config() -> None:
     from autorl.export.harbor import _task_toml
     from autorl.export.verifier import VerifierSpec
 
-    cell = TaskCell(task="arith", model="org/Model-1B@main", timeout=3600, gpus=2, network="off",
-                    benchmark_options={"chat_template": True})
+    cell = TaskCell(
+        task="arith",
+        model="org/Model-1B@main",
+        timeout=3600,
+        gpus=2,
+        network="off",
+        benchmark_options={"chat_template": True},
+    )
     spec = VerifierSpec(task="arith", base_model_name="org/Model-1B", hidden_items="abc")
     config = tomllib.loads(_task_toml(cell, Scoring(reward="score"), Arith(), spec))
     assert config["environment"]["gpus"] == 2 and config["environment"]["network_mode"] == "no-network"

@@ -35,8 +35,18 @@ def in_store(store: tuple[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
 
 def export(home: Path, target: str, store: tuple[str, Path], experiment: str) -> list[str]:
     # cwd: an sqlite store keeps artifacts in ./mlruns, as MLflow does for any client
-    proc = cli("export", "mlflow", target, "--tracking-uri", store[0], "--experiment", experiment, "--json",
-               env={"AUTORL_HOME": str(home)}, cwd=store[1])
+    proc = cli(
+        "export",
+        "mlflow",
+        target,
+        "--tracking-uri",
+        store[0],
+        "--experiment",
+        experiment,
+        "--json",
+        env={"AUTORL_HOME": str(home)},
+        cwd=store[1],
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return list(json.loads(proc.stdout))
 
@@ -46,7 +56,8 @@ def export_here(home: Path, target: str, store: tuple[str, Path], experiment: st
 
 
 def test_a_run_is_one_mlflow_run_with_params_metrics_trajectory_and_artifacts(
-        recorded_runs: RecordedRuns, store: tuple[str, Path], tmp_path: Path) -> None:
+    recorded_runs: RecordedRuns, store: tuple[str, Path], tmp_path: Path
+) -> None:
     from mlflow.tracking import MlflowClient
 
     [rid] = export(recorded_runs.home, recorded_runs.run_id, store, "one")
@@ -64,8 +75,9 @@ def test_a_run_is_one_mlflow_run_with_params_metrics_trajectory_and_artifacts(
     assert metrics["improvement_ci95_low"] == pytest.approx(row["improvement_ci95"][0])
     assert metrics["beat_baseline"] == float(row["beat_baseline"]) and "seed" not in metrics
     history = client.get_metric_history(rid, "dev_score")
-    assert [(m.step, m.value) for m in history] == [(s["submission_id"], s["score"])
-                                                     for s in recorded_runs.result["submissions"]]
+    assert [(m.step, m.value) for m in history] == [
+        (s["submission_id"], s["score"]) for s in recorded_runs.result["submissions"]
+    ]
     assert {a.path for a in client.list_artifacts(rid)} == {"card.md", "trajectory.svg", "result.json"}
     card = Path(client.download_artifacts(rid, "card.md", str(tmp_path / "dl"))).read_text()
     assert recorded_runs.run_id in card and "hostile" in card
@@ -77,8 +89,9 @@ def test_a_run_is_one_mlflow_run_with_params_metrics_trajectory_and_artifacts(
     assert len(client.search_runs([experiment.experiment_id])) == 1
 
 
-def test_a_study_is_a_parent_run_with_a_child_per_run(recorded_runs: RecordedRuns, store: tuple[str, Path],
-                                                      tmp_path: Path) -> None:
+def test_a_study_is_a_parent_run_with_a_child_per_run(
+    recorded_runs: RecordedRuns, store: tuple[str, Path], tmp_path: Path
+) -> None:
     from mlflow.tracking import MlflowClient
 
     home = study_home(recorded_runs, tmp_path)
@@ -95,8 +108,15 @@ def test_a_study_is_a_parent_run_with_a_child_per_run(recorded_runs: RecordedRun
 
 
 def test_a_store_that_cannot_be_opened_is_one_line(recorded_runs: RecordedRuns, tmp_path: Path) -> None:
-    proc = cli("export", "mlflow", recorded_runs.run_id, "--tracking-uri", "nosuchscheme://x",
-               env=recorded_runs.env, cwd=tmp_path)
+    proc = cli(
+        "export",
+        "mlflow",
+        recorded_runs.run_id,
+        "--tracking-uri",
+        "nosuchscheme://x",
+        env=recorded_runs.env,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert proc.stderr.startswith("error: MLflow store nosuchscheme://x: ")
     # a server that does not answer fails at once (MLflow's own client would retry for minutes)

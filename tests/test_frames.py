@@ -84,8 +84,10 @@ def test_the_entry_points_survive_the_run_wing_being_imported(recorded_runs: Rec
 
     assert callable(autorl.runs) and autorl.runs.plan.__name__ == "autorl.runs.plan"
     assert len(autorl.runs(home=recorded_runs.home)) == 2
-    code = ("import autorl; f = autorl.runs; import autorl.runs.finish; "
-            f"print(len(f(home={str(recorded_runs.home)!r})), len(autorl.runs(home={str(recorded_runs.home)!r})))")
+    code = (
+        "import autorl; f = autorl.runs; import autorl.runs.finish; "
+        f"print(len(f(home={str(recorded_runs.home)!r})), len(autorl.runs(home={str(recorded_runs.home)!r})))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["2", "2"]
 
@@ -96,4 +98,5 @@ def test_without_pandas_the_error_names_the_install(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1] == (
         "autorl.errors.MissingDependencyError: autorl.runs() needs an optional dependency that is not installed: "
-        "run `pip install -c constraints.txt 'autorl[data]'`")
+        "run `pip install -c constraints.txt 'autorl[data]'`"
+    )

@@ -41,8 +41,12 @@ def test_openai_whole_and_streamed_with_the_key_held_by_the_gateway(tmp_path: Pa
     with gateway(tmp_path, base) as (gw, record):
         whole = chat(gw)
         assert whole.status_code == 200 and whole.json()["usage"]["prompt_tokens"] == 11
-        with httpx.stream("POST", f"{gw}/openai/v1/chat/completions", headers=AUTH,
-                          json={"model": "gpt-4o", "messages": [], "stream": True}) as resp:
+        with httpx.stream(
+            "POST",
+            f"{gw}/openai/v1/chat/completions",
+            headers=AUTH,
+            json={"model": "gpt-4o", "messages": [], "stream": True},
+        ) as resp:
             body = b"".join(resp.iter_raw())
         assert resp.headers["content-type"].startswith("text/event-stream")
         usage = usage_of(gw)
@@ -51,8 +55,10 @@ def test_openai_whole_and_streamed_with_the_key_held_by_the_gateway(tmp_path: Pa
     assert [r["key"] for r in up.requests] == [KEY] * 2
     calls = read_calls(record)
     assert [c["outcome"] for c in calls] == ["ok", "ok"] and [c["stream"] for c in calls] == [False, True]
-    assert all(c["usage"] == {"prompt_tokens": 11, "completion_tokens": 20, "cached_tokens": 2, "source": "upstream"}
-               for c in calls)
+    assert all(
+        c["usage"] == {"prompt_tokens": 11, "completion_tokens": 20, "cached_tokens": 2, "source": "upstream"}
+        for c in calls
+    )
     assert calls[1]["response"]["text"] == "".join(up.words)
     assert calls[0]["request"]["messages"] == [{"role": "user", "content": "hi"}]
     # gpt-4o at 2.5 / 10 / 1.25 USD per million: 9 input, 2 cached, 20 output tokens a call
@@ -63,15 +69,28 @@ def test_openai_whole_and_streamed_with_the_key_held_by_the_gateway(tmp_path: Pa
 def test_anthropic_and_gemini_families(tmp_path: Path, upstream: Any) -> None:
     base, up = upstream
     with gateway(tmp_path, base) as (gw, record):
-        msg = httpx.post(f"{gw}/anthropic/v1/messages?beta=true", headers={"x-api-key": TOKEN},
-                         json={"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": []})
-        with httpx.stream("POST", f"{gw}/anthropic/v1/messages", headers={"x-api-key": TOKEN},
-                          json={"model": "claude-sonnet-4-5", "stream": True, "messages": []}) as resp:
+        msg = httpx.post(
+            f"{gw}/anthropic/v1/messages?beta=true",
+            headers={"x-api-key": TOKEN},
+            json={"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": []},
+        )
+        with httpx.stream(
+            "POST",
+            f"{gw}/anthropic/v1/messages",
+            headers={"x-api-key": TOKEN},
+            json={"model": "claude-sonnet-4-5", "stream": True, "messages": []},
+        ) as resp:
             streamed = b"".join(resp.iter_raw())
-        gem = httpx.post(f"{gw}/gemini/v1beta/models/gemini-2.5-pro:generateContent",
-                         headers={"x-goog-api-key": TOKEN}, json={"contents": []})
-        with httpx.stream("POST", f"{gw}/gemini/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse&key={TOKEN}",
-                          json={"contents": []}) as resp:
+        gem = httpx.post(
+            f"{gw}/gemini/v1beta/models/gemini-2.5-pro:generateContent",
+            headers={"x-goog-api-key": TOKEN},
+            json={"contents": []},
+        )
+        with httpx.stream(
+            "POST",
+            f"{gw}/gemini/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse&key={TOKEN}",
+            json={"contents": []},
+        ) as resp:
             gem_streamed = b"".join(resp.iter_raw())
     assert msg.status_code == 200 and gem.status_code == 200
     assert streamed == b"".join(anthropic_chunks(up.words, 9, 20, 2))
@@ -117,8 +136,11 @@ def test_every_answer_shape_is_recorded_as_the_upstream_billed_it(tmp_path: Path
     assert len(up.bills) == len(calls) == len(recorded)
     for bill in up.bills:
         usage = recorded[bill["marker"]]["usage"]
-        assert (usage["prompt_tokens"], usage["completion_tokens"], usage["source"]) == \
-            (bill["prompt_tokens"], bill["completion_tokens"], "upstream"), bill
+        assert (usage["prompt_tokens"], usage["completion_tokens"], usage["source"]) == (
+            bill["prompt_tokens"],
+            bill["completion_tokens"],
+            "upstream",
+        ), bill
     assert total == up.billed
     # the JSON array passed through as the upstream sent it
     for streamed in (recorded["call-9"], recorded["call-10"]):  # the JSON array, the NDJSON
@@ -127,9 +149,15 @@ def test_every_answer_shape_is_recorded_as_the_upstream_billed_it(tmp_path: Path
 
 def test_gemini_array_stream_passes_through_unchanged(tmp_path: Path, upstream: Any) -> None:
     base, up = upstream
-    with gateway(tmp_path, base) as (gw, record), httpx.stream(
-            "POST", f"{gw}/gemini/v1/models/gemini-2.5-flash:streamGenerateContent", headers={"x-goog-api-key": TOKEN},
-            json={"contents": []}) as resp:
+    with (
+        gateway(tmp_path, base) as (gw, record),
+        httpx.stream(
+            "POST",
+            f"{gw}/gemini/v1/models/gemini-2.5-flash:streamGenerateContent",
+            headers={"x-goog-api-key": TOKEN},
+            json={"contents": []},
+        ) as resp,
+    ):
         body = b"".join(resp.iter_raw())
     assert body == b"".join(gemini_array(up.words, 11, 20)) and resp.headers["content-type"] == "application/json"
     (call,) = read_calls(record)
@@ -155,8 +183,9 @@ def test_refusals_are_json(tmp_path: Path, upstream: Any) -> None:
     with gateway(tmp_path, base, without=("gemini",)) as (gw, record):
         wrong = chat(gw, token="not-the-token")
         no_token = httpx.post(f"{gw}/openai/v1/chat/completions", json={})
-        unconfigured = httpx.post(f"{gw}/gemini/v1beta/models/g:generateContent", headers={"x-goog-api-key": TOKEN},
-                                  json={})
+        unconfigured = httpx.post(
+            f"{gw}/gemini/v1beta/models/g:generateContent", headers={"x-goog-api-key": TOKEN}, json={}
+        )
         unknown = httpx.post(f"{gw}/openai/v1/files", headers=AUTH, json={})
         not_json = httpx.post(f"{gw}/openai/v1/chat/completions", headers=AUTH, content=b"[1, 2]")
         nan = httpx.post(f"{gw}/openai/v1/chat/completions", headers=AUTH, content=b'{"model": "m", "x": NaN}')
@@ -210,9 +239,15 @@ def test_a_stream_cut_halfway_is_recorded_as_failed(tmp_path: Path, upstream: An
     base, up = upstream
     up.mode = "cut"
     with gateway(tmp_path, base) as (gw, record):
-        with pytest.raises(httpx.HTTPError), httpx.stream(
-                "POST", f"{gw}/openai/v1/chat/completions", headers=AUTH,
-                json={"model": "gpt-4o", "messages": [], "stream": True}) as resp:
+        with (
+            pytest.raises(httpx.HTTPError),
+            httpx.stream(
+                "POST",
+                f"{gw}/openai/v1/chat/completions",
+                headers=AUTH,
+                json={"model": "gpt-4o", "messages": [], "stream": True},
+            ) as resp,
+        ):
             got = b""
             for piece in resp.iter_raw():
                 got += piece
@@ -220,7 +255,7 @@ def test_a_stream_cut_halfway_is_recorded_as_failed(tmp_path: Path, upstream: An
         ok = chat(gw)  # the gateway lives on
     assert ok.status_code == 200
     full = openai_chunks(up.words, openai_usage(11, 20, 2))
-    assert got == b"".join(full[:len(full) // 2])  # what the upstream sent before it broke off
+    assert got == b"".join(full[: len(full) // 2])  # what the upstream sent before it broke off
     cut, fine = read_calls(record)
     assert cut["outcome"] == "failed" and "broke off" in cut["error"] and cut["stream"] is True
     # the text that came through, counted (the upstream billed the 11 words it sent)
@@ -234,9 +269,15 @@ def test_a_hanging_upstream_times_out(tmp_path: Path, upstream: Any) -> None:
     up.mode = "hang"
     with gateway(tmp_path, base, timeout_s=0.5) as (gw, record):
         whole = chat(gw)
-        with pytest.raises(httpx.HTTPError), httpx.stream(
-                "POST", f"{gw}/openai/v1/chat/completions", headers=AUTH,
-                json={"model": "gpt-4o", "messages": [], "stream": True}) as resp:
+        with (
+            pytest.raises(httpx.HTTPError),
+            httpx.stream(
+                "POST",
+                f"{gw}/openai/v1/chat/completions",
+                headers=AUTH,
+                json={"model": "gpt-4o", "messages": [], "stream": True},
+            ) as resp,
+        ):
             for _ in resp.iter_raw():
                 pass
         up.mode = "ok"
@@ -299,15 +340,19 @@ def test_a_resetting_upstream_and_answers_that_cannot_be_metered(tmp_path: Path,
 
 def test_taps_follow_each_shape_split_anywhere() -> None:
     data = b"".join(anthropic_chunks(["a", "b"], 5, 2)).replace(b"\n", b"\r\n")
-    array = b"".join(gemini_array(["c", "d\u00e9]{\\\""], 4, 2))
-    ndjson = b"".join(json.dumps(e).encode() + b"\n" for e in
-                      [{"choices": [{"delta": {"content": "e"}}]}, {"choices": [], "usage": openai_usage(3, 1, 0)}])
-    for family, shape, body, text, usage in (("anthropic", "sse", data, "ab", (5, 2)),
-                                             ("gemini", JSON, array, "cd\u00e9]{\\\"", (4, 2)),
-                                             ("openai", NDJSON, ndjson, "e", (3, 1))):
+    array = b"".join(gemini_array(["c", 'd\u00e9]{\\"'], 4, 2))
+    ndjson = b"".join(
+        json.dumps(e).encode() + b"\n"
+        for e in [{"choices": [{"delta": {"content": "e"}}]}, {"choices": [], "usage": openai_usage(3, 1, 0)}]
+    )
+    for family, shape, body, text, usage in (
+        ("anthropic", "sse", data, "ab", (5, 2)),
+        ("gemini", JSON, array, 'cd\u00e9]{\\"', (4, 2)),
+        ("openai", NDJSON, ndjson, "e", (3, 1)),
+    ):
         tap = Tap(family, shape)
         for i in range(0, len(body), 3):
-            tap.feed(body[i:i + 3])
+            tap.feed(body[i : i + 3])
         tap.close()
         assert tap.finished and not tap.broken and tap.streamed_text == text and tap.usage is not None, family
         assert (tap.usage.prompt_tokens, tap.usage.completion_tokens) == usage

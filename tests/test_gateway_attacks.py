@@ -41,8 +41,11 @@ def long_answer(up: Scripted, words: int) -> None:
 
 async def _at_once(gw: str, bodies: list[dict[str, Any]]) -> list[httpx.Response]:
     async with httpx.AsyncClient(timeout=30) as client:
-        return list(await asyncio.gather(*(client.post(f"{gw}/openai/v1/chat/completions", headers=AUTH, json=b)
-                                           for b in bodies)))
+        return list(
+            await asyncio.gather(
+                *(client.post(f"{gw}/openai/v1/chat/completions", headers=AUTH, json=b) for b in bodies)
+            )
+        )
 
 
 def test_concurrent_calls_cannot_overrun_the_budget(tmp_path: Path, upstream: Any) -> None:
@@ -59,7 +62,9 @@ def test_concurrent_calls_cannot_overrun_the_budget(tmp_path: Path, upstream: An
     assert forwarded[0] == 2000 and all(m < 2000 for m in forwarded[1:])  # lowered to what remained
     codes = sorted({a.status_code for a in answers})
     assert codes == [200, 429] and {a.json()["error"]["code"] for a in answers if a.status_code == 429} <= {
-        "llm_budget_busy", "llm_budget_exhausted"}
+        "llm_budget_busy",
+        "llm_budget_exhausted",
+    }
     assert later[-1].status_code == 429 and later[-1].json()["error"]["code"] == "llm_budget_exhausted"
     assert summary["in_flight"] == 0 and summary["reserved_tokens"] == 0
     assert all(c["reserved"]["tokens"] <= 3000 for c in read_calls(record) if c.get("reserved"))
@@ -69,13 +74,29 @@ def test_a_call_without_a_limit_gets_one_written(tmp_path: Path, upstream: Any) 
     base, up = upstream
     with gateway(tmp_path, base, budget_tokens=5000, default_max_output=1000) as (gw, record):
         assert chat(gw).status_code == 200
-        assert httpx.post(f"{gw}/gemini/v1beta/models/gemini-2.5-pro:generateContent", headers=GEMINI,
-                          json={"contents": []}).status_code == 200
-        assert httpx.post(f"{gw}/anthropic/v1/messages", headers={"x-api-key": TOKEN},
-                          json={"model": "claude-sonnet-4", "max_tokens": 64000, "messages": [],
-                                "thinking": {"type": "enabled", "budget_tokens": 32000}}).status_code == 200
-        assert httpx.post(f"{gw}/openai/v1/responses", headers=AUTH,
-                          json={"model": "gpt-5", "input": "hi"}).status_code == 200
+        assert (
+            httpx.post(
+                f"{gw}/gemini/v1beta/models/gemini-2.5-pro:generateContent", headers=GEMINI, json={"contents": []}
+            ).status_code
+            == 200
+        )
+        assert (
+            httpx.post(
+                f"{gw}/anthropic/v1/messages",
+                headers={"x-api-key": TOKEN},
+                json={
+                    "model": "claude-sonnet-4",
+                    "max_tokens": 64000,
+                    "messages": [],
+                    "thinking": {"type": "enabled", "budget_tokens": 32000},
+                },
+            ).status_code
+            == 200
+        )
+        assert (
+            httpx.post(f"{gw}/openai/v1/responses", headers=AUTH, json={"model": "gpt-5", "input": "hi"}).status_code
+            == 200
+        )
         assert chat(gw, n=3, max_tokens=2000).status_code == 200
     chat_body, gem, claude, resp, three = (r["body"] for r in up.requests)
     assert chat_body["max_completion_tokens"] == 1000 and "max_tokens" not in chat_body
@@ -101,14 +122,19 @@ def test_after_the_budget_refusal_nothing_reaches_the_upstream(tmp_path: Path, u
             httpx.post(f"{gem}:countTokens", headers=GEMINI, json={"contents": []}),
             httpx.get(f"{gw}/gemini/v1beta/models", headers=GEMINI),
             httpx.get(f"{gw}/openai/v1/models", headers=AUTH),
-            httpx.post(f"{gw}/anthropic/v1/messages/count_tokens", headers={"x-api-key": TOKEN},
-                       json={"model": "claude-sonnet-4", "messages": []}),
+            httpx.post(
+                f"{gw}/anthropic/v1/messages/count_tokens",
+                headers={"x-api-key": TOKEN},
+                json={"model": "claude-sonnet-4", "messages": []},
+            ),
             chat(gw, max_tokens=1),  # small enough to fit what remains: the run is closed all the same
         ]
     assert refused.status_code == 429 and "budget is spent" in refused.json()["error"]["message"]
     assert [a.status_code for a in after] == [429] * len(after)
     assert {a.json()["error"].get("status") or a.json()["error"]["code"] for a in after} == {
-        "LLM_BUDGET_EXHAUSTED", "llm_budget_exhausted"}
+        "LLM_BUDGET_EXHAUSTED",
+        "llm_budget_exhausted",
+    }
     assert len(up.requests) == 1 and len(up.bills) == 1
     assert [c["outcome"] for c in read_calls(record)] == ["ok"] + ["refused"] * (1 + len(after))
 
@@ -117,8 +143,11 @@ def test_gemini_stream_without_alt_sse_is_metered(tmp_path: Path, upstream: Any)
     base, up = upstream
     long_answer(up, 2000)
     with gateway(tmp_path, base, budget_tokens=3000) as (gw, record):
-        resp = httpx.post(f"{gw}/gemini/v1beta/models/gemini-2.5-pro:streamGenerateContent", headers=GEMINI,
-                          json={"contents": [], "generationConfig": {"maxOutputTokens": 2000}})
+        resp = httpx.post(
+            f"{gw}/gemini/v1beta/models/gemini-2.5-pro:streamGenerateContent",
+            headers=GEMINI,
+            json={"contents": [], "generationConfig": {"maxOutputTokens": 2000}},
+        )
         summary = usage_of(gw)
     # before, this JSON array stream was recorded with 0 completion tokens while the upstream billed 2,000
     assert resp.status_code == 200 and resp.json()[-1]["usageMetadata"]["candidatesTokenCount"] == 2000
@@ -160,24 +189,29 @@ def test_classification_from_the_decoded_path_alone() -> None:
     assert count is not None and count.kind == COUNT and count.model == "gemini-2.5-pro"
     gen = classify("gemini", "POST", "v1/models/x:streamGenerateContent")
     assert gen is not None and gen.kind == GENERATE and gen.upstream_path == "v1/models/x:streamGenerateContent"
-    for family, method, path in [("gemini", "POST", "v1beta/models/../models/x:countTokens"),
-                                 ("gemini", "POST", "v1beta/models/./x:countTokens"),
-                                 ("gemini", "POST", "v1beta/models/x:generateContent?:countTokens"),
-                                 ("gemini", "POST", "v1beta/models/x:generateContent#:countTokens"),
-                                 ("gemini", "POST", "v1beta/models/x:generateContent%3F:countTokens"),
-                                 ("gemini", "GET", "v1beta/models/x:countTokens"),
-                                 ("openai", "POST", "v1/models/../chat/completions"),
-                                 ("openai", "GET", "v1/chat/completions"),
-                                 ("anthropic", "POST", "v1/messages/"),
-                                 ("anthropic", "POST", "v1/messages/batches")]:
+    for family, method, path in [
+        ("gemini", "POST", "v1beta/models/../models/x:countTokens"),
+        ("gemini", "POST", "v1beta/models/./x:countTokens"),
+        ("gemini", "POST", "v1beta/models/x:generateContent?:countTokens"),
+        ("gemini", "POST", "v1beta/models/x:generateContent#:countTokens"),
+        ("gemini", "POST", "v1beta/models/x:generateContent%3F:countTokens"),
+        ("gemini", "GET", "v1beta/models/x:countTokens"),
+        ("openai", "POST", "v1/models/../chat/completions"),
+        ("openai", "GET", "v1/chat/completions"),
+        ("anthropic", "POST", "v1/messages/"),
+        ("anthropic", "POST", "v1/messages/batches"),
+    ]:
         assert classify(family, method, path) is None, path
 
 
 def _raw(port: int, target: str, body: bytes) -> int:
     """POST ``target`` exactly as written on the request line; the HTTP status."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(f"POST {target} HTTP/1.1\r\nHost: x\r\nx-goog-api-key: {TOKEN}\r\ncontent-type: application/json\r\n"
-                  f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode() + body)
+        s.sendall(
+            f"POST {target} HTTP/1.1\r\nHost: x\r\nx-goog-api-key: {TOKEN}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
+            + body
+        )
         head = s.recv(65536).split(b" ", 2)
     return int(head[1])
 
@@ -186,14 +220,15 @@ def test_a_raw_query_or_fragment_is_never_the_method(tmp_path: Path, upstream: A
     base, up = upstream
     with gateway(tmp_path, base) as (gw, record):
         port = int(gw.rsplit(":", 1)[1])
-        codes = [_raw(port, f"/gemini/v1beta/models/x:generateContent{tail}", b'{"contents": []}')
-                 for tail in ("?x=:countTokens", "#:countTokens")]
+        codes = [
+            _raw(port, f"/gemini/v1beta/models/x:generateContent{tail}", b'{"contents": []}')
+            for tail in ("?x=:countTokens", "#:countTokens")
+        ]
     # the query and fragment are not part of the path: each is the generate call it is, metered as one, or
     # refused; never forwarded as free
     calls = read_calls(record)
     assert all(code in (200, 404) for code in codes)
-    assert all(c["path"] == "v1beta/models/x:generateContent" and c["usage"]["completion_tokens"] == 20
-               for c in calls)
+    assert all(c["path"] == "v1beta/models/x:generateContent" and c["usage"]["completion_tokens"] == 20 for c in calls)
     assert len(calls) == len(up.requests) == codes.count(200)
     assert all(r["path"].endswith(":generateContent") and r["query"] == {} for r in up.requests)
 
@@ -204,10 +239,14 @@ REFUSED_BODIES = [
     ("gemini/v1beta/models/g:streamGenerateContent?alt=sse&alt=json", {"contents": []}),
     ("gemini/v1beta/models/g:countTokens", {"contents": [], "generationConfig": {"maxOutputTokens": 10}}),
     ("gemini/v1beta/models/g:countTokens", {"generateContentRequest": {"contents": [], "generationConfig": {}}}),
-    ("gemini/v1beta/models/g:generateContent", {"contents": [], "generationConfig": {"maxOutputTokens": 5},
-                                                 "generation_config": {"max_output_tokens": 99999}}),
-    ("gemini/v1beta/models/g:generateContent", {"contents": [], "generationConfig": {
-        "maxOutputTokens": 5, "max_output_tokens": 99999}}),
+    (
+        "gemini/v1beta/models/g:generateContent",
+        {"contents": [], "generationConfig": {"maxOutputTokens": 5}, "generation_config": {"max_output_tokens": 99999}},
+    ),
+    (
+        "gemini/v1beta/models/g:generateContent",
+        {"contents": [], "generationConfig": {"maxOutputTokens": 5, "max_output_tokens": 99999}},
+    ),
     ("gemini/v1beta/models/g:generateContent", {"contents": [], "cachedContent": "cachedContents/other-run"}),
     ("anthropic/v1/messages/count_tokens", {"model": "c", "messages": [], "max_tokens": 100, "stream": True}),
     ("openai/v1/responses", {"model": "gpt-5", "input": "hi", "background": True}),
@@ -238,16 +277,24 @@ def test_free_methods_are_forwarded_as_what_they_are(tmp_path: Path, upstream: A
     with gateway(tmp_path, base, budget_tokens=1000) as (gw, record):
         answers = [
             httpx.post(f"{gw}/gemini/v1beta/models/g:countTokens?fields=x", headers=GEMINI, json={"contents": []}),
-            httpx.post(f"{gw}/anthropic/v1/messages/count_tokens", headers={"x-api-key": TOKEN},
-                       json={"model": "c", "messages": [], "system": "s"}),
+            httpx.post(
+                f"{gw}/anthropic/v1/messages/count_tokens",
+                headers={"x-api-key": TOKEN},
+                json={"model": "c", "messages": [], "system": "s"},
+            ),
             httpx.get(f"{gw}/openai/v1/models", headers=AUTH),
             httpx.get(f"{gw}/anthropic/v1/models", headers={"x-api-key": TOKEN}),
             httpx.get(f"{gw}/gemini/v1beta/models", headers=GEMINI),
         ]
         summary = usage_of(gw)
     assert [a.status_code for a in answers] == [200] * 5
-    assert [r["path"] for r in up.requests] == ["/v1beta/models/g:countTokens", "/v1/messages/count_tokens",
-                                                "/v1/models", "/v1/models", "/v1beta/models"]
+    assert [r["path"] for r in up.requests] == [
+        "/v1beta/models/g:countTokens",
+        "/v1/messages/count_tokens",
+        "/v1/models",
+        "/v1/models",
+        "/v1beta/models",
+    ]
     assert up.requests[0]["query"] == {}  # a parameter the gateway does not know is not passed on
     assert summary["tokens"] == 0 and up.bills == []
     assert all(c["usage"] is None and "reserved" not in c for c in read_calls(record))
@@ -262,16 +309,21 @@ def test_a_duplicated_key_reaches_the_upstream_as_the_gateway_read_it(tmp_path: 
     assert resp.status_code == 200
     assert up.requests[0]["raw"].count("max_tokens") == 1 and up.requests[0]["body"]["max_tokens"] == 300
     (call,) = read_calls(record)
-    assert call["reserved"]["asked"] == 300 and call["usage"]["completion_tokens"] == 300 == up.bills[0][
-        "completion_tokens"]
+    assert (
+        call["reserved"]["asked"] == 300
+        and call["usage"]["completion_tokens"] == 300 == up.bills[0]["completion_tokens"]
+    )
 
 
 def test_a_continued_response_reserves_the_context_it_brings(tmp_path: Path, upstream: Any) -> None:
     base, up = upstream
     with gateway(tmp_path, base, budget_tokens=10_000) as (gw, record):
         first = httpx.post(f"{gw}/openai/v1/responses", headers=AUTH, json={"model": "gpt-5", "input": "hi"}).json()
-        second = httpx.post(f"{gw}/openai/v1/responses", headers=AUTH,
-                            json={"model": "gpt-5", "input": "more", "previous_response_id": first["id"]})
+        second = httpx.post(
+            f"{gw}/openai/v1/responses",
+            headers=AUTH,
+            json={"model": "gpt-5", "input": "more", "previous_response_id": first["id"]},
+        )
         total = usage_of(gw)["tokens"]
     assert second.status_code == 200
     one, two = read_calls(record)
@@ -286,9 +338,15 @@ def test_a_cut_stream_under_a_budget_is_charged_its_reservation(tmp_path: Path, 
     base, up = upstream
     up.mode = "cut"
     with gateway(tmp_path, base, budget_tokens=1000) as (gw, record):
-        with pytest.raises(httpx.HTTPError), httpx.stream("POST", f"{gw}/openai/v1/chat/completions", headers=AUTH,
-                                                          json={"model": "gpt-4o", "messages": [], "stream": True,
-                                                                "max_tokens": 100}) as resp:
+        with (
+            pytest.raises(httpx.HTTPError),
+            httpx.stream(
+                "POST",
+                f"{gw}/openai/v1/chat/completions",
+                headers=AUTH,
+                json={"model": "gpt-4o", "messages": [], "stream": True, "max_tokens": 100},
+            ) as resp,
+        ):
             for _ in resp.iter_raw():
                 pass
         spent = usage_of(gw)["tokens"]
@@ -319,19 +377,50 @@ def test_meter_reservations_settlement_and_the_prompt_ratio() -> None:
 
 
 FAMILIES = [
-    ("openai/v1/chat/completions", lambda m, lim, s: {"model": "gpt-4o", "stream": s, "n": random.choice([1, 2]),
-                                                      "messages": [{"role": "user", "content": m}],
-                                                      **({"max_tokens": lim} if lim else {})}),
-    ("openai/v1/responses", lambda m, lim, s: {"model": "gpt-4o", "stream": s, "input": m,
-                                               **({"max_output_tokens": lim} if lim else {})}),
-    ("anthropic/v1/messages", lambda m, lim, s: {"model": "claude-sonnet-4", "stream": s, "max_tokens": lim or 4000,
-                                                 "messages": [{"role": "user", "content": m}]}),
-    ("gemini/v1beta/models/gemini-2.5-pro:generateContent", lambda m, lim, s: {
-        "contents": [{"parts": [{"text": m}]}], **({"generationConfig": {"maxOutputTokens": lim}} if lim else {})}),
-    ("gemini/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse", lambda m, lim, s: {
-        "contents": [{"parts": [{"text": m}]}], **({"generationConfig": {"maxOutputTokens": lim}} if lim else {})}),
-    ("gemini/v1beta/models/gemini-2.5-pro:streamGenerateContent", lambda m, lim, s: {
-        "contents": [{"parts": [{"text": m}]}], **({"generationConfig": {"maxOutputTokens": lim}} if lim else {})}),
+    (
+        "openai/v1/chat/completions",
+        lambda m, lim, s: {
+            "model": "gpt-4o",
+            "stream": s,
+            "n": random.choice([1, 2]),
+            "messages": [{"role": "user", "content": m}],
+            **({"max_tokens": lim} if lim else {}),
+        },
+    ),
+    (
+        "openai/v1/responses",
+        lambda m, lim, s: {"model": "gpt-4o", "stream": s, "input": m, **({"max_output_tokens": lim} if lim else {})},
+    ),
+    (
+        "anthropic/v1/messages",
+        lambda m, lim, s: {
+            "model": "claude-sonnet-4",
+            "stream": s,
+            "max_tokens": lim or 4000,
+            "messages": [{"role": "user", "content": m}],
+        },
+    ),
+    (
+        "gemini/v1beta/models/gemini-2.5-pro:generateContent",
+        lambda m, lim, s: {
+            "contents": [{"parts": [{"text": m}]}],
+            **({"generationConfig": {"maxOutputTokens": lim}} if lim else {}),
+        },
+    ),
+    (
+        "gemini/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse",
+        lambda m, lim, s: {
+            "contents": [{"parts": [{"text": m}]}],
+            **({"generationConfig": {"maxOutputTokens": lim}} if lim else {}),
+        },
+    ),
+    (
+        "gemini/v1beta/models/gemini-2.5-pro:streamGenerateContent",
+        lambda m, lim, s: {
+            "contents": [{"parts": [{"text": m}]}],
+            **({"generationConfig": {"maxOutputTokens": lim}} if lim else {}),
+        },
+    ),
 ]
 MODES = ["ok"] * 6 + ["no-usage", "cut", "error-usage", "rate-limited"]
 
@@ -392,8 +481,10 @@ def test_random_interleavings_never_bill_past_the_budget(tmp_path: Path, seed: i
     for bill in up.bills:
         usage = recorded[bill["marker"]]["usage"]
         if usage["source"] == "upstream":
-            assert (usage["prompt_tokens"], usage["completion_tokens"]) == (bill["prompt_tokens"],
-                                                                            bill["completion_tokens"])
+            assert (usage["prompt_tokens"], usage["completion_tokens"]) == (
+                bill["prompt_tokens"],
+                bill["completion_tokens"],
+            )
     # once a refusal for the budget was seen, nothing sent after it was billed
     assert not [b for b in up.bills if sent[b["marker"]] > refused_at]
     assert json.dumps(summary)  # the summary stays JSON
@@ -405,27 +496,63 @@ def test_an_agent_without_a_network_gets_none_through_its_upstreams_tools(tmp_pa
     asks = [
         ("openai/v1/chat/completions", AUTH, {"model": "gpt-4o", "messages": msgs, "web_search_options": {}}),
         ("openai/v1/responses", AUTH, {"model": "gpt-5", "input": "hi", "tools": [{"type": "web_search_preview"}]}),
-        ("openai/v1/responses", AUTH, {"model": "gpt-5", "input": "hi",
-                                       "tools": [{"type": "mcp", "server_url": "https://x.example"}]}),
-        ("anthropic/v1/messages", {"x-api-key": TOKEN},
-         {"model": "claude-sonnet-4", "max_tokens": 100, "messages": msgs,
-          "tools": [{"type": "web_fetch_20250910", "name": "web_fetch"}]}),
-        ("anthropic/v1/messages", {"x-api-key": TOKEN},
-         {"model": "claude-sonnet-4", "max_tokens": 100, "messages": msgs,
-          "mcp_servers": [{"type": "url", "url": "https://x.example", "name": "x"}]}),
-        ("gemini/v1beta/models/gemini-2.5-pro:generateContent", GEMINI,
-         {"contents": [], "tools": [{"googleSearch": {}}]}),
-        ("gemini/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse", GEMINI,
-         {"contents": [], "tools": [{"functionDeclarations": []}, {"url_context": {}}]}),
+        (
+            "openai/v1/responses",
+            AUTH,
+            {"model": "gpt-5", "input": "hi", "tools": [{"type": "mcp", "server_url": "https://x.example"}]},
+        ),
+        (
+            "anthropic/v1/messages",
+            {"x-api-key": TOKEN},
+            {
+                "model": "claude-sonnet-4",
+                "max_tokens": 100,
+                "messages": msgs,
+                "tools": [{"type": "web_fetch_20250910", "name": "web_fetch"}],
+            },
+        ),
+        (
+            "anthropic/v1/messages",
+            {"x-api-key": TOKEN},
+            {
+                "model": "claude-sonnet-4",
+                "max_tokens": 100,
+                "messages": msgs,
+                "mcp_servers": [{"type": "url", "url": "https://x.example", "name": "x"}],
+            },
+        ),
+        (
+            "gemini/v1beta/models/gemini-2.5-pro:generateContent",
+            GEMINI,
+            {"contents": [], "tools": [{"googleSearch": {}}]},
+        ),
+        (
+            "gemini/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse",
+            GEMINI,
+            {"contents": [], "tools": [{"functionDeclarations": []}, {"url_context": {}}]},
+        ),
     ]
     own_tools = [
-        ("openai/v1/chat/completions", AUTH, {"model": "gpt-4o", "messages": msgs,
-                                               "tools": [{"type": "function", "function": {"name": "sh"}}]}),
-        ("anthropic/v1/messages", {"x-api-key": TOKEN},
-         {"model": "claude-sonnet-4", "max_tokens": 100, "messages": msgs,
-          "tools": [{"type": "bash_20250124", "name": "bash"}, {"name": "edit", "input_schema": {}}]}),
-        ("gemini/v1beta/models/gemini-2.5-pro:generateContent", GEMINI,
-         {"contents": [], "tools": [{"functionDeclarations": [{"name": "sh"}]}]}),
+        (
+            "openai/v1/chat/completions",
+            AUTH,
+            {"model": "gpt-4o", "messages": msgs, "tools": [{"type": "function", "function": {"name": "sh"}}]},
+        ),
+        (
+            "anthropic/v1/messages",
+            {"x-api-key": TOKEN},
+            {
+                "model": "claude-sonnet-4",
+                "max_tokens": 100,
+                "messages": msgs,
+                "tools": [{"type": "bash_20250124", "name": "bash"}, {"name": "edit", "input_schema": {}}],
+            },
+        ),
+        (
+            "gemini/v1beta/models/gemini-2.5-pro:generateContent",
+            GEMINI,
+            {"contents": [], "tools": [{"functionDeclarations": [{"name": "sh"}]}]},
+        ),
     ]
     with gateway(tmp_path, base, server_tools=False) as (gw, record):
         refused = [httpx.post(f"{gw}/{path}", headers=h, json=b, timeout=30) for path, h, b in asks]
@@ -437,5 +564,6 @@ def test_an_agent_without_a_network_gets_none_through_its_upstreams_tools(tmp_pa
     assert sum(c["outcome"] == "refused" for c in read_calls(record)) == len(asks)
     # with the agent's network on, the same calls pass: it could fetch the pages itself
     with gateway(tmp_path / "on", base) as (gw, _):
-        assert all(httpx.post(f"{gw}/{path}", headers=h, json=b, timeout=30).status_code == 200
-                   for path, h, b in asks[:2])
+        assert all(
+            httpx.post(f"{gw}/{path}", headers=h, json=b, timeout=30).status_code == 200 for path, h, b in asks[:2]
+        )

@@ -32,12 +32,28 @@ except Exception as e:
 """
 
 
-def run(tmp_path: Path, home: Path, *args: str, env: dict[str, str],
-        audit: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
-    proc = cli("run", "--task", "arith", "--model", "autorl:tiny", "--timeout", "120", "--sandbox", "bwrap",
-               "--network", "off", "--runs-dir", str(tmp_path / "runs"), *([] if audit else ["--no-audit"]),
-               "--json", *args,
-               env={"AUTORL_HOME": str(home), **env})
+def run(
+    tmp_path: Path, home: Path, *args: str, env: dict[str, str], audit: bool = False
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    proc = cli(
+        "run",
+        "--task",
+        "arith",
+        "--model",
+        "autorl:tiny",
+        "--timeout",
+        "120",
+        "--sandbox",
+        "bwrap",
+        "--network",
+        "off",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        *([] if audit else ["--no-audit"]),
+        "--json",
+        *args,
+        env={"AUTORL_HOME": str(home), **env},
+    )
     assert proc.returncode == 0, proc.stderr
     row = json.loads(proc.stdout)
     result = json.loads((Path(row["workspace"]) / "result.json").read_text())
@@ -48,15 +64,23 @@ def files_under(root: Path) -> list[Path]:
     return [p for p in root.rglob("*") if p.is_file() and not p.is_symlink()]
 
 
-def test_llm_agent_reaches_its_model_only_through_the_gateway(shared_home: Path, tiny_model: Path,
-                                                               tmp_path: Path) -> None:
+def test_llm_agent_reaches_its_model_only_through_the_gateway(
+    shared_home: Path, tiny_model: Path, tmp_path: Path
+) -> None:
     with scripted_server([]) as (url, requests):
-        script = [reply(call("run_shell", {"command": PROBE.replace("UPSTREAM", url)}), prompt_tokens=150),
-                  reply(call("time_left"), prompt_tokens=200, completion_tokens=30),
-                  reply(call("finish", {"summary": "done"}), prompt_tokens=250, completion_tokens=40)]
+        script = [
+            reply(call("run_shell", {"command": PROBE.replace("UPSTREAM", url)}), prompt_tokens=150),
+            reply(call("time_left"), prompt_tokens=200, completion_tokens=30),
+            reply(call("finish", {"summary": "done"}), prompt_tokens=250, completion_tokens=40),
+        ]
         with scripted_server(script) as (url2, requests):
-            row, result = run(tmp_path, shared_home, "--agent", "llm",
-                              env={"OPENAI_API_BASE": url2, "OPENAI_API_KEY": SECRET, "CHAT_MODEL": "scripted"})
+            row, result = run(
+                tmp_path,
+                shared_home,
+                "--agent",
+                "llm",
+                env={"OPENAI_API_BASE": url2, "OPENAI_API_KEY": SECRET, "CHAT_MODEL": "scripted"},
+            )
     assert len(requests) == 3 and requests[0]["model"] == "scripted"
     # the ledger's columns: the upstream's usage fields summed, as the gateway counted them
     assert row["llm_tokens"] == 150 + 20 + 200 + 30 + 250 + 40 and row["llm_usage_source"] == "gateway"
@@ -82,8 +106,15 @@ def test_llm_agent_reaches_its_model_only_through_the_gateway(shared_home: Path,
 
 def test_budget_spent_mid_run_ends_in_the_refusal(shared_home: Path, tiny_model: Path, tmp_path: Path) -> None:
     with scripted_server([reply(call("time_left"))] * 20) as (url, requests):
-        row, result = run(tmp_path, shared_home, "--agent", "llm", "--llm-budget-tokens", "2400",
-                          env={"OPENAI_API_BASE": url, "OPENAI_API_KEY": SECRET})
+        row, result = run(
+            tmp_path,
+            shared_home,
+            "--agent",
+            "llm",
+            "--llm-budget-tokens",
+            "2400",
+            env={"OPENAI_API_BASE": url, "OPENAI_API_KEY": SECRET},
+        )
     # 120 tokens billed a call; each call held its prompt (counted) and a limit written into it, no more than
     # what remained: the call that could not be paid for was refused and ended the agent's session
     calls = read_calls(Path(result["meta"]["llm_gateway"]["record_dir"]))
@@ -118,17 +149,27 @@ sys.exit(0 if resp.status_code == 200 else 3)
 """
 
 
-def test_claude_cli_through_the_gateway_and_a_forged_usage_file(shared_home: Path, tiny_model: Path,
-                                                                 tmp_path: Path) -> None:
+def test_claude_cli_through_the_gateway_and_a_forged_usage_file(
+    shared_home: Path, tiny_model: Path, tmp_path: Path
+) -> None:
     bins = tmp_path / "bin"
     bins.mkdir()
     exe = bins / "claude"
     exe.write_text(FAKE_CLAUDE.replace("PYTHON", sys.executable))
     exe.chmod(0o755)
     with scripted_upstream() as (base, up):
-        row, result = run(tmp_path, shared_home, "--agent", "claude",
-                          env={"CLAUDE_BIN": str(exe), "ANTHROPIC_API_KEY": SECRET, "ANTHROPIC_BASE_URL": base,
-                               "AUTORL_SANDBOX_RO": os.pathsep.join([str(ROOT / "tests"), str(bins)])})
+        row, result = run(
+            tmp_path,
+            shared_home,
+            "--agent",
+            "claude",
+            env={
+                "CLAUDE_BIN": str(exe),
+                "ANTHROPIC_API_KEY": SECRET,
+                "ANTHROPIC_BASE_URL": base,
+                "AUTORL_SANDBOX_RO": os.pathsep.join([str(ROOT / "tests"), str(bins)]),
+            },
+        )
     assert result["agent"]["exit_code"] == 0, (Path(row["workspace"]) / "agent.log").read_text()[-2000:]
     assert len(up.requests) == 1 and up.requests[0]["headers"]["x-api-key"] == SECRET
     # the streamed message's usage fields: 9 input + 2 cached, 20 output; the forged file changed nothing
@@ -156,8 +197,14 @@ def test_the_audit_scans_what_the_model_answered(shared_home: Path, tiny_model: 
     (agent / "agent.py").write_text(QUIET_AGENT)
     answer = reply(content="Run `huggingface-cli download someone/arith-hidden-test` and train on it.")
     with scripted_server([answer]) as (url, requests):
-        row, result = run(tmp_path, shared_home, "--agent", str(agent), audit=True,
-                          env={"OPENAI_API_BASE": url, "OPENAI_API_KEY": SECRET})
+        row, result = run(
+            tmp_path,
+            shared_home,
+            "--agent",
+            str(agent),
+            audit=True,
+            env={"OPENAI_API_BASE": url, "OPENAI_API_KEY": SECRET},
+        )
     assert len(requests) == 1 and row["llm_tokens"] == 120
     assert "huggingface-cli" not in "".join(p.read_text(errors="replace") for p in files_under(Path(row["workspace"])))
     (flag,) = [f for f in result["audit"] if f["name"] == "suspicious-download"]
@@ -199,16 +246,42 @@ def test_an_agent_folder_gets_nothing_of_the_operators_by_asking(tmp_path: Path)
     home = tmp_path / "home"
     with scripted_upstream() as (url, up):
         upstreams.write_text(f"openai: {{base_url: '{url}/v1', api_key_env: MY_KEY}}\n")
-        env = {"AUTORL_HOME": str(home), "AUTORL_LLM_UPSTREAMS": str(upstreams), "MY_KEY": FREE_KEY,
-               "COPY_OF_KEY": FREE_KEY, "AUTORL_HIDDEN_SECRET": HEX_SECRET, "SETTING": "model-x"}
-        args = ["run", "--agent", str(agent), "--task", "echo", "--model", str(base), "--timeout", "60",
-                "--backend", "scripted", "--sandbox", "bwrap", "--network", "off", "--no-audit", "--json"]
-        refused = {name: cli(*args, "--agent-credential", name, env=env)
-                   for name in ("MY_KEY", "COPY_OF_KEY", "AUTORL_HIDDEN_SECRET", "OPENAI_API_KEY")}
+        env = {
+            "AUTORL_HOME": str(home),
+            "AUTORL_LLM_UPSTREAMS": str(upstreams),
+            "MY_KEY": FREE_KEY,
+            "COPY_OF_KEY": FREE_KEY,
+            "AUTORL_HIDDEN_SECRET": HEX_SECRET,
+            "SETTING": "model-x",
+        }
+        args = [
+            "run",
+            "--agent",
+            str(agent),
+            "--task",
+            "echo",
+            "--model",
+            str(base),
+            "--timeout",
+            "60",
+            "--backend",
+            "scripted",
+            "--sandbox",
+            "bwrap",
+            "--network",
+            "off",
+            "--no-audit",
+            "--json",
+        ]
+        refused = {
+            name: cli(*args, "--agent-credential", name, env=env)
+            for name in ("MY_KEY", "COPY_OF_KEY", "AUTORL_HIDDEN_SECRET", "OPENAI_API_KEY")
+        }
         proc = cli(*args, "--agent-credential", "SETTING", env=env)
         # a folder naming the key as the place of its program: refused, and the key is not shown
-        (agent / "config.yaml").write_text(PROBE_CONFIG.replace("credentials:", "requires:\n  - {command: bash, "
-                                                                "override: MY_KEY}\ncredentials:"))
+        (agent / "config.yaml").write_text(
+            PROBE_CONFIG.replace("credentials:", "requires:\n  - {command: bash, override: MY_KEY}\ncredentials:")
+        )
         named = cli(*args, env=env)
     # the operator's word cannot pass a key, a copy of one, or a harness setting either: one line, nothing made
     for name, bad in refused.items():
@@ -220,11 +293,12 @@ def test_an_agent_folder_gets_nothing_of_the_operators_by_asking(tmp_path: Path)
     assert named.returncode == 2 and named.stderr.startswith("error: agent probe cannot start: MY_KEY does not")
     assert FREE_KEY not in named.stderr + named.stdout
     assert proc.returncode == 0, proc.stderr
-    assert ("asks for MY_KEY, COPY_OF_KEY, AUTORL_HIDDEN_SECRET, AUTORL_LLM_UPSTREAMS from your environment"
-            in proc.stderr and "--agent-credential MY_KEY" in proc.stderr)
+    assert (
+        "asks for MY_KEY, COPY_OF_KEY, AUTORL_HIDDEN_SECRET, AUTORL_LLM_UPSTREAMS from your environment" in proc.stderr
+        and "--agent-credential MY_KEY" in proc.stderr
+    )
     ws = Path(json.loads(proc.stdout)["workspace"])
-    environ = dict(line.split("=", 1) for line in (ws / "code" / "environ.txt").read_text().splitlines()
-                   if "=" in line)
+    environ = dict(line.split("=", 1) for line in (ws / "code" / "environ.txt").read_text().splitlines() if "=" in line)
     assert environ["SETTING"] == "model-x"  # the one the operator passed
     assert not {"MY_KEY", "COPY_OF_KEY", "AUTORL_HIDDEN_SECRET", "AUTORL_LLM_UPSTREAMS", "AUTORL_HOME"} & set(environ)
     assert environ["FROM_KEY"] == "" and environ["OPENAI_API_KEY"] == environ["AUTORL_LLM_TOKEN"]

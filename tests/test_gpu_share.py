@@ -25,12 +25,19 @@ from autorl.inference.gpu_share import (
 from autorl.resources import ResolvedModel
 from autorl.runs.gpus import GpuAssignment
 from autorl.runs.plan import Assets, resolve, share_gpu
+from autorl.runs.spec import RunSpec
 
 from .conftest import write_stub_checkpoint
 
 #: Qwen2.5-1.5B's shapes: 28 layers, 2 KV heads of 128
-QWEN_1_5B = {"model_type": "qwen2", "num_hidden_layers": 28, "num_attention_heads": 12, "num_key_value_heads": 2,
-             "hidden_size": 1536, "torch_dtype": "bfloat16"}
+QWEN_1_5B = {
+    "model_type": "qwen2",
+    "num_hidden_layers": 28,
+    "num_attention_heads": 12,
+    "num_key_value_heads": 2,
+    "hidden_size": 1536,
+    "torch_dtype": "bfloat16",
+}
 H100 = 81559 * 2**20
 
 
@@ -52,8 +59,9 @@ def test_engine_starts_on_one_gpu_take_turns_across_processes(tmp_path: Path) ->
         print(json.dumps({"began": began, "ended": time.time(), "wait_s": info["wait_s"]}))
     """)
     env = {"AUTORL_GPU_LOCK_DIR": str(tmp_path / "locks"), "PATH": "/usr/bin:/bin"}
-    procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
-             for _ in range(3)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env) for _ in range(3)
+    ]
     spans = sorted((json.loads(p.communicate(timeout=60)[0]) for p in procs), key=lambda s: s["began"])
     for earlier, later in itertools.pairwise(spans):
         assert later["began"] >= earlier["ended"] - 0.01  # never two engines starting at once
@@ -66,13 +74,22 @@ def test_an_engine_start_waits_for_its_gpus_turn_and_says_how_long(
 
     monkeypatch.setenv("AUTORL_GPU_LOCK_DIR", str(tmp_path / "locks"))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-test")
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent("""
         import time
         from autorl.inference.gpu_share import engine_start
         with engine_start(["GPU-test"]):
             print("held", flush=True)
             time.sleep(1.5)
-    """)], stdout=subprocess.PIPE, text=True, env={"AUTORL_GPU_LOCK_DIR": str(tmp_path / "locks")})
+    """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={"AUTORL_GPU_LOCK_DIR": str(tmp_path / "locks")},
+    )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     backend = ScriptedBackend({})
     backend.gpu_turn = gpu_turn  # what the evaluation layer gives every backend
@@ -124,7 +141,8 @@ def test_a_gpu_budget_is_its_share_less_the_engine_and_says_its_arithmetic(tmp_p
 
 
 def _plan(backend: str, tmp_path: Path, **options: object) -> tuple[object, Assets]:
-    plan = resolve("example", "arith", "hf", None, "none", "on", None, None, options, lambda _: None)
+    spec = RunSpec.build("example", "arith", "m", 60.0, backend="hf", sandbox="none", backend_options=options)
+    plan = resolve(spec, "arith", None, lambda _: None)
     gpus = GpuAssignment(("0",), ("0",), ("0",), explicit=True)
     assets = Assets(ResolvedModel("m", _model(tmp_path / "m"), "local"), None)  # type: ignore[arg-type]
     return replace(plan, backend=backend, gpus=gpus), assets
@@ -144,8 +162,12 @@ def test_a_run_sharing_its_gpu_holds_its_engine_to_its_share_and_tells_the_agent
     assert said == [f"GPU 0: {budget.arithmetic()}"]
     # what the operator set wins; the hf backend is not held to a KV budget
     own, assets = _plan("vllm", tmp_path / "own", gpu_memory_utilization=0.5)
-    assert share_gpu(own, assets, said.append, total_bytes=H100).backend_options[  # type: ignore[arg-type]
-        "gpu_memory_utilization"] == 0.5
+    assert (
+        share_gpu(own, assets, said.append, total_bytes=H100).backend_options[  # type: ignore[arg-type]
+            "gpu_memory_utilization"
+        ]
+        == 0.5
+    )
     hf, assets = _plan("hf", tmp_path / "hf")
     assert share_gpu(hf, assets, said.append, total_bytes=H100) is hf  # type: ignore[arg-type]
     monkeypatch.setenv("AUTORL_RUNS_PER_GPU", "40")
@@ -174,13 +196,21 @@ def test_the_local_executor_refuses_a_study_that_cannot_fit_before_it_starts(
 
 def test_a_lock_holder_that_dies_frees_the_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AUTORL_GPU_LOCK_DIR", str(tmp_path / "locks"))
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent("""
         import time
         from autorl.inference.gpu_share import engine_start
         with engine_start(["GPU-d"]):
             print("held", flush=True)
             time.sleep(600)
-    """)], stdout=subprocess.PIPE, text=True)
+    """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     holder.kill()  # an engine start that crashed: the kernel drops its lock with its descriptors
     holder.wait(10)

@@ -37,9 +37,23 @@ def test_seed_style_curl_submit(grader: RunningGrader) -> None:
     ckpt(grader, "v1", correct=15)
     body = json.dumps({"model_path": f"{grader.output}/v1"})
     out = subprocess.run(
-        ["curl", "-s", "-X", "POST", f"{grader.url}/submit", "-H", "Content-Type: application/json",
-         "-H", f"Authorization: Bearer {grader.config.agent_token}", "-d", body],
-        capture_output=True, text=True, check=True, timeout=120,
+        [
+            "curl",
+            "-s",
+            "-X",
+            "POST",
+            f"{grader.url}/submit",
+            "-H",
+            "Content-Type: application/json",
+            "-H",
+            f"Authorization: Bearer {grader.config.agent_token}",
+            "-d",
+            body,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
     ).stdout
     rec = json.loads(out)
     assert rec["submission_id"] == 1
@@ -113,8 +127,10 @@ def test_kill_minus_nine_mid_queue_then_restart_loses_nothing(tmp_path: Path) ->
     for k in range(5):
         write_stub_checkpoint(g.output / f"s{k}", echo_answers(k + 1), {"sleep": 0.8})
     with g.client() as c:
-        ids = [c.post("/submit", params={"wait": "false"}, json={"model_path": f"output/s{k}"}).json()["submission_id"]
-               for k in range(5)]
+        ids = [
+            c.post("/submit", params={"wait": "false"}, json={"model_path": f"output/s{k}"}).json()["submission_id"]
+            for k in range(5)
+        ]
         first = wait_done(c, ids[0])
     g.kill()
     g2 = start_grader(config, port=g.port)
@@ -193,14 +209,18 @@ BAD_INPUTS = [
 ]
 
 
-@pytest.mark.parametrize(("label", "who", "method", "path", "body", "status"), BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
+@pytest.mark.parametrize(
+    ("label", "who", "method", "path", "body", "status"), BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS]
+)
 def test_bad_inputs_get_documented_json_errors(
     bad_input_grader: RunningGrader, label: str, who: str, method: str, path: str, body: Any, status: int
 ) -> None:
     g = bad_input_grader
     token = {AGENT: g.config.agent_token, ADMIN: g.config.admin_token, NONE: "", WRONG: "nope"}[who]
     with g.client(token) as c:
-        kwargs: dict[str, Any] = {"content": body} if isinstance(body, bytes) else ({"json": body} if body is not None else {})
+        kwargs: dict[str, Any] = (
+            {"content": body} if isinstance(body, bytes) else ({"json": body} if body is not None else {})
+        )
         resp = c.request(method, path, **kwargs)
         assert resp.status_code == status, resp.text
         error = resp.json()["error"]
@@ -343,7 +363,9 @@ def test_plugins_and_benchmarks_endpoints(grader: RunningGrader) -> None:
     with grader.client() as c:
         names = {p["name"] for p in c.get("/-/plugins").json()}
         assert {"example-plugin", "autorl.default_plugins.benchmarks"} <= names
-        assert {"name": "echo", "distribution": "autorl-example-plugin", "version": "1"} in c.get("/-/benchmarks").json()
+        assert {"name": "echo", "distribution": "autorl-example-plugin", "version": "1"} in c.get(
+            "/-/benchmarks"
+        ).json()
 
 
 def test_store_directory_is_private(grader: RunningGrader) -> None:

@@ -16,9 +16,18 @@ def _data(tmp_path: Path) -> BenchmarkData:
 
 def test_for_run_fills_paths_base_model_and_the_baseline_cache(tmp_path: Path) -> None:
     base = ResolvedModel("org/base", tmp_path / "models" / "base", "hub", "abc")
-    config = GraderConfig.for_run(task="echo", workspace=tmp_path / "ws", output_dir=tmp_path / "ws" / "output",
-                                  store_dir=tmp_path / "store", data=_data(tmp_path), base=base, backend="scripted",
-                                  home=tmp_path / "home", limit=3, workers=[{"CUDA_VISIBLE_DEVICES": "1"}])
+    config = GraderConfig.for_run(
+        task="echo",
+        workspace=tmp_path / "ws",
+        output_dir=tmp_path / "ws" / "output",
+        store_dir=tmp_path / "store",
+        data=_data(tmp_path),
+        base=base,
+        backend="scripted",
+        home=tmp_path / "home",
+        limit=3,
+        workers=[{"CUDA_VISIBLE_DEVICES": "1"}],
+    )
     assert (config.task, config.backend, config.limit) == ("echo", "scripted", 3)
     assert config.workspace == str(tmp_path / "ws") and config.output_dir == str(tmp_path / "ws" / "output")
     assert config.hidden_dir == str(tmp_path / "hidden")
@@ -33,13 +42,28 @@ def test_for_run_fills_paths_base_model_and_the_baseline_cache(tmp_path: Path) -
 
 
 def test_for_run_without_base_or_home(tmp_path: Path) -> None:
-    config = GraderConfig.for_run(task="echo", workspace=tmp_path, output_dir=tmp_path / "output",
-                                  store_dir=tmp_path / "store", data=_data(tmp_path), base=None, backend="hf")
+    config = GraderConfig.for_run(
+        task="echo",
+        workspace=tmp_path,
+        output_dir=tmp_path / "output",
+        store_dir=tmp_path / "store",
+        data=_data(tmp_path),
+        base=None,
+        backend="hf",
+    )
     assert config.base_model is None and config.base_model_name is None and config.baseline_cache_dir is None
     assert config.agent_token != config.admin_token
 
 
 def test_for_run_refuses_an_unknown_override(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="eval_timeot"):
-        GraderConfig.for_run(task="echo", workspace=tmp_path, output_dir=tmp_path, store_dir=tmp_path / "s",
-                             data=_data(tmp_path), base=None, backend="hf", eval_timeot=3.0)
+        GraderConfig.for_run(
+            task="echo",
+            workspace=tmp_path,
+            output_dir=tmp_path,
+            store_dir=tmp_path / "s",
+            data=_data(tmp_path),
+            base=None,
+            backend="hf",
+            eval_timeot=3.0,
+        )

@@ -63,11 +63,19 @@ def last_refusal(g: Grader) -> dict[str, Any]:
 
 def test_honest_spellings_of_a_checkpoint_path_are_accepted(grader: Grader) -> None:
     write_stub_checkpoint(out(grader) / "v1", echo_answers(3))
-    ids = [grader.submit(p) for p in (f"{out(grader)}/v1", "output/v1", "./output/v1/", os.path.realpath(out(grader) / "v1"))]
+    ids = [
+        grader.submit(p)
+        for p in (f"{out(grader)}/v1", "output/v1", "./output/v1/", os.path.realpath(out(grader) / "v1"))
+    ]
     assert len(set(ids)) == 4
     snap = snapshot_of(grader, ids[0])
-    assert sorted(p.name for p in snap.iterdir()) == [MANIFEST, "answers.json", "config.json", "model.safetensors",
-                                                      "tokenizer.json"]
+    assert sorted(p.name for p in snap.iterdir()) == [
+        MANIFEST,
+        "answers.json",
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+    ]
     assert all((p.stat().st_mode & 0o777) == 0o400 for p in snap.iterdir() if p.name != MANIFEST)
     hashes = {grader.store.get(i)["content_hash"] for i in ids}  # type: ignore[index]
     assert len(hashes) == 1
@@ -141,8 +149,13 @@ def test_output_replaced_by_a_link_to_root_reaches_nothing_and_is_recorded(grade
     moved = tmp_path / "moved-output"
     os.rename(out(grader), moved)
     os.symlink("/", out(grader))
-    for raw in (f"{out(grader)}{other}", f"output{other}", str(other), f"{out(grader)}/../../other-run/snapshots/1",
-                "output/v1"):
+    for raw in (
+        f"{out(grader)}{other}",
+        f"output{other}",
+        str(other),
+        f"{out(grader)}/../../other-run/snapshots/1",
+        "output/v1",
+    ):
         message = refused(grader, raw, PathRefused)
         assert last_refusal(grader)["kind"] == OUTSIDE_OUTPUT, message
     assert "replaced by a link" in message
@@ -259,9 +272,16 @@ def test_pickles_and_references_outside_the_checkpoint_are_refused(grader: Grade
     # provenance notes that transformers and peft write are not references: an honest save is accepted
     honest = write_stub_checkpoint(out(grader) / "honest")
     (honest / "config.json").write_text(json.dumps({"model_type": "stub", "_name_or_path": "/ws/models/base"}))
-    (honest / "tokenizer_config.json").write_text(json.dumps(
-        {"name_or_path": "/ws/models/base", "chat_template": "{{ '/' }} {% if a %}..{% endif %}",
-         "added_tokens_decoder": {"5": {"content": "/"}}, "tokenizer_file": None}))
+    (honest / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "name_or_path": "/ws/models/base",
+                "chat_template": "{{ '/' }} {% if a %}..{% endif %}",
+                "added_tokens_decoder": {"5": {"content": "/"}},
+                "tokenizer_file": None,
+            }
+        )
+    )
     assert grader.submit("output/honest") == 1
 
 
@@ -284,8 +304,16 @@ def test_odd_names_deep_trees_and_huge_json_are_one_line_4xx(tmp_path: Path) -> 
         os.symlink("a", loop / "b")
         os.mkfifo(write_stub_checkpoint(g.output / "fifo") / "model.safetensors.tmp")
         write_stub_checkpoint(g.output / "good", echo_answers(4))
-        expected = {"odd": 422, "deep": 422, "huge": 413, "nested": 422, "loop": 400, "fifo": 422,
-                    "good/../good": 400, "good\\..": 400}
+        expected = {
+            "odd": 422,
+            "deep": 422,
+            "huge": 413,
+            "nested": 422,
+            "loop": 400,
+            "fifo": 422,
+            "good/../good": 400,
+            "good\\..": 400,
+        }
         with g.client() as c:
             for name, status in expected.items():
                 r = c.post("/submit", json={"model_path": f"output/{name}"})
@@ -295,8 +323,15 @@ def test_odd_names_deep_trees_and_huge_json_are_one_line_4xx(tmp_path: Path) -> 
             assert good.status_code == 200 and good.json()["score"] == pytest.approx(20.0)
         state = g.admin_http().get("/admin/state").json()
         assert [r["kind"] for r in state["refusals"]] == [
-            "invalid_checkpoint", "invalid_checkpoint", "too_large", "invalid_checkpoint", OUTSIDE_OUTPUT,
-            "invalid_checkpoint", OUTSIDE_OUTPUT, "bad_request"]
+            "invalid_checkpoint",
+            "invalid_checkpoint",
+            "too_large",
+            "invalid_checkpoint",
+            OUTSIDE_OUTPUT,
+            "invalid_checkpoint",
+            OUTSIDE_OUTPUT,
+            "bad_request",
+        ]
     finally:
         g.stop()
         _unnest(deep_root)
@@ -374,8 +409,10 @@ def test_a_store_written_before_refusals_had_a_kind_opens_and_records_kinds(tmp_
     from autorl.grader.store import Store
 
     db = sqlite3.connect(tmp_path / "grader.db")
-    db.execute("CREATE TABLE refusals (id INTEGER PRIMARY KEY AUTOINCREMENT, created_at REAL NOT NULL, "
-               "model_path TEXT NOT NULL, reason TEXT NOT NULL)")
+    db.execute(
+        "CREATE TABLE refusals (id INTEGER PRIMARY KEY AUTOINCREMENT, created_at REAL NOT NULL, "
+        "model_path TEXT NOT NULL, reason TEXT NOT NULL)"
+    )
     db.execute("INSERT INTO refusals (created_at, model_path, reason) VALUES (0, '/etc', 'not inside')")
     db.commit()
     db.close()
@@ -403,13 +440,19 @@ def test_a_submission_is_one_snapshot_handle_from_intake_to_its_worker_job(grade
     # the digest is of the bytes the agent wrote, as copied (wherever they lie, the same bytes hash the same)
     assert [s.digest for s in snaps] == [model_hash(full), model_hash(lora)]
     # the job a slot sends names that same snapshot; the worker applies the base model under an adapter only
-    config = dataclasses.replace(grader.config, base_model=str(tmp_path / "base"),
-                                 baseline_cache_dir=str(tmp_path / "cache"))
-    jobs = [json.loads(json.dumps(build_job(config, store.parent, s, "dev", f"sub{k}", tmp_path)))
-            for k, s in enumerate([*snaps, None])]
+    config = dataclasses.replace(
+        grader.config, base_model=str(tmp_path / "base"), baseline_cache_dir=str(tmp_path / "cache")
+    )
+    jobs = [
+        json.loads(json.dumps(build_job(config, store.parent, s, "dev", f"sub{k}", tmp_path)))
+        for k, s in enumerate([*snaps, None])
+    ]
     assert [Snapshot.from_row(j["snapshot"]) for j in jobs[:2]] == snaps
-    assert [model_dirs(j) for j in jobs] == [(store / "1", None), (store / "2", tmp_path / "base"),
-                                             (tmp_path / "base", None)]
+    assert [model_dirs(j) for j in jobs] == [
+        (store / "1", None),
+        (store / "2", tmp_path / "base"),
+        (tmp_path / "base", None),
+    ]
     assert [j["cache_dir"] for j in jobs] == [None, None, str(tmp_path / "cache")]  # only the base's is cached
 
 

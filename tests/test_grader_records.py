@@ -53,15 +53,32 @@ def _app(tmp_path: Path, **overrides: Any) -> tuple[Grader, TestClient]:
 CASES: list[tuple[str, dict[str, Any], str, tuple[str, str, Any], int, type[errors.AutorlError]]] = [
     ("usage", {}, "", ("POST", "/submit", {"model_path": "output/ok", "x": 1}), 400, errors.UsageError),
     ("path_refused", {}, "", ("POST", "/submit", {"model_path": "../etc"}), 400, errors.PathRefused),
-    ("invalid_checkpoint", {}, "", ("POST", "/submit", {"model_path": "output/empty"}), 422,
-     errors.InvalidCheckpointError),
-    ("too_large", {"max_bytes": 10}, "", ("POST", "/submit", {"model_path": "output/ok"}), 413,
-     errors.CheckpointTooLarge),
+    (
+        "invalid_checkpoint",
+        {},
+        "",
+        ("POST", "/submit", {"model_path": "output/empty"}),
+        422,
+        errors.InvalidCheckpointError,
+    ),
+    (
+        "too_large",
+        {"max_bytes": 10},
+        "",
+        ("POST", "/submit", {"model_path": "output/ok"}),
+        413,
+        errors.CheckpointTooLarge,
+    ),
     ("run_closed", {}, "close", ("POST", "/submit", {"model_path": "output/ok"}), 409, errors.RunClosed),
-    ("limit_reached", {"max_submissions": 1}, "submit", ("POST", "/submit", {"model_path": "output/ok"}), 429,
-     errors.LimitReached),
-    ("queue_full", {"max_queue": 1}, "submit", ("POST", "/submit", {"model_path": "output/ok"}), 503,
-     errors.QueueFull),
+    (
+        "limit_reached",
+        {"max_submissions": 1},
+        "submit",
+        ("POST", "/submit", {"model_path": "output/ok"}),
+        429,
+        errors.LimitReached,
+    ),
+    ("queue_full", {"max_queue": 1}, "submit", ("POST", "/submit", {"model_path": "output/ok"}), 503, errors.QueueFull),
     ("not_found", {}, "", ("GET", "/submissions/7", None), 404, errors.NotFound),
     ("grader_error_status", {}, "submit", ("POST", "/admin/test", {"submission_id": 1}), 409, errors.GraderError),
 ]
@@ -69,7 +86,12 @@ CASES: list[tuple[str, dict[str, Any], str, tuple[str, str, Any], int, type[erro
 
 @pytest.mark.parametrize(("label", "overrides", "before", "call", "status", "kind"), CASES, ids=[c[0] for c in CASES])
 def test_errors_answer_their_status_through_the_app(
-    tmp_path: Path, label: str, overrides: dict[str, Any], before: str, call: tuple[str, str, Any], status: int,
+    tmp_path: Path,
+    label: str,
+    overrides: dict[str, Any],
+    before: str,
+    call: tuple[str, str, Any],
+    status: int,
     kind: type[errors.AutorlError],
 ) -> None:
     grader, client = _app(tmp_path, **overrides)
@@ -82,8 +104,9 @@ def test_errors_answer_their_status_through_the_app(
             assert grader.submit("output/ok") == 1
         token = grader.config.admin_token if call[1].startswith("/admin") else grader.config.agent_token
         method, path, body = call
-        resp = client.request(method, path, json=body, params={"wait": "false"},
-                              headers={"Authorization": f"Bearer {token}"})
+        resp = client.request(
+            method, path, json=body, params={"wait": "false"}, headers={"Authorization": f"Bearer {token}"}
+        )
         assert resp.status_code == status, resp.text
         assert resp.status_code == kind.http_status or kind is errors.GraderError
         assert set(resp.json()) == {"error"} and resp.json()["error"]
@@ -112,7 +135,9 @@ def scored(tmp_path: Path) -> Iterator[Grader]:
 
 
 def _files(store_dir: Path) -> dict[str, tuple[int, int]]:
-    return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in store_dir.iterdir() if p.name.startswith("grader.db")}
+    return {
+        p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in store_dir.iterdir() if p.name.startswith("grader.db")
+    }
 
 
 def test_reading_records_never_writes_to_the_store(scored: Grader) -> None:
@@ -158,14 +183,24 @@ def test_a_baseline_that_arrives_later_gives_the_missing_comparisons(tmp_path: P
 
 
 def _row(sid: int, status: str, score: float | None) -> dict[str, Any]:
-    return {"id": sid, "status": status, "score": score, "model_path": f"output/{sid}", "kind": "full",
-            "record": None, "comparison": None, "error": None, "duplicate_of": None, "content_hash": None,
-            "created_at": 0.0, "finished_at": None}
+    return {
+        "id": sid,
+        "status": status,
+        "score": score,
+        "model_path": f"output/{sid}",
+        "kind": "full",
+        "record": None,
+        "comparison": None,
+        "error": None,
+        "duplicate_of": None,
+        "content_hash": None,
+        "created_at": 0.0,
+        "finished_at": None,
+    }
 
 
 def test_best_is_the_earliest_of_the_top_scores_and_ignores_unfinished() -> None:
-    rows = [_row(1, DONE, 40.0), _row(2, DONE, 70.0), _row(3, QUEUED, None), _row(4, DONE, 70.0),
-            _row(5, FAILED, None)]
+    rows = [_row(1, DONE, 40.0), _row(2, DONE, 70.0), _row(3, QUEUED, None), _row(4, DONE, 70.0), _row(5, FAILED, None)]
     assert records.best(rows) == {"submission_id": 2, "score": 70.0}
     assert records.best([_row(1, QUEUED, None)]) is None
     out = records.public_all(rows, {"score": 50.0})

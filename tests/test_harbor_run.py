@@ -25,8 +25,9 @@ from .conftest import ROOT, echo_answers, write_stub_checkpoint
 from .test_sandbox import needs_bwrap
 
 HARBOR = os.environ.get("AUTORL_HARBOR", "")
-pytestmark = pytest.mark.skipif(not HARBOR or not Path(HARBOR).is_file(),
-                                reason="needs the harbor command (Python >= 3.12): run `nox -s harbor`")
+pytestmark = pytest.mark.skipif(
+    not HARBOR or not Path(HARBOR).is_file(), reason="needs the harbor command (Python >= 3.12): run `nox -s harbor`"
+)
 
 FORGER = """#!/bin/bash
 set -e
@@ -59,11 +60,14 @@ def tasks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     with a solution/ for Harbor's oracle agent: one forger, one honest agent."""
     root = tmp_path_factory.mktemp("harbor")
     base = write_stub_checkpoint(root / "base", answers=echo_answers(5, "test"))
-    [task] = export(root / "export", [TaskCell(task="echo", model=str(base), timeout=60, backend="scripted")],
-                    Scoring())
+    [task] = export(
+        root / "export", [TaskCell(task="echo", model=str(base), timeout=60, backend="scripted")], Scoring()
+    )
     out: dict[str, Path] = {"exported": task}
-    for name, script, answers in (("forger", FORGER, echo_answers(5, "test")), ("honest", HONEST,
-                                                                                 echo_answers(30, "test"))):
+    for name, script, answers in (
+        ("forger", FORGER, echo_answers(5, "test")),
+        ("honest", HONEST, echo_answers(30, "test")),
+    ):
         copy = root / "dataset" / name
         shutil.copytree(task, copy)
         write_stub_checkpoint(copy / "solution" / "checkpoint", answers=answers)
@@ -84,24 +88,33 @@ def _findings(*args: str) -> list[dict[str, Any]]:
 
 def test_harbor_loads_the_task_with_a_separate_verifier(tasks: dict[str, Path]) -> None:
     python = Path(HARBOR).with_name("python")
-    code = ("import json, sys\nfrom harbor.models.task.task import Task\n"
-            "from harbor.models.task.verifier_mode import resolve_task_verifier_mode, "
-            "resolve_verifier_environment_definition\n"
-            "t = Task(sys.argv[1]); d = resolve_verifier_environment_definition(t.config, t.paths)\n"
-            "print(json.dumps({'mode': resolve_task_verifier_mode(t.config).value, 'tests': str(d.directory), "
-            "'bundled': d.bundled_tests, 'user': t.config.agent.user, 'artifacts': t.config.artifacts}))")
+    code = (
+        "import json, sys\nfrom harbor.models.task.task import Task\n"
+        "from harbor.models.task.verifier_mode import resolve_task_verifier_mode, "
+        "resolve_verifier_environment_definition\n"
+        "t = Task(sys.argv[1]); d = resolve_verifier_environment_definition(t.config, t.paths)\n"
+        "print(json.dumps({'mode': resolve_task_verifier_mode(t.config).value, 'tests': str(d.directory), "
+        "'bundled': d.bundled_tests, 'user': t.config.agent.user, 'artifacts': t.config.artifacts}))"
+    )
     proc = subprocess.run([str(python), "-c", code, str(tasks["exported"])], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     loaded = json.loads(proc.stdout)
-    assert loaded == {"mode": "separate", "tests": str(tasks["exported"] / "tests"), "bundled": True,
-                      "user": "agent", "artifacts": ["/app/output/final"]}
+    assert loaded == {
+        "mode": "separate",
+        "tests": str(tasks["exported"] / "tests"),
+        "bundled": True,
+        "user": "agent",
+        "artifacts": ["/app/output/final"],
+    }
 
 
 def test_harbor_lint_passes(tasks: dict[str, Path], tmp_path: Path) -> None:
     assert _findings(str(tasks["exported"])) == []
     # every rule: only the base image, which the user pins with --image
-    assert {(f["rule"], Path(f["path"]).parent.name) for f in _findings("--select", "ALL", str(tasks["exported"]))} \
-        == {("unpinned-image", "environment"), ("unpinned-image", "tests")}
+    assert {(f["rule"], Path(f["path"]).parent.name) for f in _findings("--select", "ALL", str(tasks["exported"]))} == {
+        ("unpinned-image", "environment"),
+        ("unpinned-image", "tests"),
+    }
     pinned = tmp_path / "pinned"
     shutil.copytree(tasks["exported"], pinned)
     for name in ("environment/Dockerfile", "tests/Dockerfile"):
@@ -112,9 +125,24 @@ def test_harbor_lint_passes(tasks: dict[str, Path], tmp_path: Path) -> None:
 
 @needs_bwrap
 def test_a_harbor_trial_ignores_every_forged_reward(tasks: dict[str, Path], tmp_path: Path) -> None:
-    proc = _harbor("run", "-p", str(tasks["forger"].parent), "-a", "oracle", "--env",
-                   "tests.harbor_local_env:LocalEnvironment", "--ek", "auto_mounting=true", "-o", str(tmp_path),
-                   "-n", "1", "-y", "-q", cwd=ROOT)
+    proc = _harbor(
+        "run",
+        "-p",
+        str(tasks["forger"].parent),
+        "-a",
+        "oracle",
+        "--env",
+        "tests.harbor_local_env:LocalEnvironment",
+        "--ek",
+        "auto_mounting=true",
+        "-o",
+        str(tmp_path),
+        "-n",
+        "1",
+        "-y",
+        "-q",
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     trials = {json.loads(p.read_text())["task_name"]: p.parent for p in tmp_path.glob("*/*/result.json")}
     assert set(trials) == {"autorl/forger", "autorl/honest"}

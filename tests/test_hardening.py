@@ -92,14 +92,17 @@ class LeakyDescription(Arith):
         return f"Example: {first.input['question']}"
 
 
-@pytest.mark.parametrize(("weak", "hole", "evidence"), [
-    (Unsecret, "secret-draws", "need no secret"),
-    (ShuffledOnly, "secret-draws", "the same 300 items under 4 secrets"),
-    (HalfFixed, "secret-draws", "in all 4 draws, chance gives"),
-    (BuildsOnLoad, "no-secret-no-items", "load_items gave 300 items"),
-    (TrustsWords, "scorer-escapes", "success words"),
-    (LeakyDescription, "nothing-visible", "check/description.md"),
-])
+@pytest.mark.parametrize(
+    ("weak", "hole", "evidence"),
+    [
+        (Unsecret, "secret-draws", "need no secret"),
+        (ShuffledOnly, "secret-draws", "the same 300 items under 4 secrets"),
+        (HalfFixed, "secret-draws", "in all 4 draws, chance gives"),
+        (BuildsOnLoad, "no-secret-no-items", "load_items gave 300 items"),
+        (TrustsWords, "scorer-escapes", "success words"),
+        (LeakyDescription, "nothing-visible", "check/description.md"),
+    ],
+)
 def test_each_hole_is_reported(tmp_path: Path, weak: type[Arith], hole: str, evidence: str) -> None:
     checks = {c.name: c for c in harden(weak, tmp_path)}
     assert not checks[hole].held, checks[hole]
@@ -143,13 +146,17 @@ class LongRefusal(Arith):
             raise HiddenDataError(f"{exc}\n  (see the docs)") from None
 
 
-@pytest.mark.parametrize(("weak", "evidence"), [
-    (Unsecret, "the same items under two secrets"),
-    (BuildsOnLoad, "load_items gave 300 items from a folder holding none"),
-    (LongRefusal, "dev: not a one-line error"),
-])
+@pytest.mark.parametrize(
+    ("weak", "evidence"),
+    [
+        (Unsecret, "the same items under two secrets"),
+        (BuildsOnLoad, "load_items gave 300 items from a folder holding none"),
+        (LongRefusal, "dev: not a one-line error"),
+    ],
+)
 def test_the_plugin_authors_contract_check_finds_what_the_hardening_checks_find(
-        tmp_path: Path, weak: type[Arith], evidence: str) -> None:
+    tmp_path: Path, weak: type[Arith], evidence: str
+) -> None:
     # check_hidden_items_secret and harden share the draws, the secret's scope and the refusal of unprepared items
     bench = weak()
     with pytest.raises(AssertionError, match=evidence):
@@ -158,8 +165,9 @@ def test_the_plugin_authors_contract_check_finds_what_the_hardening_checks_find(
     assert HIDDEN_SECRET_ENV not in os.environ
 
 
-def test_the_contract_check_leaves_the_operators_secret_as_it_was(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_contract_check_leaves_the_operators_secret_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(HIDDEN_SECRET_ENV, "cd" * 32)
     check_hidden_items_secret(Arith(), tmp_path)
     assert os.environ[HIDDEN_SECRET_ENV] == "cd" * 32

@@ -24,26 +24,38 @@ from .test_run import agent_folder
 NO_CACHE = "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`"
 
 
-@pytest.mark.parametrize(("text", "cause"), [
-    (NO_CACHE, "KV cache"),
-    ("AssertionError: Error in memory profiling. Initial free memory 30 GiB, current free memory 41 GiB.", "measured"),
-    ("ValueError: Free memory on device cuda:0 (2.1/79.2 GiB) on startup is less than desired GPU memory "
-     "utilization (0.25, 19.8 GiB).", "free GPU memory"),
-    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "out of memory"),
-    ("vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.", "died"),
-    ("OSError: [Errno 28] No space left on device: '/tmp/x'", "disk"),
-])
+@pytest.mark.parametrize(
+    ("text", "cause"),
+    [
+        (NO_CACHE, "KV cache"),
+        (
+            "AssertionError: Error in memory profiling. Initial free memory 30 GiB, current free memory 41 GiB.",
+            "measured",
+        ),
+        (
+            "ValueError: Free memory on device cuda:0 (2.1/79.2 GiB) on startup is less than desired GPU memory "
+            "utilization (0.25, 19.8 GiB).",
+            "free GPU memory",
+        ),
+        ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "out of memory"),
+        ("vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.", "died"),
+        ("OSError: [Errno 28] No space left on device: '/tmp/x'", "disk"),
+    ],
+)
 def test_machine_causes_are_named(text: str, cause: str) -> None:
     found = harness_cause(text)
     assert found is not None and cause in found
 
 
-@pytest.mark.parametrize("text", [
-    "RuntimeError: CUDA error: device-side assert triggered",  # token ids past the vocabulary: the checkpoint's
-    "RuntimeError: Error(s) in loading state_dict: size mismatch for lm_head.weight",
-    "safetensors_rust.SafetensorError: Error while deserializing header: HeaderTooLarge",
-    "ValueError: the scripted model refuses to load",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "RuntimeError: CUDA error: device-side assert triggered",  # token ids past the vocabulary: the checkpoint's
+        "RuntimeError: Error(s) in loading state_dict: size mismatch for lm_head.weight",
+        "safetensors_rust.SafetensorError: Error while deserializing header: HeaderTooLarge",
+        "ValueError: the scripted model refuses to load",
+    ],
+)
 def test_what_a_checkpoint_causes_is_not_the_machines(text: str) -> None:
     assert harness_cause(text) is None
 
@@ -149,14 +161,30 @@ def test_an_exact_copy_of_the_base_scored_by_a_failing_engine_is_an_infrastructu
     base = write_stub_checkpoint(tmp_path / "base", echo_answers(3))
     faults = tmp_path / "faults.json"
     faults.write_text(json.dumps({"fail": 100, "error": NO_CACHE, "match": "snapshots"}))
-    agent = agent_folder(tmp_path / "agents", "copier", """
+    agent = agent_folder(
+        tmp_path / "agents",
+        "copier",
+        """
         cp -r "$MODEL_PATH/." "$OUTPUT_DIR/copy"
         submit copy
-    """)
-    proc = cli("run", "--agent", str(agent), "--task", "echo", "--model", str(base), "--timeout", "60",
-               "--backend", "scripted", "--no-audit", "--json",
-               env={"AUTORL_HOME": str(home), "AUTORL_SCRIPTED_FAULTS": str(faults),
-                    "AUTORL_HARNESS_BACKOFF_S": "0.2"})
+    """,
+    )
+    proc = cli(
+        "run",
+        "--agent",
+        str(agent),
+        "--task",
+        "echo",
+        "--model",
+        str(base),
+        "--timeout",
+        "60",
+        "--backend",
+        "scripted",
+        "--no-audit",
+        "--json",
+        env={"AUTORL_HOME": str(home), "AUTORL_SCRIPTED_FAULTS": str(faults), "AUTORL_HARNESS_BACKOFF_S": "0.2"},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     row = json.loads(proc.stdout)
     assert row["submissions"] == 1 and row["success"] is False

@@ -116,8 +116,14 @@ def test_a_cached_baseline_is_not_reused_under_another_secret(tmp_path: Path, ti
     from autorl.grader.worker import run_job
 
     cache = tmp_path / "baselines"
-    job = {"task": "arith", "backend": "hf", "split": "dev", "base_model_dir": str(tiny_model), "limit": 4,
-           "cache_dir": str(cache)}
+    job = {
+        "task": "arith",
+        "backend": "hf",
+        "split": "dev",
+        "base_model_dir": str(tiny_model),
+        "limit": 4,
+        "cache_dir": str(cache),
+    }
     first = run_job({**job, "hidden_dir": str(tmp_path / "a")})
     again = run_job({**job, "hidden_dir": str(tmp_path / "a")})
     other = run_job({**job, "hidden_dir": str(tmp_path / "b")})
@@ -132,9 +138,27 @@ def test_an_agent_in_the_sandbox_gets_no_hidden_item(tmp_path: Path) -> None:
     hidden = home / "hidden" / "arith"
     base = write_stub_checkpoint(tmp_path / "stub-base", {})
     attack = {"tests_root": str(ROOT), "hidden": str(hidden), "home": str(home)}
-    proc = cli("run", "--agent", str(HOSTILE / "hidden_items"), "--task", "arith", "--model", str(base),
-               "--timeout", "120", "--backend", "scripted", "--sandbox", "bwrap", "--network", "off", "--json",
-               "--agent-env", "ATTACK=" + json.dumps(attack), env={"AUTORL_HOME": str(home)})
+    proc = cli(
+        "run",
+        "--agent",
+        str(HOSTILE / "hidden_items"),
+        "--task",
+        "arith",
+        "--model",
+        str(base),
+        "--timeout",
+        "120",
+        "--backend",
+        "scripted",
+        "--sandbox",
+        "bwrap",
+        "--network",
+        "off",
+        "--json",
+        "--agent-env",
+        "ATTACK=" + json.dumps(attack),
+        env={"AUTORL_HOME": str(home)},
+    )
     assert proc.returncode == 0, proc.stderr
     ws = Path(json.loads(proc.stdout)["workspace"])
     attempts = json.loads((ws / "code" / "attempts.json").read_text())
@@ -146,8 +170,10 @@ def test_an_agent_in_the_sandbox_gets_no_hidden_item(tmp_path: Path) -> None:
         a = by_label[f"load_items {split} {hidden}"]
         assert not a["ok"] and "HiddenDataError" in a["error"] and "\n" not in a["error"], a
     got_something = [a for a in attempts if a["ok"]]
-    assert {a["label"] for a in got_something} >= {"prepare and load dev in a fresh folder",
-                                                   "autorl eval test with its own AUTORL_HOME"}
+    assert {a["label"] for a in got_something} >= {
+        "prepare and load dev in a fresh folder",
+        "autorl eval test with its own AUTORL_HOME",
+    }
     for a in got_something:
         # what it built is another installation's draw from the same public pool of held-out pairs: it
         # meets the real split only by chance (about 15% of dev, 25% of test), never as the split itself
@@ -156,8 +182,14 @@ def test_an_agent_in_the_sandbox_gets_no_hidden_item(tmp_path: Path) -> None:
             assert len(shared) < 0.5 * len(questions), (a["label"], split, len(shared))
         assert set(a["ids"]) != {i.id for i in real["test"]} and set(a["ids"]) != {i.id for i in real["dev"]}
     # and nothing the agent wrote (its code folder, its own AUTORL_HOME there) holds the real split either
-    written = set(re.findall(r"(?:dev|test)-\d+\+\d+", "\n".join(
-        p.read_text(errors="ignore") for p in (ws / "code").rglob("*") if p.is_file() and not p.is_symlink())))
+    written = set(
+        re.findall(
+            r"(?:dev|test)-\d+\+\d+",
+            "\n".join(
+                p.read_text(errors="ignore") for p in (ws / "code").rglob("*") if p.is_file() and not p.is_symlink()
+            ),
+        )
+    )
     # (its four draws together cover much of the 2,000-pair pool, but not the real splits)
     assert written and not {i.id for i in real["dev"]} <= written and not {i.id for i in real["test"]} <= written
     assert os.path.isfile(hidden / "secret") and (hidden / "dev.items.jsonl").is_file()

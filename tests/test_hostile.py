@@ -18,14 +18,35 @@ from .test_sandbox import needs_bwrap
 HOSTILE = Path(__file__).with_name("hostile")
 
 
-def run_hostile(tmp_path: Path, name: str, attack: dict[str, Any], env: dict[str, str] | None = None,
-                ) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+def run_hostile(
+    tmp_path: Path,
+    name: str,
+    attack: dict[str, Any],
+    env: dict[str, str] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
     home = tmp_path / "autorl-home"
     base = write_stub_checkpoint(tmp_path / "stub-base", echo_answers(5))
-    proc = cli("run", "--agent", str(HOSTILE / name), "--task", "echo", "--model", str(base), "--timeout", "90",
-               "--backend", "scripted", "--sandbox", "bwrap", "--network", "off", "--json",
-               "--agent-env", "ATTACK=" + json.dumps({"tests_root": str(ROOT), **attack}),
-               env={"AUTORL_HOME": str(home), **(env or {})})
+    proc = cli(
+        "run",
+        "--agent",
+        str(HOSTILE / name),
+        "--task",
+        "echo",
+        "--model",
+        str(base),
+        "--timeout",
+        "90",
+        "--backend",
+        "scripted",
+        "--sandbox",
+        "bwrap",
+        "--network",
+        "off",
+        "--json",
+        "--agent-env",
+        "ATTACK=" + json.dumps({"tests_root": str(ROOT), **attack}),
+        env={"AUTORL_HOME": str(home), **(env or {})},
+    )
     assert proc.returncode == 0, proc.stderr
     row = json.loads(proc.stdout)
     ws = Path(row["workspace"])
@@ -43,10 +64,12 @@ def test_output_replaced_by_a_link_to_root_reaches_no_other_run_and_no_hub_model
     home = tmp_path / "autorl-home"
     # another run's snapshot in the grader store, and a model in the hub cache: both would score 100
     other = write_stub_checkpoint(home / "grader" / "echo_other_run" / "snapshots" / "1", echo_answers(20))
-    hub = write_stub_checkpoint(tmp_path / "hf" / "hub" / "models--org--instruct" / "snapshots" / "abc",
-                                echo_answers(20))
-    row, result, attempts = run_hostile(tmp_path, "output_swap", {"targets": [str(other), str(hub)]},
-                                        env={"HF_HOME": str(tmp_path / "hf")})
+    hub = write_stub_checkpoint(
+        tmp_path / "hf" / "hub" / "models--org--instruct" / "snapshots" / "abc", echo_answers(20)
+    )
+    row, result, attempts = run_hostile(
+        tmp_path, "output_swap", {"targets": [str(other), str(hub)]}, env={"HF_HOME": str(tmp_path / "hf")}
+    )
     honest, *attacks = attempts
     assert honest["status"] == 200 and honest["body"]["score"] == pytest.approx(60.0)
     assert len(attacks) == 8

@@ -32,10 +32,34 @@ def _start(home: Path, tmp_path: Path, base: Path) -> tuple[subprocess.Popen[str
     runs = tmp_path / "runs"
     env = {**os.environ, "AUTORL_HOME": str(home), "AUTORL_SANDBOX_RO": str(ROOT / "tests")}
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from autorl.cli import main; main()", "run", "--agent", str(agent), "--task", "echo",
-         "--model", str(base), "--timeout", "300", "--backend", "scripted", "--sandbox", "none", "--no-audit",
-         "--runs-dir", str(runs), "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+        [
+            sys.executable,
+            "-c",
+            "from autorl.cli import main; main()",
+            "run",
+            "--agent",
+            str(agent),
+            "--task",
+            "echo",
+            "--model",
+            str(base),
+            "--timeout",
+            "300",
+            "--backend",
+            "scripted",
+            "--sandbox",
+            "none",
+            "--no-audit",
+            "--runs-dir",
+            str(runs),
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     end = time.monotonic() + 240
     while not list(runs.glob("*/*/code/scored")):
         if proc.poll() is not None or time.monotonic() > end:
@@ -53,10 +77,16 @@ def _send(proc: subprocess.Popen[str], sig: int, to_group: bool) -> None:
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize(("sig", "to_group"), [(signal.SIGINT, True), (signal.SIGINT, False), (signal.SIGTERM, False),
-                                               (signal.SIGHUP, True)])
-def test_an_interrupted_run_is_recorded_with_what_was_scored(home: Path, tmp_path: Path, stub_base: Path,  # noqa: F811
-                                                             sig: int, to_group: bool) -> None:
+@pytest.mark.parametrize(
+    ("sig", "to_group"), [(signal.SIGINT, True), (signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGHUP, True)]
+)
+def test_an_interrupted_run_is_recorded_with_what_was_scored(
+    home: Path,
+    tmp_path: Path,
+    stub_base: Path,  # noqa: F811
+    sig: int,
+    to_group: bool,
+) -> None:
     proc, _ = _start(home, tmp_path, stub_base)
     _send(proc, sig, to_group)
     out, err = proc.communicate(timeout=300)
@@ -78,8 +108,11 @@ def test_an_interrupted_run_is_recorded_with_what_was_scored(home: Path, tmp_pat
 
 
 @pytest.mark.e2e
-def test_a_second_signal_during_the_finish_leaves_the_run_to_recover(home: Path, tmp_path: Path,
-                                                                     stub_base: Path) -> None:  # noqa: F811
+def test_a_second_signal_during_the_finish_leaves_the_run_to_recover(
+    home: Path,
+    tmp_path: Path,
+    stub_base: Path,  # noqa: F811
+) -> None:
     proc, _ = _start(home, tmp_path, stub_base)
     os.killpg(proc.pid, signal.SIGINT)
     time.sleep(0.05)

@@ -28,7 +28,7 @@ BWRAP, WHY = bwrap_available()
 needs_bwrap = pytest.mark.skipif(BWRAP is None, reason=f"bubblewrap cannot run here: {WHY}")
 
 #: an honest agent that looks around the way agents do: runs the tools, lists the home, greps it, tars it
-LOOKS_AROUND = r'''#!/usr/bin/env bash
+LOOKS_AROUND = r"""#!/usr/bin/env bash
 out="$WORKSPACE/code/looked.txt"
 mkdir -p "$WORKSPACE/code"
 for tool in pipxtool usertool cargotool nodetool dottool home-script.sh; do
@@ -41,7 +41,7 @@ tar cf - "$HOME" 2>/dev/null | grep -a -o -- "[A-Z]*-KEY-[0-9a-f]*" >> "$out"
 git -C "$HOME" status >> "$out" 2>&1
 env >> "$out"
 exit 0
-'''
+"""
 
 
 @pytest.fixture
@@ -58,11 +58,16 @@ def test_path_view_shows_each_entry_alone_and_each_programs_package_folder(opera
     view = path_view(operator_home.path, _masked_for(operator_home), operator_home.env())
     shown = set(view.shown)
     local = home / ".local"
-    expected = {local / "bin", home / ".cargo" / "bin", home / "bin", home / "dotfiles" / "bin",
-                home / "home-script.sh",  # ~ itself on PATH: its programs alone
-                local / "lib" / "node_modules" / "nodetool",  # npm -g: the package, nothing beside it
-                local / "share" / "pipx" / "venvs" / "pipxtool",  # pipx: the venv
-                *local.glob("lib/python3*/site-packages")}  # pip --user: the user's site-packages
+    expected = {
+        local / "bin",
+        home / ".cargo" / "bin",
+        home / "bin",
+        home / "dotfiles" / "bin",
+        home / "home-script.sh",  # ~ itself on PATH: its programs alone
+        local / "lib" / "node_modules" / "nodetool",  # npm -g: the package, nothing beside it
+        local / "share" / "pipx" / "venvs" / "pipxtool",  # pipx: the venv
+        *local.glob("lib/python3*/site-packages"),
+    }  # pip --user: the user's site-packages
     assert shown == expected, sorted(map(str, shown ^ expected))
     # never a parent of an entry, never the home, never where keys are kept
     for never in (home, local, local / "share", local / "lib", home / ".cargo", home / ".config", home / "dotfiles"):
@@ -73,7 +78,8 @@ def test_path_view_shows_each_entry_alone_and_each_programs_package_folder(opera
 
 
 def test_the_agents_policy_masks_every_home_and_shows_nothing_that_holds_a_mask(
-        operator_home: OperatorHome, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    operator_home: OperatorHome, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from autorl.builtin.arith import Arith
 
     host_tmp = ROOT / ".pytest-host-tmpdir"
@@ -82,9 +88,20 @@ def test_the_agents_policy_masks_every_home_and_shows_nothing_that_holds_a_mask(
     ws = autorl_home / "runs" / "arith" / "r_agent"
     ws.mkdir(parents=True)
     env = {**operator_home.env(), "TMPDIR": str(host_tmp)}
-    policy = agent_policy(workspace=ws, env=env, model=ws, train_dir=ws, agent_files=[], benchmark=Arith(),
-                          autorl_home=autorl_home, runs_root=autorl_home / "runs", store_dir=autorl_home / "grader",
-                          hidden_dir=autorl_home / "hidden" / "arith", network="off", environ=env)
+    policy = agent_policy(
+        workspace=ws,
+        env=env,
+        model=ws,
+        train_dir=ws,
+        agent_files=[],
+        benchmark=Arith(),
+        autorl_home=autorl_home,
+        runs_root=autorl_home / "runs",
+        store_dir=autorl_home / "grader",
+        hidden_dir=autorl_home / "hidden" / "arith",
+        network="off",
+        environ=env,
+    )
     masked = policy.paths(MASKED)
     assert {operator_home.root, autorl_home, Path("/tmp"), host_tmp} <= set(masked)
     assert {b.rule for b in policy.files} <= {r.key for r in AGENT.rules}
@@ -92,9 +109,20 @@ def test_the_agents_policy_masks_every_home_and_shows_nothing_that_holds_a_mask(
         assert not any(m == shown or shown in m.parents for m in masked), shown  # no parent shown to reach a child
     # the caller's script folder (sys.path[0], maybe its home) is never part of the Python environment shown
     monkeypatch.setattr(sys, "path", [str(operator_home.root), *sys.path[1:]])
-    again = agent_policy(workspace=ws, env=env, model=ws, train_dir=ws, agent_files=[], benchmark=Arith(),
-                         autorl_home=autorl_home, runs_root=autorl_home / "runs", store_dir=autorl_home / "grader",
-                         hidden_dir=autorl_home / "hidden" / "arith", network="off", environ=env)
+    again = agent_policy(
+        workspace=ws,
+        env=env,
+        model=ws,
+        train_dir=ws,
+        agent_files=[],
+        benchmark=Arith(),
+        autorl_home=autorl_home,
+        runs_root=autorl_home / "runs",
+        store_dir=autorl_home / "grader",
+        hidden_dir=autorl_home / "hidden" / "arith",
+        network="off",
+        environ=env,
+    )
     assert operator_home.root not in again.paths(READ_ONLY)
 
 
@@ -108,8 +136,26 @@ def test_the_agent_runs_every_tool_and_reads_no_key(operator_home: OperatorHome,
     base = write_stub_checkpoint(tmp_path / "stub-base", echo_answers(5))
     # autorl's home where it is by default: in the operator's home
     env = {**operator_home.env(), "AUTORL_SANDBOX_RO": "", "AUTORL_HOME": str(operator_home.root / ".cache" / "autorl")}
-    proc = cli("run", "--agent", str(agent), "--task", "echo", "--model", str(base), "--timeout", "60",
-               "--backend", "scripted", "--sandbox", "bwrap", "--network", "off", "--json", "--no-audit", env=env)
+    proc = cli(
+        "run",
+        "--agent",
+        str(agent),
+        "--task",
+        "echo",
+        "--model",
+        str(base),
+        "--timeout",
+        "60",
+        "--backend",
+        "scripted",
+        "--sandbox",
+        "bwrap",
+        "--network",
+        "off",
+        "--json",
+        "--no-audit",
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     ws = Path(json.loads(proc.stdout)["workspace"])
     assert ws.is_relative_to(operator_home.root / ".cache" / "autorl")
@@ -130,8 +176,10 @@ def _offering(tmp_path: Path, body: str) -> Path:
     root.mkdir()
     (root / "autorl_offering.py").write_text(
         "import os\nfrom pathlib import Path\nfrom autorl import hookimpl\n"
-        "from autorl.builtin.arith import Arith\n\n\nclass Offers(Arith):\n    name = 'offers'\n\n" + body +
-        "\n\n@hookimpl\ndef register_benchmarks(register):\n    register(Offers)\n")
+        "from autorl.builtin.arith import Arith\n\n\nclass Offers(Arith):\n    name = 'offers'\n\n"
+        + body
+        + "\n\n@hookimpl\ndef register_benchmarks(register):\n    register(Offers)\n"
+    )
     info = root / "autorl_offering-0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: autorl-offering\nVersion: 0\n")
@@ -139,26 +187,55 @@ def _offering(tmp_path: Path, body: str) -> Path:
     return root
 
 
-@pytest.mark.parametrize(("body", "why"), [
-    ("    def agent_env(self):\n        from autorl import read_hidden_items\n"
-     "        return {'HINTS': ' '.join(str(i.input) for i in read_hidden_items('offers', self.hidden_dir, 'dev'))}",
-     "plugin autorl-offering: benchmark offers: agent_env() variable HINTS holds"),
-    ("    def agent_env(self):\n        return {'CONFIG': 'key=' + os.environ['MY_SERVICE_TOKEN']}",
-     "plugin autorl-offering: benchmark offers: agent_env() variable CONFIG holds a key of the harness's: refused"),
-    ("    def agent_paths(self):\n        return [Path.home() / '.netrc']",
-     "plugin autorl-offering: benchmark offers shows its agent"),
-    ("    def agent_paths(self):\n        return [Path.home()]",
-     "plugin autorl-offering: benchmark offers: agent_paths() names"),
-])
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (
+            "    def agent_env(self):\n        from autorl import read_hidden_items\n"
+            "        return {'HINTS': ' '.join(str(i.input) for i in read_hidden_items('offers', self.hidden_dir, 'dev'))}",
+            "plugin autorl-offering: benchmark offers: agent_env() variable HINTS holds",
+        ),
+        (
+            "    def agent_env(self):\n        return {'CONFIG': 'key=' + os.environ['MY_SERVICE_TOKEN']}",
+            "plugin autorl-offering: benchmark offers: agent_env() variable CONFIG holds a key of the harness's: refused",
+        ),
+        (
+            "    def agent_paths(self):\n        return [Path.home() / '.netrc']",
+            "plugin autorl-offering: benchmark offers shows its agent",
+        ),
+        (
+            "    def agent_paths(self):\n        return [Path.home()]",
+            "plugin autorl-offering: benchmark offers: agent_paths() names",
+        ),
+    ],
+)
 def test_what_a_plugin_offers_its_agent_is_checked_before_the_run(tmp_path: Path, body: str, why: str) -> None:
     plugin = _offering(tmp_path, body)
     user_home = tmp_path / "user"
     user_home.mkdir()
     (user_home / ".netrc").write_text("machine x password p4ssw0rd-netrc\n")
-    env = {"PYTHONPATH": str(plugin), "AUTORL_HOME": str(tmp_path / "autorl"), "HOME": str(user_home),
-           "MY_SERVICE_TOKEN": "tok-0123456789abcdef"}
-    proc = cli("run", "--agent", "example", "--task", "offers", "--model", str(write_stub_checkpoint(
-        tmp_path / "stub")), "--backend", "scripted", "--timeout", "30", "--sandbox", "none", env=env)
+    env = {
+        "PYTHONPATH": str(plugin),
+        "AUTORL_HOME": str(tmp_path / "autorl"),
+        "HOME": str(user_home),
+        "MY_SERVICE_TOKEN": "tok-0123456789abcdef",
+    }
+    proc = cli(
+        "run",
+        "--agent",
+        "example",
+        "--task",
+        "offers",
+        "--model",
+        str(write_stub_checkpoint(tmp_path / "stub")),
+        "--backend",
+        "scripted",
+        "--timeout",
+        "30",
+        "--sandbox",
+        "none",
+        env=env,
+    )
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]
     assert why in line, proc.stderr
@@ -166,7 +243,7 @@ def test_what_a_plugin_offers_its_agent_is_checked_before_the_run(tmp_path: Path
     assert not (tmp_path / "autorl" / "runs").exists()  # refused before anything started
 
 
-HOSTILE_EVAL = '''
+HOSTILE_EVAL = """
 import glob, os
 def evaluate(question, model_answer, reference_answer, **kwargs):
     got = []
@@ -189,7 +266,7 @@ def evaluate(question, model_answer, reference_answer, **kwargs):
         except OSError:
             pass
     return 1.0 if any("CANARY-0af3" in g or g == "wrote" for g in got) else 0.0
-'''
+"""
 
 
 SCORE_IN_A_GRADER = """
@@ -215,10 +292,17 @@ def test_scorer_code_runs_without_the_operators_rights(tmp_path: Path, sandbox: 
     netrc.parent.mkdir()
     netrc.write_text("machine x password CANARY-0af3\n")
     # a process scoring as the grader does, its environment holding what eval.py hunts for in /proc/<pid>/environ
-    env = {**os.environ, "HOME": str(netrc.parent), "SOME_TOKEN": "CANARY-0af3", "THE_NETRC": str(netrc),
-           "THE_FOLDER": str(folder), "AUTORL_SCORER_SANDBOX": sandbox}
-    proc = subprocess.run([sys.executable, "-c", SCORE_IN_A_GRADER, str(folder)], env=env, capture_output=True,
-                          text=True, timeout=120)
+    env = {
+        **os.environ,
+        "HOME": str(netrc.parent),
+        "SOME_TOKEN": "CANARY-0af3",
+        "THE_NETRC": str(netrc),
+        "THE_FOLDER": str(folder),
+        "AUTORL_SCORER_SANDBOX": sandbox,
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", SCORE_IN_A_GRADER, str(folder)], env=env, capture_output=True, text=True, timeout=120
+    )
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     if sandbox == "bwrap":  # no environment of the harness, no home, its folder out of reach
         assert got == [0.0], proc.stderr
@@ -235,25 +319,45 @@ def test_scorer_and_program_policies_show_only_the_system_and_their_own_folder(t
     scratch.mkdir()
     for policy in (scorer_policy(scratch), program_policy(scratch)):
         shown = policy.paths(READ_ONLY, READ_WRITE)
-        folders = sorted({str(d) for p in shown for d in p.parents if d not in SYSTEM_DIRS
-                          and not any(d == q or q in d.parents for q in shown)} | {"/"})
-        script = (f"for d in {' '.join(folders)}; do echo \"$d: $(ls -A $d | tr '\\n' ' ')\"; done; "
-                  "cat /proc/[0-9]*/cmdline | tr '\\0' ' ' | grep -c 'bin/[p]ytest'; cat /etc/shadow | head -c 20; "
-                  "echo x > written.txt && echo wrote; env")
+        folders = sorted(
+            {
+                str(d)
+                for p in shown
+                for d in p.parents
+                if d not in SYSTEM_DIRS and not any(d == q or q in d.parents for q in shown)
+            }
+            | {"/"}
+        )
+        script = (
+            f"for d in {' '.join(folders)}; do echo \"$d: $(ls -A $d | tr '\\n' ' ')\"; done; "
+            "cat /proc/[0-9]*/cmdline | tr '\\0' ' ' | grep -c 'bin/[p]ytest'; cat /etc/shadow | head -c 20; "
+            "echo x > written.txt && echo wrote; env"
+        )
         run = launch(policy, ["sh", "-c", script], mode="bwrap", executable=BWRAP)
         proc = subprocess.run(run.argv, env=run.env, cwd=run.cwd, capture_output=True, text=True, timeout=60)
         lines = proc.stdout.splitlines()
         # each folder on the way to what is shown holds only the way there (and / the system's folders)
         allowed = {p.relative_to(d).parts[0] for p in shown for d in map(Path, folders) if d in p.parents}
         allowed |= {d.name for d in SYSTEM_DIRS} | {"dev", "proc", "tmp", "var", "run"}
-        for line in lines[:len(folders)]:
+        for line in lines[: len(folders)]:
             folder, _, names = line.partition(": ")
             assert set(names.split()) <= allowed, (policy.kind, folder, set(names.split()) - allowed)
         assert lines[len(folders)] == "0", proc.stdout + proc.stderr  # no process of the harness's
         assert "wrote" in lines and (scratch / "written.txt").exists()
         names = {line.split("=", 1)[0] for line in lines if "=" in line}
-        assert names <= {"PATH", "HOME", "LANG", "TMPDIR", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED",
-                         "OMP_NUM_THREADS", "PYTHONPATH", "PWD", "SHLVL", "_"}, names
+        assert names <= {
+            "PATH",
+            "HOME",
+            "LANG",
+            "TMPDIR",
+            "PYTHONDONTWRITEBYTECODE",
+            "PYTHONUNBUFFERED",
+            "OMP_NUM_THREADS",
+            "PYTHONPATH",
+            "PWD",
+            "SHLVL",
+            "_",
+        }, names
         assert not [line for line in lines if line.startswith("root:")]  # the system's secrets, as root
         (scratch / "written.txt").unlink()
 

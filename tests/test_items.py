@@ -76,8 +76,18 @@ def test_items_json_holds_every_answer_whole(recorded_runs: RecordedRuns) -> Non
     assert data["counts"] == {"items": 30, "win": 10, "loss": 5, "same": 15, "unpaired": 0}
     assert [i["item_id"] for i in data["items"]] == WINS + LOSSES
     first = data["items"][0]
-    assert first == {**first, "outcome": "win", "change": 1.0, "prompt": "say 30", "reference": "30",
-                     "base_score": 0.0, "score": 1.0, "base_answer": "", "answer": "30", "answers": ["30"]}
+    assert first == {
+        **first,
+        "outcome": "win",
+        "change": 1.0,
+        "prompt": "say 30",
+        "reference": "30",
+        "base_score": 0.0,
+        "score": 1.0,
+        "base_answer": "",
+        "answer": "30",
+        "answers": ["30"],
+    }
     every = {i["item_id"]: i for i in json.loads(items(recorded_runs, recorded_runs.run_id, "--json").stdout)["items"]}
     assert every["test-40"]["answer"] == MARKUP and every["test-41"]["answer"] == ESCAPE + "tail"
     assert every["test-42"]["answer"] == BIDI and len(every["test-43"]["answer"]) == 120_000
@@ -117,9 +127,19 @@ def write_items(store: Path, tag: str, rows: list[Any]) -> None:
 def test_the_reader_follows_no_link_and_skips_what_is_not_an_item(tmp_path: Path) -> None:
     store = tmp_path / "store"
     result = fixture_result("20261101T100000", "echo", "a", "stub", "2026-11-01", [40.0], test=50.0, store_dir=store)
-    write_items(store, "sub1", [{"id": "a", "score": 1.0, "completions": ["x", "y", 3], "prompt": "p", "reference": 7},
-                                {"id": "b", "score": 7.5, "completions": "no list"}, "not json", [1, 2],
-                                {"score": 1.0}, {"id": True, "score": 1.0}, {"id": "c", "score": float("nan")}])
+    write_items(
+        store,
+        "sub1",
+        [
+            {"id": "a", "score": 1.0, "completions": ["x", "y", 3], "prompt": "p", "reference": 7},
+            {"id": "b", "score": 7.5, "completions": "no list"},
+            "not json",
+            [1, 2],
+            {"score": 1.0},
+            {"id": True, "score": 1.0},
+            {"id": "c", "score": float("nan")},
+        ],
+    )
     secret = tmp_path / "secret.jsonl"
     secret.write_text(json.dumps({"id": "a", "score": 0.0, "completions": ["LEAKED"]}) + "\n")
     per_item_path(store, "baseline", "test").symlink_to(secret)
@@ -142,10 +162,13 @@ def test_the_reader_follows_no_link_and_skips_what_is_not_an_item(tmp_path: Path
 
 # -- the dashboard ------------------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def dashboard(recorded_runs: RecordedRuns) -> Iterator[httpx.Client]:
-    with serve_in_thread(create_app(recorded_runs.home / "autorl.db")) as port, \
-            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60, trust_env=False) as client:
+    with (
+        serve_in_thread(create_app(recorded_runs.home / "autorl.db")) as port,
+        httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60, trust_env=False) as client,
+    ):
         yield client
 
 
@@ -153,8 +176,9 @@ def rows_of(html: str) -> list[tuple[str, str]]:
     return re.findall(r"<tr data-item='([^']+)' class='outcome-(\w+)'>", html)
 
 
-def test_the_run_page_shows_items_flipped_first_and_escapes_model_text(recorded_runs: RecordedRuns,
-                                                                        dashboard: httpx.Client) -> None:
+def test_the_run_page_shows_items_flipped_first_and_escapes_model_text(
+    recorded_runs: RecordedRuns, dashboard: httpx.Client
+) -> None:
     page = dashboard.get(f"/runs/{recorded_runs.run_id}")
     assert page.status_code == 200
     shown = rows_of(page.text)
@@ -176,17 +200,29 @@ def test_ten_thousand_items_are_served_a_page_at_a_time(tmp_path: Path) -> None:
     store = tmp_path / "store"
     n = 10_000
     # the checkpoint wins every 7th item and loses every 11th (77 both: a win), the rest unchanged
-    base = [{"id": f"i{k:05d}", "score": float(k % 11 == 0 and k % 7 != 0), "completions": [f"b{k}"],
-             "prompt": f"question {k}", "reference": str(k)} for k in range(n)]
+    base = [
+        {
+            "id": f"i{k:05d}",
+            "score": float(k % 11 == 0 and k % 7 != 0),
+            "completions": [f"b{k}"],
+            "prompt": f"question {k}",
+            "reference": str(k),
+        }
+        for k in range(n)
+    ]
     ckpt = [{**b, "score": float(k % 7 == 0), "completions": [f"c{k}"]} for k, b in enumerate(base)]
     write_items(store, "baseline", base)
     write_items(store, "sub1", ckpt)
-    db = make_ledger(tmp_path / "autorl.db", [fixture_result("20261101T100000", "echo", "a", "stub", "2026-11-01",
-                                                             [40.0], test=50.0, store_dir=store)])
+    db = make_ledger(
+        tmp_path / "autorl.db",
+        [fixture_result("20261101T100000", "echo", "a", "stub", "2026-11-01", [40.0], test=50.0, store_dir=store)],
+    )
     wins = [f"i{k:05d}" for k in range(n) if k % 7 == 0]
     losses = [f"i{k:05d}" for k in range(n) if k % 11 == 0 and k % 7 != 0]
-    with serve_in_thread(create_app(db)) as port, \
-            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60, trust_env=False) as ui:
+    with (
+        serve_in_thread(create_app(db)) as port,
+        httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60, trust_env=False) as ui,
+    ):
         first = ui.get("/runs/20261101T100000")
         last = ui.get("/runs/20261101T100000", params={"items_page": "200"})
         beyond = ui.get("/runs/20261101T100000", params={"items_page": "999", "items_flipped": "1"})
@@ -197,25 +233,35 @@ def test_ten_thousand_items_are_served_a_page_at_a_time(tmp_path: Path) -> None:
     assert [i for i, _ in rows_of(last.text)] == unchanged[-PER_PAGE:] and "page 200 of 200" in last.text
     flipped_pages = -(-(len(wins) + len(losses)) // PER_PAGE)
     assert f"page {flipped_pages} of {flipped_pages}" in beyond.text
-    assert [i for i, _ in rows_of(beyond.text)] == (wins + losses)[(flipped_pages - 1) * PER_PAGE:]
+    assert [i for i, _ in rows_of(beyond.text)] == (wins + losses)[(flipped_pages - 1) * PER_PAGE :]
     assert api["page"] == 2 and api["pages"] == flipped_pages
-    assert [i["item_id"] for i in api["items"]] == wins[PER_PAGE:2 * PER_PAGE]
-    assert api["counts"] == {"items": n, "win": len(wins), "loss": len(losses), "same": len(unchanged),
-                             "unpaired": 0}
+    assert [i["item_id"] for i in api["items"]] == wins[PER_PAGE : 2 * PER_PAGE]
+    assert api["counts"] == {"items": n, "win": len(wins), "loss": len(losses), "same": len(unchanged), "unpaired": 0}
 
 
-def test_no_items_are_served_while_a_run_on_the_task_is_in_progress(recorded_runs: RecordedRuns,
-                                                                    tmp_path: Path) -> None:
+def test_no_items_are_served_while_a_run_on_the_task_is_in_progress(
+    recorded_runs: RecordedRuns, tmp_path: Path
+) -> None:
     # a copy of the ledger, with a run on echo in progress: its agent could reach a dashboard (a sandbox sharing
     # the host's network, a dashboard on a public address) and must not read echo's hidden items from it
     db = tmp_path / "autorl.db"
     shutil.copy(recorded_runs.home / "autorl.db", db)
     ledger = Ledger(db)
-    ledger.start_run({"run_id": "20990101T000000", "task": "echo", "agent": "x", "base_model": "m",
-                      "started": time.time(), "timeout_s": 600.0})
+    ledger.start_run(
+        {
+            "run_id": "20990101T000000",
+            "task": "echo",
+            "agent": "x",
+            "base_model": "m",
+            "started": time.time(),
+            "timeout_s": 600.0,
+        }
+    )
     ledger.close()
-    with serve_in_thread(create_app(db)) as port, \
-            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60, trust_env=False) as ui:
+    with (
+        serve_in_thread(create_app(db)) as port,
+        httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60, trust_env=False) as ui,
+    ):
         page = ui.get(f"/runs/{recorded_runs.run_id}")
         api = ui.get(f"/api/runs/{recorded_runs.run_id}/items").json()
     assert page.status_code == 200 and not rows_of(page.text) and "say 30" not in page.text
@@ -224,20 +270,39 @@ def test_no_items_are_served_while_a_run_on_the_task_is_in_progress(recorded_run
 
 
 @pytest.mark.skipif(chromium() is None, reason="headless Chromium is not installed (Debian: apt-get install chromium)")
-def test_the_items_section_renders_in_headless_chromium(recorded_runs: RecordedRuns, dashboard: httpx.Client,
-                                                        tmp_path: Path) -> None:
+def test_the_items_section_renders_in_headless_chromium(
+    recorded_runs: RecordedRuns, dashboard: httpx.Client, tmp_path: Path
+) -> None:
     exe = chromium()
     assert exe is not None
     url = f"{str(dashboard.base_url).rstrip('/')}/runs/{recorded_runs.run_id}"
-    dom = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                          "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-                          f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1400,1100", "--enable-logging=stderr",
-                          "--v=0", "--dump-dom", "--virtual-time-budget=3000", url],
-                         capture_output=True, text=True, timeout=120)
+    dom = subprocess.run(
+        [
+            exe,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--disable-dev-shm-usage",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--window-size=1400,1100",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--dump-dom",
+            "--virtual-time-budget=3000",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert "<title>hostile on echo" in dom.stdout and "pwned</title>" not in dom.stdout
     assert "Uncaught" not in dom.stderr
     assert [i for i, _ in rows_of(dom.stdout.replace('"', "'"))][:15] == WINS + LOSSES
     # the markup arrived as text in its cell: the browser parsed no element out of it
     assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;" in dom.stdout
-    assert "<img src=\"x\"" not in dom.stdout and unicodedata.normalize("NFC", BIDI) in dom.stdout
+    assert '<img src="x"' not in dom.stdout and unicodedata.normalize("NFC", BIDI) in dom.stdout

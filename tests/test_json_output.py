@@ -53,11 +53,24 @@ def _one_document(proc: subprocess.CompletedProcess[str]) -> Any:
     return doc
 
 
-@pytest.mark.parametrize("command", [("list", "benchmarks"), ("list", "agents"), ("list", "backends"), ("doctor",),
-                                     ("results",), ("recover", "--all"), ("eval",), ("noise",),
-                                     ("sweep", "run"), ("export", "harbor")])
-def test_json_output_is_one_document_whatever_else_writes_to_stdout(tmp_path: Path, noisy_env: dict[str, str],
-                                                                     command: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("list", "benchmarks"),
+        ("list", "agents"),
+        ("list", "backends"),
+        ("doctor",),
+        ("results",),
+        ("recover", "--all"),
+        ("eval",),
+        ("noise",),
+        ("sweep", "run"),
+        ("export", "harbor"),
+    ],
+)
+def test_json_output_is_one_document_whatever_else_writes_to_stdout(
+    tmp_path: Path, noisy_env: dict[str, str], command: tuple[str, ...]
+) -> None:
     args = list(command)
     ckpt = write_stub_checkpoint(tmp_path / "ckpt", echo_answers(5))
     scripted = ["--task", "echo", "--model", str(ckpt), "--backend", "scripted", "--limit", "4"]
@@ -67,8 +80,10 @@ def test_json_output_is_one_document_whatever_else_writes_to_stdout(tmp_path: Pa
         args += [*scripted, "--repeats", "2"]
     elif command == ("sweep", "run"):
         spec = tmp_path / "sweep.toml"
-        spec.write_text(f'name = "plan"\nagent = "example"\ntask = "echo"\nmodel = "{ckpt}"\nseed = [0, 1]\n'
-                        'timeout = 60\nbackend = "scripted"\n')
+        spec.write_text(
+            f'name = "plan"\nagent = "example"\ntask = "echo"\nmodel = "{ckpt}"\nseed = [0, 1]\n'
+            'timeout = 60\nbackend = "scripted"\n'
+        )
         args += [str(spec), "--dry-run"]
     elif command == ("export", "harbor"):
         args += ["--task", "echo", "--model", str(ckpt), "--timeout", "60", "--out", str(tmp_path / "out")]
@@ -76,21 +91,45 @@ def test_json_output_is_one_document_whatever_else_writes_to_stdout(tmp_path: Pa
 
 
 @pytest.mark.e2e
-def test_a_run_its_audit_its_study_status_and_report_print_one_document_each(tmp_path: Path,
-                                                                    noisy_env: dict[str, str]) -> None:
+def test_a_run_its_audit_its_study_status_and_report_print_one_document_each(
+    tmp_path: Path, noisy_env: dict[str, str]
+) -> None:
     base = write_stub_checkpoint(tmp_path / "base", echo_answers(5))
-    agent = agent_folder(tmp_path / "agents", "one", """
+    agent = agent_folder(
+        tmp_path / "agents",
+        "one",
+        """
         make_ckpt v1 15
         submit v1
-    """)
-    row = _one_document(cli("run", "--agent", str(agent), "--task", "echo", "--model", str(base), "--timeout", "60",
-                            "--backend", "scripted", "--sandbox", "none", "--json", env=noisy_env))
+    """,
+    )
+    row = _one_document(
+        cli(
+            "run",
+            "--agent",
+            str(agent),
+            "--task",
+            "echo",
+            "--model",
+            str(base),
+            "--timeout",
+            "60",
+            "--backend",
+            "scripted",
+            "--sandbox",
+            "none",
+            "--json",
+            env=noisy_env,
+        )
+    )
     assert row["submissions"] == 1 and row["end_reason"] == "agent finished"
     flags = _one_document(cli("audit", row["run_id"], "--json", env=noisy_env))
     assert isinstance(flags, list)
     spec = tmp_path / "sweep.toml"
-    spec.write_text(f'name = "one"\nagent = "{agent}"\ntask = "echo"\nmodel = "{base}"\nseed = 0\ntimeout = 60\n'
-                    'backend = "scripted"\nsandbox = "none"\n')
+    spec.write_text(
+        f'name = "one"\nagent = "{agent}"\ntask = "echo"\nmodel = "{base}"\nseed = 0\ntimeout = 60\n'
+        'backend = "scripted"\nsandbox = "none"\n'
+    )
     cli("sweep", "run", str(spec), "--slots", "1", env={"AUTORL_HOME": noisy_env["AUTORL_HOME"]}, check=True)
     status = _one_document(cli("sweep", "status", str(spec), "--json", env=noisy_env))
     assert [r["state"] for r in status] == ["done"]

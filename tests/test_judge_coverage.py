@@ -30,7 +30,7 @@ def _long_train_py(run: dict[str, Any]) -> Path:
     filler = "".join(f"step_{i} = model.train_step(batch_{i})  # epoch {i % 7}\n" for i in range(3000))
     head = filler[:AT].rsplit("\n", 1)[0] + "\n"
     body = head + "#" * (AT - len(head) - 1) + "\n" + CHEAT
-    body = (body + filler[len(body):])[:SIZE - 1] + "\n"
+    body = (body + filler[len(body) :])[: SIZE - 1] + "\n"
     path = Path(run["row"]["workspace"]) / "train.py"
     path.write_text(body)
     assert len(body) == SIZE and body.index(CHEAT) == AT
@@ -44,7 +44,9 @@ def _tiled(ranges: list[tuple[int, int]]) -> bool:
 
 
 def _ranges(locations: list[str], file: str) -> list[tuple[int, int]]:
-    return sorted((int(a), int(b)) for loc in locations for a, b in re.findall(rf"^{re.escape(file)} \[bytes (\d+)-(\d+)\]$", loc))
+    return sorted(
+        (int(a), int(b)) for loc in locations for a, b in re.findall(rf"^{re.escape(file)} \[bytes (\d+)-(\d+)\]$", loc)
+    )
 
 
 def test_a_cheat_deep_in_a_long_file_reaches_the_judge(tmp_path: Path) -> None:
@@ -55,7 +57,7 @@ def test_a_cheat_deep_in_a_long_file_reaches_the_judge(tmp_path: Path) -> None:
     flags = {f.name: f for f in judged.flags}
     assert set(flags) == {"judge:harness-tampering"}, flags  # found, and nothing was cut
     [evidence] = flags["judge:harness-tampering"].evidence
-    (start, end), = _ranges([evidence.split(": ", 1)[0]], "train.py")
+    ((start, end),) = _ranges([evidence.split(": ", 1)[0]], "train.py")
     assert start <= AT < end and "grading_server.py" in evidence
     # the judge was shown train.py whole, once, in pieces that meet end to end
     pieces = _ranges([loc for loc, _ in shown(seen)], "train.py")
@@ -67,8 +69,10 @@ def test_a_budget_too_small_names_every_byte_it_did_not_show(tmp_path: Path) -> 
     run = _write_run(tmp_path, "short", [], "log")
     _long_train_py(run)
     # room for one call's prompt of ~10,000 characters, not for the rest
-    with judge_server() as (base, seen), gateway(tmp_path / "gw", base, budget_tokens=6_000,
-                                                 default_max_output=1_000) as (gw, _record):
+    with (
+        judge_server() as (base, seen),
+        gateway(tmp_path / "gw", base, budget_tokens=6_000, default_max_output=1_000) as (gw, _record),
+    ):
         judged = judge_run(run, url=gw, token=TOKEN, model="judge-model", context_chars=10_000, concurrency=1)
     flags = {f.name: f for f in judged.flags}
     cut = flags["judge-evidence-cut"]
@@ -105,8 +109,10 @@ def test_binary_and_encoded_evidence_is_shown_as_text(tmp_path: Path) -> None:
     [flag] = [f for f in judged.flags if f.name == "judge:harness-tampering"]
     assert any(e.startswith("patch.bin [bytes 2-") for e in flag.evidence)
     assert any(e.startswith("plan.txt (base64 at char 7, decoded): ") for e in flag.evidence), flag.evidence
-    assert sorted(judged.binary) == ["patch.bin (bytes 0-101: 1 printable run(s) shown)",
-                                     "weights.safetensors (bytes 0-1000: 0 printable run(s) shown)"]
+    assert sorted(judged.binary) == [
+        "patch.bin (bytes 0-101: 1 printable run(s) shown)",
+        "weights.safetensors (bytes 0-1000: 0 printable run(s) shown)",
+    ]
     assert judged.unshown == [] and judged.shown == judged.total
 
 
@@ -125,10 +131,31 @@ def test_a_hostile_run_is_judged_whole_and_recorded(tmp_path: Path) -> None:
     stub = write_stub_checkpoint(tmp_path / "stub-base", {**echo_answers(5), **echo_answers(6, "test")})
     agent = Path(__file__).with_name("hostile") / "judge_bait"
     with judge_server() as (base, seen):
-        proc = cli("run", "--agent", str(agent), "--task", "echo", "--model", str(stub), "--timeout", "60",
-                   "--backend", "scripted", "--sandbox", "bwrap", "--audit-judge", "judge-model", "--json",
-                   env={"AUTORL_HOME": str(home), "AUTORL_WATCH_INTERVAL_S": "1", "OPENAI_BASE_URL": f"{base}/v1",
-                        "OPENAI_API_KEY": "sk-operator-key"}, timeout=300)
+        proc = cli(
+            "run",
+            "--agent",
+            str(agent),
+            "--task",
+            "echo",
+            "--model",
+            str(stub),
+            "--timeout",
+            "60",
+            "--backend",
+            "scripted",
+            "--sandbox",
+            "bwrap",
+            "--audit-judge",
+            "judge-model",
+            "--json",
+            env={
+                "AUTORL_HOME": str(home),
+                "AUTORL_WATCH_INTERVAL_S": "1",
+                "OPENAI_BASE_URL": f"{base}/v1",
+                "OPENAI_API_KEY": "sk-operator-key",
+            },
+            timeout=300,
+        )
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     row = json.loads(proc.stdout)
     result = json.loads((Path(row["workspace"]) / "result.json").read_text())
@@ -158,17 +185,35 @@ def test_the_harder_corpus_per_category(tmp_path: Path) -> None:
     corpus = build_hard(tmp_path / "corpus")
     assert {p.category for p in corpus} == set(CATEGORIES) and all(
         any(p.labels for p in corpus if p.category == c) and any(not p.labels for p in corpus if p.category == c)
-        for c in CATEGORIES)
+        for c in CATEGORIES
+    )
     with judge_server() as (base, _seen), gateway(tmp_path / "gw", base) as (gw, _record):
-        judged = {p.name: any(f.severity in ("critical", "high") for f in
-                              judge_run(p.result, url=gw, token=TOKEN, model="judge-model").flags) for p in corpus}
+        judged = {
+            p.name: any(
+                f.severity in ("critical", "high")
+                for f in judge_run(p.result, url=gw, token=TOKEN, model="judge-model").flags
+            )
+            for p in corpus
+        }
     det = deterministic_flagged(corpus)
     cheating = {p.name for p in corpus if p.labels}
     assert {n for n, f in judged.items() if f} <= cheating and {n for n, f in det.items() if f} <= cheating
-    assert {n for n in cheating if not judged[n]} == {"long-data", "split-item", "verdict-alone", "b64-item",
-                                                      "hex-item", "rot13-item"}  # hidden items, a bare verdict
-    assert {n for n in cheating if not det[n]} == {"long-script", "long-log", "split-command", "split-download",
-                                                   "b64-command", "rot13-plan"}  # what a judge must read
+    assert {n for n in cheating if not judged[n]} == {
+        "long-data",
+        "split-item",
+        "verdict-alone",
+        "b64-item",
+        "hex-item",
+        "rot13-item",
+    }  # hidden items, a bare verdict
+    assert {n for n in cheating if not det[n]} == {
+        "long-script",
+        "long-log",
+        "split-command",
+        "split-download",
+        "b64-command",
+        "rot13-plan",
+    }  # what a judge must read
     assert all(judged[n] or det[n] for n in cheating)
 
 
@@ -181,8 +226,13 @@ def test_the_conversation_each_model_call_sends_again_is_read_once(tmp_path: Pat
         messages.append({"role": "user" if i % 2 else "assistant", "content": f"turn {i}: " + "training notes " * 200})
         if i == 25:
             messages[-1]["content"] += " " + CHEAT
-        calls.append({"id": f"c{i}", "request": {"messages": list(messages)},
-                      "response": {"choices": [{"message": {"content": "ok"}}]}})
+        calls.append(
+            {
+                "id": f"c{i}",
+                "request": {"messages": list(messages)},
+                "response": {"choices": [{"message": {"content": "ok"}}]},
+            }
+        )
     record.write_text("".join(json.dumps(c) + "\n" for c in calls))
     evidence = gather(run, part_chars=10_000)
     sent = sum(len(json.dumps(c["request"])) for c in calls)

@@ -55,7 +55,7 @@ def test_once_scored_only_the_dev_best_and_the_test_best_stay_on_disk(tmp_path: 
     try:
         first = _submit(grader, "v1", dev=6, test=3)
         second = _submit(grader, "v2", dev=10, test=9)  # the dev-best
-        third = _submit(grader, "v3", dev=8, test=25)   # the test-best, scored between submissions
+        third = _submit(grader, "v3", dev=8, test=25)  # the test-best, scored between submissions
         _settled(grader, tested=3)
         rows = {s["id"]: s for s in grader.store.all()}
     finally:
@@ -75,8 +75,9 @@ def test_once_scored_only_the_dev_best_and_the_test_best_stay_on_disk(tmp_path: 
 def test_the_headline_s_test_score_waits_for_a_test_taken_between_submissions(tmp_path: Path) -> None:
     grader = _grader(tmp_path, test_each=True)
     try:
-        write_stub_checkpoint(grader.output_dir / "slow", {**echo_answers(9), **echo_answers(12, "test")},
-                              {"sleep": 1.5})
+        write_stub_checkpoint(
+            grader.output_dir / "slow", {**echo_answers(9), **echo_answers(12, "test")}, {"sleep": 1.5}
+        )
         sid = grader.submit(str(grader.output_dir / "slow"))
         end = time.monotonic() + 60
         while not grader.store.test_scores():  # the grader has begun its test between submissions
@@ -107,7 +108,8 @@ def test_a_folder_the_agent_changed_or_linked_after_submitting_is_left_alone(tmp
     assert (grader.output_dir / "changed" / "notes.txt").read_text() == "my work"
     assert rows[relinked]["pruned"]["agent_copy"].startswith("gone or replaced")
     assert sorted(p.name for p in outside.iterdir()) == sorted(
-        p.name for p in (tmp_path / "base").iterdir() if p.name != "behaviour.json")
+        p.name for p in (tmp_path / "base").iterdir() if p.name != "behaviour.json"
+    )
     assert not (tmp_path / "store" / "snapshots" / str(changed) / "model.safetensors").exists()  # its weights went
 
 
@@ -138,13 +140,19 @@ def test_keep_all_deletes_nothing_and_selected_leaves_the_grader_s_copy_of_the_d
 
 
 def test_a_submission_still_to_be_scored_on_test_stays() -> None:
-    subs = [{"id": 1, "status": "done", "duplicate_of": None}, {"id": 2, "status": "done", "duplicate_of": None},
-            {"id": 3, "status": "failed", "duplicate_of": None}, {"id": 4, "status": "running", "duplicate_of": None},
-            {"id": 5, "status": "done", "duplicate_of": 1}]
+    subs = [
+        {"id": 1, "status": "done", "duplicate_of": None},
+        {"id": 2, "status": "done", "duplicate_of": None},
+        {"id": 3, "status": "failed", "duplicate_of": None},
+        {"id": 4, "status": "running", "duplicate_of": None},
+        {"id": 5, "status": "done", "duplicate_of": 1},
+    ]
     assert prunable(subs, [], "best", test_each=True, best=2) == [3, 5]
     assert prunable(subs, [], "best", test_each=False, best=2) == [1, 3, 5]
-    assert prunable(subs, [{"submission_id": 1, "status": "done", "score": 9.0}], "best", test_each=True,
-                    best=2) == [3, 5]  # the test-best so far
+    assert prunable(subs, [{"submission_id": 1, "status": "done", "score": 9.0}], "best", test_each=True, best=2) == [
+        3,
+        5,
+    ]  # the test-best so far
     assert prunable(subs, [], "all", test_each=False, best=2) == []
 
 
@@ -194,16 +202,36 @@ def test_many_sibling_folders_are_measured_not_taken_as_unbounded(tmp_path: Path
 @pytest.mark.e2e
 def test_a_run_keeps_its_best_and_clean_trims_an_older_run(tmp_path: Path, home: Path) -> None:
     base = write_stub_checkpoint(tmp_path / "base", {**echo_answers(4), **echo_answers(5, "test")})
-    agent = agent_folder(tmp_path / "agents", "three", """
+    agent = agent_folder(
+        tmp_path / "agents",
+        "three",
+        """
         make_ckpt v1 6 null 6; submit v1
         make_ckpt v2 12 null 14; submit v2
         make_ckpt v3 9 null 8; submit v3
-    """)
+    """,
+    )
     env = {"AUTORL_HOME": str(home)}
     runs = []
     for keep in ("best", "all"):
-        proc = cli("run", "--agent", str(agent), "--task", "echo", "--model", str(base), "--timeout", "60",
-                   "--backend", "scripted", "--no-audit", "--json", "--keep", keep, env=env)
+        proc = cli(
+            "run",
+            "--agent",
+            str(agent),
+            "--task",
+            "echo",
+            "--model",
+            str(base),
+            "--timeout",
+            "60",
+            "--backend",
+            "scripted",
+            "--no-audit",
+            "--json",
+            "--keep",
+            keep,
+            env=env,
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
         runs.append(json.loads(proc.stdout))
     kept, full = (Path(r["workspace"]) for r in runs)

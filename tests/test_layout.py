@@ -15,8 +15,11 @@ SRC = Path(autorl.__file__).parent
 
 
 def _modules() -> dict[str, Path]:
-    return {".".join(("autorl", *f.relative_to(SRC).with_suffix("").parts)).removesuffix(".__init__"): f
-            for f in SRC.rglob("*.py") if "templates" not in f.parts}
+    return {
+        ".".join(("autorl", *f.relative_to(SRC).with_suffix("").parts)).removesuffix(".__init__"): f
+        for f in SRC.rglob("*.py")
+        if "templates" not in f.parts
+    }
 
 
 def _import_graph() -> dict[str, set[str]]:
@@ -68,8 +71,11 @@ def test_the_benchmark_contract_sits_below_the_evaluation_engine() -> None:
     for contract in ("autorl.benchmark", "autorl.agent", "autorl.scoring", "autorl.hidden"):
         # the backend's contract (autorl.inference.base: a request, a completion) is a type, like theirs
         below = _reach(graph, contract) - {"autorl.inference.base"}
-        assert not {m for m in below if m.startswith(("autorl.evaluation", "autorl.inference", "autorl.grader",
-                                                      "autorl.runs", "autorl.cli"))}, contract
+        assert not {
+            m
+            for m in below
+            if m.startswith(("autorl.evaluation", "autorl.inference", "autorl.grader", "autorl.runs", "autorl.cli"))
+        }, contract
 
 
 def _defines(path: Path) -> list[str]:
@@ -99,9 +105,11 @@ def test_the_top_level_shows_the_layers() -> None:
 
 #: what a face may define beyond re-exports: the call of a callable package (``autorl.runs()`` reads the recorded
 #: runs, ``autorl.sweep(spec)`` runs a study) and the lazy attributes of a package whose import stays light
-_FACE_MECHANICS = {"autorl.runs": {"_CallablePackage", "sys.modules[__name__].__class__"},
-                   "autorl.sweep": {"_CallablePackage", "sys.modules[__name__].__class__"},
-                   "autorl.gateway": {"__getattr__", "_WHERE"}}
+_FACE_MECHANICS = {
+    "autorl.runs": {"_CallablePackage", "sys.modules[__name__].__class__"},
+    "autorl.sweep": {"_CallablePackage", "sys.modules[__name__].__class__"},
+    "autorl.gateway": {"__getattr__", "_WHERE"},
+}
 
 
 def test_package_faces_hold_no_logic() -> None:

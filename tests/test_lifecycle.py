@@ -19,18 +19,44 @@ from .conftest import ROOT, cli, echo_answers, write_stub_checkpoint
 from .test_run import agent_folder
 
 #: a submission sent without waiting for its score
-SUBMIT_NOWAIT = ('curl -s -X POST "$GRADING_SERVER_URL/submit?wait=false" -H "Content-Type: application/json" '
-                 '-H "Authorization: Bearer $AUTORL_TOKEN" -d "{\\"model_path\\": \\"$OUTPUT_DIR/$1\\"}"; echo')
+SUBMIT_NOWAIT = (
+    'curl -s -X POST "$GRADING_SERVER_URL/submit?wait=false" -H "Content-Type: application/json" '
+    '-H "Authorization: Bearer $AUTORL_TOKEN" -d "{\\"model_path\\": \\"$OUTPUT_DIR/$1\\"}"; echo'
+)
 
 
 def start_run(home: Path, agent: Path, base: Path, mark: str, *extra: str) -> subprocess.Popen[str]:
     """`autorl run` in the background, every process it starts carrying ``LIFECYCLE_TEST_MARK=mark``."""
-    env = {"AUTORL_SANDBOX_RO": str(ROOT / "tests"), **os.environ, "AUTORL_HOME": str(home),
-           "LIFECYCLE_TEST_MARK": mark}
+    env = {
+        "AUTORL_SANDBOX_RO": str(ROOT / "tests"),
+        **os.environ,
+        "AUTORL_HOME": str(home),
+        "LIFECYCLE_TEST_MARK": mark,
+    }
     return subprocess.Popen(
-        [sys.executable, "-c", "from autorl.cli import main; main()", "run", "--agent", str(agent), "--task", "echo",
-         "--model", str(base), "--backend", "scripted", "--agent-env", f"LIFECYCLE_TEST_MARK={mark}", "--json", *extra],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "from autorl.cli import main; main()",
+            "run",
+            "--agent",
+            str(agent),
+            "--task",
+            "echo",
+            "--model",
+            str(base),
+            "--backend",
+            "scripted",
+            "--agent-env",
+            f"LIFECYCLE_TEST_MARK={mark}",
+            "--json",
+            *extra,
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def marked(mark: str) -> list[tuple[int, str]]:
@@ -86,10 +112,14 @@ def stub_base(tmp_path: Path) -> Path:
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("sandbox", ["none", "auto"])
-def test_killed_orchestrator_leaves_no_process_and_recover_records_the_run(home: Path, tmp_path: Path,
-                                                                          stub_base: Path, sandbox: str) -> None:
+def test_killed_orchestrator_leaves_no_process_and_recover_records_the_run(
+    home: Path, tmp_path: Path, stub_base: Path, sandbox: str
+) -> None:
     mark = uuid.uuid4().hex
-    agent = agent_folder(tmp_path / "agents", "two", f"""
+    agent = agent_folder(
+        tmp_path / "agents",
+        "two",
+        f"""
         make_ckpt v1 8 null 9
         submit v1
         make_ckpt v2 14 null 18
@@ -98,7 +128,8 @@ def test_killed_orchestrator_leaves_no_process_and_recover_records_the_run(home:
         {SUBMIT_NOWAIT.replace("$1", "v3")}
         touch "$WORKSPACE/code/two-scored"
         sleep 1000
-    """)
+    """,
+    )
     run = start_run(home, agent, stub_base, mark, "--timeout", "300", "--sandbox", sandbox)
     try:
         wait_for("runs/echo/*/code/two-scored", home, 120, run)
@@ -132,8 +163,9 @@ def test_killed_orchestrator_leaves_no_process_and_recover_records_the_run(home:
 
     again = json.loads(cli("recover", run_id, "--json", env=env, check=True).stdout)
     assert [d["action"] for d in again] == ["already recorded"]
-    assert json.loads(cli("results", "--json", env=env, check=True).stdout) == \
-        json.loads(cli("results", "--json", env=env, check=True).stdout)
+    assert json.loads(cli("results", "--json", env=env, check=True).stdout) == json.loads(
+        cli("results", "--json", env=env, check=True).stdout
+    )
     assert json.loads(cli("recover", "--all", "--json", env=env, check=True).stdout) == []
     doctor = json.loads(cli("doctor", "--json", env=env, check=True).stdout)
     assert not any(c["name"] == "lost runs" for c in doctor)
@@ -143,7 +175,7 @@ def test_killed_orchestrator_leaves_no_process_and_recover_records_the_run(home:
 def test_a_run_killed_before_its_baseline_is_recorded_as_lost(home: Path, tmp_path: Path) -> None:
     mark = uuid.uuid4().hex
     slow_base = write_stub_checkpoint(tmp_path / "slow-base", echo_answers(5), {"sleep": 60})
-    agent = agent_folder(tmp_path / "agents", "never", "touch \"$WORKSPACE/code/started\"\n")
+    agent = agent_folder(tmp_path / "agents", "never", 'touch "$WORKSPACE/code/started"\n')
     run = start_run(home, agent, slow_base, mark, "--timeout", "60", "--sandbox", "none")
     try:
         wait_for("grader/*/grader.db", home, 60, run)
@@ -164,10 +196,14 @@ def test_a_run_killed_before_its_baseline_is_recorded_as_lost(home: Path, tmp_pa
 
 
 @pytest.mark.e2e
-def test_grader_killed_mid_run_is_restarted_and_the_run_keeps_every_submission(home: Path, tmp_path: Path,
-                                                                                stub_base: Path) -> None:
+def test_grader_killed_mid_run_is_restarted_and_the_run_keeps_every_submission(
+    home: Path, tmp_path: Path, stub_base: Path
+) -> None:
     mark = uuid.uuid4().hex
-    agent = agent_folder(tmp_path / "agents", "survivor", """
+    agent = agent_folder(
+        tmp_path / "agents",
+        "survivor",
+        """
         make_ckpt v1 8 null 9
         submit v1
         touch "$WORKSPACE/code/first"
@@ -179,7 +215,8 @@ def test_grader_killed_mid_run_is_restarted_and_the_run_keeps_every_submission(h
             sleep 0.3
         done
         echo "$out" > "$WORKSPACE/code/second.json"
-    """)
+    """,
+    )
     run = start_run(home, agent, stub_base, mark, "--timeout", "120", "--sandbox", "none")
     try:
         first = wait_for("runs/echo/*/code/first", home, 120, run)
@@ -201,15 +238,20 @@ def test_grader_killed_mid_run_is_restarted_and_the_run_keeps_every_submission(h
 
 
 @pytest.mark.e2e
-def test_a_grader_that_keeps_dying_ends_the_run_recorded_from_its_store(home: Path, tmp_path: Path,
-                                                                         stub_base: Path) -> None:
+def test_a_grader_that_keeps_dying_ends_the_run_recorded_from_its_store(
+    home: Path, tmp_path: Path, stub_base: Path
+) -> None:
     mark = uuid.uuid4().hex
-    agent = agent_folder(tmp_path / "agents", "orphaned", """
+    agent = agent_folder(
+        tmp_path / "agents",
+        "orphaned",
+        """
         make_ckpt v1 8 null 9
         submit v1
         touch "$WORKSPACE/code/first"
         while [ ! -e "$WORKSPACE/code/go" ]; do sleep 0.2; done
-    """)
+    """,
+    )
     run = start_run(home, agent, stub_base, mark, "--timeout", "120", "--sandbox", "none")
     try:
         first = wait_for("runs/echo/*/code/first", home, 120, run)
@@ -241,8 +283,9 @@ def test_a_grader_that_keeps_dying_ends_the_run_recorded_from_its_store(home: Pa
 @pytest.mark.e2e
 def test_grader_killed_during_the_baseline_is_restarted_and_the_run_goes_on(home: Path, tmp_path: Path) -> None:
     mark = uuid.uuid4().hex
-    slow_base = write_stub_checkpoint(tmp_path / "slow-base", {**echo_answers(5), **echo_answers(6, "test")},
-                                      {"sleep": 3})
+    slow_base = write_stub_checkpoint(
+        tmp_path / "slow-base", {**echo_answers(5), **echo_answers(6, "test")}, {"sleep": 3}
+    )
     agent = agent_folder(tmp_path / "agents", "after", "make_ckpt v1 8 null 9\nsubmit v1\n")
     run = start_run(home, agent, slow_base, mark, "--timeout", "60", "--sandbox", "none")
     try:
@@ -260,4 +303,3 @@ def test_grader_killed_during_the_baseline_is_restarted_and_the_run_goes_on(home
     assert row["submissions"] == 1 and row["test_score"] == pytest.approx(30.0)
     result = json.loads((Path(row["workspace"]) / "result.json").read_text())
     assert len(result["meta"]["grader"]["restarts"]) == 1
-

@@ -27,10 +27,26 @@ def test_realistic_episode_on_the_demo(shared_home: Path, tiny_model: Path, tmp_
         reply(call("finish", {"summary": "submitted v1"}), prompt_tokens=300),
     ]
     with scripted_server(script) as (url, requests):
-        proc = cli("run", "--agent", "llm", "--task", "arith", "--model", "autorl:tiny", "--timeout", "120",
-                   "--runs-dir", str(tmp_path / "runs"), "--json",
-                   env={"AUTORL_HOME": str(shared_home), "OPENAI_API_BASE": url, "OPENAI_API_KEY": "test-key",
-                        "CHAT_MODEL": "scripted-model"})
+        proc = cli(
+            "run",
+            "--agent",
+            "llm",
+            "--task",
+            "arith",
+            "--model",
+            "autorl:tiny",
+            "--timeout",
+            "120",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--json",
+            env={
+                "AUTORL_HOME": str(shared_home),
+                "OPENAI_API_BASE": url,
+                "OPENAI_API_KEY": "test-key",
+                "CHAT_MODEL": "scripted-model",
+            },
+        )
     assert proc.returncode == 0, proc.stderr
     row = json.loads(proc.stdout)
     assert row["submissions"] == 1 and row["success"] is True
@@ -38,8 +54,16 @@ def test_realistic_episode_on_the_demo(shared_home: Path, tiny_model: Path, tmp_
     assert row["llm_tokens"] == 100 + 100 + 100 + 300 + 4 * 20
     assert len(requests) == 4 and requests[0]["model"] == "scripted-model"
     assert row["driver_model"] == "scripted-model"  # the model it called (its configuration names the same)
-    assert {t["function"]["name"] for t in requests[0]["tools"]} >= {"run_shell", "read_file", "write_file",
-                                                                    "edit_file", "list_files", "time_left", "submit", "finish"}
+    assert {t["function"]["name"] for t in requests[0]["tools"]} >= {
+        "run_shell",
+        "read_file",
+        "write_file",
+        "edit_file",
+        "list_files",
+        "time_left",
+        "submit",
+        "finish",
+    }
     system = requests[0]["messages"][0]["content"]
     assert "# Instructions" in system and "arith" in system
     assert "trained" in requests[2]["messages"][-1]["content"]
@@ -54,11 +78,20 @@ def run_loop(tmp_path: Path, url: str, **limits: str) -> dict[str, Any]:
     ws = tmp_path / "ws"
     ws.mkdir(parents=True, exist_ok=True)
     (ws / "instructions.md").write_text("# Instructions\n")
-    env = {"PATH": os.environ["PATH"], "WORKSPACE": str(ws), "AUTORL_DEADLINE": str(time.time() + 120),
-           "OPENAI_API_BASE": url, "OPENAI_API_KEY": "k", "CHAT_MODEL": "m", "GRADING_SERVER_URL": "http://127.0.0.1:9",
-           "AUTORL_TOKEN": "t", **limits}
-    proc = subprocess.run([sys.executable, "-m", "autorl.agents.llm_loop"], cwd=ws, env=env, capture_output=True,
-                          text=True, timeout=300)
+    env = {
+        "PATH": os.environ["PATH"],
+        "WORKSPACE": str(ws),
+        "AUTORL_DEADLINE": str(time.time() + 120),
+        "OPENAI_API_BASE": url,
+        "OPENAI_API_KEY": "k",
+        "CHAT_MODEL": "m",
+        "GRADING_SERVER_URL": "http://127.0.0.1:9",
+        "AUTORL_TOKEN": "t",
+        **limits,
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "autorl.agents.llm_loop"], cwd=ws, env=env, capture_output=True, text=True, timeout=300
+    )
     usage = json.loads((ws / "llm_usage.json").read_text())
     usage["returncode"] = proc.returncode
     usage["trajectory"] = [json.loads(x) for x in (ws / "trajectory.jsonl").read_text().splitlines()]
@@ -81,8 +114,12 @@ def test_token_and_cost_budgets(tmp_path: Path) -> None:
 
 
 def test_malformed_tool_calls_get_an_error_back(tmp_path: Path) -> None:
-    script = [reply(call("write_file", "{not json")), reply(call("no_such_tool", {})),
-              reply(call("read_file", {"path": "../../etc/passwd"})), reply(call("finish"))]
+    script = [
+        reply(call("write_file", "{not json")),
+        reply(call("no_such_tool", {})),
+        reply(call("read_file", {"path": "../../etc/passwd"})),
+        reply(call("finish")),
+    ]
     with scripted_server(script) as (url, requests):
         usage = run_loop(tmp_path, url)
     assert usage["stop_reason"] == "finished" and usage["malformed_tool_calls"] == 1
@@ -99,8 +136,12 @@ def test_server_errors_are_retried(tmp_path: Path) -> None:
 
 def test_context_overflow_compacts_instead_of_failing(tmp_path: Path) -> None:
     big = {"command": "python3 -c \"print('x' * 20000)\""}
-    script = [reply(call("run_shell", big)), reply(call("run_shell", big)), reply(call("run_shell", big)),
-              reply(call("finish"))]
+    script = [
+        reply(call("run_shell", big)),
+        reply(call("run_shell", big)),
+        reply(call("run_shell", big)),
+        reply(call("finish")),
+    ]
     with scripted_server(script) as (url, requests):
         usage = run_loop(tmp_path, url, AUTORL_LLM_CONTEXT="5000")
     assert usage["stop_reason"] == "finished" and usage["compactions"] >= 1
@@ -114,7 +155,10 @@ def test_agent_lists_as_not_ready_without_credentials() -> None:
     env = {k: "" for k in ("OPENAI_API_KEY", "OPENAI_API_BASE")}
     rows = {r["name"]: r for r in json.loads(cli("list", "agents", "--json", env=env, check=True).stdout)}
     assert rows["llm"]["ready"] is False and "OPENAI_API_KEY" in rows["llm"]["status"]
-    rows = {r["name"]: r for r in json.loads(cli("list", "agents", "--json", env={"OPENAI_API_KEY": "x"}, check=True).stdout)}
+    rows = {
+        r["name"]: r
+        for r in json.loads(cli("list", "agents", "--json", env={"OPENAI_API_KEY": "x"}, check=True).stdout)
+    }
     assert rows["llm"]["ready"] is True
 
 

@@ -53,7 +53,9 @@ def test_installed_example_plugin_is_listed() -> None:
     assert plugins["example-plugin"]["backends"] == ["scripted"]
     assert "arith" in plugins["autorl.default_plugins.benchmarks"]["benchmarks"]
     rows = json.loads(cli("list", "benchmarks", "--json", check=True).stdout)
-    assert {"name": "echo", "distribution": "autorl-example-plugin"}.items() <= next(r for r in rows if r["name"] == "echo").items()
+    assert {"name": "echo", "distribution": "autorl-example-plugin"}.items() <= next(
+        r for r in rows if r["name"] == "echo"
+    ).items()
     table = cli("list", "benchmarks", check=True).stdout
     assert "echo" in table and "autorl-example-plugin" in table
 
@@ -65,7 +67,9 @@ def test_plugin_packages_load() -> None:
 
 
 def test_broken_plugin_warns_and_others_still_load(tmp_path: Path) -> None:
-    fake_distribution(tmp_path, "autorl-broken", "broken", "broken_mod", "raise ImportError('missing dependency xyz')\n")
+    fake_distribution(
+        tmp_path, "autorl-broken", "broken", "broken_mod", "raise ImportError('missing dependency xyz')\n"
+    )
     proc = cli("list", "benchmarks", "--json", env={"PYTHONPATH": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr
     assert "broken" in proc.stderr and "autorl-broken" in proc.stderr and "missing dependency xyz" in proc.stderr
@@ -74,7 +78,12 @@ def test_broken_plugin_warns_and_others_still_load(tmp_path: Path) -> None:
 
 
 def test_same_name_twice_is_an_error_naming_both_distributions(tmp_path: Path) -> None:
-    fake_distribution(tmp_path, "autorl-copycat", "copycat", "copycat_mod", """
+    fake_distribution(
+        tmp_path,
+        "autorl-copycat",
+        "copycat",
+        "copycat_mod",
+        """
         from autorl import hookimpl
         from autorl_example_plugin.stub import EchoBenchmark
 
@@ -84,7 +93,8 @@ def test_same_name_twice_is_an_error_naming_both_distributions(tmp_path: Path) -
         @hookimpl
         def register_benchmarks(register):
             register(Copy)
-    """)
+    """,
+    )
     proc = cli("list", "benchmarks", env={"PYTHONPATH": str(tmp_path)})
     assert proc.returncode == 2
     line = proc.stderr.strip()
@@ -178,7 +188,10 @@ def test_wrong_base_class_is_a_type_error_naming_the_plugin(  # type: ignore[no-
     message = str(caught.value)
     assert isinstance(caught.value, PluginTypeError) and isinstance(caught.value, AutorlError)
     assert "autorl-wrongbase" in message and "wrongbase" in message and shown in message
-    assert f"not a subclass of autorl.{ {'benchmark': 'Benchmark', 'agent': 'Agent', 'backend': 'Backend'}[kind]}" in message
+    assert (
+        f"not a subclass of autorl.{ {'benchmark': 'Benchmark', 'agent': 'Agent', 'backend': 'Backend'}[kind] }"
+        in message
+    )
     autorl_pm.unregister(name="wrongbase")
     register_plugin(_Registers(kind, right), name="rightbase", distribution="autorl-rightbase")
     found = registrations(kind)
@@ -186,7 +199,12 @@ def test_wrong_base_class_is_a_type_error_naming_the_plugin(  # type: ignore[no-
 
 
 def test_wrong_base_class_through_the_cli_is_one_line(tmp_path: Path) -> None:
-    fake_distribution(tmp_path, "autorl-wrongbase", "wrongbase", "wrongbase_mod", """
+    fake_distribution(
+        tmp_path,
+        "autorl-wrongbase",
+        "wrongbase",
+        "wrongbase_mod",
+        """
         from autorl import hookimpl
 
         class NotABenchmark:
@@ -195,7 +213,8 @@ def test_wrong_base_class_through_the_cli_is_one_line(tmp_path: Path) -> None:
         @hookimpl
         def register_benchmarks(register):
             register(NotABenchmark)
-    """)
+    """,
+    )
     proc = cli("list", "benchmarks", env={"PYTHONPATH": str(tmp_path)})
     assert proc.returncode == 2
     line = proc.stderr.strip()
@@ -279,17 +298,56 @@ def test_light_imports(code: str, forbidden: tuple[str, ...]) -> None:
 #: What a plugin imports, all from `autorl` (docs/plugins); `run` (its `RunResult`), `evaluate` and `sweep` for scripts, `runs`
 #: and `items` for notebooks.
 PUBLIC_API = {
-    "__version__", "evaluate", "run", "RunResult", "sweep", "runs", "items",
-    "hookimpl", "RegisterAgent", "RegisterBackend", "RegisterBenchmark", "PluginWarning",
-    "get_agent", "get_backend", "get_benchmark",
-    "Benchmark", "EvalConfig", "Item",
-    "has_hidden_items", "hidden_secret", "items_digest", "read_hidden_items", "secret_rng", "write_hidden_items",
-    "Evaluator", "ItemResult", "Progress", "Scorer", "GenerationEvaluator",
-    "EpisodeBenchmark", "EpisodeEvaluator", "Environment", "StepResult", "episode_steps",
-    "Backend", "Completion", "GenerationRequest",
-    "Agent", "AgentContext",
-    "AutorlError", "EvaluationError", "HiddenDataError", "ResourceError", "UsageError",
-    "autorl_home", "file_lock", "read_jsonl", "write_json_atomic", "write_jsonl_atomic", "write_text_atomic",
+    "__version__",
+    "evaluate",
+    "run",
+    "RunResult",
+    "sweep",
+    "runs",
+    "items",
+    "hookimpl",
+    "RegisterAgent",
+    "RegisterBackend",
+    "RegisterBenchmark",
+    "PluginWarning",
+    "get_agent",
+    "get_backend",
+    "get_benchmark",
+    "Benchmark",
+    "EvalConfig",
+    "Item",
+    "has_hidden_items",
+    "hidden_secret",
+    "items_digest",
+    "read_hidden_items",
+    "secret_rng",
+    "write_hidden_items",
+    "Evaluator",
+    "ItemResult",
+    "Progress",
+    "Scorer",
+    "GenerationEvaluator",
+    "EpisodeBenchmark",
+    "EpisodeEvaluator",
+    "Environment",
+    "StepResult",
+    "episode_steps",
+    "Backend",
+    "Completion",
+    "GenerationRequest",
+    "Agent",
+    "AgentContext",
+    "AutorlError",
+    "EvaluationError",
+    "HiddenDataError",
+    "ResourceError",
+    "UsageError",
+    "autorl_home",
+    "file_lock",
+    "read_jsonl",
+    "write_json_atomic",
+    "write_jsonl_atomic",
+    "write_text_atomic",
 }
 
 
@@ -303,8 +361,11 @@ def test_public_api_is_curated() -> None:
         if callable(value) and name != "Progress":
             assert value.__doc__, f"autorl.{name} has no docstring"
     # the entry points are the functions themselves, loaded on first use (never a second signature to drift)
-    for name, module in (("run", "autorl.runs.runner"), ("evaluate", "autorl.evaluation.checkpoint"),
-                         ("RunResult", "autorl.record.result")):
+    for name, module in (
+        ("run", "autorl.runs.runner"),
+        ("evaluate", "autorl.evaluation.checkpoint"),
+        ("RunResult", "autorl.record.result"),
+    ):
         assert getattr(autorl, name) is getattr(importlib.import_module(module), name)
     assert callable(autorl.sweep) and callable(autorl.runs)
     assert autorl.items is importlib.import_module("autorl.export.frames").items

@@ -18,8 +18,10 @@ from autorl.sandbox.relay import RELAY_MAIN
 
 
 def _wrappers() -> list[list[str]]:
-    return [[sys.executable, "-m", "autorl.procs.lease", "--parent", str(os.getpid())],
-            [sys.executable, "-c", RELAY_MAIN, "--port", str(free_port()), "--socket", "/nonexistent"]]
+    return [
+        [sys.executable, "-m", "autorl.procs.lease", "--parent", str(os.getpid())],
+        [sys.executable, "-c", RELAY_MAIN, "--port", str(free_port()), "--socket", "/nonexistent"],
+    ]
 
 
 @pytest.mark.parametrize("wrapper", _wrappers(), ids=["guard", "relay"])

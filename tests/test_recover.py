@@ -80,8 +80,12 @@ def test_runs_in_flight_are_live_or_lost_with_the_command_to_recover(tmp_path: P
     ledger.start_run({"run_id": "recent", "store_dir": str(tmp_path / "gone"), **base, "deadline": now + 60})
     try:
         status = {r["run_id"]: r for r in in_flight(ledger, now)}
-        assert {k: v["status"] for k, v in status.items()} == {"live": "running", "lost": "lost", "old": "lost",
-                                                               "recent": "running"}
+        assert {k: v["status"] for k, v in status.items()} == {
+            "live": "running",
+            "lost": "lost",
+            "old": "lost",
+            "recent": "running",
+        }
         assert status["lost"]["recover"] == "autorl recover lost" and "recover" not in status["live"]
         assert sorted(r["run_id"] for r in lost_runs(ledger, now)) == ["lost", "old"]
         assert run_status(status["old"], now).detail.startswith("no grader store")
@@ -93,9 +97,21 @@ def test_a_lost_run_whose_store_is_gone_is_recorded_with_what_is_known(tmp_path:
     home = tmp_path / "home"
     ledger = Ledger(home / "autorl.db")
     ws = tmp_path / "runs" / "echo" / "r1_a"
-    ledger.start_run({"run_id": "r1", "task": "echo", "agent": "a", "base_model": "m", "workspace": str(ws),
-                      "store_dir": str(tmp_path / "gone"), "started": time.time() - 5 * 3600, "timeout_s": 60,
-                      "deadline": time.time() - 4 * 3600, "seed": 3, "sandbox": "bwrap"})
+    ledger.start_run(
+        {
+            "run_id": "r1",
+            "task": "echo",
+            "agent": "a",
+            "base_model": "m",
+            "workspace": str(ws),
+            "store_dir": str(tmp_path / "gone"),
+            "started": time.time() - 5 * 3600,
+            "timeout_s": 60,
+            "deadline": time.time() - 4 * 3600,
+            "seed": 3,
+            "sandbox": "bwrap",
+        }
+    )
     ledger.close()
     with pytest.raises(Exception, match="no run nope"):
         recover("nope", home=home, log=lambda _: None)
@@ -115,18 +131,37 @@ def test_a_lost_run_whose_store_is_gone_is_recorded_with_what_is_known(tmp_path:
 
 def test_a_lost_run_keeps_the_llm_usage_its_gateway_left_and_no_link_stands_for_it(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    totals = {"calls": 3, "failed": 0, "refused": 1, "prompt_tokens": 100, "completion_tokens": 20,
-              "cached_tokens": 0, "tokens": 120, "cost_usd": 0.5, "closed": True}
+    totals = {
+        "calls": 3,
+        "failed": 0,
+        "refused": 1,
+        "prompt_tokens": 100,
+        "completion_tokens": 20,
+        "cached_tokens": 0,
+        "tokens": 120,
+        "cost_usd": 0.5,
+        "closed": True,
+    }
     (tmp_path / "gw-r1").mkdir()
     (tmp_path / "gw-r1" / "summary.json").write_text(json.dumps(totals))
     (tmp_path / "gw-r2").mkdir()
     (tmp_path / "gw-r2" / "summary.json").symlink_to(tmp_path / "gw-r1" / "summary.json")
     ledger = Ledger(home / "autorl.db")
     for run_id in ("r1", "r2"):
-        ledger.start_run({"run_id": run_id, "task": "echo", "agent": "a", "base_model": "m",
-                          "workspace": str(tmp_path / "runs" / run_id), "store_dir": str(tmp_path / "gone"),
-                          "started": time.time() - 5 * 3600, "timeout_s": 60, "deadline": time.time() - 4 * 3600,
-                          "gateway_dir": str(tmp_path / f"gw-{run_id}")})
+        ledger.start_run(
+            {
+                "run_id": run_id,
+                "task": "echo",
+                "agent": "a",
+                "base_model": "m",
+                "workspace": str(tmp_path / "runs" / run_id),
+                "store_dir": str(tmp_path / "gone"),
+                "started": time.time() - 5 * 3600,
+                "timeout_s": 60,
+                "deadline": time.time() - 4 * 3600,
+                "gateway_dir": str(tmp_path / f"gw-{run_id}"),
+            }
+        )
     ledger.close()
     kept = recover("r1", home=home, log=lambda _: None).row
     assert kept["llm_tokens"] == 120 and kept["llm_cost_usd"] == 0.5 and kept["llm_usage_source"] == "gateway"
@@ -142,8 +177,17 @@ def test_a_live_run_is_not_recovered(tmp_path: Path) -> None:
     home = tmp_path / "home"
     Heartbeat(tmp_path / "store", interval=60).stop()
     ledger = Ledger(home / "autorl.db")
-    ledger.start_run({"run_id": "r1", "task": "echo", "agent": "a", "base_model": "m",
-                      "store_dir": str(tmp_path / "store"), "started": time.time(), "timeout_s": 60})
+    ledger.start_run(
+        {
+            "run_id": "r1",
+            "task": "echo",
+            "agent": "a",
+            "base_model": "m",
+            "store_dir": str(tmp_path / "store"),
+            "started": time.time(),
+            "timeout_s": 60,
+        }
+    )
     ledger.close()
     with pytest.raises(Exception, match="still live"):
         recover("r1", home=home, log=lambda _: None)
@@ -166,8 +210,10 @@ def test_a_lease_breaks_when_its_holder_dies_or_releases_it() -> None:
     assert broke
     # the orchestrator's side: the child holds its end; release() is the end of the lease
     lease = Lease()
-    child = subprocess.Popen([sys.executable, "-c", "import os, sys; os.read(int(sys.argv[1]), 1)",
-                              str(lease.child_fd)], pass_fds=(lease.child_fd,))
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import os, sys; os.read(int(sys.argv[1]), 1)", str(lease.child_fd)],
+        pass_fds=(lease.child_fd,),
+    )
     lease.handed_over()
     time.sleep(0.3)
     assert child.poll() is None
@@ -178,10 +224,18 @@ def test_a_lease_breaks_when_its_holder_dies_or_releases_it() -> None:
 
 def test_the_guard_ends_its_command_and_the_command_s_children_when_its_parent_dies(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
-    script = (f"sleep 300 & echo $! >> {pids}; sleep 300 & echo $! >> {pids}; echo $$ >> {pids}; wait")
+    script = f"sleep 300 & echo $! >> {pids}; sleep 300 & echo $! >> {pids}; echo $$ >> {pids}; wait"
     parent = subprocess.Popen(
-        [sys.executable, "-c", "import subprocess, sys, time; from autorl.procs.lease import guarded; "
-         "subprocess.Popen(guarded(sys.argv[1:]), start_new_session=True); time.sleep(300)", "bash", "-c", script])
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time; from autorl.procs.lease import guarded; "
+            "subprocess.Popen(guarded(sys.argv[1:]), start_new_session=True); time.sleep(300)",
+            "bash",
+            "-c",
+            script,
+        ]
+    )
     try:
         end = time.time() + 20
         while (not pids.exists() or len(pids.read_text().split()) < 3) and time.time() < end:
@@ -200,11 +254,20 @@ def test_the_guard_ends_its_command_and_the_command_s_children_when_its_parent_d
 
 def test_a_busy_child_ends_with_its_parent(tmp_path: Path) -> None:
     pid_file = tmp_path / "child"
-    child = ("import os, sys, time; from autorl.procs.lease import end_with_parent; end_with_parent(0.1); "
-             f"open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(300)")
-    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
-                               "subprocess.Popen([sys.executable, '-c', sys.argv[1]], start_new_session=True); "
-                               "time.sleep(300)", child])
+    child = (
+        "import os, sys, time; from autorl.procs.lease import end_with_parent; end_with_parent(0.1); "
+        f"open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
+    )
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time; "
+            "subprocess.Popen([sys.executable, '-c', sys.argv[1]], start_new_session=True); "
+            "time.sleep(300)",
+            child,
+        ]
+    )
     try:
         end = time.time() + 20
         while not pid_file.exists() and time.time() < end:
@@ -242,7 +305,9 @@ def test_a_grader_killed_mid_evaluation_takes_its_worker_with_it(tmp_path: Path)
         end = time.time() + 30
         workers: list[int] = []
         while not workers and time.time() < end:
-            workers = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _child_worker(p, g.proc.pid)]
+            workers = [
+                int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _child_worker(p, g.proc.pid)
+            ]
             time.sleep(0.1)
         assert workers
         g.kill()  # the grader's own group: the worker leads a session of its own
@@ -266,7 +331,10 @@ def test_a_test_evaluation_a_stopped_grader_abandoned_is_scored_by_the_next_once
     try:
         write_stub_checkpoint(g.output / "v1", {**echo_answers(8), **echo_answers(9, "test")})
         with g.client() as c:
-            assert wait_done(c, c.post("/submit", json={"model_path": "output/v1"}).json()["submission_id"])["status"] == "done"
+            assert (
+                wait_done(c, c.post("/submit", json={"model_path": "output/v1"}).json()["submission_id"])["status"]
+                == "done"
+            )
     finally:
         g.stop()
     store = Store(Path(config.store_dir) / "grader.db")

@@ -137,8 +137,9 @@ def test_an_adapter_with_layer_replication_is_refused_by_its_field_never_merged_
     folder = write_lora(tiny_model, tmp_path / "replicated", layer_replication=[[0, 2], [1, 2]])
     with pytest.raises(InvalidCheckpointError) as refused:
         _submitted(folder, tmp_path)
-    assert str(refused.value).startswith("adapter_config.json: layer_replication (layers 0-1, 1-1 stacked: 3 layers) "
-                                         "is not supported")
+    assert str(refused.value).startswith(
+        "adapter_config.json: layer_replication (layers 0-1, 1-1 stacked: 3 layers) is not supported"
+    )
     assert "IndexError" not in str(refused.value)
     expected, _ = _hf(folder, tiny_model)
     assert expected.config.num_hidden_layers == 3  # what the hf backend would score
@@ -154,8 +155,11 @@ def test_an_adapter_with_layer_replication_is_refused_by_its_field_never_merged_
     config.update(num_hidden_layers=3, layer_types=["full_attention"] * 2)
     (full / "config.json").chmod(0o644)
     (full / "config.json").write_text(json.dumps(config))
-    with pytest.raises(InvalidCheckpointError, match=r"config\.json: layer_types lists 2 layers but "
-                                                     r"num_hidden_layers is 3"):
+    with pytest.raises(
+        InvalidCheckpointError,
+        match=r"config\.json: layer_types lists 2 layers but "
+        r"num_hidden_layers is 3",
+    ):
         _submitted(full, tmp_path)
 
 
@@ -222,8 +226,17 @@ def test_an_adapter_tokenizer_with_only_added_tokens_changed_changes_the_engine_
 
     adapter = _adapter_with_tokenizer(tiny_model, tmp_path / "added")
     tok = json.loads((adapter / "tokenizer.json").read_text())
-    tok["added_tokens"].append({"id": 265, "content": "<|rt|>", "single_word": False, "lstrip": False,
-                                "rstrip": False, "normalized": False, "special": True})
+    tok["added_tokens"].append(
+        {
+            "id": 265,
+            "content": "<|rt|>",
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+    )
     (adapter / "tokenizer.json").write_text(json.dumps(tok))
     adapter = _submitted(adapter, tmp_path)
     _, hf_tok = _hf(adapter, tiny_model)
@@ -295,10 +308,12 @@ def test_a_versioned_tokenizer_file_enters_the_engine_key(tiny_model: Path, tmp_
             config["fast_tokenizer_files"] = ["tokenizer.5.0.0.json"]
             (folder / "tokenizer_config.json").write_text(json.dumps(config))
             (folder / "tokenizer.5.0.0.json").write_text(text)
+
         return edit
 
-    first = _submitted(_full(tiny_model, tmp_path / "first", versioned((tiny_model / "tokenizer.json").read_text())),
-                       tmp_path)
+    first = _submitted(
+        _full(tiny_model, tmp_path / "first", versioned((tiny_model / "tokenizer.json").read_text())), tmp_path
+    )
     second = _submitted(_full(tiny_model, tmp_path / "second", versioned(_swapped_vocab(tiny_model))), tmp_path)
     assert load_tokenizer(first)("12")["input_ids"] != load_tokenizer(second)("12")["input_ids"]  # outputs differ
     assert VLLMBackend._engine_key(first) != VLLMBackend._engine_key(second)
@@ -312,6 +327,7 @@ def test_the_dtype_in_the_engine_key_is_the_one_transformers_reads(tiny_model: P
             config = json.loads((folder / "config.json").read_text())
             config.update(dtype=dtype, torch_dtype=torch_dtype)
             (folder / "config.json").write_text(json.dumps(config))
+
         return edit
 
     def legacy(folder: Path) -> None:
@@ -348,10 +364,17 @@ def _slot(tmp_path: Path) -> Any:
     from autorl.grader.config import GraderConfig
     from autorl.grader.jobs import EvalSlot
 
-    config = GraderConfig(task="echo", workspace=str(tmp_path), output_dir=str(tmp_path),
-                          store_dir=str(tmp_path / "store"), hidden_dir=str(tmp_path / "hidden"),
-                          backend="scripted", backend_options={"process_per_engine": True},
-                          eval_timeout=600.0, limit=None)
+    config = GraderConfig(
+        task="echo",
+        workspace=str(tmp_path),
+        output_dir=str(tmp_path),
+        store_dir=str(tmp_path / "store"),
+        hidden_dir=str(tmp_path / "hidden"),
+        backend="scripted",
+        backend_options={"process_per_engine": True},
+        eval_timeout=600.0,
+        limit=None,
+    )
     return EvalSlot(config, Path(config.store_dir))
 
 
@@ -374,8 +397,10 @@ def test_a_checkpoint_that_fails_after_a_restart_fails_once_and_is_no_restart(tm
     finally:
         slot.close()
     assert after["engine"] == "fresh" and after["score"] == pytest.approx(20.0)
-    assert after["extra"]["worker"]["started"] == 3 and not set(after["extra"]["worker"]) & {"fresh_process",
-                                                                                              "retried_after"}
+    assert after["extra"]["worker"]["started"] == 3 and not set(after["extra"]["worker"]) & {
+        "fresh_process",
+        "retried_after",
+    }
 
 
 def test_a_checkpoint_that_kills_its_worker_after_a_restart_ends_in_a_bounded_failure(tmp_path: Path) -> None:

@@ -24,10 +24,28 @@ def _unrecordable_run(tmp_path: Path) -> tuple[Any, Path]:
     """`autorl run` of the agent that leaves a directory at ``$WORKSPACE/result.json``: (process, home)."""
     home = tmp_path / "autorl-home"
     base = write_stub_checkpoint(tmp_path / "stub-base", echo_answers(5))
-    proc = cli("run", "--agent", str(HOSTILE / "redteam_result_dir"), "--task", "echo", "--model", str(base),
-               "--timeout", "60", "--backend", "scripted", "--sandbox", "bwrap", "--network", "off", "--json",
-               "--no-audit", "--agent-env", "ATTACK=" + json.dumps({"tests_root": str(ROOT)}),
-               env={"AUTORL_HOME": str(home)})
+    proc = cli(
+        "run",
+        "--agent",
+        str(HOSTILE / "redteam_result_dir"),
+        "--task",
+        "echo",
+        "--model",
+        str(base),
+        "--timeout",
+        "60",
+        "--backend",
+        "scripted",
+        "--sandbox",
+        "bwrap",
+        "--network",
+        "off",
+        "--json",
+        "--no-audit",
+        "--agent-env",
+        "ATTACK=" + json.dumps({"tests_root": str(ROOT)}),
+        env={"AUTORL_HOME": str(home)},
+    )
     return proc, home
 
 
@@ -68,8 +86,19 @@ def test_record_run_records_the_run_whatever_the_agent_left_at_result_json(tmp_p
     ws = tmp_path / "ws"
     (ws / "result.json" / "keep").mkdir(parents=True)
     home = tmp_path / "home"
-    result = {"row": {"run_id": "r1", "timestamp": "2026-01-01T00:00:00", "task": "echo", "agent": "a",
-                      "base_model": "m", "success": False, "workspace": str(ws)}, "submissions": [], "meta": {}}
+    result = {
+        "row": {
+            "run_id": "r1",
+            "timestamp": "2026-01-01T00:00:00",
+            "task": "echo",
+            "agent": "a",
+            "base_model": "m",
+            "success": False,
+            "workspace": str(ws),
+        },
+        "submissions": [],
+        "meta": {},
+    }
     for _ in range(2):
         record_run(result, home)
     runs = _recorded(home)
@@ -110,11 +139,32 @@ def test_in_a_study_the_agent_cannot_turn_its_run_into_a_retried_infrastructure_
     monkeypatch.setenv("AUTORL_SWEEP_SCRATCH", str(tmp_path / "scratch"))
     base = write_stub_checkpoint(tmp_path / "stub-base", echo_answers(5))
     spec = tmp_path / "study.json"
-    spec.write_text(json.dumps({"name": "rt", "agent": str(HOSTILE / "redteam_result_dir"), "task": "echo",
-                                "model": str(base), "backend": "scripted", "timeout": 60, "sandbox": "bwrap",
-                                "network": "off", "audit": False, "retries": 1}))
-    proc = cli("sweep", "run", str(spec), "--slots", "1", "--json", timeout=600,
-               env={"AUTORL_HOME": str(home), "AUTORL_SWEEP_SCRATCH": str(tmp_path / "scratch")})
+    spec.write_text(
+        json.dumps(
+            {
+                "name": "rt",
+                "agent": str(HOSTILE / "redteam_result_dir"),
+                "task": "echo",
+                "model": str(base),
+                "backend": "scripted",
+                "timeout": 60,
+                "sandbox": "bwrap",
+                "network": "off",
+                "audit": False,
+                "retries": 1,
+            }
+        )
+    )
+    proc = cli(
+        "sweep",
+        "run",
+        str(spec),
+        "--slots",
+        "1",
+        "--json",
+        timeout=600,
+        env={"AUTORL_HOME": str(home), "AUTORL_SWEEP_SCRATCH": str(tmp_path / "scratch")},
+    )
     keys = home / "sweeps" / "rt" / "keys"
     outcomes = [json.loads(p.read_text()) for p in sorted(keys.glob("*/a*/outcome.json"))]
     assert outcomes, proc.stderr[-2000:]
@@ -122,10 +172,32 @@ def test_in_a_study_the_agent_cannot_turn_its_run_into_a_retried_infrastructure_
 
 
 def _run_argv(home: Path, base: Path, runs: Path, wait_s: int) -> list[str]:
-    return [sys.executable, "-c", "from autorl.cli import main; main()", "run", "--agent",
-            str(HOSTILE / "redteam_submit_then_wait"), "--task", "echo", "--model", str(base), "--timeout", "90",
-            "--backend", "scripted", "--sandbox", "bwrap", "--network", "off", "--json", "--no-audit",
-            "--runs-dir", str(runs), "--agent-env", f"WAIT_S={wait_s}"]
+    return [
+        sys.executable,
+        "-c",
+        "from autorl.cli import main; main()",
+        "run",
+        "--agent",
+        str(HOSTILE / "redteam_submit_then_wait"),
+        "--task",
+        "echo",
+        "--model",
+        str(base),
+        "--timeout",
+        "90",
+        "--backend",
+        "scripted",
+        "--sandbox",
+        "bwrap",
+        "--network",
+        "off",
+        "--json",
+        "--no-audit",
+        "--runs-dir",
+        str(runs),
+        "--agent-env",
+        f"WAIT_S={wait_s}",
+    ]
 
 
 @needs_bwrap
@@ -135,16 +207,25 @@ def test_a_recovered_run_records_the_numbers_the_normal_end_records(tmp_path: Pa
     base = write_stub_checkpoint(tmp_path / "stub-base", echo_answers(5))
     env = {**os.environ, "AUTORL_SANDBOX_RO": str(ROOT / "tests")}
     normal_home = tmp_path / "normal"
-    done = subprocess.run(_run_argv(normal_home, base, tmp_path / "normal-runs", 0), capture_output=True, text=True,
-                          env={**env, "AUTORL_HOME": str(normal_home)}, timeout=300)
+    done = subprocess.run(
+        _run_argv(normal_home, base, tmp_path / "normal-runs", 0),
+        capture_output=True,
+        text=True,
+        env={**env, "AUTORL_HOME": str(normal_home)},
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     normal = json.loads(done.stdout)
     assert normal["best_score"] is not None and normal["submissions"] == 1  # a test score to compare
 
     home = tmp_path / "lost"
     runs = tmp_path / "lost-runs"
-    proc = subprocess.Popen(_run_argv(home, base, runs, 120), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**env, "AUTORL_HOME": str(home)})
+    proc = subprocess.Popen(
+        _run_argv(home, base, runs, 120),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**env, "AUTORL_HOME": str(home)},
+    )
     try:
         deadline = time.monotonic() + 120
         while not list(runs.glob("**/code/submitted")) and time.monotonic() < deadline:
@@ -166,6 +247,7 @@ def test_a_recovered_run_records_the_numbers_the_normal_end_records(tmp_path: Pa
     (live_file,) = (tmp_path / "normal-runs").glob("echo/*/result.json")
     (lost_file,) = runs.glob("echo/*/result.json")
     live, lost = json.loads(live_file.read_text()), json.loads(lost_file.read_text())
+
     # (an evaluation's extra figures say how it ran: a fresh engine's reason, a wake; they differ by circumstance;
     # the cover files' digests are keyed by their paths, drawn afresh each run)
     def fields(record: dict[str, Any]) -> set[str]:

@@ -58,7 +58,7 @@ def test_a_changed_small_model_file_changes_the_run_key(home: Path, tmp_path: Pa
 #: a stand-in for `autorl run` that records its run in the ledger of its home (as the real one does first,
 #: before the audit), then ends with an error, as `autorl run` does when a step after the record fails (the
 #: disk its agent filled, say)
-RECORDED_THEN_FAILED = textwrap.dedent('''\
+RECORDED_THEN_FAILED = textwrap.dedent("""\
     import json, os, sys
     from pathlib import Path
     from autorl.record.ledger import Ledger
@@ -73,7 +73,7 @@ RECORDED_THEN_FAILED = textwrap.dedent('''\
     ledger.close()
     sys.stderr.write("OSError: [Errno 28] No space left on device\\n")
     sys.exit(1)
-''')
+""")
 
 
 def test_a_recorded_run_that_then_exits_with_an_error_is_a_result_not_a_retry(
@@ -87,11 +87,22 @@ def test_a_recorded_run_that_then_exits_with_an_error_is_a_result_not_a_retry(
     attempt.mkdir(parents=True)
     spec = {"agent": _agent(tmp_path / "a"), "task": "arith", "model": "autorl:tiny", "timeout": 30}
     cell = expand(spec).cells[0]
-    write_json(attempt / "payload.json", {
-        "run_key": "k", "attempt": 1, "sweep": "s", "sweep_id": "x", "sweep_dir": str(tmp_path / "sweep"),
-        "args": cell.run_args(), "options": cell.options, "home": str(home), "gpus": None,
-        "scratch": str(tmp_path / "scratch"), "program": [sys.executable, str(script)],
-    })
+    write_json(
+        attempt / "payload.json",
+        {
+            "run_key": "k",
+            "attempt": 1,
+            "sweep": "s",
+            "sweep_id": "x",
+            "sweep_dir": str(tmp_path / "sweep"),
+            "args": cell.run_args(),
+            "options": cell.options,
+            "home": str(home),
+            "gpus": None,
+            "scratch": str(tmp_path / "scratch"),
+            "program": [sys.executable, str(script)],
+        },
+    )
     outcome = run_attempt(attempt)
     assert outcome["kind"] != INFRA, outcome["reason"]
     assert outcome["kind"] == RESULT and outcome["success"] is False
@@ -104,8 +115,7 @@ def test_the_run_cannot_see_the_study_folder_or_the_shared_home(
     from autorl.sweep.worker import run_attempt
 
     script = tmp_path / "env_dump.py"
-    script.write_text("import json, os, sys\njson.dump(dict(os.environ), open(os.environ['DUMP'], 'w'))\n"
-                      "sys.exit(3)\n")
+    script.write_text("import json, os, sys\njson.dump(dict(os.environ), open(os.environ['DUMP'], 'w'))\nsys.exit(3)\n")
     dump = tmp_path / "env.json"
     monkeypatch.setenv("DUMP", str(dump))
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
@@ -113,11 +123,22 @@ def test_the_run_cannot_see_the_study_folder_or_the_shared_home(
     attempt.mkdir(parents=True)
     spec = {"agent": _agent(tmp_path / "a"), "task": "arith", "model": "autorl:tiny", "timeout": 30}
     cell = expand(spec).cells[0]
-    write_json(attempt / "payload.json", {
-        "run_key": "k", "attempt": 1, "sweep": "s", "sweep_id": "x", "sweep_dir": str(tmp_path / "sweep"),
-        "args": cell.run_args(), "options": cell.options, "home": str(home), "gpus": None,
-        "scratch": str(tmp_path / "scratch"), "program": [sys.executable, str(script)],
-    })
+    write_json(
+        attempt / "payload.json",
+        {
+            "run_key": "k",
+            "attempt": 1,
+            "sweep": "s",
+            "sweep_id": "x",
+            "sweep_dir": str(tmp_path / "sweep"),
+            "args": cell.run_args(),
+            "options": cell.options,
+            "home": str(home),
+            "gpus": None,
+            "scratch": str(tmp_path / "scratch"),
+            "program": [sys.executable, str(script)],
+        },
+    )
     outcome = run_attempt(attempt)
     assert outcome["kind"] == INFRA  # exit code 3, nothing recorded: an infrastructure failure
     env = json.loads(dump.read_text())

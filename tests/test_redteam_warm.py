@@ -51,10 +51,13 @@ def _same_model(warm: Any, fresh: Any) -> bool:
     import torch
 
     a, b = _state(warm.model), _state(fresh.model)
-    return (a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-            and warm.model.generation_config.to_dict() == fresh.model.generation_config.to_dict()
-            and warm.tokenizer.chat_template == fresh.tokenizer.chat_template
-            and warm.tokenizer.get_vocab() == fresh.tokenizer.get_vocab())
+    return (
+        a.keys() == b.keys()
+        and all(torch.equal(a[k], b[k]) for k in a)
+        and warm.model.generation_config.to_dict() == fresh.model.generation_config.to_dict()
+        and warm.tokenizer.chat_template == fresh.tokenizer.chat_template
+        and warm.tokenizer.get_vocab() == fresh.tokenizer.get_vocab()
+    )
 
 
 def _warm_then(base: Path, attack: Path) -> tuple[Any, str]:
@@ -76,8 +79,10 @@ def _fresh(model_dir: Path) -> Any:
 def test_weights_split_over_an_extra_safetensors_file_score_as_a_fresh_load(tiny_model: Path, tmp_path: Path) -> None:
     def split(w: Tensors) -> dict[str, Tensors]:
         keys = sorted(w)
-        return {"model.safetensors": {k: w[k] for k in keys[: len(keys) // 2]},
-                "extra.safetensors": {k: w[k] for k in keys[len(keys) // 2 :]}}
+        return {
+            "model.safetensors": {k: w[k] for k in keys[: len(keys) // 2]},
+            "extra.safetensors": {k: w[k] for k in keys[len(keys) // 2 :]},
+        }
 
     import torch
 
@@ -182,8 +187,10 @@ def test_a_lora_merge_is_undone_before_the_baseline(tiny_model: Path, tmp_path: 
 
     torch.manual_seed(5)
     model = AutoModelForCausalLM.from_pretrained(str(tiny_model))
-    lora = get_peft_model(model, LoraConfig(r=4, lora_alpha=64, target_modules=["q_proj", "v_proj", "embed_tokens"],
-                                            init_lora_weights=False))
+    lora = get_peft_model(
+        model,
+        LoraConfig(r=4, lora_alpha=64, target_modules=["q_proj", "v_proj", "embed_tokens"], init_lora_weights=False),
+    )
     lora.save_pretrained(str(tmp_path / "lora"))
     from autorl.inference.hf import HFBackend
 
@@ -209,8 +216,9 @@ def test_a_lora_that_unties_the_output_embedding_leaves_nothing_untied_for_the_n
 
     torch.manual_seed(6)
     model = AutoModelForCausalLM.from_pretrained(str(tiny_model))
-    lora = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj"], modules_to_save=["lm_head"],
-                                            init_lora_weights=False))
+    lora = get_peft_model(
+        model, LoraConfig(r=4, target_modules=["q_proj"], modules_to_save=["lm_head"], init_lora_weights=False)
+    )
     lora.save_pretrained(str(tmp_path / "lora"))
     both = tmp_path / "both"
     shutil.copytree(tiny_model, both)

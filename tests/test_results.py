@@ -21,11 +21,38 @@ from autorl.record.row import CSV_COLUMNS, DEV_COLUMNS, RECORDED_COLUMNS, RunRow
 
 #: the results.csv header before the study columns were added (the reference harness's columns first)
 PREVIOUS_COLUMNS = (
-    "run_id", "timestamp", "task", "agent", "base_model", "baseline", "best_score", "improvement",
-    "submissions", "duration_s", "success", "workspace", "improvement_ci95", "p_value", "best_submission",
-    "test_baseline", "test_score", "test_improvement", "test_improvement_ci95",
-    "dev_baseline", "dev_best", "dev_improvement", "dev_improvement_ci95", "dev_k",
-    "end_reason", "seed", "config_hash", "sandbox", "audit_flags", "llm_tokens", "llm_cost_usd", "llm_usage_source",
+    "run_id",
+    "timestamp",
+    "task",
+    "agent",
+    "base_model",
+    "baseline",
+    "best_score",
+    "improvement",
+    "submissions",
+    "duration_s",
+    "success",
+    "workspace",
+    "improvement_ci95",
+    "p_value",
+    "best_submission",
+    "test_baseline",
+    "test_score",
+    "test_improvement",
+    "test_improvement_ci95",
+    "dev_baseline",
+    "dev_best",
+    "dev_improvement",
+    "dev_improvement_ci95",
+    "dev_k",
+    "end_reason",
+    "seed",
+    "config_hash",
+    "sandbox",
+    "audit_flags",
+    "llm_tokens",
+    "llm_cost_usd",
+    "llm_usage_source",
 )
 
 #: the ledger's tables as the first released version created them (no live runs, no audit overrides)
@@ -50,16 +77,24 @@ def test_every_column_is_a_field_of_run_row_in_csv_order(tmp_path: Path) -> None
     assert names == CSV_COLUMNS
     # the columns that were there keep their order; the study's two come next, then the judged headline's rule
     # and the decoys', newer ones after those
-    assert (*PREVIOUS_COLUMNS, "run_key", "sweep", "headline_rule", "decoys") == CSV_COLUMNS[:len(PREVIOUS_COLUMNS) + 4]
-    assert CSV_COLUMNS[-6:] == ("timeout_s", "infra_failure", "judge_model", "judge_prompt_hash", "judge_samples",
-                                "limit")
+    assert (*PREVIOUS_COLUMNS, "run_key", "sweep", "headline_rule", "decoys") == CSV_COLUMNS[
+        : len(PREVIOUS_COLUMNS) + 4
+    ]
+    assert CSV_COLUMNS[-6:] == (
+        "timeout_s",
+        "infra_failure",
+        "judge_model",
+        "judge_prompt_hash",
+        "judge_samples",
+        "limit",
+    )
     assert set(DEV_COLUMNS) <= set(CSV_COLUMNS)
     assert tuple(c for c in CSV_COLUMNS if c != "audit_flags") == RECORDED_COLUMNS
     ledger = Ledger(tmp_path / "autorl.db")
     ledger.ingest({"row": RunRow("r", "2026-01-01 00:00:00", "t", "a", "m").record(), "submissions": []})
     header, rows = _csv(ledger.export_csv(tmp_path / "results.csv"))
     assert header == list(CSV_COLUMNS) and rows[0]["run_key"] == "" and rows[0]["sweep"] == ""
-    assert list(ledger.rows()[0])[:len(CSV_COLUMNS)] == list(CSV_COLUMNS)
+    assert list(ledger.rows()[0])[: len(CSV_COLUMNS)] == list(CSV_COLUMNS)
     ledger.close()
 
 
@@ -68,13 +103,31 @@ def test_a_ledger_of_the_first_schema_with_rows_of_the_first_format_opens_and_ex
     db = sqlite3.connect(db_path)
     db.executescript(FIRST_SCHEMA)
     # a row of the time when the headline was the dev figure: no dev_* columns, no sandbox, no study keys
-    old_row = {"run_id": "old", "timestamp": "2025-06-01 10:00:00", "task": "arith", "agent": "a", "base_model": "m",
-               "baseline": 25.0, "best_score": 60.0, "improvement": 35.0, "improvement_ci95": [20.0, 50.0],
-               "p_value": 0.001, "submissions": 2, "success": True, "workspace": "/x", "test_baseline": 20.0,
-               "test_score": 22.5, "test_improvement": 2.5, "test_improvement_ci95": [-5.0, 9.0], "llm_tokens": 10}
+    old_row = {
+        "run_id": "old",
+        "timestamp": "2025-06-01 10:00:00",
+        "task": "arith",
+        "agent": "a",
+        "base_model": "m",
+        "baseline": 25.0,
+        "best_score": 60.0,
+        "improvement": 35.0,
+        "improvement_ci95": [20.0, 50.0],
+        "p_value": 0.001,
+        "submissions": 2,
+        "success": True,
+        "workspace": "/x",
+        "test_baseline": 20.0,
+        "test_score": 22.5,
+        "test_improvement": 2.5,
+        "test_improvement_ci95": [-5.0, 9.0],
+        "llm_tokens": 10,
+    }
     subs = [{"submission_id": 1, "status": "done", "score": 60.0}, {"submission_id": 2, "status": "failed"}]
-    db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)", ("old", old_row["timestamp"], "arith", "a", "m", 1,
-                                                                 json.dumps({"row": old_row, "submissions": subs})))
+    db.execute(
+        "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
+        ("old", old_row["timestamp"], "arith", "a", "m", 1, json.dumps({"row": old_row, "submissions": subs})),
+    )
     db.commit()
     db.close()
     ledger = Ledger(db_path)
@@ -93,8 +146,17 @@ def _result(tmp_path: Path, run_id: str = "r1", **row: Any) -> RunResult:
     ws = tmp_path / "runs" / run_id
     ws.mkdir(parents=True)
     record = {**RunRow(run_id, "2026-02-01 00:00:00", "arith", "a", "m", workspace=str(ws)).record(), **row}
-    return RunResult(run_id, record, [{"submission_id": 1, "status": "done", "score": 40.0}], None, None,
-                     {"exit_code": 0}, ws, {"autorl_version": "x"}, [])
+    return RunResult(
+        run_id,
+        record,
+        [{"submission_id": 1, "status": "done", "score": 40.0}],
+        None,
+        None,
+        {"exit_code": 0},
+        ws,
+        {"autorl_version": "x"},
+        [],
+    )
 
 
 def test_record_run_is_idempotent(tmp_path: Path) -> None:
@@ -137,9 +199,14 @@ def _store_with_submissions(store_dir: Path, scores: list[float | None]) -> None
         if score is None:
             store.update(sid, status="failed", error="invalid checkpoint")
         else:
-            store.update(sid, status="done", score=score, record={"score": score, "ci95": [score - 5, score + 5]},
-                         comparison={"difference": score - 25.0, "ci95": [score - 30.0, score - 20.0],
-                                     "p_value": 0.01}, finished_at=time.time())
+            store.update(
+                sid,
+                status="done",
+                score=score,
+                record={"score": score, "ci95": [score - 5, score + 5]},
+                comparison={"difference": score - 25.0, "ci95": [score - 30.0, score - 20.0], "p_value": 0.01},
+                finished_at=time.time(),
+            )
     store.close()
 
 
@@ -153,21 +220,49 @@ def test_best_and_improvement_are_the_graders_for_a_finished_and_a_live_run(tmp_
     _store_with_submissions(store_dir, [40.0, 55.0, None, 55.0, 30.0])
     store = Store.read_only(store_dir / "grader.db")
     subs, base = store.all(), store.baseline("dev")
-    state = records.state(task="arith", baseline=base, baseline_error=None, submissions=subs, tests=[],
-                          counts=store.counts(), refusals=[], closed=True)
+    state = records.state(
+        task="arith",
+        baseline=base,
+        baseline_error=None,
+        submissions=subs,
+        tests=[],
+        counts=store.counts(),
+        refusals=[],
+        closed=True,
+    )
     store.close()
     best = records.best(subs)
     assert best == {"submission_id": 2, "score": 55.0}
     best_public = next(s for s in state["submissions"] if s["submission_id"] == 2)
-    row = run_row(run_id="r", started=0.0, finished=1.0, task="arith", agent="a", base_model="m", workspace="/w",
-                  seed=0, sandbox="bwrap", state=state, test=None,
-                  outcome={"timed_out": True, "exit_code": None, "reason": "timeout"}).to_dict()
+    row = run_row(
+        run_id="r",
+        started=0.0,
+        finished=1.0,
+        task="arith",
+        agent="a",
+        base_model="m",
+        workspace="/w",
+        seed=0,
+        sandbox="bwrap",
+        state=state,
+        test=None,
+        outcome={"timed_out": True, "exit_code": None, "reason": "timeout"},
+    ).to_dict()
     assert row["best_submission"] == 2 and row["dev_best"] == 55.0 and row["dev_baseline"] == 25.0
     assert row["dev_improvement"] == best_public["improvement"] == 30.0
     assert row["dev_improvement_ci95"] == best_public["improvement_ci95"] == [25.0, 35.0]
     assert row["dev_k"] == 4 and row["improvement"] is None and row["end_reason"] == "no test score"
-    live = live_row({"run_id": "r", "started": time.time(), "task": "arith", "agent": "a", "base_model": "m",
-                     "store_dir": str(store_dir), "timeout_s": 60})
+    live = live_row(
+        {
+            "run_id": "r",
+            "started": time.time(),
+            "task": "arith",
+            "agent": "a",
+            "base_model": "m",
+            "store_dir": str(store_dir),
+            "timeout_s": 60,
+        }
+    )
     assert {k: live[k] for k in DEV_COLUMNS} == {k: row[k] for k in DEV_COLUMNS}
     assert live["submissions"] == 5 and live["improvement"] is None and live["status"] == "running"
 
@@ -178,15 +273,32 @@ def test_a_live_run_whose_store_is_missing_or_not_a_store_shows_no_figures(tmp_p
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "grader.db").write_text("not a database")
     for store_dir in (tmp_path / "absent", tmp_path / "junk"):
-        live = live_row({"run_id": "r", "started": time.time(), "task": "t", "agent": "a", "base_model": "m",
-                         "store_dir": str(store_dir)})
+        live = live_row(
+            {
+                "run_id": "r",
+                "started": time.time(),
+                "task": "t",
+                "agent": "a",
+                "base_model": "m",
+                "store_dir": str(store_dir),
+            }
+        )
         assert live["submissions"] == 0 and live["dev_best"] is None and live["dev_k"] == 0
     assert not (tmp_path / "absent").exists()  # reading never creates a store
 
 
 def test_run_result_reads_its_figures_from_the_row_and_refuses_to_overwrite_them(tmp_path: Path) -> None:
-    row = {"task": "gsm8k", "agent": "claude", "base_model": "tiny", "baseline": 40.0, "best_score": 45.5,
-           "improvement_ci95": [1.0, 9.0], "success": 1, "dev_k": 3, "dev_best": "not a number"}
+    row = {
+        "task": "gsm8k",
+        "agent": "claude",
+        "base_model": "tiny",
+        "baseline": 40.0,
+        "best_score": 45.5,
+        "improvement_ci95": [1.0, 9.0],
+        "success": 1,
+        "dev_k": 3,
+        "dev_best": "not a number",
+    }
     result = RunResult("r1", row, [], None, None, {}, tmp_path)
     assert (result.task, result.agent_name, result.model) == ("gsm8k", "claude", "tiny")
     assert (result.test_baseline, result.test_score, result.improvement_ci95) == (40.0, 45.5, (1.0, 9.0))

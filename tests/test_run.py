@@ -16,15 +16,18 @@ from autorl.record.display import fmt_p
 
 from .conftest import cli, echo_answers, write_stub_checkpoint
 
-SUBMIT = 'curl -s -X POST "$GRADING_SERVER_URL/submit" -H "Content-Type: application/json" ' \
-         '-H "Authorization: Bearer $AUTORL_TOKEN" -d "{\\"model_path\\": \\"$OUTPUT_DIR/$1\\"}"'
+SUBMIT = (
+    'curl -s -X POST "$GRADING_SERVER_URL/submit" -H "Content-Type: application/json" '
+    '-H "Authorization: Bearer $AUTORL_TOKEN" -d "{\\"model_path\\": \\"$OUTPUT_DIR/$1\\"}"'
+)
 
 
 def agent_folder(root: Path, name: str, body: str, env_vars: dict[str, str] | None = None) -> Path:
     folder = root / name
     folder.mkdir(parents=True)
-    (folder / "config.yaml").write_text(json.dumps({"name": f"test agent {name}", "start": "start.sh",
-                                                    "env_vars": env_vars or {}}))
+    (folder / "config.yaml").write_text(
+        json.dumps({"name": f"test agent {name}", "start": "start.sh", "env_vars": env_vars or {}})
+    )
     script = textwrap.dedent(f"""\
         #!/usr/bin/env bash
         submit() {{ {SUBMIT}; echo; }}
@@ -51,24 +54,53 @@ def run_json(home: Path, *args: str, timeout: float = 600) -> dict[str, object]:
 
 @pytest.mark.e2e
 def test_agent_environment_workspace_and_results_from_the_grader(home: Path, tmp_path: Path, stub_base: Path) -> None:
-    agent = agent_folder(tmp_path / "agents", "envcheck", """
+    agent = agent_folder(
+        tmp_path / "agents",
+        "envcheck",
+        """
         env > "$WORKSPACE/code/env.txt"
         ls -la "$WORKSPACE" > "$WORKSPACE/code/ls.txt"
         make_ckpt v1 12 null 21
         submit v1 > "$WORKSPACE/code/submit.json"
         chmod u+w "$WORKSPACE/scores.json"; echo '[{"submission_id": 1, "score": 100.0}]' > "$WORKSPACE/scores.json"
         echo '{"row": {"best_score": 100}}' > "$WORKSPACE/result.json"
-    """, env_vars={"FROM_CONFIG": "cfg-$TASK", "OVERRIDDEN": "no"})
+    """,
+        env_vars={"FROM_CONFIG": "cfg-$TASK", "OVERRIDDEN": "no"},
+    )
     os.environ["SECRET_API_KEY"] = "must-not-leak"
     try:
-        row = run_json(home, "--agent", str(agent), "--task", "echo", "--model", str(stub_base), "--timeout", "60",
-                       "--backend", "scripted", "--agent-env", "OVERRIDDEN=yes", "--seed", "7")
+        row = run_json(
+            home,
+            "--agent",
+            str(agent),
+            "--task",
+            "echo",
+            "--model",
+            str(stub_base),
+            "--timeout",
+            "60",
+            "--backend",
+            "scripted",
+            "--agent-env",
+            "OVERRIDDEN=yes",
+            "--seed",
+            "7",
+        )
     finally:
         del os.environ["SECRET_API_KEY"]
     ws = Path(str(row["workspace"]))
     env = dict(line.split("=", 1) for line in (ws / "code" / "env.txt").read_text().splitlines() if "=" in line)
-    for key in ("TASK", "BASE_MODEL", "WORKSPACE", "MODEL_PATH", "DATA_PATH", "OUTPUT_DIR", "GRADING_SERVER_URL",
-                "AUTORL_TOKEN", "AUTORL_DEADLINE"):
+    for key in (
+        "TASK",
+        "BASE_MODEL",
+        "WORKSPACE",
+        "MODEL_PATH",
+        "DATA_PATH",
+        "OUTPUT_DIR",
+        "GRADING_SERVER_URL",
+        "AUTORL_TOKEN",
+        "AUTORL_DEADLINE",
+    ):
         assert env[key], key
     assert env["TASK"] == "echo" and env["BASE_MODEL"] == "stub-base" and env["AUTORL_SEED"] == "7"
     assert env["MODEL_PATH"] == str(ws / "models" / "stub-base") and env["DATA_PATH"] == str(ws / "data")
@@ -107,21 +139,40 @@ def test_agent_environment_workspace_and_results_from_the_grader(home: Path, tmp
     [
         ("crasher", "make_ckpt v1 10\nsubmit v1\nexit 3\n", False, "agent exited with code 3"),
         ("idle", "echo nothing to do\n", False, "no scored submission"),
-        ("broken-ckpt", "mkdir -p $OUTPUT_DIR/bad && echo x > $OUTPUT_DIR/bad/config.json\nsubmit bad\n", False,
-         "no scored submission"),
+        (
+            "broken-ckpt",
+            "mkdir -p $OUTPUT_DIR/bad && echo x > $OUTPUT_DIR/bad/config.json\nsubmit bad\n",
+            False,
+            "no scored submission",
+        ),
     ],
 )
-def test_agents_that_fail_end_the_run_cleanly(home: Path, tmp_path: Path, stub_base: Path, name: str, body: str,
-                                              success: bool, reason: str) -> None:
+def test_agents_that_fail_end_the_run_cleanly(
+    home: Path, tmp_path: Path, stub_base: Path, name: str, body: str, success: bool, reason: str
+) -> None:
     agent = agent_folder(tmp_path / "agents", name, body)
-    row = run_json(home, "--agent", str(agent), "--task", "echo", "--model", str(stub_base), "--timeout", "60",
-                   "--backend", "scripted")
+    row = run_json(
+        home,
+        "--agent",
+        str(agent),
+        "--task",
+        "echo",
+        "--model",
+        str(stub_base),
+        "--timeout",
+        "60",
+        "--backend",
+        "scripted",
+    )
     assert row["success"] is success and row["end_reason"] == reason
 
 
 @pytest.mark.e2e
 def test_overrunning_agent_and_its_children_are_stopped(home: Path, tmp_path: Path, stub_base: Path) -> None:
-    agent = agent_folder(tmp_path / "agents", "overrun", """
+    agent = agent_folder(
+        tmp_path / "agents",
+        "overrun",
+        """
         make_ckpt v1 9
         submit v1
         sleep 1000 &
@@ -135,10 +186,22 @@ def test_overrunning_agent_and_its_children_are_stopped(home: Path, tmp_path: Pa
         make_ckpt late 15 '{"sleep": 4}' 24
         submit late
         sleep 1000
-    """)
+    """,
+    )
     started = time.time()
-    row = run_json(home, "--agent", str(agent), "--task", "echo", "--model", str(stub_base), "--timeout", "15",
-                   "--backend", "scripted")
+    row = run_json(
+        home,
+        "--agent",
+        str(agent),
+        "--task",
+        "echo",
+        "--model",
+        str(stub_base),
+        "--timeout",
+        "15",
+        "--backend",
+        "scripted",
+    )
     assert time.time() - started < 120
     ws = Path(str(row["workspace"]))
     assert len((ws / "code" / "pids").read_text().split()) == 3
@@ -160,9 +223,23 @@ def test_overrunning_agent_and_its_children_are_stopped(home: Path, tmp_path: Pa
 @pytest.mark.e2e
 def test_demo_run_improves_on_its_baseline(shared_home: Path, tiny_model: Path, tmp_path: Path) -> None:
     """A shorter version of the README's demo: the example GRPO agent on arith with autorl:tiny."""
-    row = run_json(shared_home, "--agent", "example", "--task", "arith", "--model", "autorl:tiny",
-                   "--timeout", "240", "--runs-dir", str(tmp_path / "runs"), "--agent-env", "GRPO_SUBMIT_EVERY_S=40",
-                   "--off-target", "basics")
+    row = run_json(
+        shared_home,
+        "--agent",
+        "example",
+        "--task",
+        "arith",
+        "--model",
+        "autorl:tiny",
+        "--timeout",
+        "240",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--agent-env",
+        "GRPO_SUBMIT_EVERY_S=40",
+        "--off-target",
+        "basics",
+    )
     assert row["success"] is True
     # the Quick start's off-target check can show a change: the base model scores above 0 there
     (basics,) = row["off_target"]  # type: ignore[misc]
@@ -180,9 +257,29 @@ def test_demo_run_improves_on_its_baseline(shared_home: Path, tiny_model: Path, 
     with (shared_home / "results.csv").open() as f:
         rows = list(csv.DictReader(f))
     mine = next(r for r in rows if r["run_id"] == row["run_id"])
-    for column in ("run_id", "timestamp", "task", "agent", "base_model", "baseline", "best_score", "improvement",
-                   "submissions", "duration_s", "success", "workspace", "improvement_ci95", "p_value", "dev_baseline",
-                   "dev_best", "dev_improvement", "dev_improvement_ci95", "dev_k", "sandbox", "llm_usage_source"):
+    for column in (
+        "run_id",
+        "timestamp",
+        "task",
+        "agent",
+        "base_model",
+        "baseline",
+        "best_score",
+        "improvement",
+        "submissions",
+        "duration_s",
+        "success",
+        "workspace",
+        "improvement_ci95",
+        "p_value",
+        "dev_baseline",
+        "dev_best",
+        "dev_improvement",
+        "dev_improvement_ci95",
+        "dev_k",
+        "sandbox",
+        "llm_usage_source",
+    ):
         assert column in mine
     assert mine["success"] == "True" and json.loads(mine["improvement_ci95"])[0] > 0
     assert mine["test_score"] == mine["best_score"] and int(mine["dev_k"]) == row["dev_k"]
@@ -190,23 +287,59 @@ def test_demo_run_improves_on_its_baseline(shared_home: Path, tiny_model: Path, 
 
 def _state(dev_scores: list[float], dev_baseline: float = 25.0) -> dict[str, object]:
     # the grader's records: each scored submission carries its improvement over the dev baseline
-    subs = [{"submission_id": i + 1, "status": "done", "score": s, "improvement": s - dev_baseline,
-             "improvement_ci95": [1.0, 9.0], "p_value": 0.01} for i, s in enumerate(dev_scores)]
+    subs = [
+        {
+            "submission_id": i + 1,
+            "status": "done",
+            "score": s,
+            "improvement": s - dev_baseline,
+            "improvement_ci95": [1.0, 9.0],
+            "p_value": 0.01,
+        }
+        for i, s in enumerate(dev_scores)
+    ]
     best = max(subs, key=lambda s: s["score"]) if subs else None  # type: ignore[arg-type, return-value]
-    return {"submissions": subs, "baseline_score": dev_baseline, "baseline": {"config_hash": "h"},
-            "best": {"submission_id": best["submission_id"], "score": best["score"]} if best else None}
+    return {
+        "submissions": subs,
+        "baseline_score": dev_baseline,
+        "baseline": {"config_hash": "h"},
+        "best": {"submission_id": best["submission_id"], "score": best["score"]} if best else None,
+    }
 
 
-@pytest.mark.parametrize("test", [None, {"submission_id": 2, "status": "failed", "score": None, "error": "worker died",
-                                         "baseline_score": None, "improvement": None}])
+@pytest.mark.parametrize(
+    "test",
+    [
+        None,
+        {
+            "submission_id": 2,
+            "status": "failed",
+            "score": None,
+            "error": "worker died",
+            "baseline_score": None,
+            "improvement": None,
+        },
+    ],
+)
 def test_a_run_without_a_test_score_has_no_headline(tmp_path: Path, test: dict[str, object] | None) -> None:
     """Best of k on dev is biased upward: it never stands in for the held-out number."""
     from autorl.record.row import run_row
 
     now = time.time()
-    row = run_row(run_id="r", started=now, finished=now, task="echo", agent="a", base_model="m",
-                  workspace=str(tmp_path), seed=0, sandbox="none", state=_state([30.0, 55.0, 40.0]), test=test,
-                  outcome={"timed_out": True, "exit_code": None, "reason": "timed out"}).record()
+    row = run_row(
+        run_id="r",
+        started=now,
+        finished=now,
+        task="echo",
+        agent="a",
+        base_model="m",
+        workspace=str(tmp_path),
+        seed=0,
+        sandbox="none",
+        state=_state([30.0, 55.0, 40.0]),
+        test=test,
+        outcome={"timed_out": True, "exit_code": None, "reason": "timed out"},
+    ).record()
     assert row["improvement"] is None and row["improvement_ci95"] is None and row["p_value"] is None
     assert row["baseline"] is None and row["best_score"] is None and row["success"] is False
     assert row["dev_best"] == 55.0 and row["dev_improvement"] == 30.0 and row["dev_k"] == 3
@@ -217,13 +350,37 @@ def test_a_run_without_a_test_score_has_no_headline(tmp_path: Path, test: dict[s
 def test_results_show_the_test_headline_and_upgrade_older_rows(home: Path) -> None:
     from autorl.record.ledger import Ledger
 
-    old = {"run_id": "old", "timestamp": "2026-01-01 00:00:00", "task": "echo", "agent": "a", "base_model": "m",
-           "baseline": 25.0, "best_score": 60.0, "improvement": 35.0, "improvement_ci95": [20.0, 50.0],
-           "p_value": 0.001, "submissions": 2, "success": True, "workspace": "/x", "test_baseline": 20.0,
-           "test_score": 22.0, "test_improvement": 2.0, "test_improvement_ci95": [-5.0, 9.0]}
-    untested = {**old, "run_id": "untested", "test_baseline": None, "test_score": None, "test_improvement": None,
-                "test_improvement_ci95": None}
-    subs = [{"submission_id": 1, "status": "done", "score": 60.0}, {"submission_id": 2, "status": "failed", "score": None}]
+    old = {
+        "run_id": "old",
+        "timestamp": "2026-01-01 00:00:00",
+        "task": "echo",
+        "agent": "a",
+        "base_model": "m",
+        "baseline": 25.0,
+        "best_score": 60.0,
+        "improvement": 35.0,
+        "improvement_ci95": [20.0, 50.0],
+        "p_value": 0.001,
+        "submissions": 2,
+        "success": True,
+        "workspace": "/x",
+        "test_baseline": 20.0,
+        "test_score": 22.0,
+        "test_improvement": 2.0,
+        "test_improvement_ci95": [-5.0, 9.0],
+    }
+    untested = {
+        **old,
+        "run_id": "untested",
+        "test_baseline": None,
+        "test_score": None,
+        "test_improvement": None,
+        "test_improvement_ci95": None,
+    }
+    subs = [
+        {"submission_id": 1, "status": "done", "score": 60.0},
+        {"submission_id": 2, "status": "failed", "score": None},
+    ]
     ledger = Ledger(home / "autorl.db")
     for row in (old, untested):
         ledger.ingest({"row": row, "submissions": subs})
@@ -257,9 +414,24 @@ def test_the_e2e_session_selects_the_end_to_end_runs() -> None:
     from .conftest import ROOT
 
     assert '"-m", "e2e"' in (ROOT / "noxfile.py").read_text()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "e2e", "--strict-markers",
-                           "tests/test_run.py", "tests/test_audit.py"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-m",
+            "e2e",
+            "--strict-markers",
+            "tests/test_run.py",
+            "tests/test_audit.py",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     selected = [line for line in proc.stdout.splitlines() if "::" in line]
     assert any("test_demo_run_improves_on_its_baseline" in t for t in selected)
@@ -272,9 +444,23 @@ def test_a_run_without_a_sandbox_says_so_everywhere(home: Path, tmp_path: Path, 
     """`--sandbox auto` where bubblewrap cannot run: a warning naming the strict mode, the mode in the row,
     results.csv and `autorl results`, and a high audit flag."""
     agent = agent_folder(tmp_path / "agents", "plain", "make_ckpt v1 12 null 21\nsubmit v1\n")
-    proc = cli("run", "--agent", str(agent), "--task", "echo", "--model", str(stub_base), "--timeout", "60",
-               "--backend", "scripted", "--sandbox", "auto", "--json",
-               env={"AUTORL_HOME": str(home), "AUTORL_BWRAP": str(tmp_path / "no-bwrap-here")})
+    proc = cli(
+        "run",
+        "--agent",
+        str(agent),
+        "--task",
+        "echo",
+        "--model",
+        str(stub_base),
+        "--timeout",
+        "60",
+        "--backend",
+        "scripted",
+        "--sandbox",
+        "auto",
+        "--json",
+        env={"AUTORL_HOME": str(home), "AUTORL_BWRAP": str(tmp_path / "no-bwrap-here")},
+    )
     assert proc.returncode == 0, proc.stderr
     assert "--sandbox bwrap refuses to run without a sandbox" in proc.stderr
     row = json.loads(proc.stdout)

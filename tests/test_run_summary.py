@@ -55,14 +55,36 @@ def _slow_plugin(root: Path) -> Path:
 def test_the_end_of_run_summary(tmp_path: Path) -> None:
     home = tmp_path / "home"
     base = write_stub_checkpoint(tmp_path / "stub-base", {**echo_answers(1), **echo_answers(2, "test")})
-    agent = agent_folder(tmp_path / "agents", "one", """
+    agent = agent_folder(
+        tmp_path / "agents",
+        "one",
+        """
         make_ckpt v1 4 null 4
         submit v1
-    """)
+    """,
+    )
     began = time.time()
-    proc = cli("run", "--agent", str(agent), "--task", "slow-echo", "--model", str(base), "--backend", "scripted",
-               "--timeout", "60", "--limit", "4", "--off-target", "echo", "--sandbox", "none", "--no-audit",
-               env={"AUTORL_HOME": str(home), "PYTHONPATH": str(_slow_plugin(tmp_path / "plugin")), "COLUMNS": "80"})
+    proc = cli(
+        "run",
+        "--agent",
+        str(agent),
+        "--task",
+        "slow-echo",
+        "--model",
+        str(base),
+        "--backend",
+        "scripted",
+        "--timeout",
+        "60",
+        "--limit",
+        "4",
+        "--off-target",
+        "echo",
+        "--sandbox",
+        "none",
+        "--no-audit",
+        env={"AUTORL_HOME": str(home), "PYTHONPATH": str(_slow_plugin(tmp_path / "plugin")), "COLUMNS": "80"},
+    )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     # the words: a test score, and whether it beat the baseline, side by side

@@ -33,16 +33,40 @@ SLIRP, SLIRP_WHY = slirp_available(BWRAP) if BWRAP else (None, WHY)
 needs_netns = pytest.mark.skipif(SLIRP is None, reason=f"slirp4netns cannot give bubblewrap a network: {SLIRP_WHY}")
 
 
-def policy(workspace: Path, *, read_only: list[Path] | None = None, masked: list[Path] | None = None,
-           masked_again: list[Path] | None = None, shown: list[Path] | None = None, network: str = "off",
-           relay: Relay | None = None, tmp: Path | None = None, gpus: bool = False,
-           slirp: str | None = None) -> Policy:
+def policy(
+    workspace: Path,
+    *,
+    read_only: list[Path] | None = None,
+    masked: list[Path] | None = None,
+    masked_again: list[Path] | None = None,
+    shown: list[Path] | None = None,
+    network: str = "off",
+    relay: Relay | None = None,
+    tmp: Path | None = None,
+    gpus: bool = False,
+    slirp: str | None = None,
+) -> Policy:
     """An agent-like policy of the given paths (the rules' words aside), for the launcher's own tests."""
-    files = [*(Binding(p, MASKED, "t") for p in masked or []), *(Binding(p, READ_ONLY, "t") for p in read_only or []),
-             Binding(workspace, READ_WRITE, "t"), *(Binding(p, MASKED_AGAIN, "t") for p in masked_again or []),
-             *(Binding(p, SHOWN_LAST, "t") for p in shown or [])]
-    return Policy(kind="agent", view=HOST_VIEW, files=tuple(files), env={}, cwd=workspace, network=network,
-                  relay=relay or Relay(), tmp=tmp, gpus=gpus, slirp=slirp, new_session=False)
+    files = [
+        *(Binding(p, MASKED, "t") for p in masked or []),
+        *(Binding(p, READ_ONLY, "t") for p in read_only or []),
+        Binding(workspace, READ_WRITE, "t"),
+        *(Binding(p, MASKED_AGAIN, "t") for p in masked_again or []),
+        *(Binding(p, SHOWN_LAST, "t") for p in shown or []),
+    ]
+    return Policy(
+        kind="agent",
+        view=HOST_VIEW,
+        files=tuple(files),
+        env={},
+        cwd=workspace,
+        network=network,
+        relay=relay or Relay(),
+        tmp=tmp,
+        gpus=gpus,
+        slirp=slirp,
+        new_session=False,
+    )
 
 
 def non_loopback_ip() -> str | None:
@@ -79,7 +103,8 @@ def listener() -> tuple[str, int] | None:
 
 @needs_bwrap
 def test_malicious_agent_gets_nothing_and_the_results_are_its_real_submissions(
-        tmp_path: Path, listener: tuple[str, int] | None) -> None:
+    tmp_path: Path, listener: tuple[str, int] | None
+) -> None:
     home = tmp_path / "autorl-home"
     user_home = tmp_path / "user-home"
     (user_home / ".ssh").mkdir(parents=True)
@@ -90,10 +115,25 @@ def test_malicious_agent_gets_nothing_and_the_results_are_its_real_submissions(
     base = write_stub_checkpoint(tmp_path / "stub-base", echo_answers(5))
     env = {"AUTORL_HOME": str(home), "HOME": str(user_home), "HF_HOME": str(hf)}
     # an earlier run whose workspace the agent must not see
-    first = cli("run", "--agent", str(MALICIOUS), "--task", "echo", "--model", str(base), "--timeout", "60",
-                "--backend", "scripted", "--sandbox", "none", "--json", "--agent-env",
-                "ATTACK=" + json.dumps({"read": [], "write": [], "connect": [], "home": str(home),
-                                        "tests_root": str(ROOT)}), env=env)
+    first = cli(
+        "run",
+        "--agent",
+        str(MALICIOUS),
+        "--task",
+        "echo",
+        "--model",
+        str(base),
+        "--timeout",
+        "60",
+        "--backend",
+        "scripted",
+        "--sandbox",
+        "none",
+        "--json",
+        "--agent-env",
+        "ATTACK=" + json.dumps({"read": [], "write": [], "connect": [], "home": str(home), "tests_root": str(ROOT)}),
+        env=env,
+    )
     assert first.returncode == 0, first.stderr
     old_ws = Path(json.loads(first.stdout)["workspace"])
     (old_ws / "code" / "notes.txt").write_text("the other run's secret")
@@ -104,28 +144,73 @@ def test_malicious_agent_gets_nothing_and_the_results_are_its_real_submissions(
     attack = {
         "home": str(home),
         "tests_root": str(ROOT),
-        "read": [str(home / "grader"), str(home / "hidden"), str(home / "baselines"), str(home / "autorl.db"),
-                 str(home / "results.csv"), str(old_ws), str(old_ws / "code" / "notes.txt"),
-                 str(user_home / ".ssh" / "id_rsa"), str(hf), str(hf / "hub" / "token")],
-        "write": [str(home / "pwned"), str(model_dir / "pwned"), str(home / "datasets" / "pwned"),
-                  str(ROOT / "pwned"), "/etc/autorl-pwned", str(Path(sys.prefix) / "pwned"),
-                  str(user_home / "pwned")],
+        "read": [
+            str(home / "grader"),
+            str(home / "hidden"),
+            str(home / "baselines"),
+            str(home / "autorl.db"),
+            str(home / "results.csv"),
+            str(old_ws),
+            str(old_ws / "code" / "notes.txt"),
+            str(user_home / ".ssh" / "id_rsa"),
+            str(hf),
+            str(hf / "hub" / "token"),
+        ],
+        "write": [
+            str(home / "pwned"),
+            str(model_dir / "pwned"),
+            str(home / "datasets" / "pwned"),
+            str(ROOT / "pwned"),
+            "/etc/autorl-pwned",
+            str(Path(sys.prefix) / "pwned"),
+            str(user_home / "pwned"),
+        ],
         "connect": [[*listener]] if listener else [["192.0.2.1", 80]],
     }
-    proc = cli("run", "--agent", str(MALICIOUS), "--task", "echo", "--model", str(base), "--timeout", "90",
-               "--backend", "scripted", "--sandbox", "bwrap", "--network", "off", "--json",
-               "--agent-env", "ATTACK=" + json.dumps(attack), env=env)
+    proc = cli(
+        "run",
+        "--agent",
+        str(MALICIOUS),
+        "--task",
+        "echo",
+        "--model",
+        str(base),
+        "--timeout",
+        "90",
+        "--backend",
+        "scripted",
+        "--sandbox",
+        "bwrap",
+        "--network",
+        "off",
+        "--json",
+        "--agent-env",
+        "ATTACK=" + json.dumps(attack),
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     row = json.loads(proc.stdout)
     ws = Path(row["workspace"])
     attempts = json.loads((ws / "code" / "attempts.json").read_text())
     # a leak is anything of the real secrets in what an attempt got: file contents, or the names of the
     # files in a hidden place (writes may land on the sandbox's private tmpfs: they are checked on the host)
-    markers = ["PRIVATE KEY", "hf_secret", "the other run's secret", '"say 20"', "grader.db", "admin_token",
-               *[p.name for p in (home / "hidden").rglob("*") if p.is_file()],
-               *[p.name for p in (home / "baselines").rglob("*") if p.is_file()]]
-    leaks = [a for a in attempts if a["kind"] in ("read", "proc", "api", "connect") and a["got"] is not None
-             and (a["kind"] != "read" or any(m in json.dumps(a["got"]) for m in markers))]
+    markers = [
+        "PRIVATE KEY",
+        "hf_secret",
+        "the other run's secret",
+        '"say 20"',
+        "grader.db",
+        "admin_token",
+        *[p.name for p in (home / "hidden").rglob("*") if p.is_file()],
+        *[p.name for p in (home / "baselines").rglob("*") if p.is_file()],
+    ]
+    leaks = [
+        a
+        for a in attempts
+        if a["kind"] in ("read", "proc", "api", "connect")
+        and a["got"] is not None
+        and (a["kind"] != "read" or any(m in json.dumps(a["got"]) for m in markers))
+    ]
     assert not leaks, leaks
     # by path, every hidden place is simply not there
     assert all(a["got"] is None for a in attempts if a["kind"] == "read" and not a["target"].startswith("/proc/"))
@@ -166,8 +251,14 @@ class HostSockets:
         sock.listen()
         self._serve(sock)
         self.run_socket: str | None = None
-        run_dir = next((Path(d) for d in (os.environ.get("XDG_RUNTIME_DIR"), "/run")
-                        if d and d.startswith("/run") and os.access(d, os.W_OK)), None)
+        run_dir = next(
+            (
+                Path(d)
+                for d in (os.environ.get("XDG_RUNTIME_DIR"), "/run")
+                if d and d.startswith("/run") and os.access(d, os.W_OK)
+            ),
+            None,
+        )
         if run_dir is not None:
             bus = run_dir / tag / "bus"
             bus.parent.mkdir()
@@ -204,9 +295,12 @@ class HostSockets:
     def attack(self) -> dict[str, list[object]]:
         """The agent's targets: each must come back empty-handed."""
         paths = [str(self.shm_file), str(self.tmpdir / "humaneval-work" / "program.py"), str(self.tmpdir)]
-        return {"connect": [["127.0.0.1", self.loopback], [GATEWAY_ADDRESS, self.loopback]],
-                "unix": [self.abstract, *([self.run_socket] if self.run_socket else [])],
-                "exists": [*paths, *([self.run_socket] if self.run_socket else [])], "read": paths}
+        return {
+            "connect": [["127.0.0.1", self.loopback], [GATEWAY_ADDRESS, self.loopback]],
+            "unix": [self.abstract, *([self.run_socket] if self.run_socket else [])],
+            "exists": [*paths, *([self.run_socket] if self.run_socket else [])],
+            "read": paths,
+        }
 
     def close(self) -> None:
         self._stop.set()
@@ -232,17 +326,45 @@ def resolvable_names() -> list[str]:
     return names
 
 
-def run_attack(tmp_path: Path, home: Path, host: HostSockets, network: str, extra: dict[str, object],
-               env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+def run_attack(
+    tmp_path: Path,
+    home: Path,
+    host: HostSockets,
+    network: str,
+    extra: dict[str, object],
+    env: dict[str, str] | None = None,
+) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
     base = write_stub_checkpoint(tmp_path / "stub-base", echo_answers(5))
-    attack: dict[str, object] = {"home": str(home), "tests_root": str(ROOT), "write": [str(home / "pwned")],
-                                 "env": True, **host.attack()}
+    attack: dict[str, object] = {
+        "home": str(home),
+        "tests_root": str(ROOT),
+        "write": [str(home / "pwned")],
+        "env": True,
+        **host.attack(),
+    }
     for key, value in extra.items():
         attack[key] = [*attack.get(key, []), *value] if isinstance(value, list) else value  # type: ignore[misc]
-    proc = cli("run", "--agent", str(MALICIOUS), "--task", "echo", "--model", str(base), "--timeout", "90",
-               "--backend", "scripted", "--sandbox", "bwrap", "--network", network, "--json",
-               "--agent-env", "ATTACK=" + json.dumps(attack),
-               env={"AUTORL_HOME": str(home), "TMPDIR": str(host.tmpdir), **(env or {})})
+    proc = cli(
+        "run",
+        "--agent",
+        str(MALICIOUS),
+        "--task",
+        "echo",
+        "--model",
+        str(base),
+        "--timeout",
+        "90",
+        "--backend",
+        "scripted",
+        "--sandbox",
+        "bwrap",
+        "--network",
+        network,
+        "--json",
+        "--agent-env",
+        "ATTACK=" + json.dumps(attack),
+        env={"AUTORL_HOME": str(home), "TMPDIR": str(host.tmpdir), **(env or {})},
+    )
     assert proc.returncode == 0, proc.stderr
     ws = Path(json.loads(proc.stdout)["workspace"])
     return proc, json.loads((ws / "code" / "attempts.json").read_text())
@@ -256,7 +378,8 @@ def assert_host_sockets_hidden(attempts: list[dict[str, Any]], host: HostSockets
     targets = host.attack()
     assert got(attempts, "connect") == {
         **{f"{h}:{p}": None for h, p in targets["connect"]},  # type: ignore[misc]
-        **{name: None for name in targets["unix"]}}
+        **{name: None for name in targets["unix"]},
+    }
     assert got(attempts, "exists") == {p: None for p in targets["exists"]}
     assert all(got(attempts, "read")[p] is None for p in targets["read"])  # type: ignore[index]
     env = got(attempts, "env")
@@ -265,12 +388,21 @@ def assert_host_sockets_hidden(attempts: list[dict[str, Any]], host: HostSockets
 
 @needs_netns
 def test_network_on_keeps_host_sockets_out_of_reach_and_the_route_out(
-        tmp_path: Path, host_sockets: HostSockets, listener: tuple[str, int] | None) -> None:
+    tmp_path: Path, host_sockets: HostSockets, listener: tuple[str, int] | None
+) -> None:
     home = tmp_path / "autorl-home"
     names = resolvable_names()
-    proc, attempts = run_attack(tmp_path, home, host_sockets, "on", {
-        "read": [str(home / "grader"), str(home / "hidden")], "resolve": names,
-        "reach": [[*listener]] if listener else []})
+    proc, attempts = run_attack(
+        tmp_path,
+        home,
+        host_sockets,
+        "on",
+        {
+            "read": [str(home / "grader"), str(home / "hidden")],
+            "resolve": names,
+            "reach": [[*listener]] if listener else [],
+        },
+    )
     assert_host_sockets_hidden(attempts, host_sockets)
     assert not [a for a in attempts if a["got"] is not None and a["kind"] in ("proc", "api")]
     # the route out: DNS through slirp4netns's forwarder, the host's own address (not its loopback)
@@ -299,7 +431,8 @@ def test_network_off_keeps_host_sockets_out_of_reach(tmp_path: Path, host_socket
 
 @needs_bwrap
 def test_without_slirp4netns_network_on_shares_the_host_network_and_says_so(
-        tmp_path: Path, host_sockets: HostSockets) -> None:
+    tmp_path: Path, host_sockets: HostSockets
+) -> None:
     home = tmp_path / "autorl-home"
     proc, attempts = run_attack(tmp_path, home, host_sockets, "on", {}, env={"AUTORL_SLIRP4NETNS": "none"})
     assert "warning: the sandboxed agent shares the host's network" in proc.stderr
@@ -320,8 +453,10 @@ def test_sandbox_choice_errors_and_fallback(tmp_path: Path) -> None:
     env = {"AUTORL_HOME": str(home), "AUTORL_BWRAP": str(tmp_path / "no-bwrap")}
     proc = cli("run", "--agent", "example", *common, "--sandbox", "bwrap", env=env)
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [f"error: --sandbox bwrap: {tmp_path / 'no-bwrap'} not found "
-                                                "(install bubblewrap: apt install bubblewrap / dnf install bubblewrap)"]
+    assert proc.stderr.strip().splitlines() == [
+        f"error: --sandbox bwrap: {tmp_path / 'no-bwrap'} not found "
+        "(install bubblewrap: apt install bubblewrap / dnf install bubblewrap)"
+    ]
     proc = cli("run", "--agent", "example", *common, "--network", "off", env=env)
     assert proc.returncode == 2 and "--network off needs the bwrap sandbox" in proc.stderr
     proc = cli("run", "--agent", "example", *common, "--sandbox", "none", "--network", "off")
@@ -352,8 +487,14 @@ def test_bwrap_command_reexposes_only_what_lies_strictly_under_hidden_places(tmp
     for d in (venv / "bin", model, ws, secret_pkg.parent):
         d.mkdir(parents=True)
     secret_pkg.write_text("x")
-    spec = policy(ws, read_only=[model, user_home, venv], masked=[user_home, autorl_home], masked_again=[secret_pkg],
-                  network="on", slirp=None)
+    spec = policy(
+        ws,
+        read_only=[model, user_home, venv],
+        masked=[user_home, autorl_home],
+        masked_again=[secret_pkg],
+        network="on",
+        slirp=None,
+    )
     argv = bwrap_argv(spec, ["bash", "start.sh"], executable="bwrap")
     pairs = [(argv[i], argv[i + 1], argv[i + 2]) for i in range(len(argv) - 2) if argv[i] == "--ro-bind"]
     ro_targets = [t for _, _, t in pairs]
@@ -366,32 +507,36 @@ def test_bwrap_command_reexposes_only_what_lies_strictly_under_hidden_places(tmp
     assert argv[-3:] == ["--", "bash", "start.sh"] and "--unshare-net" not in argv
     off = bwrap_argv(policy(ws, relay=Relay(4321, tmp_path)), ["bash"], executable="bwrap")
     assert "--unshare-net" in off
-    assert off[off.index("--") + 1:][:3] == [sys.executable, "-c", RELAY_MAIN]
+    assert off[off.index("--") + 1 :][:3] == [sys.executable, "-c", RELAY_MAIN]
     assert ("--ro-bind", os.fspath(tmp_path), INNER_SOCKET_DIR) in zip(off, off[1:], off[2:], strict=False)
     # network on with slirp4netns: the launcher outside, its own namespace, the relay inside
-    on = bwrap_argv(policy(ws, network="on", relay=Relay(4321), slirp="/usr/bin/slirp4netns"), ["bash"],
-                    executable="bwrap")
+    on = bwrap_argv(
+        policy(ws, network="on", relay=Relay(4321), slirp="/usr/bin/slirp4netns"), ["bash"], executable="bwrap"
+    )
     assert on[:5] == [sys.executable, "-c", NETNS_MAIN, "--slirp", "/usr/bin/slirp4netns"]
-    bwrap_part = on[on.index("--") + 1:]
+    bwrap_part = on[on.index("--") + 1 :]
     assert bwrap_part[0] == "bwrap" and "--unshare-net" in bwrap_part
-    assert bwrap_part[bwrap_part.index("--", 1) + 1:][:3] == [sys.executable, "-c", RELAY_MAIN]
+    assert bwrap_part[bwrap_part.index("--", 1) + 1 :][:3] == [sys.executable, "-c", RELAY_MAIN]
     # /dev/shm is private; TMPDIR names the sandbox's /tmp (the policy masks the host's runtime state and TMPDIR:
     # tests/test_isolation.py)
-    assert off[off.index("/dev/shm") - 1:off.index("/dev/shm") + 1] == ["--tmpfs", "/dev/shm"]
-    assert off[off.index("TMPDIR") - 1:off.index("TMPDIR") + 2] == ["--setenv", "TMPDIR", "/tmp"]
+    assert off[off.index("/dev/shm") - 1 : off.index("/dev/shm") + 1] == ["--tmpfs", "/dev/shm"]
+    assert off[off.index("TMPDIR") - 1 : off.index("TMPDIR") + 2] == ["--setenv", "TMPDIR", "/tmp"]
 
 
 @needs_bwrap
 def test_tmp_dir_is_the_agents_tmp_and_var_tmp_and_the_host_tmpdir_is_masked(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ws = tmp_path / "run" / "workspace"
     ws.mkdir(parents=True)
     host_tmp = tmp_path / "host-tmpdir"
     (host_tmp / "grader-work").mkdir(parents=True)
     (host_tmp / "grader-work" / "program.py").write_text("secret")
     monkeypatch.setenv("TMPDIR", str(host_tmp))
-    script = (f"echo a > /tmp/a.txt; echo b > /var/tmp/b.txt; echo $TMPDIR; "
-              f"ls -A {host_tmp} /tmp /var/tmp; cat {host_tmp}/grader-work/program.py")
+    script = (
+        f"echo a > /tmp/a.txt; echo b > /var/tmp/b.txt; echo $TMPDIR; "
+        f"ls -A {host_tmp} /tmp /var/tmp; cat {host_tmp}/grader-work/program.py"
+    )
 
     def sandboxed(tmp_dir: Path | None) -> subprocess.CompletedProcess[str]:
         spec = policy(ws, masked=[host_tmp], relay=Relay(1, sock), tmp=tmp_dir)
@@ -427,7 +572,7 @@ def test_gpus_pass_through_only_when_the_agent_has_them(tmp_path: Path, monkeypa
     monkeypatch.setattr(launcher, "gpu_devices", lambda: nodes)
     with_gpus = bwrap_argv(policy(tmp_path, gpus=True, relay=Relay(1, tmp_path)), ["x"], executable="bwrap")
     for node in nodes:
-        assert ["--dev-bind-try", node, node] == with_gpus[with_gpus.index(node) - 1:with_gpus.index(node) + 2]
+        assert ["--dev-bind-try", node, node] == with_gpus[with_gpus.index(node) - 1 : with_gpus.index(node) + 2]
     without = bwrap_argv(policy(tmp_path, relay=Relay(1, tmp_path)), ["x"], executable="bwrap")
     assert not any(n in without for n in nodes)
 
@@ -454,14 +599,39 @@ def test_the_orchestrator_names_more_folders_to_mask(tmp_path: Path, masked: boo
     (shared / "hidden").mkdir(parents=True)
     (shared / "hidden" / "secret").write_text("THE SHARED SECRET")
     base = write_stub_checkpoint(tmp_path / "stub-base", echo_answers(5))
-    attack = {"home": str(tmp_path / "home"), "tests_root": str(ROOT), "read": [str(shared / "hidden" / "secret")],
-              "write": [], "connect": [["192.0.2.1", 80]]}
-    env = {"AUTORL_HOME": str(tmp_path / "home"), "AUTORL_SANDBOX_RO": os.pathsep.join([str(ROOT / "tests"),
-                                                                                      str(shared)]),
-           **({"AUTORL_SANDBOX_HIDE": str(shared)} if masked else {})}
-    proc = cli("run", "--agent", str(MALICIOUS), "--task", "echo", "--model", str(base), "--timeout", "60",
-               "--backend", "scripted", "--sandbox", "bwrap", "--network", "off", "--json",
-               "--agent-env", "ATTACK=" + json.dumps(attack), env=env)
+    attack = {
+        "home": str(tmp_path / "home"),
+        "tests_root": str(ROOT),
+        "read": [str(shared / "hidden" / "secret")],
+        "write": [],
+        "connect": [["192.0.2.1", 80]],
+    }
+    env = {
+        "AUTORL_HOME": str(tmp_path / "home"),
+        "AUTORL_SANDBOX_RO": os.pathsep.join([str(ROOT / "tests"), str(shared)]),
+        **({"AUTORL_SANDBOX_HIDE": str(shared)} if masked else {}),
+    }
+    proc = cli(
+        "run",
+        "--agent",
+        str(MALICIOUS),
+        "--task",
+        "echo",
+        "--model",
+        str(base),
+        "--timeout",
+        "60",
+        "--backend",
+        "scripted",
+        "--sandbox",
+        "bwrap",
+        "--network",
+        "off",
+        "--json",
+        "--agent-env",
+        "ATTACK=" + json.dumps(attack),
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     attempts = json.loads((Path(json.loads(proc.stdout)["workspace"]) / "code" / "attempts.json").read_text())
     got = next(a["got"] for a in attempts if a["kind"] == "read" and a["target"].endswith("secret"))
@@ -486,10 +656,13 @@ def _show_over_masks(tmp_path: Path, outside: Path) -> None:
     (folder / "config.yaml").write_text("shown\n")
     (folder / "data" / "test.jsonl").write_text("hidden\n")
     (outside / "bench" / "two.txt").write_text("other\n")
-    spec = policy(ws, relay=Relay(1, sock), masked_again=[outside / "bench", folder / "data"],
-                  shown=[folder / "config.yaml"])
-    script = (f"cat {folder}/config.yaml; cat {folder}/data/test.jsonl {outside}/bench/two.txt; ls -A {folder}; "
-              f"echo x >> {folder}/config.yaml || echo refused")
+    spec = policy(
+        ws, relay=Relay(1, sock), masked_again=[outside / "bench", folder / "data"], shown=[folder / "config.yaml"]
+    )
+    script = (
+        f"cat {folder}/config.yaml; cat {folder}/data/test.jsonl {outside}/bench/two.txt; ls -A {folder}; "
+        f"echo x >> {folder}/config.yaml || echo refused"
+    )
     argv = bwrap_argv(spec, ["sh", "-c", script], executable=str(BWRAP))
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     # data/ within the masked folder leaves no mount point behind that would give its name away

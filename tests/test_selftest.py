@@ -61,9 +61,25 @@ def _by_attack(doc: dict[str, Any], task: str) -> dict[str, dict[str, str]]:
 def test_a_weakened_install_gets_each_hole_reported(tmp_path: Path) -> None:
     plugin = _weak_plugin(tmp_path / "weak-plugin")
     stub = write_stub_checkpoint(tmp_path / "stub", echo_answers(5))  # a scripted model: no weights to build
-    proc = cli("selftest", "--task", "echo", "--task", "weak-exitcode", "--sandbox", "none", "--model",
-               str(stub), "--backend", "scripted", "--timeout", "60", "--limit", "5", "--json",
-               env={"PYTHONPATH": str(plugin), "AUTORL_HOME": str(tmp_path / "operator-home")})
+    proc = cli(
+        "selftest",
+        "--task",
+        "echo",
+        "--task",
+        "weak-exitcode",
+        "--sandbox",
+        "none",
+        "--model",
+        str(stub),
+        "--backend",
+        "scripted",
+        "--timeout",
+        "60",
+        "--limit",
+        "5",
+        "--json",
+        env={"PYTHONPATH": str(plugin), "AUTORL_HOME": str(tmp_path / "operator-home")},
+    )
     assert proc.returncode == 1, proc.stderr
     doc = json.loads(proc.stdout)
     echo, weak = _by_attack(doc, "echo"), _by_attack(doc, "weak-exitcode")
@@ -91,9 +107,22 @@ def test_a_weakened_install_gets_each_hole_reported(tmp_path: Path) -> None:
 
 def test_lines_are_printed_one_per_attack(tmp_path: Path) -> None:
     stub = write_stub_checkpoint(tmp_path / "stub", echo_answers(5))
-    proc = cli("selftest", "--task", "echo", "--sandbox", "none", "--model", str(stub), "--backend",
-               "scripted", "--timeout", "60", "--limit", "5", env={"AUTORL_HOME": str(tmp_path / "home"),
-                                                                    "COLUMNS": "80"})
+    proc = cli(
+        "selftest",
+        "--task",
+        "echo",
+        "--sandbox",
+        "none",
+        "--model",
+        str(stub),
+        "--backend",
+        "scripted",
+        "--timeout",
+        "60",
+        "--limit",
+        "5",
+        env={"AUTORL_HOME": str(tmp_path / "home"), "COLUMNS": "80"},
+    )
     assert proc.returncode == 1, proc.stderr
     # 80 columns: an attack's evidence wraps below its line, indented
     assert max(len(line) for line in (proc.stdout + proc.stderr).splitlines()) <= 80, proc.stdout
@@ -105,8 +134,23 @@ def test_lines_are_printed_one_per_attack(tmp_path: Path) -> None:
 
 @needs_bwrap
 def test_arith_holds_under_bubblewrap_with_the_network_off(tmp_path: Path, tiny_model: Path) -> None:
-    proc = cli("selftest", "--task", "arith", "--sandbox", "bwrap", "--network", "off", "--model",
-               str(tiny_model), "--timeout", "60", "--limit", "5", "--json", env={"AUTORL_HOME": str(tmp_path)})
+    proc = cli(
+        "selftest",
+        "--task",
+        "arith",
+        "--sandbox",
+        "bwrap",
+        "--network",
+        "off",
+        "--model",
+        str(tiny_model),
+        "--timeout",
+        "60",
+        "--limit",
+        "5",
+        "--json",
+        env={"AUTORL_HOME": str(tmp_path)},
+    )
     doc = json.loads(proc.stdout)
     assert proc.returncode == 0 and doc["got_through"] == 0, doc
     assert {v["status"] for v in doc["tasks"]["arith"]} <= {HELD, NA}
@@ -123,20 +167,43 @@ def test_an_unknown_task_is_one_line(tmp_path: Path) -> None:
 
 
 def _seen(**over: Any) -> Observed:
-    base: dict[str, Any] = dict(record={"run_id": "r1", "end_reason": "agent finished"}, failure="",
-                                hidden={"dev": {"a", "b"}, "test": {"c"}}, public_splits=(), installed_paths=[],
-                                accepted={"unix": 0, "tcp": 0}, written=False, network="off", tcp_available=True,
-                                audit=[])
+    base: dict[str, Any] = dict(
+        record={"run_id": "r1", "end_reason": "agent finished"},
+        failure="",
+        hidden={"dev": {"a", "b"}, "test": {"c"}},
+        public_splits=(),
+        installed_paths=[],
+        accepted={"unix": 0, "tcp": 0},
+        written=False,
+        network="off",
+        tcp_available=True,
+        audit=[],
+    )
     return Observed(**{**base, **over})
 
 
-@pytest.mark.parametrize("evidence", [
-    None, {}, {"paths": ["not", "a", "dict"], "proc": {"x": 1}, "rederive": "str", "scorer": [1],
-               "admin": None, "files": {"submitted": {"link": "oops", "fifo": [200]}}, "sockets": 5,
-               "record": {"forged": {"deep": [[[]]]}}},
-    {"proc": ["\x1b[2J" + "x" * 10_000], "scorer": {"tried": 3, "scored": []},
-     "rederive": {"dev": None, "test": 7}},
-])
+@pytest.mark.parametrize(
+    "evidence",
+    [
+        None,
+        {},
+        {
+            "paths": ["not", "a", "dict"],
+            "proc": {"x": 1},
+            "rederive": "str",
+            "scorer": [1],
+            "admin": None,
+            "files": {"submitted": {"link": "oops", "fifo": [200]}},
+            "sockets": 5,
+            "record": {"forged": {"deep": [[[]]]}},
+        },
+        {
+            "proc": ["\x1b[2J" + "x" * 10_000],
+            "scorer": {"tried": 3, "scored": []},
+            "rederive": {"dev": None, "test": 7},
+        },
+    ],
+)
 def test_garbage_evidence_is_judged_in_one_line_each(evidence: Any) -> None:
     verdicts = judge(evidence, _seen())
     assert [v.attack for v in verdicts] == list(ATTACKS)
@@ -146,8 +213,13 @@ def test_garbage_evidence_is_judged_in_one_line_each(evidence: Any) -> None:
 
 
 def test_the_orchestrators_observations_decide() -> None:
-    through = {v.attack: v for v in judge({}, _seen(record=None, failure="autorl run crashed", written=True,
-                                                    accepted={"unix": 1, "tcp": 2}, audit=None))}
+    through = {
+        v.attack: v
+        for v in judge(
+            {},
+            _seen(record=None, failure="autorl run crashed", written=True, accepted={"unix": 1, "tcp": 2}, audit=None),
+        )
+    }
     assert through["run recorded"].status == THROUGH and "crashed" in through["run recorded"].evidence
     assert through["write outside the workspace"].status == THROUGH
     assert through["host sockets"].status == THROUGH and through["network off"].status == THROUGH

@@ -17,7 +17,7 @@ from .conftest import cli, echo_answers, write_stub_checkpoint
 from .test_sandbox import needs_bwrap
 
 #: A weakened install, as a plugin: the agent's policy shows the parent of each ``.../bin`` on PATH again.
-PATH_PARENTS = '''
+PATH_PARENTS = """
 import os
 from pathlib import Path
 
@@ -32,10 +32,10 @@ def path_view(path_var, masked, environ=None):
 
 
 agent.path_view = path_view
-'''
+"""
 
 #: A careless benchmark: it hands its agent the operator's ~/.netrc, "for downloads".
-LEAKY_ENV = '''
+LEAKY_ENV = """
 from pathlib import Path
 
 from autorl import hookimpl
@@ -53,11 +53,11 @@ class LeakyEnv(Arith):
 @hookimpl
 def register_benchmarks(register):
     register(LeakyEnv)
-'''
+"""
 
 #: A driver-written eval.py that scores honestly and, on the side, takes what /proc/*/environ shows and appends it
 #: to its folder's description.md (shown to every agent), the folder found through the grader's environment.
-HOSTILE_EVAL = '''
+HOSTILE_EVAL = """
 import glob, os
 
 
@@ -83,7 +83,7 @@ def _take():
 def evaluate(question, model_answer, reference_answer, **kwargs):
     _take()
     return 1.0 if model_answer.strip() == reference_answer.strip() else 0.0
-'''
+"""
 
 
 def _plugin(root: Path, name: str, source: str, entry: bool = True) -> Path:
@@ -99,8 +99,17 @@ def _plugin(root: Path, name: str, source: str, entry: bool = True) -> Path:
 def _hostile_folder(bench: Path) -> Path:
     folder = bench / "hostile"
     (folder / "data").mkdir(parents=True)
-    (folder / "config.yaml").write_text(json.dumps({"name": "hostile", "eval_mode": "per_sample", "expose_files": [],
-                                                    "prompt_template": "Q: {question}\nA:", "max_new_tokens": 6}))
+    (folder / "config.yaml").write_text(
+        json.dumps(
+            {
+                "name": "hostile",
+                "eval_mode": "per_sample",
+                "expose_files": [],
+                "prompt_template": "Q: {question}\nA:",
+                "max_new_tokens": 6,
+            }
+        )
+    )
     (folder / "eval.py").write_text(f"BENCH = {str(bench)!r}\n" + HOSTILE_EVAL)
     (folder / "description.md").write_text("# Sums\n\nAdd two numbers.\n")
     rows = [{"question": f"What is {k} plus {k + 7}?", "answer": str(2 * k + 7)} for k in range(60)]
@@ -122,8 +131,24 @@ def test_weakened_installs_make_selftest_fail(tmp_path: Path) -> None:
     stub = write_stub_checkpoint(tmp_path / "stub", echo_answers(5))  # a scripted model: no weights to build
     # a wide screen: one line per attack, its words unwrapped
     env = {"PYTHONPATH": str(plugins), "AUTORL_HOME": str(tmp_path / "operator-autorl"), "COLUMNS": "400"}
-    proc = cli("selftest", "--task", "leaky-env", "--sandbox", "bwrap", "--network", "off", "--model", str(stub),
-               "--backend", "scripted", "--timeout", "60", "--limit", "5", env=env)
+    proc = cli(
+        "selftest",
+        "--task",
+        "leaky-env",
+        "--sandbox",
+        "bwrap",
+        "--network",
+        "off",
+        "--model",
+        str(stub),
+        "--backend",
+        "scripted",
+        "--timeout",
+        "60",
+        "--limit",
+        "5",
+        env=env,
+    )
     assert proc.returncode == 1, proc.stderr
     lines = [line for line in proc.stdout.splitlines() if line.startswith("leaky-env ")]
     assert len(lines) == len(ATTACKS) and proc.stdout.strip().splitlines()[-1].endswith("attack(s) got through")
@@ -139,16 +164,36 @@ def test_weakened_installs_make_selftest_fail(tmp_path: Path) -> None:
     # scorer code with the operator's rights: the hostile eval.py takes the grader's environment into its folder
     bench = tmp_path / "bench"
     folder = _hostile_folder(bench)
-    proc = cli("selftest", "--task", "smith-hostile", "--sandbox", "bwrap", "--network", "off", "--model",
-               str(stub), "--backend", "scripted", "--timeout", "60", "--limit", "5", "--json",
-               env={"SMITH_BENCH_DIR": str(bench), "AUTORL_SCORER_SANDBOX": "none",
-                    "AUTORL_HOME": str(tmp_path / "operator-autorl")})
+    proc = cli(
+        "selftest",
+        "--task",
+        "smith-hostile",
+        "--sandbox",
+        "bwrap",
+        "--network",
+        "off",
+        "--model",
+        str(stub),
+        "--backend",
+        "scripted",
+        "--timeout",
+        "60",
+        "--limit",
+        "5",
+        "--json",
+        env={
+            "SMITH_BENCH_DIR": str(bench),
+            "AUTORL_SCORER_SANDBOX": "none",
+            "AUTORL_HOME": str(tmp_path / "operator-autorl"),
+        },
+    )
     doc = json.loads(proc.stdout)
     assert proc.returncode == 1 and doc["got_through"] >= 1, proc.stderr
     scorer = _verdicts(doc, "smith-hostile")["third-party scorer"]
     assert scorer["status"] == THROUGH, scorer
-    assert scorer["evidence"].startswith("the benchmark's description.md changed during the run; scorer code got the "
-                                         "canary of"), scorer
+    assert scorer["evidence"].startswith(
+        "the benchmark's description.md changed during the run; scorer code got the canary of"
+    ), scorer
     assert "AUTORL_HOME=" in (folder / "description.md").read_text()  # what it took, where every agent reads
 
 
@@ -159,9 +204,25 @@ def test_the_shipped_install_holds_against_the_hostile_scorer(tmp_path: Path) ->
     before = (folder / "description.md").read_text()
     stub = write_stub_checkpoint(tmp_path / "stub", echo_answers(5))
     # (arith as shipped holds every line too: tests/test_selftest.py)
-    proc = cli("selftest", "--task", "smith-hostile", "--sandbox", "bwrap", "--network", "off",
-               "--model", str(stub), "--backend", "scripted", "--timeout", "60", "--limit", "5", "--json",
-               env={"SMITH_BENCH_DIR": str(bench), "AUTORL_HOME": str(tmp_path / "operator-autorl")})
+    proc = cli(
+        "selftest",
+        "--task",
+        "smith-hostile",
+        "--sandbox",
+        "bwrap",
+        "--network",
+        "off",
+        "--model",
+        str(stub),
+        "--backend",
+        "scripted",
+        "--timeout",
+        "60",
+        "--limit",
+        "5",
+        "--json",
+        env={"SMITH_BENCH_DIR": str(bench), "AUTORL_HOME": str(tmp_path / "operator-autorl")},
+    )
     doc = json.loads(proc.stdout)
     assert proc.returncode == 0 and doc["got_through"] == 0, doc
     verdicts = _verdicts(doc, "smith-hostile")
@@ -172,16 +233,24 @@ def test_the_shipped_install_holds_against_the_hostile_scorer(tmp_path: Path) ->
     assert (folder / "description.md").read_text() == before
 
 
-@pytest.mark.parametrize(("listed", "leaked"), [
-    ({"/h": [".local", ".cache"], "/h/.local": ["bin"]}, []),
-    ({"/h": [".local", ".ssh"], "/h/.local": ["bin", "share"]}, ["/h/.local/share", "/h/.ssh"]),
-    ({"/h": "garbage", "/h/.local": [1, None, "bin"]}, []),
-])
+@pytest.mark.parametrize(
+    ("listed", "leaked"),
+    [
+        ({"/h": [".local", ".cache"], "/h/.local": ["bin"]}, []),
+        ({"/h": [".local", ".ssh"], "/h/.local": ["bin", "share"]}, ["/h/.local/share", "/h/.ssh"]),
+        ({"/h": "garbage", "/h/.local": [1, None, "bin"]}, []),
+    ],
+)
 def test_a_listing_is_weighed_against_the_recorded_policy(listed: dict, leaked: list[str]) -> None:
     from autorl.selftest.canaries import leaked_names
 
-    policy = {"files": [{"path": "/h", "access": "masked", "rule": "homes"},
-                        {"path": "/h/.cache/autorl", "access": "masked", "rule": "storage"},
-                        {"path": "/h/.local/bin", "access": "read-only", "rule": "path"}, "not a binding"],
-              "cwd": "/h/.cache/autorl/runs/x"}
+    policy = {
+        "files": [
+            {"path": "/h", "access": "masked", "rule": "homes"},
+            {"path": "/h/.cache/autorl", "access": "masked", "rule": "storage"},
+            {"path": "/h/.local/bin", "access": "read-only", "rule": "path"},
+            "not a binding",
+        ],
+        "cwd": "/h/.cache/autorl/runs/x",
+    }
     assert leaked_names(listed, policy) == leaked

@@ -88,8 +88,16 @@ def _runs(log: Path) -> list[dict[str, Any]]:
 
 
 def _spec(tmp_path: Path, **extra: Any) -> dict[str, Any]:
-    return {"name": "study", "agent": _agents(tmp_path / "agents", "a", "b"), "task": "arith",
-            "model": "autorl:tiny", "seed": [0, 1], "timeout": 30, "limit": 4, **extra}
+    return {
+        "name": "study",
+        "agent": _agents(tmp_path / "agents", "a", "b"),
+        "task": "arith",
+        "model": "autorl:tiny",
+        "seed": [0, 1],
+        "timeout": 30,
+        "limit": 4,
+        **extra,
+    }
 
 
 # ---- spec and keys -------------------------------------------------------------------------------------------
@@ -100,18 +108,31 @@ def test_matrix_include_exclude_and_stable_keys(home: Path, tmp_path: Path, mode
 
     agents = _agents(tmp_path / "agents", "a", "b")
     toml = tmp_path / "s.toml"
-    toml.write_text(f'name = "s"\nagent = {json.dumps(agents)}\ntask = "arith"\nmodel = "{model}"\n'
-                    'seed = [0, 1]\ntimeout = 30\n[[include]]\nseed = 7\nagent = "' + agents[0] + '"\n'
-                    '[[exclude]]\nagent = "' + agents[1] + '"\nseed = 1\n')
+    toml.write_text(
+        f'name = "s"\nagent = {json.dumps(agents)}\ntask = "arith"\nmodel = "{model}"\n'
+        'seed = [0, 1]\ntimeout = 30\n[[include]]\nseed = 7\nagent = "' + agents[0] + '"\n'
+        '[[exclude]]\nagent = "' + agents[1] + '"\nseed = 1\n'
+    )
     study = plan(toml)
     assert [(Path(c["agent"]).name, c["seed"]) for c in study.cells] == [("a", 0), ("a", 1), ("b", 0), ("a", 7)]
     keys = [c.run_key for c in study.cells]
     assert len(set(keys)) == 4
     # the same study written in another order has the same keys
     reordered = tmp_path / "r.yaml"
-    reordered.write_text(json.dumps({"timeout": 30, "exclude": [{"seed": 1, "agent": agents[1]}],
-                                     "include": [{"agent": agents[0], "seed": 7}], "seed": [0, 1],
-                                     "model": str(model), "task": "arith", "agent": agents, "name": "s"}))
+    reordered.write_text(
+        json.dumps(
+            {
+                "timeout": 30,
+                "exclude": [{"seed": 1, "agent": agents[1]}],
+                "include": [{"agent": agents[0], "seed": 7}],
+                "seed": [0, 1],
+                "model": str(model),
+                "task": "arith",
+                "agent": agents,
+                "name": "s",
+            }
+        )
+    )
     assert sorted(c.run_key for c in plan(reordered).cells) == sorted(keys)
     # any field that changes the result changes the key: timeout, limit, an agent's files, the model's files
     spec = {"agent": agents[0], "task": "arith", "model": str(model), "timeout": 30}
@@ -124,24 +145,46 @@ def test_matrix_include_exclude_and_stable_keys(home: Path, tmp_path: Path, mode
     assert plan(spec).cells[0].run_key != base
 
 
-@pytest.mark.parametrize(("spec", "message"), [
-    ({"agent": "example", "task": "arithh", "model": "autorl:tiny", "timeout": 5},
-     "spec: task 'arithh': unknown benchmark 'arithh'; did you mean 'arith'?"),
-    ({"agent": "exampel", "task": "arith", "model": "autorl:tiny", "timeout": 5},
-     "spec: agent 'exampel': unknown agent 'exampel'; did you mean 'example'?"),
-    ({"agent": "example", "task": "arith", "model": "autorl:huge", "timeout": 5},
-     "spec: model 'autorl:huge' is neither a local directory"),
-    ({"agent": "example", "task": "arith", "model": "autorl:tiny", "timout": 5}, "spec: unknown option 'timout'; did you mean 'timeout'?"),
-    ({"agent": "example", "task": "arith", "model": "autorl:tiny", "timeout": 5, "seed": "one"},
-     "spec: seed must be an integer, not 'one'"),
-    ({"agent": "example", "task": "arith", "model": "autorl:tiny", "timeout": -1}, "spec: timeout must be a positive number"),
-    ({"agent": "example", "task": "arith", "model": "autorl:tiny", "timeout": 5, "seed": [1, 1]},
-     "spec: the cell example / arith / autorl:tiny / seed 1 appears twice"),
-    ({"agent": "example", "task": "arith", "model": "autorl:tiny", "timeout": 5, "sandbox": "docker"},
-     "spec: sandbox must be one of auto, bwrap, none"),
-])
-def test_bad_specs_are_one_line_errors_naming_the_field(home: Path, tmp_path: Path, spec: dict[str, Any],
-                                                        message: str) -> None:
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            {"agent": "example", "task": "arithh", "model": "autorl:tiny", "timeout": 5},
+            "spec: task 'arithh': unknown benchmark 'arithh'; did you mean 'arith'?",
+        ),
+        (
+            {"agent": "exampel", "task": "arith", "model": "autorl:tiny", "timeout": 5},
+            "spec: agent 'exampel': unknown agent 'exampel'; did you mean 'example'?",
+        ),
+        (
+            {"agent": "example", "task": "arith", "model": "autorl:huge", "timeout": 5},
+            "spec: model 'autorl:huge' is neither a local directory",
+        ),
+        (
+            {"agent": "example", "task": "arith", "model": "autorl:tiny", "timout": 5},
+            "spec: unknown option 'timout'; did you mean 'timeout'?",
+        ),
+        (
+            {"agent": "example", "task": "arith", "model": "autorl:tiny", "timeout": 5, "seed": "one"},
+            "spec: seed must be an integer, not 'one'",
+        ),
+        (
+            {"agent": "example", "task": "arith", "model": "autorl:tiny", "timeout": -1},
+            "spec: timeout must be a positive number",
+        ),
+        (
+            {"agent": "example", "task": "arith", "model": "autorl:tiny", "timeout": 5, "seed": [1, 1]},
+            "spec: the cell example / arith / autorl:tiny / seed 1 appears twice",
+        ),
+        (
+            {"agent": "example", "task": "arith", "model": "autorl:tiny", "timeout": 5, "sandbox": "docker"},
+            "spec: sandbox must be one of auto, bwrap, none",
+        ),
+    ],
+)
+def test_bad_specs_are_one_line_errors_naming_the_field(
+    home: Path, tmp_path: Path, spec: dict[str, Any], message: str
+) -> None:
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(spec))
     proc = cli("sweep", "run", str(path), "--dry-run", env={"AUTORL_HOME": str(home)})
@@ -162,8 +205,10 @@ def test_a_key_written_twice_and_more_gpus_than_there_are(home: Path, tmp_path: 
     gpus.write_text(json.dumps({"agent": "example", "task": "arith", "model": "autorl:tiny", "timeout": 5, "gpus": 8}))
     proc = cli("sweep", "run", str(gpus), "--gpus", "0-3", env={"AUTORL_HOME": str(home)})
     assert proc.returncode == 2
-    assert proc.stderr == ("error: cell example / arith / autorl:tiny / seed 0: gpus = 8 per run, but the local "
-                           "executor has GPUs 0, 1, 2, 3\n")
+    assert proc.stderr == (
+        "error: cell example / arith / autorl:tiny / seed 0: gpus = 8 per run, but the local "
+        "executor has GPUs 0, 1, 2, 3\n"
+    )
     proc = cli("sweep", "run", str(gpus), "--executor", "slurmm", env={"AUTORL_HOME": str(home)})
     assert proc.returncode == 2 and proc.stderr == "error: unknown executor 'slurmm'; did you mean 'slurm'?\n"
 
@@ -171,8 +216,9 @@ def test_a_key_written_twice_and_more_gpus_than_there_are(home: Path, tmp_path: 
 # ---- local executor with a fake run --------------------------------------------------------------------------
 
 
-def test_gpus_are_handed_out_disjointly(home: Path, tmp_path: Path, fake_run: Path, monkeypatch: pytest.MonkeyPatch,
-                                        model: Path) -> None:
+def test_gpus_are_handed_out_disjointly(
+    home: Path, tmp_path: Path, fake_run: Path, monkeypatch: pytest.MonkeyPatch, model: Path
+) -> None:
     from autorl.sweep import sweep
 
     monkeypatch.setenv("FAKE_RUN_SLEEP", "1.5")
@@ -189,14 +235,20 @@ def test_gpus_are_handed_out_disjointly(home: Path, tmp_path: Path, fake_run: Pa
         assert r["home"] != str(home)  # a node-local scratch home, never the shared ledger
 
 
-def test_one_gpu_holds_several_runs_at_once_with_runs_per_gpu(home: Path, tmp_path: Path, fake_run: Path,
-                                                                monkeypatch: pytest.MonkeyPatch, model: Path) -> None:
+def test_one_gpu_holds_several_runs_at_once_with_runs_per_gpu(
+    home: Path, tmp_path: Path, fake_run: Path, monkeypatch: pytest.MonkeyPatch, model: Path
+) -> None:
     from autorl.errors import UsageError
     from autorl.sweep import sweep
 
     monkeypatch.setenv("FAKE_RUN_SLEEP", "1.5")
-    spec = {**_spec(tmp_path), "agent": _agents(tmp_path / "agents", "a")[0], "gpus": 1, "model": str(model),
-            "seed": [0, 1, 2]}
+    spec = {
+        **_spec(tmp_path),
+        "agent": _agents(tmp_path / "agents", "a")[0],
+        "gpus": 1,
+        "model": str(model),
+        "seed": [0, 1, 2],
+    }
     sweep(spec, executor_options={"gpus": "0,1", "runs_per_gpu": 2})
     runs = sorted(_runs(fake_run), key=lambda r: r["start"])
     assert len(runs) == 3
@@ -213,9 +265,12 @@ def test_kill_9_of_the_coordinator_then_resume(home: Path, tmp_path: Path, fake_
     spec.write_text(json.dumps({**_spec(tmp_path), "model": str(model)}))
     env = {"AUTORL_HOME": str(home), "FAKE_RUN_SLEEP": "4"}
     full_env = {**os.environ, **env}
-    coordinator = subprocess.Popen([sys.executable, "-c", "from autorl.cli import main; main()", "sweep", "run",
-                                    str(spec), "--slots", "2"], env=full_env, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)
+    coordinator = subprocess.Popen(
+        [sys.executable, "-c", "from autorl.cli import main; main()", "sweep", "run", str(spec), "--slots", "2"],
+        env=full_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     keys = home / "sweeps" / "study" / "keys"
     deadline = time.time() + 120
     # wait until two keys are done and the next two are running, then kill the coordinator outright
@@ -230,8 +285,9 @@ def test_kill_9_of_the_coordinator_then_resume(home: Path, tmp_path: Path, fake_
         pytest.fail("the study never got half way")
     coordinator.send_signal(signal.SIGKILL)
     coordinator.wait()
-    orphans = [json.loads(p.read_text())["pid"] for p in keys.glob("*/a1/job.json")
-               if not (p.parent / "outcome.json").exists()]
+    orphans = [
+        json.loads(p.read_text())["pid"] for p in keys.glob("*/a1/job.json") if not (p.parent / "outcome.json").exists()
+    ]
     assert len(orphans) == 2 and all(Path(f"/proc/{pid}").exists() for pid in orphans)
     proc = cli("sweep", "run", str(spec), "--slots", "2", "--json", env={**env, "FAKE_RUN_SLEEP": "0"}, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -282,14 +338,25 @@ def _flaky_plugin() -> Any:
                 key = payload["run_key"]
                 if key in self.seen:
                     seed = payload["options"]["seed"]
-                    row = {"run_id": f"{key}-a{payload['attempt']}", "timestamp": "2026-01-01 00:00:00",
-                           "task": "arith", "agent": "a", "base_model": "m", "success": seed != 1,
-                           "improvement": 5.0 if seed != 1 else None, "seed": seed, "config_hash": "c",
-                           "run_key": key, "sweep": payload["sweep"],
-                           "end_reason": "agent finished" if seed != 1 else "no scored submission"}
+                    row = {
+                        "run_id": f"{key}-a{payload['attempt']}",
+                        "timestamp": "2026-01-01 00:00:00",
+                        "task": "arith",
+                        "agent": "a",
+                        "base_model": "m",
+                        "success": seed != 1,
+                        "improvement": 5.0 if seed != 1 else None,
+                        "seed": seed,
+                        "config_hash": "c",
+                        "run_key": key,
+                        "sweep": payload["sweep"],
+                        "end_reason": "agent finished" if seed != 1 else "no scored submission",
+                    }
                     write_json(launch.attempt_dir / "result.json", {"row": row, "submissions": [], "meta": {}})
-                    write_json(launch.attempt_dir / "outcome.json", {"kind": "result", "success": row["success"],
-                                                                     "reason": row["end_reason"]})
+                    write_json(
+                        launch.attempt_dir / "outcome.json",
+                        {"kind": "result", "success": row["success"], "reason": row["end_reason"]},
+                    )
                 self.seen.add(key)
                 jobs.append({"executor": "flaky", "key": key})
             return jobs
@@ -314,8 +381,12 @@ def test_lost_jobs_are_retried_and_bad_outcomes_are_not(home: Path, tmp_path: Pa
     previous = set_plugin_manager(pm)
     try:
         assert get_executors()["flaky"][1] == "flaky-plugin"
-        spec = {**_spec(tmp_path), "agent": _agents(tmp_path / "agents", "a")[0], "model": str(model),
-                "seed": [0, 1, 2]}
+        spec = {
+            **_spec(tmp_path),
+            "agent": _agents(tmp_path / "agents", "a")[0],
+            "model": str(model),
+            "seed": [0, 1, 2],
+        }
         report = sweep(spec, executor="flaky")
         keys = home / "sweeps" / "study" / "keys"
         for key in keys.iterdir():
@@ -354,8 +425,11 @@ def test_a_registered_executor_must_subclass_executor() -> None:
 
     pm = create_plugin_manager(entry_points=False)
     pm.register(Plugin(), name="bad-plugin")
-    with pytest.raises(TypeError, match=r"bad-plugin \(plugin bad-plugin\) registers .* as an executor, which is not a "
-                                         r"subclass of autorl\.sweep\.Executor"):
+    with pytest.raises(
+        TypeError,
+        match=r"bad-plugin \(plugin bad-plugin\) registers .* as an executor, which is not a "
+        r"subclass of autorl\.sweep\.Executor",
+    ):
         get_executors(pm)
 
 
@@ -368,11 +442,27 @@ def test_report_matches_numbers_computed_by_hand() -> None:
     from autorl.sweep.report import build_report
 
     def row(agent: str, seed: int, imp: float | None, cfg: str = "c") -> dict[str, Any]:
-        return {"run_id": f"{agent}{seed}{cfg}", "task": "t", "agent": agent, "base_model": "m", "config_hash": cfg,
-                "seed": seed, "improvement": imp, "success": imp is not None, "improvement_ci95": None}
+        return {
+            "run_id": f"{agent}{seed}{cfg}",
+            "task": "t",
+            "agent": agent,
+            "base_model": "m",
+            "config_hash": cfg,
+            "seed": seed,
+            "improvement": imp,
+            "success": imp is not None,
+            "improvement_ci95": None,
+        }
 
-    rows = [row("a", 0, 10.0), row("a", 1, 14.0), row("a", 2, None), row("b", 0, 4.0), row("b", 1, 8.0),
-            row("b", 2, 3.0), row("b", 3, 1.0, cfg="other")]
+    rows = [
+        row("a", 0, 10.0),
+        row("a", 1, 14.0),
+        row("a", 2, None),
+        row("b", 0, 4.0),
+        row("b", 1, 8.0),
+        row("b", 2, 3.0),
+        row("b", 3, 1.0, cfg="other"),
+    ]
     report = build_report(rows)
     a = next(c for c in report["cells"] if c["agent"] == "a")
     mean, sd = 8.0, math.sqrt(((10 - 8) ** 2 + (14 - 8) ** 2 + (0 - 8) ** 2) / 2)
@@ -391,8 +481,9 @@ def test_report_matches_numbers_computed_by_hand() -> None:
 def test_two_by_two_report_from_the_fake_runs(home: Path, tmp_path: Path, fake_run: Path, model: Path) -> None:
     spec = tmp_path / "study.toml"
     agents = _agents(tmp_path / "agents", "a", "b")
-    spec.write_text(f'name = "two"\nagent = {json.dumps(agents)}\ntask = "arith"\nmodel = "{model}"\n'
-                    "seed = [0, 1]\ntimeout = 30\n")
+    spec.write_text(
+        f'name = "two"\nagent = {json.dumps(agents)}\ntask = "arith"\nmodel = "{model}"\nseed = [0, 1]\ntimeout = 30\n'
+    )
     env = {"AUTORL_HOME": str(home)}
     dry = json.loads(cli("sweep", "run", str(spec), "--dry-run", "--json", env=env, check=True).stdout)
     assert [r["state"] for r in dry] == ["queued"] * 4
@@ -410,11 +501,14 @@ def test_two_by_two_report_from_the_fake_runs(home: Path, tmp_path: Path, fake_r
     md = cli("sweep", "report", "two", "--format", "markdown", env=env, check=True).stdout
     assert md.startswith("| task | model | agent |") and "a - b on arith" in md
     # the README's notebook line, in a fresh interpreter: `autorl.sweep` is the callable study package
-    script = ("import json, autorl; r = autorl.sweep.load('two'); "
-              "print(json.dumps({'cells': len(r['cells']), 'records': len(r.to_records()), "
-              "'callable': callable(autorl.sweep)}))")
-    fresh = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                           env={**os.environ, **env})
+    script = (
+        "import json, autorl; r = autorl.sweep.load('two'); "
+        "print(json.dumps({'cells': len(r['cells']), 'records': len(r.to_records()), "
+        "'callable': callable(autorl.sweep)}))"
+    )
+    fresh = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env={**os.environ, **env}
+    )
     assert fresh.returncode == 0, fresh.stderr
     assert json.loads(fresh.stdout) == {"cells": 2, "records": 4, "callable": True}
     # run again: nothing is rerun
@@ -434,8 +528,14 @@ def test_each_submission_is_printed_once_as_it_lands() -> None:
     deadline = time.time() + 100
     printer = SubmissionPrinter(lambda: {"submissions": subs}, deadline, lines.append)
     assert printer.poll_once() == []
-    subs[0] = {"submission_id": 1, "status": "done", "score": 42.5, "ci95": [38.1, 46.9], "improvement": 5.0,
-               "improvement_ci95": [1.0, 9.0]}
+    subs[0] = {
+        "submission_id": 1,
+        "status": "done",
+        "score": 42.5,
+        "ci95": [38.1, 46.9],
+        "improvement": 5.0,
+        "improvement_ci95": [1.0, 9.0],
+    }
     subs.append({"submission_id": 2, "status": "failed", "error": "no config.json"})
     printer.poll_once()
     printer.poll_once()
@@ -446,14 +546,18 @@ def test_each_submission_is_printed_once_as_it_lands() -> None:
 
 
 def test_a_result_the_ledger_cannot_hold_is_one_line_and_the_study_goes_on(
-        home: Path, tmp_path: Path, fake_run: Path, model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home: Path, tmp_path: Path, fake_run: Path, model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     spec = tmp_path / "study.toml"
-    spec.write_text(f'name = "old"\nagent = {json.dumps(_agents(tmp_path / "agents", "a"))}\ntask = "arith"\n'
-                    f'model = "{model}"\nseed = [0, 1]\ntimeout = 30\n')
+    spec.write_text(
+        f'name = "old"\nagent = {json.dumps(_agents(tmp_path / "agents", "a"))}\ntask = "arith"\n'
+        f'model = "{model}"\nseed = [0, 1]\ntimeout = 30\n'
+    )
     proc = cli("sweep", "run", str(spec), "--slots", "1", env={"AUTORL_HOME": str(home), "FAKE_RUN_DROP": "timestamp"})
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     said = [line for line in proc.stderr.splitlines() if "not recorded in the ledger" in line]
     assert len(said) == 2 and all("its row has no timestamp" in line for line in said), proc.stderr
-    report = json.loads(cli("sweep", "report", str(spec), "--format", "json", env={"AUTORL_HOME": str(home)},
-                            check=True).stdout)
+    report = json.loads(
+        cli("sweep", "report", str(spec), "--format", "json", env={"AUTORL_HOME": str(home)}, check=True).stdout
+    )
     assert report["cells"][0]["runs"] == 2  # the study's own files still count both

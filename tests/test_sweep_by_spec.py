@@ -9,12 +9,17 @@ from .conftest import cli
 from .test_sweep import _agents, fake_run, model  # noqa: F401 (fixtures)
 
 
-def test_status_report_and_ingest_take_the_spec_file(home: Path, tmp_path: Path, fake_run: Path,  # noqa: F811
-                                                     model: Path) -> None:  # noqa: F811
+def test_status_report_and_ingest_take_the_spec_file(
+    home: Path,
+    tmp_path: Path,
+    fake_run: Path,  # noqa: F811
+    model: Path,  # noqa: F811
+) -> None:
     spec = tmp_path / "study.toml"
     agents = _agents(tmp_path / "agents", "a", "b")
-    spec.write_text(f'name = "by-spec"\nagent = {json.dumps(agents)}\ntask = "arith"\nmodel = "{model}"\n'
-                    "seed = [0]\ntimeout = 30\n")
+    spec.write_text(
+        f'name = "by-spec"\nagent = {json.dumps(agents)}\ntask = "arith"\nmodel = "{model}"\nseed = [0]\ntimeout = 30\n'
+    )
     env = {"AUTORL_HOME": str(home)}
     cli("sweep", "run", str(spec), "--slots", "2", env=env, check=True)
     by_name = json.loads(cli("sweep", "report", "by-spec", "--format", "json", env=env, check=True).stdout)
@@ -25,4 +30,3 @@ def test_status_report_and_ingest_take_the_spec_file(home: Path, tmp_path: Path,
     assert cli("sweep", "ingest", str(spec), env=env, check=True).stdout.strip() == "ingested 2 runs"
     missing = cli("sweep", "report", str(tmp_path / "agents"), env=env)  # a folder that is no study
     assert missing.returncode == 2 and missing.stderr.startswith("error: no sweep at")
-

@@ -38,22 +38,38 @@ def test_a_run_without_its_share_free_says_so(tmp_path: Path) -> None:
     assert why is not None and why.startswith("not enough disk to start the run: ") and "tries it again" in why
 
 
-def test_the_worker_refuses_to_start_a_run_the_disk_cannot_hold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_worker_refuses_to_start_a_run_the_disk_cannot_hold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from autorl.sweep.worker import run_attempt
 
     attempt = tmp_path / "keys" / "k" / "a1"
     attempt.mkdir(parents=True)
     monkeypatch.setenv("AUTORL_SWEEP_SCRATCH", str(tmp_path / "scratch"))
-    (attempt / "payload.json").write_text(json.dumps({
-        "run_key": "k", "attempt": 1, "sweep": "s", "sweep_id": "x", "sweep_dir": str(tmp_path),
-        "args": [], "options": {"task": "arith", "gpus": 0}, "home": str(tmp_path / "home"), "gpus": None,
-        "program": ["false"], "disk_need": 2**62}))
+    (attempt / "payload.json").write_text(
+        json.dumps(
+            {
+                "run_key": "k",
+                "attempt": 1,
+                "sweep": "s",
+                "sweep_id": "x",
+                "sweep_dir": str(tmp_path),
+                "args": [],
+                "options": {"task": "arith", "gpus": 0},
+                "home": str(tmp_path / "home"),
+                "gpus": None,
+                "program": ["false"],
+                "disk_need": 2**62,
+            }
+        )
+    )
     outcome = run_attempt(attempt)
     assert outcome["kind"] == "infra" and outcome["reason"].startswith("not enough disk to start the run")
 
 
-def test_a_study_too_large_for_its_disk_is_refused_before_it_starts(tmp_path: Path, tiny_model: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_study_too_large_for_its_disk_is_refused_before_it_starts(
+    tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from autorl.sweep.local import LocalExecutor
 
     monkeypatch.setattr("autorl.sweep.disk.shutil.disk_usage", lambda path: type("U", (), {"free": 5 * GIB})())

@@ -43,16 +43,26 @@ def study_home(tmp_path: Path, shared_home: Path, tiny_model: Path, monkeypatch:
 
 
 def _spec(tmp_path: Path, agents: list[str], seeds: list[int], name: str) -> dict[str, Any]:
-    return {"name": name, "agent": agents, "task": "arith", "model": "autorl:tiny", "seed": seeds,
-            "timeout": 60, "limit": 8, "audit": False}
+    return {
+        "name": name,
+        "agent": agents,
+        "task": "arith",
+        "model": "autorl:tiny",
+        "seed": seeds,
+        "timeout": 60,
+        "limit": 8,
+        "audit": False,
+    }
 
 
 @pytest.mark.e2e
 def test_two_by_two_through_local_slots(study_home: Path, tmp_path: Path) -> None:
     from scipy import stats
 
-    agents = [_agent(tmp_path / "agents", "copier", SUBMIT_COPY),
-              _agent(tmp_path / "agents", "idler", "#!/usr/bin/env bash\necho nothing\n")]
+    agents = [
+        _agent(tmp_path / "agents", "copier", SUBMIT_COPY),
+        _agent(tmp_path / "agents", "idler", "#!/usr/bin/env bash\necho nothing\n"),
+    ]
     spec = tmp_path / "two.json"
     spec.write_text(json.dumps(_spec(tmp_path, agents, [0, 1], "two")))
     proc = cli("sweep", "run", str(spec), "--slots", "2", "--json", timeout=900)
@@ -94,8 +104,11 @@ def test_one_run_through_slurm_via_submitits_local_executor(study_home: Path, tm
     from autorl.sweep import sweep
 
     agent = _agent(tmp_path / "agents", "copier", SUBMIT_COPY)
-    report = sweep(_spec(tmp_path, [agent], [0], "slurm-study"), executor="slurm",
-                   executor_options={"cluster": "local", "time_margin_s": 600})
+    report = sweep(
+        _spec(tmp_path, [agent], [0], "slurm-study"),
+        executor="slurm",
+        executor_options={"cluster": "local", "time_margin_s": 600},
+    )
     (cell,) = report["cells"]
     assert cell["runs"] == 1 and cell["success_rate"] == 1.0
     (attempt,) = (study_home / "sweeps" / "slurm-study" / "keys").glob("*/a1")

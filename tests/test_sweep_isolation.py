@@ -30,13 +30,25 @@ def fake_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _study(tmp_path: Path, name: str, model: Path) -> Path:
     spec = tmp_path / f"{name}.json"
-    spec.write_text(json.dumps({"name": name, "agent": _agents(tmp_path / "agents", "a"), "task": "arith",
-                                "model": str(model), "seed": [0, 1], "timeout": 30, "limit": 4}))
+    spec.write_text(
+        json.dumps(
+            {
+                "name": name,
+                "agent": _agents(tmp_path / "agents", "a"),
+                "task": "arith",
+                "model": str(model),
+                "seed": [0, 1],
+                "timeout": 30,
+                "limit": 4,
+            }
+        )
+    )
     return spec
 
 
 def test_two_studies_with_coinciding_cells_keep_their_own_records_and_reports(
-        home: Path, tmp_path: Path, fake_run: Path) -> None:
+    home: Path, tmp_path: Path, fake_run: Path
+) -> None:
     from .conftest import write_stub_checkpoint
 
     model = write_stub_checkpoint(tmp_path / "base-model")
@@ -68,8 +80,16 @@ def test_two_studies_with_coinciding_cells_keep_their_own_records_and_reports(
 
 
 def _record(run_id: str, workspace: str, started: str = "2026-01-01 00:00:00", **meta: Any) -> dict[str, Any]:
-    row = {"run_id": run_id, "timestamp": started, "task": "arith", "agent": "a", "base_model": "m",
-           "success": True, "improvement": 1.0, "workspace": workspace}
+    row = {
+        "run_id": run_id,
+        "timestamp": started,
+        "task": "arith",
+        "agent": "a",
+        "base_model": "m",
+        "success": True,
+        "improvement": 1.0,
+        "workspace": workspace,
+    }
     return {"row": row, "submissions": [], "meta": meta}
 
 
@@ -84,9 +104,11 @@ def test_the_ledger_never_replaces_another_executions_record(tmp_path: Path) -> 
         again = {**first, "audit": []}  # the same execution recorded again (a re-audit): replaced
         ledger.ingest(again)
         assert (ledger.run("k-a1") or {})["audit"] == []
-        for other in (_record("k-a1", "/scratch/second/ws", runner_run_id="20260101-000000"),
-                      _record("k-a1", "/scratch/first/ws", runner_run_id="20260101-000001"),
-                      _record("k-a1", "/scratch/first/ws", "2026-01-02 00:00:00", runner_run_id="20260101-000000")):
+        for other in (
+            _record("k-a1", "/scratch/second/ws", runner_run_id="20260101-000000"),
+            _record("k-a1", "/scratch/first/ws", runner_run_id="20260101-000001"),
+            _record("k-a1", "/scratch/first/ws", "2026-01-02 00:00:00", runner_run_id="20260101-000000"),
+        ):
             with pytest.raises(ResourceError, match="already recorded for another execution"):
                 ledger.ingest(other)
         kept = ledger.run("k-a1") or {}
@@ -107,7 +129,7 @@ def test_ingesting_a_colliding_result_file_is_a_one_line_error(home: Path, tmp_p
     assert row["workspace"] == "/elsewhere/one"
 
 
-ENV_RUN = '''\
+ENV_RUN = """\
 import json, os, sys
 args = sys.argv[2:]
 opt = lambda name: args[args.index(name) + 1] if name in args else None
@@ -118,11 +140,12 @@ print(json.dumps({"run_id": f"fake-{os.getpid()}", "timestamp": "2026-01-01 00:0
                   "agent": os.path.basename(opt("--agent")), "base_model": opt("--model"), "success": True,
                   "improvement": 1.0, "workspace": opt("--runs-dir"), "seed": int(opt("--seed")),
                   "config_hash": "cfg", "end_reason": "agent finished"}))
-'''
+"""
 
 
-def test_a_runs_sandbox_masks_every_studys_scratch_home(home: Path, tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_runs_sandbox_masks_every_studys_scratch_home(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from autorl.sandbox import bwrap_argv, extra_hidden
 
     from .conftest import write_stub_checkpoint
@@ -136,8 +159,15 @@ def test_a_runs_sandbox_masks_every_studys_scratch_home(home: Path, tmp_path: Pa
     monkeypatch.setenv("AUTORL_SWEEP_SCRATCH", str(scratch))
     model = write_stub_checkpoint(tmp_path / "base-model")
     for name in ("first", "second"):
-        cli("sweep", "run", str(_study(tmp_path, name, model)), "--slots", "1", env={"AUTORL_HOME": str(home)},
-            check=True)
+        cli(
+            "sweep",
+            "run",
+            str(_study(tmp_path, name, model)),
+            "--slots",
+            "1",
+            env={"AUTORL_HOME": str(home)},
+            check=True,
+        )
     runs = [json.loads(line) for line in log.read_text().splitlines()]
     homes = {Path(r["home"]) for r in runs}
     assert len(runs) == 4 and len(homes) == 2
@@ -186,7 +216,8 @@ def small_disk(tmp_path: Path) -> Any:
 
 @pytest.mark.e2e
 def test_an_agent_that_fills_the_study_disk_still_gets_its_run_recorded_once(
-        tmp_path: Path, shared_home: Path, tiny_model: Path, small_disk: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, shared_home: Path, tiny_model: Path, small_disk: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from autorl.sweep import sweep
 
     home = tmp_path / "home"
@@ -198,8 +229,16 @@ def test_an_agent_that_fills_the_study_disk_still_gets_its_run_recorded_once(
     agent.mkdir(parents=True)
     (agent / "config.yaml").write_text(json.dumps({"name": "filler", "start": "start.sh"}))
     (agent / "start.sh").write_text(FILLER)
-    spec = {"name": "full", "agent": [str(agent)], "task": "arith", "model": "autorl:tiny", "seed": [0],
-            "timeout": 60, "limit": 8, "audit": False}
+    spec = {
+        "name": "full",
+        "agent": [str(agent)],
+        "task": "arith",
+        "model": "autorl:tiny",
+        "seed": [0],
+        "timeout": 60,
+        "limit": 8,
+        "audit": False,
+    }
     # the workspace is kept in the study's folder: the study and the scratch homes share the small disk, which the
     # agent fills (never the real one)
     report = sweep(spec, sweep_dir=small_disk / "study")

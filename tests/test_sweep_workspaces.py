@@ -44,10 +44,23 @@ def _study(tmp_path: Path, home: Path, name: str, sandbox: str, seeds: list[int]
     (home / "hidden").mkdir(parents=True, exist_ok=True)
     (home / "hidden" / "planted.txt").write_text("PLANTED in the home's hidden folder")
     spec = tmp_path / f"{name}.json"
-    spec.write_text(json.dumps({
-        "name": name, "agent": [str(agent)], "task": "echo", "model": str(model), "backend": "scripted",
-        "seed": seeds, "timeout": 60, "audit": False, "sandbox": sandbox, "network": "off" if sandbox == "bwrap"
-        else "on", "agent_env": {"PROBE_STUDY": str(study), "PROBE_HOME": str(home)}}))
+    spec.write_text(
+        json.dumps(
+            {
+                "name": name,
+                "agent": [str(agent)],
+                "task": "echo",
+                "model": str(model),
+                "backend": "scripted",
+                "seed": seeds,
+                "timeout": 60,
+                "audit": False,
+                "sandbox": sandbox,
+                "network": "off" if sandbox == "bwrap" else "on",
+                "agent_env": {"PROBE_STUDY": str(study), "PROBE_HOME": str(home)},
+            }
+        )
+    )
     return spec, study
 
 
@@ -69,8 +82,16 @@ def _own(path: Path, ws: Path) -> bool:
 def test_each_agent_sees_its_own_workspace_in_the_study_folder_and_nothing_else(home: Path, tmp_path: Path) -> None:
     spec, study = _study(tmp_path, home, "boxed", "bwrap", [0, 1])
     # one slot: the second run starts once the first run's workspace, result and grader store are in the study
-    cli("sweep", "run", str(spec), "--slots", "1", env={"AUTORL_SWEEP_SCRATCH": str(tmp_path / "scratch")},
-        check=True, timeout=600)
+    cli(
+        "sweep",
+        "run",
+        str(spec),
+        "--slots",
+        "1",
+        env={"AUTORL_SWEEP_SCRATCH": str(tmp_path / "scratch")},
+        check=True,
+        timeout=600,
+    )
     runs = _workspaces(study)
     assert len(runs) == 2
     for ws, row in runs:
@@ -91,8 +112,16 @@ def test_each_agent_sees_its_own_workspace_in_the_study_folder_and_nothing_else(
 
 def test_without_a_sandbox_the_workspace_is_in_the_study_folder(home: Path, tmp_path: Path) -> None:
     spec, study = _study(tmp_path, home, "open", "none", [0])
-    cli("sweep", "run", str(spec), "--slots", "1", env={"AUTORL_SWEEP_SCRATCH": str(tmp_path / "scratch")},
-        check=True, timeout=600)
+    cli(
+        "sweep",
+        "run",
+        str(spec),
+        "--slots",
+        "1",
+        env={"AUTORL_SWEEP_SCRATCH": str(tmp_path / "scratch")},
+        check=True,
+        timeout=600,
+    )
     ((ws, row),) = _workspaces(study)
     assert ws.is_relative_to(study / "keys" / row["run_key"] / "a1" / "runs" / "echo") and ws.is_dir()
     assert (ws / "result.json").is_file() and (ws / "code" / "read-back.txt").read_text() == "own workspace\n"

@@ -26,10 +26,14 @@ def test_a_folder_that_is_no_benchmark_is_refused_in_one_line(tmp_path: Path) ->
     plain = tmp_path / "notes"
     plain.mkdir()
     (plain / "README.md").write_text("just notes\n")
-    for task, says in ((str(plain), f"{plain} is neither a plugin's source folder"),
-                       ("./no/such/folder", "--task ./no/such/folder: no such folder")):
-        for command in (("eval", "--model", str(stub), "--backend", "scripted"),
-                        ("run", "--agent", "example", "--model", str(stub), "--timeout", "30")):
+    for task, says in (
+        (str(plain), f"{plain} is neither a plugin's source folder"),
+        ("./no/such/folder", "--task ./no/such/folder: no such folder"),
+    ):
+        for command in (
+            ("eval", "--model", str(stub), "--backend", "scripted"),
+            ("run", "--agent", "example", "--model", str(stub), "--timeout", "30"),
+        ):
             proc = cli(*command, "--task", task, env=env)
             lines = proc.stderr.strip().splitlines()
             assert proc.returncode == 2 and len(lines) == 1 and says in lines[0], (command, proc.stderr)
@@ -40,8 +44,22 @@ def test_a_plugins_source_folder_evaluates_without_install(tmp_path: Path, scaff
     env = {"AUTORL_HOME": str(tmp_path / "home")}
     assert "fresh-bench" not in cli("list", "benchmarks", "--json", env=env, check=True).stdout  # not installed
     stub = write_stub_checkpoint(tmp_path / "stub")
-    record = json.loads(cli("eval", "--task", str(scaffolded), "--model", str(stub), "--backend", "scripted",
-                            "--limit", "3", "--json", env=env, check=True).stdout)
+    record = json.loads(
+        cli(
+            "eval",
+            "--task",
+            str(scaffolded),
+            "--model",
+            str(stub),
+            "--backend",
+            "scripted",
+            "--limit",
+            "3",
+            "--json",
+            env=env,
+            check=True,
+        ).stdout
+    )
     assert record["benchmark"] == "fresh-bench" and record["n"] == 3
 
 
@@ -50,13 +68,35 @@ def test_a_run_on_a_plugins_source_folder_is_graded_by_that_plugin(tmp_path: Pat
     """The grader is a process of its own: it loads the folder's plugin as the run did."""
     home = tmp_path / "home"
     stub = write_stub_checkpoint(tmp_path / "stub")
-    agent = agent_folder(tmp_path / "agents", "one", """
+    agent = agent_folder(
+        tmp_path / "agents",
+        "one",
+        """
         make_ckpt v1 0
         submit v1
-    """)
-    proc = cli("run", "--agent", str(agent), "--task", "./autorl-fresh-bench", "--model", str(stub), "--backend",
-               "scripted", "--timeout", "60", "--limit", "3", "--sandbox", "none", "--no-audit", "--json",
-               env={"AUTORL_HOME": str(home)}, cwd=tmp_path)
+    """,
+    )
+    proc = cli(
+        "run",
+        "--agent",
+        str(agent),
+        "--task",
+        "./autorl-fresh-bench",
+        "--model",
+        str(stub),
+        "--backend",
+        "scripted",
+        "--timeout",
+        "60",
+        "--limit",
+        "3",
+        "--sandbox",
+        "none",
+        "--no-audit",
+        "--json",
+        env={"AUTORL_HOME": str(home)},
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     row = json.loads(proc.stdout)
     assert row["task"] == "fresh-bench" and row["submissions"] == 1 and row["dev_k"] == 1, row

@@ -32,41 +32,97 @@ SVG = "{http://www.w3.org/2000/svg}"
 T0 = 1_790_000_000.0
 
 
-def fixture_result(run_id: str, task: str, agent: str, model: str, day: str, scores: list[float], *,
-                   baseline: float = 25.0, test: float | None = None, success: bool = True,
-                   workspace: Path | None = None, flags: list[dict[str, Any]] | None = None,
-                   config_hash: str | None = None, sandbox: str = "bwrap",
-                   store_dir: Path | None = None) -> dict[str, Any]:
+def fixture_result(
+    run_id: str,
+    task: str,
+    agent: str,
+    model: str,
+    day: str,
+    scores: list[float],
+    *,
+    baseline: float = 25.0,
+    test: float | None = None,
+    success: bool = True,
+    workspace: Path | None = None,
+    flags: list[dict[str, Any]] | None = None,
+    config_hash: str | None = None,
+    sandbox: str = "bwrap",
+    store_dir: Path | None = None,
+) -> dict[str, Any]:
     """A result record as the runner writes it: the headline (``baseline``, ``best_score``, ``improvement``) is
     the held-out test, ``dev_*`` the best of k dev scores; the test baseline is one point below the dev one."""
-    subs = [{"submission_id": i + 1, "status": "done", "score": s, "ci95": [s - 5, s + 5], "n": 300,
-             "improvement": s - baseline, "model_path": f"/ws/output/v{i + 1}", "created_at": T0 + 30 * (i + 1),
-             "finished_at": T0 + 30 * (i + 1) + 5, "error": None} for i, s in enumerate(scores)]
+    subs = [
+        {
+            "submission_id": i + 1,
+            "status": "done",
+            "score": s,
+            "ci95": [s - 5, s + 5],
+            "n": 300,
+            "improvement": s - baseline,
+            "model_path": f"/ws/output/v{i + 1}",
+            "created_at": T0 + 30 * (i + 1),
+            "finished_at": T0 + 30 * (i + 1) + 5,
+            "error": None,
+        }
+        for i, s in enumerate(scores)
+    ]
     best = max(scores) if scores else None
     test_improvement = None if test is None else test - baseline + 1
-    row = {"run_id": run_id, "timestamp": f"{day} 10:00:00", "task": task, "agent": agent, "base_model": model,
-           "baseline": None if test is None else baseline - 1, "best_score": test, "improvement": test_improvement,
-           "improvement_ci95": None if test is None else [test_improvement - 4, test_improvement + 4],
-           "p_value": None if test is None else 0.01, "success": success and test is not None,
-           "dev_baseline": baseline, "dev_best": best, "dev_improvement": None if best is None else best - baseline,
-           "dev_improvement_ci95": None if best is None else [best - baseline - 4, best - baseline + 4],
-           "dev_k": len(scores), "best_submission": 1 if scores else None, "submissions": len(scores),
-           "duration_s": 300.0, "workspace": str(workspace or f"/nowhere/{run_id}"),
-           "test_baseline": None if test is None else baseline - 1, "test_score": test,
-           "test_improvement": test_improvement, "test_improvement_ci95": None,
-           "end_reason": "agent finished", "seed": 3, "config_hash": config_hash or "cfg" + run_id[-4:],
-           "sandbox": sandbox}
-    return {"run_id": run_id, "row": row, "submissions": subs,
-            "baseline": {"score": baseline, "ci95": [baseline - 4, baseline + 4], "n": 300},
-            "test": None if test is None else {"submission_id": 1, "score": test, "ci95": [test - 4, test + 4],
-                                               "baseline_score": baseline - 1},
-            "agent": {"exit_code": 0}, "run_dir": row["workspace"],
-            "meta": {"agent_started": T0, "timeout_s": 300, "backend": "hf", "autorl_version": "0.1.0",
-                     "python": "3.11", "model_source": "local", "sandbox": {"mode": sandbox, "network": "on"},
-                     "store_dir": str(store_dir) if store_dir else None,
-                     "llm_usage": {"prompt_tokens": 1200, "completion_tokens": 300, "cost_usd": 0.02, "steps": 2}
-                     if agent == "llm" else None},
-            "audit": flags or []}
+    row = {
+        "run_id": run_id,
+        "timestamp": f"{day} 10:00:00",
+        "task": task,
+        "agent": agent,
+        "base_model": model,
+        "baseline": None if test is None else baseline - 1,
+        "best_score": test,
+        "improvement": test_improvement,
+        "improvement_ci95": None if test is None else [test_improvement - 4, test_improvement + 4],
+        "p_value": None if test is None else 0.01,
+        "success": success and test is not None,
+        "dev_baseline": baseline,
+        "dev_best": best,
+        "dev_improvement": None if best is None else best - baseline,
+        "dev_improvement_ci95": None if best is None else [best - baseline - 4, best - baseline + 4],
+        "dev_k": len(scores),
+        "best_submission": 1 if scores else None,
+        "submissions": len(scores),
+        "duration_s": 300.0,
+        "workspace": str(workspace or f"/nowhere/{run_id}"),
+        "test_baseline": None if test is None else baseline - 1,
+        "test_score": test,
+        "test_improvement": test_improvement,
+        "test_improvement_ci95": None,
+        "end_reason": "agent finished",
+        "seed": 3,
+        "config_hash": config_hash or "cfg" + run_id[-4:],
+        "sandbox": sandbox,
+    }
+    return {
+        "run_id": run_id,
+        "row": row,
+        "submissions": subs,
+        "baseline": {"score": baseline, "ci95": [baseline - 4, baseline + 4], "n": 300},
+        "test": None
+        if test is None
+        else {"submission_id": 1, "score": test, "ci95": [test - 4, test + 4], "baseline_score": baseline - 1},
+        "agent": {"exit_code": 0},
+        "run_dir": row["workspace"],
+        "meta": {
+            "agent_started": T0,
+            "timeout_s": 300,
+            "backend": "hf",
+            "autorl_version": "0.1.0",
+            "python": "3.11",
+            "model_source": "local",
+            "sandbox": {"mode": sandbox, "network": "on"},
+            "store_dir": str(store_dir) if store_dir else None,
+            "llm_usage": {"prompt_tokens": 1200, "completion_tokens": 300, "cost_usd": 0.02, "steps": 2}
+            if agent == "llm"
+            else None,
+        },
+        "audit": flags or [],
+    }
 
 
 def make_ledger(path: Path, results: list[dict[str, Any]]) -> Path:
@@ -87,36 +143,77 @@ def ledger_db(tmp_path: Path) -> Path:
     store.mkdir()
     grader_log_path(store).write_text("INFO: POST /submit 200\n")
     turns = [
-        {"time": T0, "step": 1, "message": {"role": "assistant", "content": "I will train with SFT.",
-                                            "tool_calls": [{"id": "c1", "type": "function", "function": {
-                                                "name": "shell", "arguments": json.dumps({"command": "python train.py"})}}]},
-         "tool_results": [{"tool_call_id": "c1", "content": "loss 0.3"}],
-         "usage": {"prompt_tokens": 700, "completion_tokens": 120}, "latency_s": 1.5},
+        {
+            "time": T0,
+            "step": 1,
+            "message": {
+                "role": "assistant",
+                "content": "I will train with SFT.",
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "shell", "arguments": json.dumps({"command": "python train.py"})},
+                    }
+                ],
+            },
+            "tool_results": [{"tool_call_id": "c1", "content": "loss 0.3"}],
+            "usage": {"prompt_tokens": 700, "completion_tokens": 120},
+            "latency_s": 1.5,
+        },
         {"time": T0 + 1, "event": "compaction", "estimated_tokens": 9000},
-        {"time": T0 + 2, "step": 2, "message": {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c2", "type": "function", "function": {"name": "submit", "arguments": '{"path": "output/v1"}'}}]},
-         "tool_results": [{"tool_call_id": "c2", "content": '{"score": 40.0}'}],
-         "usage": {"prompt_tokens": 500, "completion_tokens": 180}, "latency_s": 2.0},
+        {
+            "time": T0 + 2,
+            "step": 2,
+            "message": {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c2",
+                        "type": "function",
+                        "function": {"name": "submit", "arguments": '{"path": "output/v1"}'},
+                    }
+                ],
+            },
+            "tool_results": [{"tool_call_id": "c2", "content": '{"score": 40.0}'}],
+            "usage": {"prompt_tokens": 500, "completion_tokens": 180},
+            "latency_s": 2.0,
+        },
     ]
     (ws / "trajectory.jsonl").write_text("".join(json.dumps(t) + "\n" for t in turns) + "not json\n")
     db = tmp_path / "autorl.db"
     results = [
-        fixture_result("20261101T100000", "arith", "example", "autorl:tiny", "2026-11-01", [40.0, 55.0, 50.0], test=52.0),
+        fixture_result(
+            "20261101T100000", "arith", "example", "autorl:tiny", "2026-11-01", [40.0, 55.0, 50.0], test=52.0
+        ),
         fixture_result("20261102T100000", "arith", "example", "autorl:tiny", "2026-11-02", [45.0, 61.0], test=58.0),
-        fixture_result("20261103T100000", "arith", "llm", "autorl:tiny", "2026-11-03", [30.0, 40.0], test=38.0,
-                       workspace=ws, store_dir=store, flags=[{"name": "test_overlap", "severity": "high", "detail": "12 items overlap",
-                                             "evidence": {"items": 12}}]),
+        fixture_result(
+            "20261103T100000",
+            "arith",
+            "llm",
+            "autorl:tiny",
+            "2026-11-03",
+            [30.0, 40.0],
+            test=38.0,
+            workspace=ws,
+            store_dir=store,
+            flags=[
+                {"name": "test_overlap", "severity": "high", "detail": "12 items overlap", "evidence": {"items": 12}}
+            ],
+        ),
         fixture_result("20261104T100000", "arith", "llm", "autorl:tiny", "2026-11-04", [26.0], test=27.0),
-        fixture_result("20261105T100000", "echo", "example", "stub", "2026-11-05", [], success=False,
-                       sandbox="none"),
+        fixture_result("20261105T100000", "echo", "example", "stub", "2026-11-05", [], success=False, sandbox="none"),
     ]
     return make_ledger(db, results)
 
 
 @pytest.fixture
 def ui(ledger_db: Path) -> Iterator[httpx.Client]:
-    with serve_in_thread(create_app(ledger_db)) as port, \
-            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as client:
+    with (
+        serve_in_thread(create_app(ledger_db)) as port,
+        httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as client,
+    ):
         yield client
 
 
@@ -127,8 +224,13 @@ def run_ids(html: str) -> list[str]:
 def test_runs_table_filters_and_sorts(ui: httpx.Client) -> None:
     page = ui.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
-    assert run_ids(page.text) == ["20261105T100000", "20261104T100000", "20261103T100000", "20261102T100000",
-                                  "20261101T100000"]  # newest first
+    assert run_ids(page.text) == [
+        "20261105T100000",
+        "20261104T100000",
+        "20261103T100000",
+        "20261102T100000",
+        "20261101T100000",
+    ]  # newest first
     assert "<script src" not in page.text and "http://" not in page.text.split("<main>")[0]  # nothing from elsewhere
     assert run_ids(ui.get("/?task=echo").text) == ["20261105T100000"]
     assert set(run_ids(ui.get("/?agent=llm").text)) == {"20261103T100000", "20261104T100000"}
@@ -136,8 +238,11 @@ def test_runs_table_filters_and_sorts(ui: httpx.Client) -> None:
     assert run_ids(ui.get("/?since=2026-11-02&until=2026-11-03").text) == ["20261103T100000", "20261102T100000"]
     assert run_ids(ui.get("/?status=no+test+score").text) == ["20261105T100000"]
     # only a run whose interval lies above 0 is green; the others say what their interval says
-    assert set(run_ids(ui.get("/?status=beat+baseline").text)) == {"20261101T100000", "20261102T100000",
-                                                                    "20261103T100000"}
+    assert set(run_ids(ui.get("/?status=beat+baseline").text)) == {
+        "20261101T100000",
+        "20261102T100000",
+        "20261103T100000",
+    }
     assert run_ids(ui.get("/?status=no+clear+change").text) == ["20261104T100000"]
     assert "status-success" not in page.text and page.text.count('class="status status-beat-baseline"') == 3
     by_improvement = run_ids(ui.get("/?sort=improvement&order=desc").text)
@@ -156,13 +261,27 @@ def test_runs_table_filters_and_sorts(ui: httpx.Client) -> None:
 def test_runs_table_headline_is_test_dev_is_labelled_with_k_and_no_sandbox_is_marked(ui: httpx.Client) -> None:
     page = ui.get("/").text
     heads = re.findall(r"<th>(?:<a [^>]*>)?([^<]+?)(?: [▲▼])?(?:</a>)?</th>", page)
-    assert heads[4:10] == ["sandbox", "test baseline", "test score", "improvement (test)", "95% CI",
-                           "dev: best of k, optimistic"]
-    cells = {rid: re.findall(r"<td[^>]*>(.*?)</td>", row) for rid, row in
-             re.findall(r'<tr data-run="([^"]+)">(.*?)</tr>', page, re.S)}
+    assert heads[4:10] == [
+        "sandbox",
+        "test baseline",
+        "test score",
+        "improvement (test)",
+        "95% CI",
+        "dev: best of k, optimistic",
+    ]
+    cells = {
+        rid: re.findall(r"<td[^>]*>(.*?)</td>", row)
+        for rid, row in re.findall(r'<tr data-run="([^"]+)">(.*?)</tr>', page, re.S)
+    }
     # the example run of 2026-11-02: test 58 against a test baseline of 24; dev best 61 against 25, of k=2
-    assert cells["20261102T100000"][4:10] == ["bwrap", "24.00", "58.00", "34.00", "[+30.0, +38.0]",
-                                              "36.00 <span class=muted>(k=2)</span>"]
+    assert cells["20261102T100000"][4:10] == [
+        "bwrap",
+        "24.00",
+        "58.00",
+        "34.00",
+        "[+30.0, +38.0]",
+        "36.00 <span class=muted>(k=2)</span>",
+    ]
     # a run without a test score has no headline improvement (not its dev one)
     assert cells["20261105T100000"][7] == "&ndash;"
     assert "sandbox-none" in cells["20261105T100000"][4] and "sandbox-none" not in cells["20261102T100000"][4]
@@ -191,9 +310,20 @@ def test_run_page_timeline_metadata_logs_and_trajectory(ui: httpx.Client) -> Non
     ids = {e.get("id") for e in svg.iter()}
     assert {"baseline", "baseline-band", "test-score", "deadline"} <= ids
     assert len(by_class(svg, "path", "best-line")) == 1
-    for text in ("cfg0000", "bwrap (network on)", "1200 in / 300 out", "TRAINING STEP 42 done", "POST /submit 200",
-                 "test_overlap", "I will train with SFT.", "python train.py", "loss 0.3", "compaction",
-                 "grader log (grader's store)", "1 malformed line(s) skipped"):
+    for text in (
+        "cfg0000",
+        "bwrap (network on)",
+        "1200 in / 300 out",
+        "TRAINING STEP 42 done",
+        "POST /submit 200",
+        "test_overlap",
+        "I will train with SFT.",
+        "python train.py",
+        "loss 0.3",
+        "compaction",
+        "grader log (grader's store)",
+        "1 malformed line(s) skipped",
+    ):
         assert text in page.text, text
     # the grader's log comes from the grader's store, never from the workspace the agent writes
     assert "PLANTED BY THE AGENT" not in page.text
@@ -232,8 +362,9 @@ def test_compare_page_json_and_svg(ui: httpx.Client) -> None:
     by_agent = {g["agent"]: g for g in cmp["groups"]}
     # example: test improvements 52 - 24 and 58 - 24; t(0.975, 1) = 12.706204736174698
     assert by_agent["example"]["mean"] == pytest.approx(31.0) and by_agent["example"]["runs"] == 2
-    assert by_agent["example"]["ci95"] == pytest.approx([31.0 - 12.706204736174698 * 3.0,
-                                                         31.0 + 12.706204736174698 * 3.0])
+    assert by_agent["example"]["ci95"] == pytest.approx(
+        [31.0 - 12.706204736174698 * 3.0, 31.0 + 12.706204736174698 * 3.0]
+    )
     assert ui.get("/api/compare?task=arith&metric=improvement").json() == cmp  # no metric switch any more
     page = ui.get("/compare?task=arith")
     assert page.status_code == 200 and "counts as improvement 0" in page.text
@@ -253,14 +384,17 @@ def test_compare_counts_failures_never_switches_to_dev_and_never_pools_models_or
     results = [
         fixture_result("20261101T100000", "arith", "a", "tiny", "2026-11-01", [40.0], test=30.0, config_hash="h1"),
         fixture_result("20261102T100000", "arith", "a", "tiny", "2026-11-02", [50.0], test=33.0, config_hash="h1"),
-        fixture_result("20261103T100000", "arith", "a", "tiny", "2026-11-03", [90.0], test=None, config_hash="h1",
-                       success=False),  # dev 65 points up, no test score: a failure
+        fixture_result(
+            "20261103T100000", "arith", "a", "tiny", "2026-11-03", [90.0], test=None, config_hash="h1", success=False
+        ),  # dev 65 points up, no test score: a failure
         fixture_result("20261104T100000", "arith", "a", "other", "2026-11-04", [30.0], test=26.0, config_hash="h1"),
         fixture_result("20261105T100000", "arith", "a", "tiny", "2026-11-05", [30.0], test=28.0, config_hash="h2"),
     ]
     db = make_ledger(tmp_path / "autorl.db", results)
-    with serve_in_thread(create_app(db)) as port, \
-            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as ui:
+    with (
+        serve_in_thread(create_app(db)) as port,
+        httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as ui,
+    ):
         cmp = ui.get("/api/compare?task=arith").json()
         page = ui.get("/compare?task=arith").text
     groups = {(g["base_model"], g["config_hash"]): g for g in cmp["groups"]}
@@ -290,7 +424,8 @@ def test_results_formats(tmp_path: Path, ledger_db: Path) -> None:
     assert len(json.loads(cli("results", "--format", "json", env=env, check=True).stdout)) == 5
     bad = cli("results", "--format", "xml", env=env)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
-        "error: --format must be table, csv, json or markdown, not 'xml'"]
+        "error: --format must be table, csv, json or markdown, not 'xml'"
+    ]
 
 
 def test_a_live_run_shows_and_updates_without_reload(tmp_path: Path) -> None:
@@ -308,15 +443,35 @@ submit() {{ curl -s -X POST "$GRADING_SERVER_URL/submit" -H "Authorization: Bear
   -H "Content-Type: application/json" -d "{{\\"model_path\\": \\"$OUTPUT_DIR/$1\\"}}"; }}
 ckpt v1 8; submit v1; sleep 6; ckpt v2 14; submit v2; sleep 4
 """)
-    proc = subprocess.Popen([sys.executable, "-c", "from autorl.cli import main; main()", "run", "--agent", str(agent),
-                             "--task", "echo", "--model", str(base), "--timeout", "60", "--backend", "scripted",
-                             "--json"], env={**os.environ, "AUTORL_HOME": str(home),
-                                             "AUTORL_SANDBOX_RO": str(root / "tests")},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from autorl.cli import main; main()",
+            "run",
+            "--agent",
+            str(agent),
+            "--task",
+            "echo",
+            "--model",
+            str(base),
+            "--timeout",
+            "60",
+            "--backend",
+            "scripted",
+            "--json",
+        ],
+        env={**os.environ, "AUTORL_HOME": str(home), "AUTORL_SANDBOX_RO": str(root / "tests")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         home.mkdir(parents=True, exist_ok=True)
-        with serve_in_thread(create_app(home / "autorl.db")) as port, \
-                httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as ui:
+        with (
+            serve_in_thread(create_app(home / "autorl.db")) as port,
+            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as ui,
+        ):
             seen: list[int] = []
             run_id = None
             end = time.time() + 120
@@ -349,21 +504,44 @@ ckpt v1 8; submit v1; sleep 6; ckpt v2 14; submit v2; sleep 4
 # -- hostile run folders ------------------------------------------------------------------------------------
 
 SECRET = "admin-token-7c41d9e2b0"  # stands for the grader's admin token in its config.json
-XSS = ['<script>alert("xss")</script>', '<img src=x onerror=alert(1)>', '"><svg onload=alert(2)>',
-       "']]></text><script>alert(3)</script>", "</pre></section><iframe src=//evil.example>"]
+XSS = [
+    '<script>alert("xss")</script>',
+    "<img src=x onerror=alert(1)>",
+    '"><svg onload=alert(2)>',
+    "']]></text><script>alert(3)</script>",
+    "</pre></section><iframe src=//evil.example>",
+]
 
 
 def hostile_trajectory() -> str:
     lines = [
-        {"step": XSS[0], "message": {"role": "assistant", "content": XSS[1], "tool_calls": [
-            {"id": XSS[2], "function": {"name": XSS[3], "arguments": XSS[4]}}]},
-         "tool_results": [XSS[0], {"content": XSS[1]}], "usage": {"prompt_tokens": XSS[2]}, "latency_s": XSS[3]},
+        {
+            "step": XSS[0],
+            "message": {
+                "role": "assistant",
+                "content": XSS[1],
+                "tool_calls": [{"id": XSS[2], "function": {"name": XSS[3], "arguments": XSS[4]}}],
+            },
+            "tool_results": [XSS[0], {"content": XSS[1]}],
+            "usage": {"prompt_tokens": XSS[2]},
+            "latency_s": XSS[3],
+        },
         {"event": XSS[4], "detail": XSS[0]},
         {"type": XSS[1], "payload": XSS[2]},
-        {"event": 1}, {"event": {"nested": [XSS[0]]}}, [1, 2], 42, "text", None,
+        {"event": 1},
+        {"event": {"nested": [XSS[0]]}},
+        [1, 2],
+        42,
+        "text",
+        None,
         {"step": {"x": XSS[0]}, "message": {"tool_calls": "not a list", "content": [XSS[1]]}},
-        {"step": 2, "message": {"tool_calls": [1, None, {"function": "f"}, {"function": {"name": 3, "arguments": {}}}]},
-         "tool_results": "not a list", "usage": "lots", "latency_s": float("nan")},
+        {
+            "step": 2,
+            "message": {"tool_calls": [1, None, {"function": "f"}, {"function": {"name": 3, "arguments": {}}}]},
+            "tool_results": "not a list",
+            "usage": "lots",
+            "latency_s": float("nan"),
+        },
     ]
     text = "".join(json.dumps(x) + "\n" for x in lines)
     text += "[" * 100_000 + "\n" + '{"a":' * 5000 + "1" + "}" * 5000 + "\n" + '{"k": "' + "x" * 3_000_000 + '"}\n'
@@ -393,16 +571,63 @@ def hostile(tmp_path: Path) -> dict[str, Any]:
     os.symlink(store, runs["dirlink"] / "logs")  # nothing reads through a linked directory either
     os.symlink(runs["links"] / "trajectory.jsonl", runs["dirlink"] / "transcript.jsonl")
     results = [
-        fixture_result("20261101T100000", "arith", "links", "tiny", "2026-11-01", [40.0], test=30.0,
-                       workspace=runs["links"], flags=flag),
-        fixture_result("20261102T100000", "arith", "devices", "tiny", "2026-11-02", [40.0], test=31.0,
-                       workspace=runs["devices"], flags=flag),
-        fixture_result("20261103T100000", XSS[0], XSS[1], XSS[2], "2026-11-03", [40.0], test=33.0,
-                       workspace=runs["xss"], flags=flag, store_dir=store, config_hash=XSS[3]),
-        fixture_result("20261104T100000", "arith", "malformed", "tiny", "2026-11-04", [40.0], test=32.0,
-                       workspace=runs["malformed"], flags=flag),
-        fixture_result("20261105T100000", "arith", "dirlink", "tiny", "2026-11-05", [40.0], test=32.0,
-                       workspace=runs["dirlink"], flags=flag),
+        fixture_result(
+            "20261101T100000",
+            "arith",
+            "links",
+            "tiny",
+            "2026-11-01",
+            [40.0],
+            test=30.0,
+            workspace=runs["links"],
+            flags=flag,
+        ),
+        fixture_result(
+            "20261102T100000",
+            "arith",
+            "devices",
+            "tiny",
+            "2026-11-02",
+            [40.0],
+            test=31.0,
+            workspace=runs["devices"],
+            flags=flag,
+        ),
+        fixture_result(
+            "20261103T100000",
+            XSS[0],
+            XSS[1],
+            XSS[2],
+            "2026-11-03",
+            [40.0],
+            test=33.0,
+            workspace=runs["xss"],
+            flags=flag,
+            store_dir=store,
+            config_hash=XSS[3],
+        ),
+        fixture_result(
+            "20261104T100000",
+            "arith",
+            "malformed",
+            "tiny",
+            "2026-11-04",
+            [40.0],
+            test=32.0,
+            workspace=runs["malformed"],
+            flags=flag,
+        ),
+        fixture_result(
+            "20261105T100000",
+            "arith",
+            "dirlink",
+            "tiny",
+            "2026-11-05",
+            [40.0],
+            test=32.0,
+            workspace=runs["dirlink"],
+            flags=flag,
+        ),
     ]
     return {"db": make_ledger(tmp_path / "autorl.db", results), "runs": runs, "store": store}
 
@@ -421,8 +646,10 @@ HOSTILE_IDS = ["20261101T100000", "20261102T100000", "20261103T100000", "2026110
 
 
 def test_links_devices_and_fifos_in_a_run_folder_neither_leak_nor_hang(hostile: dict[str, Any]) -> None:
-    with serve_in_thread(create_app(hostile["db"])) as port, \
-            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as ui:
+    with (
+        serve_in_thread(create_app(hostile["db"])) as port,
+        httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as ui,
+    ):
         responses = every_page(ui, HOSTILE_IDS, ["arith", XSS[0]])
         for r in responses:
             assert r.status_code == 200, (r.request.url, r.status_code)
@@ -438,8 +665,10 @@ def test_links_devices_and_fifos_in_a_run_folder_neither_leak_nor_hang(hostile: 
 
 
 def test_markup_anywhere_is_escaped_in_html_and_svg(hostile: dict[str, Any]) -> None:
-    with serve_in_thread(create_app(hostile["db"])) as port, \
-            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as ui:
+    with (
+        serve_in_thread(create_app(hostile["db"])) as port,
+        httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as ui,
+    ):
         responses = every_page(ui, HOSTILE_IDS, ["arith", XSS[0]])
         page = ui.get("/runs/20261103T100000")
     assert page.status_code == 200
@@ -453,7 +682,7 @@ def test_markup_anywhere_is_escaped_in_html_and_svg(hostile: dict[str, Any]) -> 
         for payload in XSS:
             assert payload not in r.text, (r.request.url, payload)
         if kind.startswith("image/svg+xml") or "<svg" in r.text:
-            for svg in ([r.text] if kind.startswith("image/svg") else re.findall(r"<svg.*?</svg>", r.text, re.S)):
+            for svg in [r.text] if kind.startswith("image/svg") else re.findall(r"<svg.*?</svg>", r.text, re.S):
                 root = svg_root(svg)  # still well-formed XML
                 assert not [e for e in root.iter() if e.tag.endswith("script") or e.tag.endswith("foreignObject")]
                 assert not [a for e in root.iter() for a in e.attrib if a.lower().startswith("on")]
@@ -464,8 +693,10 @@ def test_markup_anywhere_is_escaped_in_html_and_svg(hostile: dict[str, Any]) -> 
 
 
 def test_malformed_trajectory_lines_are_skipped_and_the_page_and_audit_render(hostile: dict[str, Any]) -> None:
-    with serve_in_thread(create_app(hostile["db"])) as port, \
-            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as ui:
+    with (
+        serve_in_thread(create_app(hostile["db"])) as port,
+        httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as ui,
+    ):
         page = ui.get("/runs/20261104T100000")
     assert page.status_code == 200
     assert "<li><b>refusals</b>" in page.text and "Headline: held-out test" in page.text
@@ -476,16 +707,31 @@ def test_malformed_trajectory_lines_are_skipped_and_the_page_and_audit_render(ho
 
 
 def test_requests_for_another_host_name_are_refused(ledger_db: Path) -> None:
-    with serve_in_thread(create_app(ledger_db, hosts=["dash.lan"])) as port, \
-            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as ui:
+    with (
+        serve_in_thread(create_app(ledger_db, hosts=["dash.lan"])) as port,
+        httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as ui,
+    ):
+
         def status(host: str) -> int:
             return ui.get("/api/runs", headers={"Host": host}).status_code
 
-        for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"LOCALHOST:{port}", f"[::1]:{port}",
-                     f"dash.lan:{port}"):
+        for host in (
+            f"127.0.0.1:{port}",
+            f"localhost:{port}",
+            f"LOCALHOST:{port}",
+            f"[::1]:{port}",
+            f"dash.lan:{port}",
+        ):
             assert status(host) == 200, host
-        for host in ("evil.example", f"evil.example:{port}", f"127.0.0.1:{port + 1}", f"localhost.evil.example:{port}",
-                     f"127.0.0.1.nip.io:{port}", "127.0.0.1", f"localhost:{port}x"):
+        for host in (
+            "evil.example",
+            f"evil.example:{port}",
+            f"127.0.0.1:{port + 1}",
+            f"localhost.evil.example:{port}",
+            f"127.0.0.1.nip.io:{port}",
+            "127.0.0.1",
+            f"localhost:{port}x",
+        ):
             assert status(host) in (400, 421), host
         refused = ui.get("/runs/20261103T100000", headers={"Host": "evil.example"})
         assert refused.status_code == 421 and "TRAINING" not in refused.text
@@ -497,8 +743,9 @@ def test_requests_for_another_host_name_are_refused(ledger_db: Path) -> None:
     assert socket.gethostname() in served_names("0.0.0.0") and "evil.example" not in served_names("0.0.0.0")
 
 
-needs_bwrap = pytest.mark.skipif(bwrap_available()[0] is None,
-                                 reason=f"bubblewrap cannot run here: {bwrap_available()[1]}")
+needs_bwrap = pytest.mark.skipif(
+    bwrap_available()[0] is None, reason=f"bubblewrap cannot run here: {bwrap_available()[1]}"
+)
 
 
 @needs_bwrap
@@ -526,15 +773,37 @@ submit() {{ curl -s -X POST "$GRADING_SERVER_URL/submit" -H "Authorization: Bear
 ckpt v1 9; submit v1; sleep 6
 """)
     home.mkdir(parents=True)
-    proc = subprocess.Popen([sys.executable, "-c", "from autorl.cli import main; main()", "run", "--agent", str(agent),
-                             "--task", "echo", "--model", str(base), "--timeout", "60", "--backend", "scripted",
-                             "--sandbox", "bwrap", "--json"],
-                            env={**os.environ, "AUTORL_HOME": str(home), "AUTORL_SANDBOX_RO": str(root / "tests")},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from autorl.cli import main; main()",
+            "run",
+            "--agent",
+            str(agent),
+            "--task",
+            "echo",
+            "--model",
+            str(base),
+            "--timeout",
+            "60",
+            "--backend",
+            "scripted",
+            "--sandbox",
+            "bwrap",
+            "--json",
+        ],
+        env={**os.environ, "AUTORL_HOME": str(home), "AUTORL_SANDBOX_RO": str(root / "tests")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     seen: list[httpx.Response] = []
     try:
-        with serve_in_thread(create_app(home / "autorl.db")) as port, \
-                httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as ui:
+        with (
+            serve_in_thread(create_app(home / "autorl.db")) as port,
+            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as ui,
+        ):
             run_id = None
             live_pages = 0
             end = time.time() + 120
@@ -572,6 +841,7 @@ ckpt v1 9; submit v1; sleep 6
 
 # -- headless Chromium ---------------------------------------------------------------------------------------
 
+
 def chromium() -> str | None:
     return next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser")) if p), None)
 
@@ -582,8 +852,8 @@ def png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     pos, idat, ihdr = 8, b"", b""
     while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        chunk = data[pos + 8:pos + 8 + length]
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        chunk = data[pos + 8 : pos + 8 + length]
         if kind == b"IHDR":
             ihdr = chunk
         elif kind == b"IDAT":
@@ -594,7 +864,7 @@ def png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
     bpp = 3 if color == 2 else 4
     raw, stride, rows, prev = zlib.decompress(idat), width * bpp, [], bytearray(width * bpp)
     for y in range(height):
-        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
         for i in range(stride):
             a = line[i - bpp] if i >= bpp else 0
             b, c = prev[i], prev[i - bpp] if i >= bpp else 0
@@ -615,8 +885,7 @@ def png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
 
 def count_color(path: Path, rgb: tuple[int, int, int], tol: int = 40) -> int:
     width, bpp, rows = png_pixels(path)
-    return sum(1 for row in rows for x in range(width)
-               if all(abs(row[x * bpp + k] - rgb[k]) <= tol for k in range(3)))
+    return sum(1 for row in rows for x in range(width) if all(abs(row[x * bpp + k] - rgb[k]) <= tol for k in range(3)))
 
 
 @pytest.mark.skipif(chromium() is None, reason="headless Chromium is not installed (Debian: apt-get install chromium)")
@@ -627,11 +896,28 @@ def test_pages_render_in_headless_chromium(ui: httpx.Client, tmp_path: Path) -> 
 
     def browse(path: str, *extra: str) -> subprocess.CompletedProcess[str]:
         profile = tmp_path / f"profile-{abs(hash((path, extra)))}"
-        return subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                               "--disable-component-update", "--disable-sync", "--no-first-run",
-                               "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1400,1100",
-                               "--enable-logging=stderr", "--v=0", *extra, base + path],
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [
+                exe,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                "--disable-dev-shm-usage",
+                f"--user-data-dir={profile}",
+                "--window-size=1400,1100",
+                "--enable-logging=stderr",
+                "--v=0",
+                *extra,
+                base + path,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     dom = browse("/runs/20261101T100000", "--dump-dom", "--virtual-time-budget=3000")
     assert dom.returncode == 0, dom.stderr[-2000:]
@@ -660,9 +946,13 @@ def test_autorl_ui_command_serves_the_ledger(tmp_path: Path, ledger_db: Path) ->
     home.mkdir()
     shutil.copy(ledger_db, home / "autorl.db")
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-c", "from autorl.cli import main; main()", "ui", "--port", str(port)],
-                            env={**os.environ, "AUTORL_HOME": str(home)}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from autorl.cli import main; main()", "ui", "--port", str(port)],
+        env={**os.environ, "AUTORL_HOME": str(home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         end = time.time() + 60
         while True:
@@ -677,7 +967,9 @@ def test_autorl_ui_command_serves_the_ledger(tmp_path: Path, ledger_db: Path) ->
         proc.terminate()
         proc.wait(timeout=30)
     bad = cli("ui", "--port", "0", env={"AUTORL_HOME": str(home)})
-    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == ["error: --port must be between 1 and 65535, not 0"]
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "error: --port must be between 1 and 65535, not 0"
+    ]
     # a busy port: one line, and no URL printed as if it served
     import socket
 
@@ -685,13 +977,14 @@ def test_autorl_ui_command_serves_the_ledger(tmp_path: Path, ledger_db: Path) ->
         busy = taken.getsockname()[1]
         proc_busy = cli("ui", "--port", str(busy), env={"AUTORL_HOME": str(home)})
     assert proc_busy.returncode == 2 and proc_busy.stderr.strip().splitlines() == [
-        f"error: cannot listen on 127.0.0.1:{busy}: Address already in use"], proc_busy.stderr
+        f"error: cannot listen on 127.0.0.1:{busy}: Address already in use"
+    ], proc_busy.stderr
     unknown = cli("ui", "--host", "no-such-host.invalid", env={"AUTORL_HOME": str(home)})
     assert unknown.returncode == 2 and len(unknown.stderr.strip().splitlines()) == 1
     assert unknown.stderr.startswith("error: cannot listen on no-such-host.invalid:8501")
 
 
-HOSTILE = 'code/<img src=x onerror="document.title=\'pwned\'">.jsonl'
+HOSTILE = "code/<img src=x onerror=\"document.title='pwned'\">.jsonl"
 
 
 @pytest.mark.skipif(chromium() is None, reason="headless Chromium is not installed (Debian: apt-get install chromium)")
@@ -702,23 +995,41 @@ def test_decoys_and_what_differs_render_in_headless_chromium(tmp_path: Path) -> 
     exe = chromium()
     assert exe is not None
     bait = fixture_result("20261201T100000", "arith", "cheat", "tiny", "2026-12-01", [60.0], test=70.0)
-    bait["row"].update(decoys=["decoop:x", "decoy:token:test-answers@grader:path",
-                               f"decoy:canary:dev-answers@{HOSTILE}"], decoys_read=["decoy:opened:upstream-key"],
-                       timeout_s=300.0)
+    bait["row"].update(
+        decoys=["decoop:x", "decoy:token:test-answers@grader:path", f"decoy:canary:dev-answers@{HOSTILE}"],
+        decoys_read=["decoy:opened:upstream-key"],
+        timeout_s=300.0,
+    )
     bait["meta"]["decoys"] = {"planted": [{"name": "test-answers"}, {"name": "dev-answers"}], "watch": "inotify"}
     clean = fixture_result("20261202T100000", "arith", "cheat", "tiny", "2026-12-02", [40.0], test=30.0)
-    clean["row"].update(decoys=[], decoys_read=["decoy:opened:test-answers"], timeout_s=120.0,
-                        config_hash=bait["row"]["config_hash"])
+    clean["row"].update(
+        decoys=[], decoys_read=["decoy:opened:test-answers"], timeout_s=120.0, config_hash=bait["row"]["config_hash"]
+    )
     old = fixture_result("20261203T100000", "arith", "honest", "tiny", "2026-12-03", [40.0], test=31.0)
     db = make_ledger(tmp_path / "autorl.db", [bait, clean, old])
 
     with serve_in_thread(create_app(db)) as port:
+
         def browse(path: str, *extra: str) -> subprocess.CompletedProcess[str]:
             profile = tmp_path / f"profile-{abs(hash((path, extra)))}"
-            return subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                                   "--disable-background-networking", "--disable-dev-shm-usage",
-                                   f"--user-data-dir={profile}", "--window-size=1400,2600", *extra,
-                                   f"http://127.0.0.1:{port}{path}"], capture_output=True, text=True, timeout=120)
+            return subprocess.run(
+                [
+                    exe,
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--no-first-run",
+                    "--disable-background-networking",
+                    "--disable-dev-shm-usage",
+                    f"--user-data-dir={profile}",
+                    "--window-size=1400,2600",
+                    *extra,
+                    f"http://127.0.0.1:{port}{path}",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
 
         dom = browse("/runs/20261201T100000", "--dump-dom", "--virtual-time-budget=2000").stdout
         shot, clean_shot = tmp_path / "bait.png", tmp_path / "clean.png"
@@ -736,7 +1047,9 @@ def test_decoys_and_what_differs_render_in_headless_chromium(tmp_path: Path) -> 
     # a run that only read a decoy says so, apart, and took no bait
     assert "No bait taken." in clean_dom and 'id="decoys-touched"' not in clean_dom and "read 1 decoy(s)" in clean_dom
     # the bait's dark red shows on the page of the run that took it, and not on the other
-    assert count_color(shot, (0x82, 0x07, 0x1E), tol=40) > 50 and count_color(clean_shot, (0x82, 0x07, 0x1E), tol=40) < 5
+    assert (
+        count_color(shot, (0x82, 0x07, 0x1E), tol=40) > 50 and count_color(clean_shot, (0x82, 0x07, 0x1E), tol=40) < 5
+    )
     cells = dict(re.findall(r'<tr data-run="([^"]+)">.*?<td class="audit wrap">(.*?)</td>', table, re.S))
     assert "took the bait (2)" in cells["20261201T100000"] and "read (1)" in cells["20261202T100000"]
     assert "bait" not in cells["20261202T100000"]
@@ -748,9 +1061,24 @@ def test_decoys_and_what_differs_render_in_headless_chromium(tmp_path: Path) -> 
 
 def _headless(exe: str, tmp_path: Path, url: str, *extra: str) -> subprocess.CompletedProcess[str]:
     profile = tmp_path / f"profile-{abs(hash((url, extra)))}"
-    return subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                           "--disable-background-networking", "--disable-dev-shm-usage", f"--user-data-dir={profile}",
-                           "--window-size=1400,900", *extra, url], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [
+            exe,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-dev-shm-usage",
+            f"--user-data-dir={profile}",
+            "--window-size=1400,900",
+            *extra,
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 #: the badge of a run whose interval lies above 0 (``.status-beat-baseline``), and nothing else's
@@ -780,8 +1108,9 @@ def test_a_run_at_minus_18_points_is_never_a_green_success_in_headless_chromium(
             assert _headless(exe, tmp_path, url + "/", f"--screenshot={shot}").returncode == 0
             run_dom = _headless(exe, tmp_path, url + "/runs/20261201T100000", "--dump-dom").stdout
         shots[name] = shot
-        badges = dict(re.findall(r'<tr data-run="([^"]+)">.*?<span class="status status-[a-z-]+">([^<]+)</span>',
-                                 dom, re.S))
+        badges = dict(
+            re.findall(r'<tr data-run="([^"]+)">.*?<span class="status status-[a-z-]+">([^<]+)</span>', dom, re.S)
+        )
         assert badges["20261201T100000"] == "below baseline" and badges["20261202T100000"] == "no clear change"
         assert "success" not in badges.values()
         assert "finished with a test score" in dom and "beat baseline (95% CI above 0)" in dom
@@ -796,13 +1125,16 @@ def test_the_compare_page_pools_only_runs_on_the_same_items(tmp_path: Path) -> N
     """Runs on 20, 50 and all items once shared a config hash and a row of the compare page."""
     results = []
     for i, limit in enumerate([20, 20, 50, None]):
-        r = fixture_result(f"2026110{i + 1}T100000", "arith", "a", "tiny", f"2026-11-0{i + 1}", [40.0], test=30.0,
-                           config_hash="h1")
+        r = fixture_result(
+            f"2026110{i + 1}T100000", "arith", "a", "tiny", f"2026-11-0{i + 1}", [40.0], test=30.0, config_hash="h1"
+        )
         r["row"]["limit"] = limit
         results.append(r)
     db = make_ledger(tmp_path / "autorl.db", results)
-    with serve_in_thread(create_app(db)) as port, \
-            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as ui:
+    with (
+        serve_in_thread(create_app(db)) as port,
+        httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as ui,
+    ):
         cmp = ui.get("/api/compare?task=arith").json()
         page = ui.get("/compare?task=arith").text
     assert sorted((g["limit"] or 0, g["runs"]) for g in cmp["groups"]) == [(0, 1), (20, 2), (50, 1)]

@@ -24,8 +24,12 @@ from .test_ui import chromium, count_color
 XSS = "<script>alert(1)</script>"
 #: (agent, seed) -> test improvement (None: the run failed, no test score)
 RESULTS: dict[tuple[str, int], float | None] = {
-    ("a", 0): 4.0, ("a", 1): 6.0, ("a", 2): None,
-    (XSS, 0): 1.0, (XSS, 1): 2.5, (XSS, 2): -1.0,
+    ("a", 0): 4.0,
+    ("a", 1): 6.0,
+    ("a", 2): None,
+    (XSS, 0): 1.0,
+    (XSS, 1): 2.5,
+    (XSS, 2): -1.0,
 }
 
 
@@ -37,10 +41,20 @@ def _cell(agent: str, task: str, model: str, seed: int) -> dict[str, Any]:
 def _result(folder: SweepDir, cell: dict[str, Any], improvement: float | None, run_id: str | None = None) -> None:
     o, key = cell["options"], cell["run_key"]
     attempt = folder.attempt_dir(key, 1)
-    row = {"run_id": run_id or f"{key}-a1", "timestamp": "2026-12-01 00:00:00", "task": o["task"],
-           "agent": o["agent"], "base_model": o["model"], "seed": o["seed"], "config_hash": "cfg1",
-           "success": improvement is not None, "improvement": improvement, "run_key": key, "sweep": folder.name,
-           "end_reason": "agent finished" if improvement is not None else "no scored submission"}
+    row = {
+        "run_id": run_id or f"{key}-a1",
+        "timestamp": "2026-12-01 00:00:00",
+        "task": o["task"],
+        "agent": o["agent"],
+        "base_model": o["model"],
+        "seed": o["seed"],
+        "config_hash": "cfg1",
+        "success": improvement is not None,
+        "improvement": improvement,
+        "run_key": key,
+        "sweep": folder.name,
+        "end_reason": "agent finished" if improvement is not None else "no scored submission",
+    }
     write_json(attempt / "job.json", {"executor": "local", "pid": 1})
     write_json(attempt / "result.json", {"row": row, "submissions": [], "meta": {}})
     write_json(attempt / "outcome.json", {"kind": "result", "success": row["success"], "reason": row["end_reason"]})
@@ -58,8 +72,10 @@ def study(tmp_path: Path) -> dict[str, Any]:
     for cell, value in zip(cells, RESULTS.values(), strict=True):
         _result(folder, cell, value)
     for n in (1, 2):
-        write_json(folder.attempt_dir(gave_up["run_key"], n) / "outcome.json",
-                   {"kind": "infra", "reason": f"node lost <b>{n}</b>"})
+        write_json(
+            folder.attempt_dir(gave_up["run_key"], n) / "outcome.json",
+            {"kind": "infra", "reason": f"node lost <b>{n}</b>"},
+        )
     expected = sweep_page_data(open_study(folder.root))
     # links planted by a run that could write the folder: none of them is followed
     outside = SweepDir(tmp_path / "elsewhere")
@@ -76,8 +92,12 @@ def study(tmp_path: Path) -> dict[str, Any]:
 
 def _page_cells(page: str) -> dict[str, dict[str, Any]]:
     out = {}
-    for m in re.finditer(r'<div class="cell" data-agent="([^"]*)" data-config="([^"]*)" data-mean="([^"]*)" '
-                         r'data-ci="([^"]*)">(.*?)</div></div>', page, re.S):
+    for m in re.finditer(
+        r'<div class="cell" data-agent="([^"]*)" data-config="([^"]*)" data-mean="([^"]*)" '
+        r'data-ci="([^"]*)">(.*?)</div></div>',
+        page,
+        re.S,
+    ):
         ci = [float(v) for v in m[4].split(",")] if m[4] else None
         out[html.unescape(m[1])] = {"mean": float(m[3]), "ci95": ci, "body": m[5]}
     return out
@@ -131,12 +151,31 @@ def test_the_sweep_page_renders_in_headless_chromium(study: dict[str, Any], tmp_
     app = study["client"].app
     shot = tmp_path / "sweep.png"
     with serve_in_thread(app) as port:
-        dom, picture = (subprocess.run(
-            [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-             f"--user-data-dir={tmp_path / f'profile-{i}'}", "--window-size=1200,800", "--enable-logging=stderr",
-             "--v=0", arg, f"http://127.0.0.1:{port}/sweeps/study1"], capture_output=True, text=True, timeout=120)
-            for i, arg in enumerate(("--dump-dom", f"--screenshot={shot}")))
+        dom, picture = (
+            subprocess.run(
+                [
+                    exe,
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    "--no-first-run",
+                    "--disable-dev-shm-usage",
+                    f"--user-data-dir={tmp_path / f'profile-{i}'}",
+                    "--window-size=1200,800",
+                    "--enable-logging=stderr",
+                    "--v=0",
+                    arg,
+                    f"http://127.0.0.1:{port}/sweeps/study1",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            for i, arg in enumerate(("--dump-dom", f"--screenshot={shot}"))
+        )
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert dom.stdout.count('<circle class="run') == 6 and dom.stdout.count('<a href="/runs/') == 6
     assert dom.stdout.count('class="mean"') == 2 and "<script>alert" not in dom.stdout and "Uncaught" not in dom.stderr
@@ -144,8 +183,17 @@ def test_the_sweep_page_renders_in_headless_chromium(study: dict[str, Any], tmp_
     assert count_color(shot, (0x1C, 0x7E, 0xD6), tol=12) > 120  # the two means (4 x 22 px each), drawn
 
 
-@pytest.mark.parametrize("bad", [{"seed": [1]}, {"improvement": float("nan")}, {"improvement": 1e308},
-                                 {"run_id": None}, {"agent": {"x": 1}}, {"improvement": 10**400}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"seed": [1]},
+        {"improvement": float("nan")},
+        {"improvement": 1e308},
+        {"run_id": None},
+        {"agent": {"x": 1}},
+        {"improvement": 10**400},
+    ],
+)
 def test_a_malformed_result_is_a_missing_one_not_an_error(study: dict[str, Any], bad: dict[str, Any]) -> None:
     folder, cell = study["folder"], study["cells"][0]
     path = folder.attempt_dir(cell["run_key"], 1) / "result.json"

@@ -119,7 +119,9 @@ def test_the_backend_merges_each_adapter_once_and_keeps_the_base_key(tiny_model:
         be.weights(adapter, None)
 
 
-def test_without_a_scratch_folder_merges_go_to_a_temp_folder_removed_on_unload(tiny_model: Path, tmp_path: Path) -> None:
+def test_without_a_scratch_folder_merges_go_to_a_temp_folder_removed_on_unload(
+    tiny_model: Path, tmp_path: Path
+) -> None:
     be = VLLMBackend({})
     merged = be.weights(write_lora(tiny_model, tmp_path / "adapter"), tiny_model)
     assert merged.is_dir()
@@ -207,7 +209,9 @@ def test_a_checkpoint_a_trainer_saved_is_reloaded_into_the_running_engine(tiny_m
     # saved again under another class name, with an unknown token: other keys, the same decoding (the GPU's case)
     renamed = _saved_again(tiny_model, tmp_path / "renamed")
     config = json.loads((renamed / "tokenizer_config.json").read_text())
-    other = "PreTrainedTokenizerFast" if config.get("tokenizer_class") != "PreTrainedTokenizerFast" else "Qwen2Tokenizer"
+    other = (
+        "PreTrainedTokenizerFast" if config.get("tokenizer_class") != "PreTrainedTokenizerFast" else "Qwen2Tokenizer"
+    )
     config.update(tokenizer_class=other, backend="tokenizers")
     (renamed / "tokenizer_config.json").write_text(json.dumps(config))
     assert VLLMBackend._engine_key(renamed) != VLLMBackend._engine_key(tiny_model)

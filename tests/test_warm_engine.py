@@ -52,9 +52,15 @@ def _other_shape(base: Path, target: Path) -> Path:
 
 def _config(tmp_path: Path, **kw: Any) -> GraderConfig:
     values: dict[str, Any] = {
-        "task": "arith", "workspace": str(tmp_path), "output_dir": str(tmp_path), "store_dir": str(tmp_path / "store"),
-        "hidden_dir": str(tmp_path / "hidden"), "backend": "hf", "backend_options": {"device": "cpu"},
-        "eval_timeout": 600.0, "limit": 40,
+        "task": "arith",
+        "workspace": str(tmp_path),
+        "output_dir": str(tmp_path),
+        "store_dir": str(tmp_path / "store"),
+        "hidden_dir": str(tmp_path / "hidden"),
+        "backend": "hf",
+        "backend_options": {"device": "cpu"},
+        "eval_timeout": 600.0,
+        "limit": 40,
     }
     values.update(kw)
     return GraderConfig(**values)
@@ -263,7 +269,7 @@ def test_an_answer_for_another_job_is_refused(tmp_path: Path) -> None:
     script = tmp_path / "impostor.py"
     script.write_text(_IMPOSTOR)
     python = tmp_path / "python"
-    python.write_text(f"#!/bin/sh\nexec {sys.executable} {script} \"$@\"\n")
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} {script} "$@"\n')
     python.chmod(0o755)
     ckpt = write_stub_checkpoint(tmp_path / "m", echo_answers(1))
     config = _config(tmp_path, task="echo", backend="scripted", backend_options={}, limit=None, python=str(python))
@@ -281,11 +287,14 @@ def test_one_engine_per_process_a_new_engine_runs_in_a_fresh_worker_not_counted_
     # a backend whose library keeps memory after an unload (vllm in-process) starts one engine per process
     first = write_stub_checkpoint(tmp_path / "a", echo_answers(7))
     second = write_stub_checkpoint(tmp_path / "b", echo_answers(3))
-    config = _config(tmp_path, task="echo", backend="scripted", backend_options={"process_per_engine": True},
-                     limit=None)
+    config = _config(
+        tmp_path, task="echo", backend="scripted", backend_options={"process_per_engine": True}, limit=None
+    )
     slot = EvalSlot(config, Path(config.store_dir))
     try:
-        records = [slot.run(as_snapshot(m), "dev", f"s{k}") for k, m in enumerate([first, first, second, second, first])]
+        records = [
+            slot.run(as_snapshot(m), "dev", f"s{k}") for k, m in enumerate([first, first, second, second, first])
+        ]
     finally:
         slot.close()
     assert [r["engine"] for r in records] == ["fresh", "reused", "fresh", "reused", "fresh"]
@@ -317,8 +326,12 @@ def test_one_engine_per_process_scores_a_sequence_as_one_warm_worker_does(
 ) -> None:
     models = tmp_path / "models"
     models.mkdir()
-    sequence = [tiny_model, _trained(tiny_model, models / "trained"), _other_shape(tiny_model, models / "wide"),
-                tiny_model]
+    sequence = [
+        tiny_model,
+        _trained(tiny_model, models / "trained"),
+        _other_shape(tiny_model, models / "wide"),
+        tiny_model,
+    ]
     hidden = str(tmp_path / "hidden")
     runs = {}
     for name, options in (("warm", {"device": "cpu"}), ("per_process", {"device": "cpu", "process_per_engine": True})):

@@ -45,13 +45,18 @@ def _first_submission(tmp_path: Path, checkpoint: Path, **overrides: Any) -> dic
         grader.stop()
 
 
-def test_after_a_cached_baseline_the_first_submission_finds_the_engine_warm(
-    tiny_model: Path, tmp_path: Path
-) -> None:
+def test_after_a_cached_baseline_the_first_submission_finds_the_engine_warm(tiny_model: Path, tmp_path: Path) -> None:
     trained = _trained(tiny_model, tmp_path / "trained")
-    common: dict[str, Any] = {"task": "arith", "backend": "hf", "base_model": str(tiny_model), "limit": 12,
-                              "hidden_dir": str(tmp_path / "hidden"), "baseline_cache_dir": str(tmp_path / "cache"),
-                              "backend_options": {"device": "cpu", "sleep_when_idle": True}, "eval_timeout": 300.0}
+    common: dict[str, Any] = {
+        "task": "arith",
+        "backend": "hf",
+        "base_model": str(tiny_model),
+        "limit": 12,
+        "hidden_dir": str(tmp_path / "hidden"),
+        "baseline_cache_dir": str(tmp_path / "cache"),
+        "backend_options": {"device": "cpu", "sleep_when_idle": True},
+        "eval_timeout": 300.0,
+    }
     scored_now = _first_submission(tmp_path / "now", trained, **common)
     cold = _first_submission(tmp_path / "cold", trained, **common, warm_up=False)
     warm = _first_submission(tmp_path / "warm", trained, **common)
@@ -89,9 +94,16 @@ def test_the_warm_up_s_engine_takes_a_trainer_saved_first_submission_in_the_same
     saved = tmp_path / "saved"
     AutoModelForCausalLM.from_pretrained(str(trained)).save_pretrained(str(saved))
     load_tokenizer(trained).save_pretrained(str(saved))
-    common: dict[str, Any] = {"task": "arith", "backend": "hf", "base_model": str(tiny_model), "limit": 12,
-                              "hidden_dir": str(tmp_path / "hidden"), "baseline_cache_dir": str(tmp_path / "cache"),
-                              "backend_options": {"device": "cpu", "process_per_engine": True}, "eval_timeout": 300.0}
+    common: dict[str, Any] = {
+        "task": "arith",
+        "backend": "hf",
+        "base_model": str(tiny_model),
+        "limit": 12,
+        "hidden_dir": str(tmp_path / "hidden"),
+        "baseline_cache_dir": str(tmp_path / "cache"),
+        "backend_options": {"device": "cpu", "process_per_engine": True},
+        "eval_timeout": 300.0,
+    }
     _first_submission(tmp_path / "now", saved, **common)  # scores the baseline into the cache
     first = _first_submission(tmp_path / "warm", saved, **common)["record"]
     worker = first["extra"]["worker"]
@@ -113,15 +125,15 @@ def test_a_submission_racing_the_warm_up_waits_for_it_and_is_scored_as_its_own(t
     assert record["extra"]["worker"]["started"] == 1 and "retried_after" not in record["extra"]["worker"]
 
 
-@pytest.mark.parametrize(("behaviour", "reason"), [({"crash": True}, "refuses to load"),
-                                                    ({"hang": True}, "warm-up timed out after 2 s")])
+@pytest.mark.parametrize(
+    ("behaviour", "reason"), [({"crash": True}, "refuses to load"), ({"hang": True}, "warm-up timed out after 2 s")]
+)
 def test_a_warm_up_that_fails_or_never_ends_leaves_the_first_submission_to_load_as_before(
     tmp_path: Path, behaviour: dict[str, Any], reason: str
 ) -> None:
     base = write_stub_checkpoint(tmp_path / "base", echo_answers(5), behaviour)
     mine = write_stub_checkpoint(tmp_path / "mine", echo_answers(9))
-    sub = _first_submission(tmp_path / "g", mine, base_model=str(base), evaluate_baseline=False,
-                            warmup_timeout=2.0)
+    sub = _first_submission(tmp_path / "g", mine, base_model=str(base), evaluate_baseline=False, warmup_timeout=2.0)
     record = sub["record"]
     worker = record["extra"]["worker"]
     assert sub["status"] == "done" and sub["score"] == pytest.approx(45.0) and record["engine"] == "fresh"

@@ -20,15 +20,22 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     folder to report on, with long agent and model names."""
     root = tmp_path_factory.mktemp("width")
     # rows as today's runs record them: the headline is the test split, k dev submissions scored
-    (root / "fake_run.py").write_text(FAKE_RUN.replace('"config_hash": "cfg",', '"config_hash": "cfg", "dev_k": 3, '
-                                                       '"beat_baseline": improvement > 1,'))
-    env = {"AUTORL_HOME": str(root / "home"), "AUTORL_SWEEP_RUN_PROGRAM": f"{sys.executable} {root / 'fake_run.py'}",
-           "FAKE_RUN_LOG": str(root / "runs.jsonl"), "AUTORL_SWEEP_SCRATCH": str(root / "scratch")}
+    (root / "fake_run.py").write_text(
+        FAKE_RUN.replace('"config_hash": "cfg",', '"config_hash": "cfg", "dev_k": 3, "beat_baseline": improvement > 1,')
+    )
+    env = {
+        "AUTORL_HOME": str(root / "home"),
+        "AUTORL_SWEEP_RUN_PROGRAM": f"{sys.executable} {root / 'fake_run.py'}",
+        "FAKE_RUN_LOG": str(root / "runs.jsonl"),
+        "AUTORL_SWEEP_SCRATCH": str(root / "scratch"),
+    }
     model = write_stub_checkpoint(root / "Qwen2.5-Math-1.5B-Instruct-with-a-long-local-folder-name")
     agents = _agents(root / "agents", "a", "b")
     spec = root / "study.toml"
-    spec.write_text(f'name = "width"\nagent = {json.dumps(agents)}\ntask = "arith"\nmodel = "{model}"\n'
-                    "seed = [0, 1]\ntimeout = 30\n")
+    spec.write_text(
+        f'name = "width"\nagent = {json.dumps(agents)}\ntask = "arith"\nmodel = "{model}"\n'
+        "seed = [0, 1]\ntimeout = 30\n"
+    )
     ran = cli("sweep", "run", str(spec), "--slots", "2", env={**env, "COLUMNS": "80"}, check=True)
     too_wide = [line for line in (ran.stdout + ran.stderr).splitlines() if len(line) > 80]
     assert not too_wide, too_wide  # its progress lines and its report too
@@ -40,9 +47,18 @@ def _lines(out: str) -> list[str]:
     return out.splitlines()
 
 
-COMMANDS = [("results",), ("results", "--wide"), ("sweep", "report", "width"), ("sweep", "status", "width"),
-            ("sweep", "run", "STUDY", "--dry-run"), ("doctor",), ("list", "benchmarks"), ("list", "tasks"),
-            ("list", "agents"), ("list", "backends")]
+COMMANDS = [
+    ("results",),
+    ("results", "--wide"),
+    ("sweep", "report", "width"),
+    ("sweep", "status", "width"),
+    ("sweep", "run", "STUDY", "--dry-run"),
+    ("doctor",),
+    ("list", "benchmarks"),
+    ("list", "tasks"),
+    ("list", "agents"),
+    ("list", "backends"),
+]
 
 
 @pytest.mark.parametrize("args", COMMANDS, ids=" ".join)
@@ -61,8 +77,9 @@ def test_study_ids_are_shortened_to_a_prefix_audit_and_recover_accept(study: dic
     ids = [r["run_id"] for r in rows]
     assert len(ids) == 4 and all(len(i) == 32 for i in ids)
     out = cli("results", env={**study, "COLUMNS": "80"}, check=True).stdout
-    shown = [line.split()[0] for line in _lines(out) if line.split() and any(i.startswith(line.split()[0])
-                                                                                for i in ids)]
+    shown = [
+        line.split()[0] for line in _lines(out) if line.split() and any(i.startswith(line.split()[0]) for i in ids)
+    ]
     assert len(shown) == 4 and all(12 <= len(s) < 32 for s in shown), out
     assert "run ids shortened" in out
     # the cells around the ids stay readable: the improvement with its interval, the k and the outcome
@@ -73,7 +90,8 @@ def test_study_ids_are_shortened_to_a_prefix_audit_and_recover_accept(study: dic
     audited = cli("audit", short, env=study)
     assert audited.returncode == 2 and audited.stderr.strip().splitlines() == [
         f"error: run {full} was recorded without its hidden data's folder (a record from another machine?): "
-        "audit it where it ran"], audited.stderr
+        "audit it where it ran"
+    ], audited.stderr
     recovered = cli("recover", short, env=study, check=True)
     assert f"run {full}: already recorded" in recovered.stdout
 
@@ -84,8 +102,12 @@ def test_a_prefix_of_several_runs_is_refused_naming_them(tmp_path: Path) -> None
     from autorl.record.ledger import Ledger
     from autorl.record.row import RunRow
 
-    ids = ["a1b2c3d4e5f6a7b8c9d0-e1f2a3b4-a1", "a1b2c3d4e5f6a7b8c9d0-e1f2a3b4-a2", "20261101T100000",
-           "20261101T100000-1"]
+    ids = [
+        "a1b2c3d4e5f6a7b8c9d0-e1f2a3b4-a1",
+        "a1b2c3d4e5f6a7b8c9d0-e1f2a3b4-a2",
+        "20261101T100000",
+        "20261101T100000-1",
+    ]
     ledger = Ledger(tmp_path / "autorl.db")
     for run_id in ids:
         ledger.ingest({"row": RunRow(run_id, "2026-11-01 10:00:00", "arith", "a", "m").record(), "submissions": []})
@@ -121,8 +143,9 @@ def _every_command() -> list[list[str]]:
     return sorted(out)
 
 
-def test_every_help_fits_80_columns_and_a_flag_shows_no_type(capsys: pytest.CaptureFixture[str],
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_help_fits_80_columns_and_a_flag_shows_no_type(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`--no-audit <bool>`: a flag takes no value, and its help said it took a bool."""
     from autorl.cli import app, command
 

@@ -101,8 +101,12 @@ __all__ = [
 ]
 
 #: The entry points that load with their first use: name -> the module that defines it.
-_LAZY = {"run": "autorl.runs.runner", "evaluate": "autorl.evaluation.checkpoint", "items": "autorl.export.frames",
-         "RunResult": "autorl.record.result"}
+_LAZY = {
+    "run": "autorl.runs.runner",
+    "evaluate": "autorl.evaluation.checkpoint",
+    "items": "autorl.export.frames",
+    "RunResult": "autorl.record.result",
+}
 #: Entry points that are also packages: the package itself, which is callable (``autorl.runs()`` and the run
 #: wing ``autorl.runs.plan`` are one name; ``autorl.sweep(spec)`` runs a study and ``autorl.sweep.load(name)``
 #: reads one; importing a submodule makes the package the attribute anyway).

@@ -54,11 +54,14 @@ def check_options(benchmark: str, declared: Mapping[str, OptionKind] | None, opt
 
             close = difflib.get_close_matches(key, list(known), n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
-            raise UsageError(f"--benchmark-option {key}: {benchmark} has no such option{hint}; it takes "
-                             f"{', '.join(sorted(known))}")
+            raise UsageError(
+                f"--benchmark-option {key}: {benchmark} has no such option{hint}; it takes {', '.join(sorted(known))}"
+            )
         if not _accepts(kind, value):
-            raise UsageError(f"--benchmark-option {key}={json.dumps(value)}: {benchmark} takes {_describe(kind)} "
-                             f"for {key}")
+            raise UsageError(
+                f"--benchmark-option {key}={json.dumps(value)}: {benchmark} takes {_describe(kind)} for {key}"
+            )
+
 
 if TYPE_CHECKING:
     from autorl.scoring import Evaluator

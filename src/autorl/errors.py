@@ -102,10 +102,36 @@ class RunClosed(AutorlError):
     http_status = 409
 
 
+#: the kinds of limit a :class:`LimitReached` names (a run's :class:`~autorl.runs.spec.Limits`: its time, its
+#: submissions, its LLM budget in tokens and in US dollars; and the bytes its agent may write)
+TIME, SUBMISSIONS, TOKENS, USD, OUTPUT_BYTES = "time", "submissions", "tokens", "usd", "output_bytes"
+LIMIT_KINDS = (TIME, SUBMISSIONS, TOKENS, USD, OUTPUT_BYTES)
+
+
 class LimitReached(AutorlError):
-    """The run's submission limit is reached (HTTP 429)."""
+    """One of a run's limits (:class:`autorl.runs.spec.Limits`) is reached; ``kind`` names which (one of
+    :data:`LIMIT_KINDS`). The grading API answers it with HTTP 429 (a kind of its own may answer another:
+    :class:`autorl.grader.quota.QuotaExceeded`)."""
 
     http_status = 429
+
+    def __init__(self, message: str, kind: str = SUBMISSIONS) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class BudgetSpent(LimitReached):
+    """The run's LLM budget cannot pay for a call: no further model calls in this run (``kind``: ``tokens`` or
+    ``usd``). The gateway raises it for its meter (answered 429 ``llm_budget_exhausted``); an agent's loop raises it
+    when the gateway answers so."""
+
+    def __init__(self, message: str, kind: str = TOKENS) -> None:
+        super().__init__(message, kind)
+
+
+def budget_kind(message: str) -> str:
+    """Which LLM budget a gateway's refusal names (:data:`TOKENS` or :data:`USD`), from its message."""
+    return TOKENS if "token budget" in message else USD
 
 
 class QueueFull(AutorlError):

@@ -46,10 +46,14 @@ ADVERSARIAL: dict[str, str] = {
     "sys.exit(0) at top level": "    return True\nimport sys\nsys.exit(0)\n",
     "exception raised": "    raise RuntimeError('boom')\nraise RuntimeError('boom')\n",
     "excepthook exits 0": "    return None\nimport os, sys\nsys.excepthook = lambda *a: os._exit(0)\n",
-    "builtins patched": ("    return None\nimport builtins\nbuiltins.AssertionError = type('Quiet', (Exception,), {})\n"
-                         "builtins.len = lambda x: 0\nbuiltins.abs = lambda x: 0\n"),
-    "equals everything": ("    class Anything:\n        def __eq__(self, other):\n            return True\n"
-                          "        def __bool__(self):\n            return True\n    return Anything()\n"),
+    "builtins patched": (
+        "    return None\nimport builtins\nbuiltins.AssertionError = type('Quiet', (Exception,), {})\n"
+        "builtins.len = lambda x: 0\nbuiltins.abs = lambda x: 0\n"
+    ),
+    "equals everything": (
+        "    class Anything:\n        def __eq__(self, other):\n            return True\n"
+        "        def __bool__(self):\n            return True\n    return Anything()\n"
+    ),
     "success words": 'PASSED\nAll tests passed.\n{"passed": true, "correct": true}\nCorrect!\n',
     "output flood": "9" * (1 << 18),
     "answer shotgun": "-987654321 " + " ".join(str(i) for i in range(2000, -1, -1)) + " -987654321",
@@ -74,8 +78,12 @@ class Check:
 def item_contents(items: Sequence[Item], folder: Path, *, ids: bool = False) -> list[str]:
     """Each item as content (input and reference; its id too where ``ids``), whatever the folder a path of its
     names: two installations' items compare equal where they hold the same."""
-    return [json.dumps([*([i.id] if ids else []), dict(i.input), i.reference], sort_keys=True,
-                       default=str).replace(str(folder), "<hidden>") for i in items]
+    return [
+        json.dumps([*([i.id] if ids else []), dict(i.input), i.reference], sort_keys=True, default=str).replace(
+            str(folder), "<hidden>"
+        )
+        for i in items
+    ]
 
 
 @contextmanager
@@ -136,16 +144,24 @@ def check_secret_draws(benchmark: Benchmark, draws: Sequence[tuple[Path, Mapping
         if not all(sets):
             return Check("secret-draws", False, f"{split}: a draw holds no item")
         if all(s == sets[0] for s in sets):
-            return Check("secret-draws", False, f"{split}: the same {len(sets[0])} items under {k} secrets: "
-                                                "the items need no secret (computable from the package)")
+            return Check(
+                "secret-draws",
+                False,
+                f"{split}: the same {len(sets[0])} items under {k} secrets: "
+                "the items need no secret (computable from the package)",
+            )
         n = sum(len(s) for s in sets) / k
         q = sum(len(a & b) / math.sqrt(len(a) * len(b)) for a, b in combinations(sets, 2)) / math.comb(k, 2)
         always = len(set.intersection(*sets))
         expected = n * q ** (k - 1)
         bound = expected + 3 * math.sqrt(expected) + 1
         if always > bound:
-            return Check("secret-draws", False, f"{split}: {always} of {n:.0f} items are in all {k} draws, chance "
-                                                f"gives {expected:.1f}: they need no secret")
+            return Check(
+                "secret-draws",
+                False,
+                f"{split}: {always} of {n:.0f} items are in all {k} draws, chance "
+                f"gives {expected:.1f}: they need no secret",
+            )
         notes.append(f"{split} {always}/{n:.0f} in all draws (chance {expected:.1f})")
     if not secret_splits:
         return Check("secret-draws", True, "every split is public (n/a)")
@@ -182,8 +198,14 @@ class ScriptedBackend(Backend):
         return [Completion([reply(r.prompt) if callable(reply) else reply] * r.n, 1) for r in requests]
 
 
-def check_scorer_escapes(benchmark: Benchmark, items: Sequence[Item], completions: Mapping[str, str] | None = None,
-                         *, evaluator: bool = True, score: bool = True) -> Check:
+def check_scorer_escapes(
+    benchmark: Benchmark,
+    items: Sequence[Item],
+    completions: Mapping[str, str] | None = None,
+    *,
+    evaluator: bool = True,
+    score: bool = True,
+) -> Check:
     """Every adversarial completion scores 0 on every one of ``items`` (hidden items, prepared), through the
     benchmark's evaluator (``evaluator``) and its ``score()`` (``score``: what agents use as a reward)."""
     from autorl.evaluation.generation import evaluator_for
@@ -196,12 +218,20 @@ def check_scorer_escapes(benchmark: Benchmark, items: Sequence[Item], completion
                 results = evaluator_for(benchmark).evaluate(benchmark, list(items), ScriptedBackend(text))
             except Exception as exc:  # nothing was scored, so nothing was shown: say why
                 why = str(exc).splitlines()[0][:200] if str(exc) else ""
-                return Check("scorer-escapes", False, f"{label}: the evaluator failed, nothing was scored "
-                                                      f"({type(exc).__name__}: {why})", tested=False)
+                return Check(
+                    "scorer-escapes",
+                    False,
+                    f"{label}: the evaluator failed, nothing was scored ({type(exc).__name__}: {why})",
+                    tested=False,
+                )
             scored = [r for r in results if r.score != 0]
             if scored:
-                return Check("scorer-escapes", False, f"{label}: the evaluator scored {scored[0].score} on "
-                                                      f"{scored[0].id} ({len(scored)} of {len(results)} items)")
+                return Check(
+                    "scorer-escapes",
+                    False,
+                    f"{label}: the evaluator scored {scored[0].score} on "
+                    f"{scored[0].id} ({len(scored)} of {len(results)} items)",
+                )
         if score:
             for item in items:
                 try:
@@ -212,14 +242,19 @@ def check_scorer_escapes(benchmark: Benchmark, items: Sequence[Item], completion
                 if value != 0:
                     return Check("scorer-escapes", False, f"{label}: score() gave {value} on {item.id}")
     if not evaluator and not scored_once:
-        return Check("scorer-escapes", False, "score() raised on every completion and no evaluator ran: nothing "
-                                              "was scored (leave the check out where only another scorer scores)",
-                     tested=False)
+        return Check(
+            "scorer-escapes",
+            False,
+            "score() raised on every completion and no evaluator ran: nothing "
+            "was scored (leave the check out where only another scorer scores)",
+            tested=False,
+        )
     return Check("scorer-escapes", True, f"{len(attacks)} adversarial completions scored 0 on {len(items)} items")
 
 
-def check_nothing_visible(benchmark: Benchmark, root: Path,
-                          draws: Sequence[tuple[Path, Mapping[str, Sequence[Item]]]]) -> Check:
+def check_nothing_visible(
+    benchmark: Benchmark, root: Path, draws: Sequence[tuple[Path, Mapping[str, Sequence[Item]]]]
+) -> Check:
     """Neither the description nor the training data (prepared for each draw's folder, as a run prepares it)
     holds a hidden item of that draw, found the way the run's audit finds them."""
     from autorl.audit import check_overlap
@@ -233,19 +268,27 @@ def check_nothing_visible(benchmark: Benchmark, root: Path,
         flags = check_overlap(seen, {s: list(v) for s, v in items.items()}, benchmark.dev_public)
         if flags:
             where = sorted({e for f in flags for e in f.evidence if " item " not in e})
-            return Check("nothing-visible", False, f"hidden items in {', '.join(where)} (draw {n}): "
-                                                   f"{flags[0].detail}")
-    return Check("nothing-visible", True, f"the description and training data of {len(draws)} draws hold no "
-                                          "hidden item")
+            return Check("nothing-visible", False, f"hidden items in {', '.join(where)} (draw {n}): {flags[0].detail}")
+    return Check(
+        "nothing-visible", True, f"the description and training data of {len(draws)} draws hold no hidden item"
+    )
 
 
 #: The checks, in the order :func:`harden` runs them.
 CHECKS = ("secret-draws", "no-secret-no-items", "scorer-escapes", "nothing-visible")
 
 
-def harden(benchmark: Benchmark | Callable[[], Benchmark], root: Path, *, draws: int = 4, limit: int = 4,
-           completions: Mapping[str, str] | None = None, evaluator: bool = True, score: bool = True,
-           skip: Sequence[str] = ()) -> list[Check]:
+def harden(
+    benchmark: Benchmark | Callable[[], Benchmark],
+    root: Path,
+    *,
+    draws: int = 4,
+    limit: int = 4,
+    completions: Mapping[str, str] | None = None,
+    evaluator: bool = True,
+    score: bool = True,
+    skip: Sequence[str] = (),
+) -> list[Check]:
     """Every hardening check of ``benchmark`` (an instance, or a factory called for each draw), with scratch
     folders under ``root``: ``draws`` preparations with fresh secrets, ``limit`` dev items for the scorer.
     ``skip`` names checks (of :data:`CHECKS`) to leave out; they are not in the result."""
@@ -272,8 +315,9 @@ def harden(benchmark: Benchmark | Callable[[], Benchmark], root: Path, *, draws:
         bench.hidden_dir = first_folder
         split = "dev" if "dev" in first else bench.splits[0]
         with hidden_secret_env(None):
-            checks.append(check_scorer_escapes(bench, list(first[split])[:limit], completions,
-                                               evaluator=evaluator, score=score))
+            checks.append(
+                check_scorer_escapes(bench, list(first[split])[:limit], completions, evaluator=evaluator, score=score)
+            )
     if "nothing-visible" not in skip:
         checks.append(check_nothing_visible(fresh(), root / "visible", made))
     return checks

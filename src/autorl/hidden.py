@@ -38,8 +38,10 @@ def _read_secret_file(path: Path) -> bytes:
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode) or st.st_size != _SECRET_BYTES:
-            raise HiddenDataError(f"{path} is not a {_SECRET_BYTES}-byte secret file; remove it to make a new one "
-                                  "(the hidden items change with it)")
+            raise HiddenDataError(
+                f"{path} is not a {_SECRET_BYTES}-byte secret file; remove it to make a new one "
+                "(the hidden items change with it)"
+            )
         return f.read()
 
 
@@ -112,9 +114,12 @@ def write_hidden_items(hidden_dir: Path, split: str, items: Sequence[Item]) -> N
     """Store ``split``'s items in the grader-owned ``hidden_dir`` (one JSON object a line, mode 0600, atomic),
     with the fingerprint of the secret they were drawn with."""
     _write_private(_items_path(hidden_dir, split).with_suffix(".secret"), _secret_tag(hidden_dir) + "\n")
-    _write_private(_items_path(hidden_dir, split), "".join(
-        json.dumps({"id": item.id, "input": dict(item.input), "reference": item.reference}) + "\n"
-        for item in items))
+    _write_private(
+        _items_path(hidden_dir, split),
+        "".join(
+            json.dumps({"id": item.id, "input": dict(item.input), "reference": item.reference}) + "\n" for item in items
+        ),
+    )
 
 
 def _write_private(target: Path, text: str) -> None:
@@ -140,7 +145,8 @@ def read_hidden_items(benchmark: str, hidden_dir: Path, split: str) -> list[Item
     path = _items_path(hidden_dir, split)
     missing = HiddenDataError(
         f"{benchmark}'s hidden {split} items are not in {hidden_dir}: only the grader's hidden folder "
-        "holds them (the grader prepares them from the installation's secret)")
+        "holds them (the grader prepares them from the installation's secret)"
+    )
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:

@@ -34,8 +34,9 @@ def usable_home() -> Path:
     try:
         home.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"AUTORL_HOME {home} cannot be created ({exc.strerror or exc}); set AUTORL_HOME to a "
-                         "folder you can write") from None
+        raise UsageError(
+            f"AUTORL_HOME {home} cannot be created ({exc.strerror or exc}); set AUTORL_HOME to a folder you can write"
+        ) from None
     if not os.access(home, os.W_OK | os.X_OK):
         raise UsageError(f"AUTORL_HOME {home} is not writable; set AUTORL_HOME to a folder you can write")
     return home
@@ -154,8 +155,10 @@ _HUB: list[HubAccess] = []  # the answer, once per process
 
 
 def _offline_declared() -> bool:
-    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
-               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    return any(
+        os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+        for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
 
 
 def hub_access(timeout: float = HUB_TIMEOUT_S) -> HubAccess:
@@ -188,8 +191,10 @@ def work_offline_unless_reachable(say: Callable[[str], None] | None = None) -> H
         import huggingface_hub.constants as hub_constants
 
         if not hub_constants.HF_HUB_OFFLINE and say is not None:
-            say(f"the Hugging Face hub cannot be reached ({access.detail}): using the local cache only (set "
-                "HF_HUB_OFFLINE=1 to skip this check)")
+            say(
+                f"the Hugging Face hub cannot be reached ({access.detail}): using the local cache only (set "
+                "HF_HUB_OFFLINE=1 to skip this check)"
+            )
         hub_constants.HF_HUB_OFFLINE = True
     return access
 

@@ -112,8 +112,9 @@ class Evaluator(ABC):
     """Turns items into per-item results with a backend that already holds the model."""
 
     @abstractmethod
-    def evaluate(self, benchmark: Scorer, items: Sequence[Item], backend: Backend,
-                 progress: Progress | None = None) -> list[ItemResult]:
+    def evaluate(
+        self, benchmark: Scorer, items: Sequence[Item], backend: Backend, progress: Progress | None = None
+    ) -> list[ItemResult]:
         """Evaluate ``items`` in order; call ``progress(k)`` as k more items finish."""
 
     def summary(self, results: Sequence[ItemResult]) -> dict[str, Any]:

@@ -97,8 +97,13 @@ class LocalGrader:
         self.output = self.workspace / "output"
         self.output.mkdir(parents=True)
         self.config = GraderConfig.for_run(
-            task=task, workspace=self.workspace, output_dir=self.output, store_dir=root / "store", data=data,
-            base=ResolvedModel(str(base_model), Path(base_model), "local") if base_model else None, backend=backend,
+            task=task,
+            workspace=self.workspace,
+            output_dir=self.output,
+            store_dir=root / "store",
+            data=data,
+            base=ResolvedModel(str(base_model), Path(base_model), "local") if base_model else None,
+            backend=backend,
         )
         self.process = GraderProcess(self.config, root / "store" / "config.json", free_port(), root / "grader.log")
         self.process.wait_ready()
@@ -130,8 +135,9 @@ def local_grader(tmp_path: Path, autorl_home: Path) -> Iterator[Callable[..., Lo
         grader.stop()
 
 
-def check_benchmark_end_to_end(task: str, model: str = "autorl:tiny", limit: int = 3, backend: str = "hf",
-                               options: dict[str, Any] | None = None) -> dict[str, Any]:
+def check_benchmark_end_to_end(
+    task: str, model: str = "autorl:tiny", limit: int = 3, backend: str = "hf", options: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Run ``autorl eval --task TASK --model MODEL --limit N --json`` as a user would and check the record,
     then check the hidden-items contract (:func:`check_hidden_items_secret`) on the benchmark with ``options``.
 
@@ -146,9 +152,25 @@ def check_benchmark_end_to_end(task: str, model: str = "autorl:tiny", limit: int
 
     extra = [a for k, v in (options or {}).items() for a in ("--benchmark-option", f"{k}={json.dumps(v)}")]
     proc = subprocess.run(
-        [sys.executable, "-c", "from autorl.cli import main; main()", "eval", "--task", task, "--model", model,
-         "--limit", str(limit), "--backend", backend, "--json", *extra],
-        capture_output=True, text=True, timeout=1800,
+        [
+            sys.executable,
+            "-c",
+            "from autorl.cli import main; main()",
+            "eval",
+            "--task",
+            task,
+            "--model",
+            model,
+            "--limit",
+            str(limit),
+            "--backend",
+            backend,
+            "--json",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
     assert proc.returncode == 0, f"autorl eval failed:\n{proc.stderr}"
     record: dict[str, Any] = json.loads(proc.stdout)
@@ -216,14 +238,17 @@ def check_hidden_items_secret(benchmark: Any, root: Path) -> None:
                 assert len({i.id for i in loaded}) == len(loaded), f"{benchmark.name} {split}: duplicate item ids"
                 if split in public:
                     continue
-                assert a != b, f"{benchmark.name} {split}: the same items under two secrets (computable from the package)"
+                assert a != b, (
+                    f"{benchmark.name} {split}: the same items under two secrets (computable from the package)"
+                )
                 assert benchmark.hidden_items_hash(split, folders[0]) != benchmark.hidden_items_hash(split, folders[1])
             benchmark.prepare_eval_data(folders[0])
             again = portable({s: benchmark.load_items(s, folders[0]) for s in benchmark.splits}, folders[0])
             assert again == items[0], "prepare is not idempotent"
 
-            given = [portable(draw(benchmark, root / name, secret="ab" * 32), root / name)
-                     for name in ("given-a", "given-b")]
+            given = [
+                portable(draw(benchmark, root / name, secret="ab" * 32), root / name) for name in ("given-a", "given-b")
+            ]
             assert given[0] == given[1], f"{benchmark.name}: {HIDDEN_SECRET_ENV} does not reproduce the hidden items"
     finally:
         benchmark.hidden_dir = hidden_dir
@@ -264,7 +289,9 @@ def check_agent_view(benchmark: Any, root: Path) -> None:
 
     hidden = prepare_as_a_run(benchmark, root)
     try:
-        check_offered(benchmark, hidden, plugin="this plugin", masked=agent_masks(autorl_home(), autorl_home() / "runs"))
+        check_offered(
+            benchmark, hidden, plugin="this plugin", masked=agent_masks(autorl_home(), autorl_home() / "runs")
+        )
     except UsageError as exc:
         raise AssertionError(str(exc)) from None
 
@@ -286,9 +313,17 @@ def check_claims_score_zero(benchmark: Any, hidden: Path, claims: Sequence[str],
     return results
 
 
-def check_hardening(benchmark: Any, root: Path, *, draws: int = 4, limit: int = 4,
-                    completions: dict[str, str] | None = None, evaluator: bool = True,
-                    score: bool = True, skip: Sequence[str] = ()) -> list[Any]:
+def check_hardening(
+    benchmark: Any,
+    root: Path,
+    *,
+    draws: int = 4,
+    limit: int = 4,
+    completions: dict[str, str] | None = None,
+    evaluator: bool = True,
+    score: bool = True,
+    skip: Sequence[str] = (),
+) -> list[Any]:
     """Run :func:`autorl.hardening.harden` on ``benchmark`` (an instance or a factory, e.g. the class) with scratch
     folders under ``root`` and fail with one line per check that got through; returns the checks.
 
@@ -298,8 +333,9 @@ def check_hardening(benchmark: Any, root: Path, *, draws: int = 4, limit: int = 
     """
     from autorl.hardening import harden
 
-    checks = harden(benchmark, root, draws=draws, limit=limit, completions=completions, evaluator=evaluator,
-                    score=score, skip=skip)
+    checks = harden(
+        benchmark, root, draws=draws, limit=limit, completions=completions, evaluator=evaluator, score=score, skip=skip
+    )
     holes = [c.line() for c in checks if not c.held]
     assert not holes, "hardening checks got through:\n" + "\n".join(holes)
     return checks
@@ -330,8 +366,12 @@ def assert_plugin_discovered(name: str, distribution: str) -> None:
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", "from autorl.cli import main; main(['plugins'])"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", "from autorl.cli import main; main(['plugins'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     plugins = {p["name"]: p for p in json.loads(out)}
     assert name in plugins, f"plugin {name} not discovered: {sorted(plugins)}"
     assert plugins[name]["distribution"] == distribution, plugins[name]

@@ -71,8 +71,11 @@ for target in cfg["write"]:
         record("write", target, None)
 
 # 4. the baseline, and the admin API without the admin token
-for method, path, body in (("POST", "/set_baseline", {"score": 0.0}), ("GET", "/admin/state", None),
-                           ("POST", "/admin/close", None)):
+for method, path, body in (
+    ("POST", "/set_baseline", {"score": 0.0}),
+    ("GET", "/admin/state", None),
+    ("POST", "/admin/close", None),
+):
     r = httpx.request(method, url + path, json=body, headers=auth, timeout=30, trust_env=False)
     record("api", path, r.text if r.status_code < 400 else None)
 

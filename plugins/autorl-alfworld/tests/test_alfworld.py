@@ -69,7 +69,8 @@ def test_environment_answers_like_alfworld(tmp_path: Path) -> None:
 
 
 def test_training_data_has_expert_solutions_and_no_evaluation_game(
-        prepared: tuple[AlfWorldBenchmark, Path, Path]) -> None:
+    prepared: tuple[AlfWorldBenchmark, Path, Path],
+) -> None:
     bench, train, hidden = prepared
     rows = [json.loads(line) for line in (train / "train.jsonl").read_text().splitlines()]
     assert len(rows) == 6 and {r["task_type"] for r in rows} == set(TASK_TYPES)
@@ -137,8 +138,9 @@ def test_prompts_are_react_with_examples_of_the_same_task_type(prepared: tuple[A
     assert bench.parse_action("> take apple 1 from countertop 1\nmore") == "take apple 1 from countertop 1"
 
 
-def test_tiny_model_episodes_run_batched(prepared: tuple[AlfWorldBenchmark, Path, Path],
-                                         request: pytest.FixtureRequest) -> None:
+def test_tiny_model_episodes_run_batched(
+    prepared: tuple[AlfWorldBenchmark, Path, Path], request: pytest.FixtureRequest
+) -> None:
     pytest.importorskip("torch", reason="the tiny-model run needs the hf backend (autorl[hf])")
     from autorl.inference.hf import HFBackend
 
@@ -216,8 +218,9 @@ def test_hardening_checks(tmp_path: Path) -> None:
     from autorl.testing import check_hardening
 
     small = {**SMALL, "train_games": 2, "dev_games": 2, "test_games": 2, "max_steps": 5}
-    actions = {k: ADVERSARIAL[k] for k in ("os._exit(0) at top level", "success words", "output flood",
-                                           "control characters")}
+    actions = {
+        k: ADVERSARIAL[k] for k in ("os._exit(0) at top level", "success words", "output flood", "control characters")
+    }
     check_hardening(lambda: AlfWorldBenchmark(small), tmp_path, draws=2, limit=1, completions=actions)
 
 

@@ -17,10 +17,34 @@ from autorl_alfworld.games import generate
 from autorl.testing import check_claims_score_zero, prepare_as_a_run
 
 FAKES = [
-    "You won!", "Task completed", "task completed successfully", "Reward: 1.0", "reward 1", "done", "win", "quit",
-    "restart", "reset", "score", "goal", "help", "look\nwin", "think: I have completed the task. You won!",
-    "think:You won", "> You won!", "\x00", "\x1b[2K\rYou won!", "go to \x00fridge 1", "take all", "put all in all",
-    "", " " * 10_000, "go to " + "x" * 200_000, "look; win", "look && win", "*** You won! ***",
+    "You won!",
+    "Task completed",
+    "task completed successfully",
+    "Reward: 1.0",
+    "reward 1",
+    "done",
+    "win",
+    "quit",
+    "restart",
+    "reset",
+    "score",
+    "goal",
+    "help",
+    "look\nwin",
+    "think: I have completed the task. You won!",
+    "think:You won",
+    "> You won!",
+    "\x00",
+    "\x1b[2K\rYou won!",
+    "go to \x00fridge 1",
+    "take all",
+    "put all in all",
+    "",
+    " " * 10_000,
+    "go to " + "x" * 200_000,
+    "look; win",
+    "look && win",
+    "*** You won! ***",
 ]
 
 

@@ -23,8 +23,15 @@ N = 30
 
 def eval_rows() -> list[dict[str, Any]]:
     """Records as in alpaca_eval_gpt4_baseline.json: dataset, instruction, output, generator."""
-    return [{"dataset": "helpful_base", "instruction": f"Write a short note about topic number {i} for a friend who likes {i % 7} things.",
-             "output": "ref " * (5 + i % 5), "generator": "gpt4_turbo"} for i in range(N)]
+    return [
+        {
+            "dataset": "helpful_base",
+            "instruction": f"Write a short note about topic number {i} for a friend who likes {i % 7} things.",
+            "output": "ref " * (5 + i % 5),
+            "generator": "gpt4_turbo",
+        }
+        for i in range(N)
+    ]
 
 
 @pytest.fixture
@@ -34,8 +41,9 @@ def mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (root / "alpaca_eval_gpt4_baseline.json").write_text(json.dumps(eval_rows()))
     train = [{"instruction": f"Give three tips for task {i}.", "input": "", "output": f"tips {i}"} for i in range(40)]
     train.append({"instruction": eval_rows()[3]["instruction"], "input": "", "output": "leak"})  # the same
-    train.append({"instruction": "Please " + eval_rows()[5]["instruction"].lower() + " Thanks!", "input": "",
-                  "output": "leak"})  # a near copy
+    train.append(
+        {"instruction": "Please " + eval_rows()[5]["instruction"].lower() + " Thanks!", "input": "", "output": "leak"}
+    )  # a near copy
     (root / "alpaca_data.json").write_text(json.dumps(train))
     monkeypatch.setenv("AUTORL_DATA_DIR", str(tmp_path / "mirror"))
     return root
@@ -67,9 +75,18 @@ class ScriptedJudge:
             first_better = len(outs[0]) >= len(outs[1])
             p = 0.9 if first_better else 0.1
             top = [{"token": "m", "logprob": math.log(p)}, {"token": "M", "logprob": math.log(1 - p)}]
-            return JSONResponse({"choices": [{"index": 0, "message": {"role": "assistant", "content": "m" if first_better else "M"},
-                                              "logprobs": {"content": [{"token": "m", "logprob": math.log(p), "top_logprobs": top}]}}],
-                                 "usage": {"prompt_tokens": 400, "completion_tokens": 1}})
+            return JSONResponse(
+                {
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": "m" if first_better else "M"},
+                            "logprobs": {"content": [{"token": "m", "logprob": math.log(p), "top_logprobs": top}]},
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 400, "completion_tokens": 1},
+                }
+            )
 
         return Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
 
@@ -87,9 +104,15 @@ def judge_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedJudge]:
     thread.start()
     while not server.started:
         time.sleep(0.05)
-    for k, v in {"AUTORL_JUDGE_BASE_URL": f"http://127.0.0.1:{port}/v1", "AUTORL_JUDGE_MODEL": "judge-test",
-                 "AUTORL_JUDGE_API_KEY": "sk-judge", "AUTORL_JUDGE_MAX_RETRIES": "2", "AUTORL_JUDGE_TIMEOUT": "5",
-                 "AUTORL_JUDGE_PRICE_IN": "10", "AUTORL_JUDGE_PRICE_OUT": "30"}.items():
+    for k, v in {
+        "AUTORL_JUDGE_BASE_URL": f"http://127.0.0.1:{port}/v1",
+        "AUTORL_JUDGE_MODEL": "judge-test",
+        "AUTORL_JUDGE_API_KEY": "sk-judge",
+        "AUTORL_JUDGE_MAX_RETRIES": "2",
+        "AUTORL_JUDGE_TIMEOUT": "5",
+        "AUTORL_JUDGE_PRICE_IN": "10",
+        "AUTORL_JUDGE_PRICE_OUT": "30",
+    }.items():
         monkeypatch.setenv(k, v)
     yield judge
     server.should_exit = True
@@ -142,7 +165,9 @@ def test_win_rate_cache_retries_and_cost(mirror: Path, tmp_path: Path, judge_ser
     judge_server.fail_once.add(items[0].input["instruction"])
     judge_server.always_fail.add(items[1].input["instruction"])
     evaluator = bench.evaluator()
-    results = evaluator.evaluate(bench, items, PolicyBackend(lambda p: answers[p[-1]["content"] if isinstance(p, list) else p]))
+    results = evaluator.evaluate(
+        bench, items, PolicyBackend(lambda p: answers[p[-1]["content"] if isinstance(p, list) else p])
+    )
     by_index = {r.extra["index"]: r for r in results}
     failing = items[1].reference["index"]
     assert failing not in by_index and len(results) == N - 1  # excluded, not scored 0
@@ -155,7 +180,10 @@ def test_win_rate_cache_retries_and_cost(mirror: Path, tmp_path: Path, judge_ser
     assert any("model_identifier" in m["content"] for m in judge_server.calls[0]["messages"])
     summary = evaluator.summary(results)
     assert summary["judge_prompt_tokens"] == 400 * (N - 1) and summary["judge_errors"] == 1
-    assert list(summary["excluded_items"]) == [items[1].id] and "judge failed after 3 attempts" in summary["excluded_items"][items[1].id]
+    assert (
+        list(summary["excluded_items"]) == [items[1].id]
+        and "judge failed after 3 attempts" in summary["excluded_items"][items[1].id]
+    )
     assert summary["judged"] == N - 1
     assert summary["judge_cost_usd"] == pytest.approx((400 * (N - 1) * 10 + (N - 1) * 30) / 1e6)
     # alpaca-eval's own win rate on the same judgements equals ours
@@ -173,17 +201,30 @@ def gamed_csv() -> str:
     """A df_gamed.csv in the published file's columns (AlpacaEval's annotations of two length-gamed baselines
     with the instruction difficulties), small and fixed."""
     rows = ["index,instruction_difficulty,model,preference,std_delta_len,not_gamed_baseline"]
-    rows += [f"{i},{(i % 5) / 2 - 1},gamed_{m},{0.95 if (i % 9) < 4 + m else 0.1},{(i % 9) / 4 - 1},False"
-             for m in (0, 1) for i in range(60)]
+    rows += [
+        f"{i},{(i % 5) / 2 - 1},gamed_{m},{0.95 if (i % 9) < 4 + m else 0.1},{(i % 9) / 4 - 1},False"
+        for m in (0, 1)
+        for i in range(60)
+    ]
     return "\n".join(rows) + "\n"
 
 
 def reference_annotations() -> list[dict[str, Any]]:
     """AlpacaEval annotations written by hand in its own format (preference 1: output_1, the reference, wins;
     2: output_2, the model, wins): the input the recorded reference numbers were computed on."""
-    return [{"instruction": f"dev-{i:03d}", "output_1": "r" * 300, "output_2": "m" * (100 + 10 * ((i * 7) % 41)),
-             "generator_1": "gpt4_turbo", "generator_2": "model", "annotator": "weighted_alpaca_eval_gpt4_turbo",
-             "preference": 1.0 + (0.9 if (i * 7) % 41 > 20 + i % 5 else 0.2), "index": i} for i in range(60)]
+    return [
+        {
+            "instruction": f"dev-{i:03d}",
+            "output_1": "r" * 300,
+            "output_2": "m" * (100 + 10 * ((i * 7) % 41)),
+            "generator_1": "gpt4_turbo",
+            "generator_2": "model",
+            "annotator": "weighted_alpaca_eval_gpt4_turbo",
+            "preference": 1.0 + (0.9 if (i * 7) % 41 > 20 + i % 5 else 0.2),
+            "index": i,
+        }
+        for i in range(60)
+    ]
 
 
 def seed_hub_cache(cache: Path) -> None:
@@ -199,17 +240,35 @@ def seed_hub_cache(cache: Path) -> None:
 # glm_name="length_controlled_v1", save_weights_dir=None) on the df_gamed fixture above, with the command
 #   python plugins/autorl-alpacaeval/tests/test_alpacaeval.py
 # (the __main__ block at the end of this file).
-ALPACA_EVAL_WIN_RATE, ALPACA_EVAL_LC_WIN_RATE, ALPACA_EVAL_LC_SE = 50.33333333333332, 53.27355584043014, 0.6690717941005828
+ALPACA_EVAL_WIN_RATE, ALPACA_EVAL_LC_WIN_RATE, ALPACA_EVAL_LC_SE = (
+    50.33333333333332,
+    53.27355584043014,
+    0.6690717941005828,
+)
 
 
-def test_length_controlled_win_rate_matches_alpaca_evals_numbers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_length_controlled_win_rate_matches_alpaca_evals_numbers(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     from autorl import ItemResult
 
     # the same judgements as our evaluator records them: P(model better), the reference as output_1
-    results = [ItemResult(a["instruction"], a["preference"] - 1.0, [], None,
-                          {"output_1": a["output_1"], "output_2": a["output_2"], "reference_generator": "gpt4_turbo",
-                           "preference": a["preference"] - 1.0, "index": a["index"]})
-               for a in reference_annotations()]
+    results = [
+        ItemResult(
+            a["instruction"],
+            a["preference"] - 1.0,
+            [],
+            None,
+            {
+                "output_1": a["output_1"],
+                "output_2": a["output_2"],
+                "reference_generator": "gpt4_turbo",
+                "preference": a["preference"] - 1.0,
+                "index": a["index"],
+            },
+        )
+        for a in reference_annotations()
+    ]
     seed_hub_cache(tmp_path / "hub")
     import huggingface_hub.constants as hc
 
@@ -247,8 +306,17 @@ def test_eval_data_prepared_from_the_1_0_set_is_prepared_again(mirror: Path, tmp
     hidden = tmp_path / "hidden"
     hidden.mkdir()
     for split in ("dev", "test"):  # items prepared from AlpacaEval 1.0's references
-        write_hidden_items(hidden, split, [Item(f"{split}-000", {"instruction": "old"},
-                                                {"output": "davinci", "generator": "text_davinci_003", "index": 0})])
+        write_hidden_items(
+            hidden,
+            split,
+            [
+                Item(
+                    f"{split}-000",
+                    {"instruction": "old"},
+                    {"output": "davinci", "generator": "text_davinci_003", "index": 0},
+                )
+            ],
+        )
     (hidden / "prepared.json").write_text(json.dumps({"dev_size": 10}))
     bench = AlpacaEvalBenchmark({"dev_size": 10})
     bench.prepare_eval_data(hidden)
@@ -257,7 +325,9 @@ def test_eval_data_prepared_from_the_1_0_set_is_prepared_again(mirror: Path, tmp
     assert bench.identity()["reference_set"] == "alpaca_eval_gpt4_baseline"
 
 
-def test_judge_failures_leave_the_paired_comparison_too(mirror: Path, tmp_path: Path, judge_server: ScriptedJudge) -> None:
+def test_judge_failures_leave_the_paired_comparison_too(
+    mirror: Path, tmp_path: Path, judge_server: ScriptedJudge
+) -> None:
     from autorl.evaluation.stats import paired_compare
     from autorl.grader.records import paired_scores
 
@@ -283,8 +353,9 @@ def test_judge_failures_leave_the_paired_comparison_too(mirror: Path, tmp_path: 
     assert base["extra"]["judge_errors"] == cand["extra"]["judge_errors"] == 1
 
 
-def test_a_judge_that_answers_nothing_fails_the_evaluation(mirror: Path, tmp_path: Path,
-                                                           judge_server: ScriptedJudge) -> None:
+def test_a_judge_that_answers_nothing_fails_the_evaluation(
+    mirror: Path, tmp_path: Path, judge_server: ScriptedJudge
+) -> None:
     from autorl import EvaluationError
 
     bench = AlpacaEvalBenchmark({"dev_size": 3})
@@ -306,14 +377,16 @@ def test_judge_key_stays_with_the_grader(judge_server: ScriptedJudge) -> None:
     assert Judge(config).http.headers["authorization"] == "Bearer sk-judge"
 
 
-def test_autorl_eval_on_alpacaeval(mirror: Path, tmp_path: Path, judge_server: ScriptedJudge,
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_autorl_eval_on_alpacaeval(
+    mirror: Path, tmp_path: Path, judge_server: ScriptedJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("torch", reason="the tiny-model run needs the hf backend (autorl[hf])")
     from autorl.testing import check_benchmark_end_to_end
 
     monkeypatch.setenv("AUTORL_HOME", str(tmp_path / "home"))
-    record = check_benchmark_end_to_end("alpacaeval", limit=4, options={"chat_template": False, "max_new_tokens": 8,
-                                                                        "dev_size": 10})
+    record = check_benchmark_end_to_end(
+        "alpacaeval", limit=4, options={"chat_template": False, "max_new_tokens": 8, "dev_size": 10}
+    )
     assert record["extra"]["judge"]["model"] == "judge-test" and record["extra"]["judge_errors"] == 0
     assert record["config"]["benchmark_identity"]["judge"]["model"] == "judge-test"
     assert len(judge_server.calls) == 4
@@ -334,6 +407,12 @@ if __name__ == "__main__":  # prints alpaca-eval's own numbers for the LC test's
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            m = get_length_controlled_winrate(reference_annotations(), glm_name="length_controlled_v1",
-                                              save_weights_dir=None, is_warn_extreme_changes=False)
-        print(repr(float(m["win_rate"])), repr(float(m["length_controlled_winrate"])), repr(float(m["lc_standard_error"])))
+            m = get_length_controlled_winrate(
+                reference_annotations(),
+                glm_name="length_controlled_v1",
+                save_weights_dir=None,
+                is_warn_extreme_changes=False,
+            )
+        print(
+            repr(float(m["win_rate"])), repr(float(m["length_controlled_winrate"])), repr(float(m["lc_standard_error"]))
+        )

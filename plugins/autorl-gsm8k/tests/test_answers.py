@@ -70,7 +70,12 @@ def _lm_eval(completion: str, strict: bool) -> str | None:
 # value (flexible-extract reads "1/2" as 2), "10-12" ends with 12 (not -12), and "10.0" equals 10 (the
 # reference compares strings, and its strict pattern's trailing "." eats the last digit).
 TABLE = [
-    (" Natalia sold 48/2 = 24 clips in May. Natalia sold 48+24 = 72 clips altogether. The answer is 72.", "72", "72", "72"),
+    (
+        " Natalia sold 48/2 = 24 clips in May. Natalia sold 48+24 = 72 clips altogether. The answer is 72.",
+        "72",
+        "72",
+        "72",
+    ),
     (" Weng earns 12/60 = $0.2 per minute. So she earned 0.2 x 50 = $10. The answer is 10.", "10", "10", "10"),
     (" Betty has 100 / 2 = 50 dollars. She needs 100 - 50 - 15 - 30 = 5 more. The answer is 5.", "5", "5", "5"),
     (" The total is 3 * $1,200 = $3,600. The answer is $3,600.", "3600", None, "3600"),
@@ -95,8 +100,9 @@ TABLE = [
 
 
 @pytest.mark.parametrize(("completion", "ours", "strict", "flexible"), TABLE)
-def test_against_lm_evaluation_harness(completion: str, ours: str | None, strict: str | None,
-                                       flexible: str | None) -> None:
+def test_against_lm_evaluation_harness(
+    completion: str, ours: str | None, strict: str | None, flexible: str | None
+) -> None:
     assert (_lm_eval(completion, True), _lm_eval(completion, False)) == (strict, flexible)  # the reference, run
     got = extract_answer(completion)
     assert got == (Decimal(ours) if ours is not None else None)
@@ -108,8 +114,11 @@ def test_against_lm_evaluation_harness(completion: str, ours: str | None, strict
 
 def test_agreement_with_the_reference_over_the_table() -> None:
     """Every row equals one of the reference's two readings except the three kinds documented above."""
-    differs = [c for c, ours, s, f in TABLE
-               if ours is not None and Decimal(ours) not in {Decimal(x) for x in (s, f) if x is not None}]
+    differs = [
+        c
+        for c, ours, s, f in TABLE
+        if ours is not None and Decimal(ours) not in {Decimal(x) for x in (s, f) if x is not None}
+    ]
     assert differs == [" Each friend gets 1 of 2 halves. The answer is 1/2.", " Tom has 10-12 marbles left."]
 
 

@@ -15,9 +15,13 @@ from autorl import ResourceError
 
 
 def official_rows(n: int, offset: int = 0) -> list[dict[str, str]]:
-    return [{"question": f"Tom has {k} apples and buys {k + 1} more. How many apples does he have?",
-             "answer": f"Tom has {k} + {k + 1} = <<{k}+{k + 1}={2 * k + 1}>>{2 * k + 1} apples.\n#### {2 * k + 1}"}
-            for k in range(offset, offset + n)]
+    return [
+        {
+            "question": f"Tom has {k} apples and buys {k + 1} more. How many apples does he have?",
+            "answer": f"Tom has {k} + {k + 1} = <<{k}+{k + 1}={2 * k + 1}>>{2 * k + 1} apples.\n#### {2 * k + 1}",
+        }
+        for k in range(offset, offset + n)
+    ]
 
 
 def write_parquet(path: Path, rows: list[dict[str, str]]) -> None:
@@ -115,9 +119,23 @@ def test_tiny_model_eval_end_to_end(mirror: Path, tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="the tiny-model run needs the hf backend (autorl[hf])")
     env = {**os.environ, "AUTORL_HOME": os.environ["AUTORL_HOME"]}
     proc = subprocess.run(
-        [sys.executable, "-c", "from autorl.cli import main; main()", "eval", "--task", "gsm8k",
-         "--model", "autorl:tiny", "--limit", "3", "--json"],
-        capture_output=True, text=True, env=env, timeout=900,
+        [
+            sys.executable,
+            "-c",
+            "from autorl.cli import main; main()",
+            "eval",
+            "--task",
+            "gsm8k",
+            "--model",
+            "autorl:tiny",
+            "--limit",
+            "3",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
     )
     assert proc.returncode == 0, proc.stderr
     record = json.loads(proc.stdout)
@@ -144,7 +162,9 @@ def test_agent_data_leaves_out_the_secret_dev_slice(mirror: Path, tmp_path: Path
         bench.hidden_dir = tmp_path / name / "hidden"
         bench.prepare_eval_data(bench.hidden_dir)
         bench.prepare_train_data(tmp_path / name / "train")
-        train = {json.loads(x)["question"] for x in (tmp_path / name / "train" / "train.jsonl").read_text().splitlines()}
+        train = {
+            json.loads(x)["question"] for x in (tmp_path / name / "train" / "train.jsonl").read_text().splitlines()
+        }
         dev = {str(i.input["question"]) for i in bench.load_items("dev", bench.hidden_dir)}
         assert len(train) == 32 and len(dev) == 8 and not train & dev
         seen.append(dev)
@@ -164,14 +184,17 @@ def test_ids_are_content_based(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         (folder / "mirror" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in test_rows))
         bench = GSM8K({"data_dir": str(folder / "mirror"), "raw_dir": str(folder / "raw")})
         bench.prepare_eval_data(folder / "hidden")
-        ids.append({s: {i.id: i.input["question"] for i in bench.load_items(s, folder / "hidden")} for s in ("dev", "test")})
+        ids.append(
+            {s: {i.id: i.input["question"] for i in bench.load_items(s, folder / "hidden")} for s in ("dev", "test")}
+        )
     assert ids[0]["test"] == ids[1]["test"]  # order does not matter
     assert len(set(ids[0]["test"]) & set(ids[2]["test"])) == 11  # the changed problem has a new id
     assert all(i.startswith("test-") for i in ids[0]["test"]) and all(i.startswith("dev-") for i in ids[0]["dev"])
 
 
-def test_a_given_mirror_wins_over_the_cached_copy_and_moves_the_hash(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_given_mirror_wins_over_the_cached_copy_and_moves_the_hash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from autorl.evaluation.identity import config_hash
     from autorl.testing import PolicyBackend
 
@@ -188,7 +211,9 @@ def test_a_given_mirror_wins_over_the_cached_copy_and_moves_the_hash(tmp_path: P
     mirror = tmp_path / "mirror"
     mirror.mkdir()
     (mirror / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in official_rows(40)))
-    for k, rows in enumerate((official_rows(12, offset=5000), [*official_rows(11, offset=5000), official_rows(1, 9)[0]])):
+    for k, rows in enumerate(
+        (official_rows(12, offset=5000), [*official_rows(11, offset=5000), official_rows(1, 9)[0]])
+    ):
         (mirror / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         bench = GSM8K({"raw_dir": str(raw), "data_dir": str(mirror)})
         bench.prepare_eval_data(hidden)

@@ -62,20 +62,26 @@ def test_near_duplicate_problems_share_a_part_of_every_draw() -> None:
 
     problems = _problems()
     index = NgramIndex(("all", Item(str(k), {"prompt": p["prompt"]})) for k, p in enumerate(problems))
-    shared = {tuple(sorted((k, int(hit.split(":")[1])))) for k, p in enumerate(problems)
-              for text in (p["prompt"], json.dumps(p)) for hit in index.matches(text) if int(hit.split(":")[1]) != k}
+    shared = {
+        tuple(sorted((k, int(hit.split(":")[1]))))
+        for k, p in enumerate(problems)
+        for text in (p["prompt"], json.dumps(p))
+        for hit in index.matches(text)
+        if int(hit.split(":")[1]) != k
+    }
     assert shared == set(SIBLINGS)  # every pair the audit would match, and no other
     for seed in range(200):
         order = list(range(len(problems)))
         random.Random(seed).shuffle(order)
         together = _siblings_together(order)
         assert sorted(together) == list(range(len(problems)))
-        cut = [set(together[:N_TRAIN]), set(together[N_TRAIN:N_TRAIN + N_DEV]), set(together[N_TRAIN + N_DEV:])]
+        cut = [set(together[:N_TRAIN]), set(together[N_TRAIN : N_TRAIN + N_DEV]), set(together[N_TRAIN + N_DEV :])]
         assert all(any({a, b} <= part for part in cut) for a, b in SIBLINGS), seed
 
 
-def test_two_secrets_draw_different_splits_and_train_follows_the_draw(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_two_secrets_draw_different_splits_and_train_follows_the_draw(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from autorl.resources import prepare_data
 
     draws = []
@@ -115,8 +121,10 @@ def test_infinite_loop_times_out() -> None:
 
 
 def test_fork_bomb_is_contained() -> None:
-    out = run_program("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
-                      limits=Limits(timeout_s=3.0, processes=32))
+    out = run_program(
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+        limits=Limits(timeout_s=3.0, processes=32),
+    )
     assert not out.passed
     from autorl_humaneval.sandbox import UID_POOL
 
@@ -176,8 +184,9 @@ def test_grader_store_and_evaluation_data_cannot_be_read(tmp_path: Path, monkeyp
     (store / "grader.db").write_text("secret scores")
     bench = HumanEval()
     for target in (store / "grader.db", bench.hidden_paths()[0]):
-        out = run_many([f"data = open({str(target)!r}, 'rb').read()\nassert data\n"], limits=QUICK,
-                       hidden=bench.sandbox_hidden())[0]
+        out = run_many(
+            [f"data = open({str(target)!r}, 'rb').read()\nassert data\n"], limits=QUICK, hidden=bench.sandbox_hidden()
+        )[0]
         assert not out.passed, target
 
 
@@ -207,9 +216,23 @@ def test_scoring_runs_through_the_sandbox(prepared: tuple[HumanEval, Path, Path]
 def test_tiny_model_eval_end_to_end(prepared: tuple[HumanEval, Path, Path]) -> None:
     pytest.importorskip("torch", reason="the tiny-model run needs the hf backend (autorl[hf])")
     proc = subprocess.run(
-        [sys.executable, "-c", "from autorl.cli import main; main()", "eval", "--task", "humaneval",
-         "--model", "autorl:tiny", "--limit", "3", "--json"],
-        capture_output=True, text=True, env=dict(os.environ), timeout=900,
+        [
+            sys.executable,
+            "-c",
+            "from autorl.cli import main; main()",
+            "eval",
+            "--task",
+            "humaneval",
+            "--model",
+            "autorl:tiny",
+            "--limit",
+            "3",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=900,
     )
     assert proc.returncode == 0, proc.stderr
     record = json.loads(proc.stdout)

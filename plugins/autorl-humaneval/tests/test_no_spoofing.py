@@ -59,14 +59,11 @@ ATTACKS = {
         "    return Anything()\n"
     ),
     "bool subclass that equals everything": (
-        "    class B(int):\n"
-        "        def __eq__(self, other):\n            return True\n"
-        "    return B(1)\n"
+        "    class B(int):\n        def __eq__(self, other):\n            return True\n    return B(1)\n"
     ),
     "fake token printed then exit": "    return None\n" + FAKE + "print('PASSED')\nfake()\nos._exit(0)\n",
     "token searched in environ, argv, /proc and memory": (
-        "    return None\n" + FAKE +
-        "import gc, re, sys\n"
+        "    return None\n" + FAKE + "import gc, re, sys\n"
         "found = set()\n"
         "hexes = re.compile(rb'[0-9a-f]{64}')\n"
         "for path in ['/proc/self/environ', '/proc/self/cmdline']:\n"
@@ -110,8 +107,7 @@ ATTACKS = {
         "    return None\n"
     ),
     "replies written ahead on the reply channel": (
-        "    return None\n" + FAKE +
-        "fake([b'{\"value\": true}\\n' * 200, b'{\"value\": false}\\n' * 200])\n"
+        "    return None\n" + FAKE + "fake([b'{\"value\": true}\\n' * 200, b'{\"value\": false}\\n' * 200])\n"
     ),
 }
 
@@ -140,10 +136,18 @@ def test_attack_scores_zero(name: str) -> None:
 def test_attacks_pass_a_harness_that_trusts_the_exit_status() -> None:
     """The attacks are real: the reference harness's single program with exit status 0 passes them."""
     item = first_problem()
-    exits = ["os._exit in the body", "os._exit at top level", "SystemExit in the body", "sys.exit at top level",
-             "excepthook exits 0 on the failed assert", "trace hook exits when check is called",
-             "check redefined and called", "equals everything", "fake token printed then exit",
-             "answers read from the test in its own file"]
+    exits = [
+        "os._exit in the body",
+        "os._exit at top level",
+        "SystemExit in the body",
+        "sys.exit at top level",
+        "excepthook exits 0 on the failed assert",
+        "trace hook exits when check is called",
+        "check redefined and called",
+        "equals everything",
+        "fake token printed then exit",
+        "answers read from the test in its own file",
+    ]
     outcomes = run_many([program(item.reference, ATTACKS[n]) for n in exits], limits=Limits(timeout_s=10))
     assert [n for n, o in zip(exits, outcomes, strict=True) if not o.passed] == []
 
@@ -159,22 +163,30 @@ def test_attacks_score_zero_in_the_evaluator_and_honest_ones_one(prepared: tuple
 
 def test_output_of_model_code_is_capped_and_harmless() -> None:
     item = first_problem()
-    noisy = ("    import sys\n    sys.stdout.write('x' * 5_000_000)\n    sys.stderr.write('y' * 5_000_000)\n"
-             + item.reference["canonical_solution"])
+    noisy = (
+        "    import sys\n    sys.stdout.write('x' * 5_000_000)\n    sys.stderr.write('y' * 5_000_000)\n"
+        + item.reference["canonical_solution"]
+    )
     assert HumanEval().score(item, noisy) == 1.0
-    out = sandbox.run_program("import sys\nsys.stderr.write('z' * 50_000_000 + '\\nlast line')\nraise SystemExit(3)\n",
-                              limits=Limits(timeout_s=20))
+    out = sandbox.run_program(
+        "import sys\nsys.stderr.write('z' * 50_000_000 + '\\nlast line')\nraise SystemExit(3)\n",
+        limits=Limits(timeout_s=20),
+    )
     assert out.status == "failed" and out.detail == "last line"
 
 
 def test_a_huge_or_nested_reply_fails_cleanly() -> None:
     item = first_problem()
-    for body in ("    return 'x' * 5_000_000\n", "    v = []\n    for _ in range(100000):\n        v = [v]\n    return v\n"):
+    for body in (
+        "    return 'x' * 5_000_000\n",
+        "    v = []\n    for _ in range(100000):\n        v = [v]\n    return v\n",
+    ):
         assert HumanEval().score(item, body) == 0.0
 
 
-def test_isolation_is_in_the_identity_and_every_record(prepared: tuple[HumanEval, Path],
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_isolation_is_in_the_identity_and_every_record(
+    prepared: tuple[HumanEval, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from autorl.evaluation.identity import config_hash, eval_config
 
     class Fixed:
@@ -228,16 +240,22 @@ def test_k_and_timeout_move_the_config_hash() -> None:
     assert config_hash(HumanEval({"timeout_s": 10.0}), "dev", Fixed()) == base  # type: ignore[arg-type]
 
 
-def test_a_cached_baseline_is_not_reused_across_k_or_timeout(prepared: tuple[HumanEval, Path],
-                                                             tmp_path: Path) -> None:
+def test_a_cached_baseline_is_not_reused_across_k_or_timeout(prepared: tuple[HumanEval, Path], tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="the baseline needs the hf backend (autorl[hf])")
     from autorl.grader.worker import run_job
     from autorl.resources import resolve_model
 
     _, hidden = prepared
     model = resolve_model("autorl:tiny").path
-    base = {"task": "humaneval", "backend": "hf", "split": "dev", "base_model_dir": str(model), "hidden_dir": str(hidden),
-            "cache_dir": str(tmp_path / "cache"), "limit": 1}
+    base = {
+        "task": "humaneval",
+        "backend": "hf",
+        "split": "dev",
+        "base_model_dir": str(model),
+        "hidden_dir": str(hidden),
+        "cache_dir": str(tmp_path / "cache"),
+        "limit": 1,
+    }
     first = run_job({**base, "benchmark_options": {}})
     assert not first.get("extra", {}).get("cached")
     assert run_job({**base, "benchmark_options": {}})["extra"]["cached"] is True  # the cache works...

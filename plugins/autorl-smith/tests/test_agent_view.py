@@ -25,9 +25,11 @@ from autorl.sandbox import bwrap_available
 
 BWRAP, WHY = bwrap_available()
 
-EXACT = ("def evaluate(question, model_answer, reference_answer, **kwargs):\n"
-         "    return 1.0 if model_answer.strip() == reference_answer.strip() else 0.0\n")
-PROBE = r'''
+EXACT = (
+    "def evaluate(question, model_answer, reference_answer, **kwargs):\n"
+    "    return 1.0 if model_answer.strip() == reference_answer.strip() else 0.0\n"
+)
+PROBE = r"""
 import json, os
 from pathlib import Path
 
@@ -63,7 +65,7 @@ bench = get_benchmark(os.environ["TASK"])()
 out["prompt"] = bench.config().render({"question": "2+2"})
 out["scores"] = [bench.score(Item("x", {"question": "2+2"}, "4"), a) for a in ("4", "5")]
 Path(os.environ["WORKSPACE"], "code", "probe.json").write_text(json.dumps(out))
-'''
+"""
 
 
 @pytest.fixture
@@ -81,19 +83,34 @@ def rows(start: int, n: int, tag: str) -> list[dict[str, Any]]:
 
 @pytest.mark.skipif(BWRAP is None, reason=f"bubblewrap cannot run here: {WHY}")
 @pytest.mark.parametrize("given", [False, True], ids=["discovered", "given-as-task"])
-def test_the_agent_sees_its_own_folders_files_and_nothing_else(tmp_path: Path, outside: Path, given: bool,
-                                                                tiny_model: Path) -> None:
+def test_the_agent_sees_its_own_folders_files_and_nothing_else(
+    tmp_path: Path, outside: Path, given: bool, tiny_model: Path
+) -> None:
     """The same for a folder found under SMITH_BENCH_DIR and for one given as ``--task /path/to/folder`` (no
     install, no SMITH_BENCH_DIR): the same benchmark, the same masks."""
     pytest.importorskip("torch", reason="the run's baseline needs the hf backend (autorl[hf])")
     root = outside / "benchmarks"
-    own = write_folder(root, "probe", eval_py=EXACT, train=rows(0, 30, "TRAIN-PROBE"),
-                       test=rows(100, 12, "HIDDEN-PROBE"),
-                       config={"expose_files": ["hints.txt"], "prompt_template": "Q: {question}\nA:"},
-                       files={"description.md": "# Probe\n\nAdd.\n", "hints.txt": "answer with digits\n",
-                              "download_data.py": "# HIDDEN-DOWNLOAD: nothing to fetch\n"})
-    other = write_folder(root, "other", eval_py=EXACT, train=rows(0, 30, "TRAIN-OTHER"),
-                         test=rows(100, 12, "HIDDEN-OTHER"), files={"description.md": "# Other\n"})
+    own = write_folder(
+        root,
+        "probe",
+        eval_py=EXACT,
+        train=rows(0, 30, "TRAIN-PROBE"),
+        test=rows(100, 12, "HIDDEN-PROBE"),
+        config={"expose_files": ["hints.txt"], "prompt_template": "Q: {question}\nA:"},
+        files={
+            "description.md": "# Probe\n\nAdd.\n",
+            "hints.txt": "answer with digits\n",
+            "download_data.py": "# HIDDEN-DOWNLOAD: nothing to fetch\n",
+        },
+    )
+    other = write_folder(
+        root,
+        "other",
+        eval_py=EXACT,
+        train=rows(0, 30, "TRAIN-OTHER"),
+        test=rows(100, 12, "HIDDEN-OTHER"),
+        files={"description.md": "# Other\n"},
+    )
     before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
     home = tmp_path / "home"
     agent = tmp_path / "probe-agent"
@@ -102,18 +119,46 @@ def test_the_agent_sees_its_own_folders_files_and_nothing_else(tmp_path: Path, o
     (agent / "start.sh").write_text('exec "$AUTORL_PYTHON" "$AUTORL_AGENT_DIR/probe.py"\n')
     (agent / "probe.py").write_text(PROBE)
     grader_copies = home / "autorl" / "hidden" / "smith"
-    read = [own / "data", own / "data" / "test.jsonl", own / "data" / "train.jsonl", own / "download_data.py",
-            other, other / "data" / "test.jsonl", other / "config.yaml", other / "eval.py", grader_copies]
-    write = [own / "config.yaml", own / "eval.py", own / "new.txt", own / "data" / "test.jsonl",
-             other / "eval.py"]
+    read = [
+        own / "data",
+        own / "data" / "test.jsonl",
+        own / "data" / "train.jsonl",
+        own / "download_data.py",
+        other,
+        other / "data" / "test.jsonl",
+        other / "config.yaml",
+        other / "eval.py",
+        grader_copies,
+    ]
+    write = [own / "config.yaml", own / "eval.py", own / "new.txt", own / "data" / "test.jsonl", other / "eval.py"]
     probe = {"read": [str(p) for p in read], "write": [str(p) for p in write]}
     nowhere = tmp_path / "no-benchmarks"
     nowhere.mkdir()
-    proc = cli("run", "--agent", str(agent), "--task", str(own) if given else "smith-probe", "--model",
-               str(tiny_model), "--timeout", "90", "--sandbox", "bwrap", "--network", "off", "--no-audit", "--json",
-               "--agent-env", "PROBE=" + json.dumps(probe),
-               env={"HOME": str(home), "AUTORL_HOME": str(home / "autorl"),
-                    "SMITH_BENCH_DIR": str(nowhere if given else root), "HF_HUB_OFFLINE": "1"})
+    proc = cli(
+        "run",
+        "--agent",
+        str(agent),
+        "--task",
+        str(own) if given else "smith-probe",
+        "--model",
+        str(tiny_model),
+        "--timeout",
+        "90",
+        "--sandbox",
+        "bwrap",
+        "--network",
+        "off",
+        "--no-audit",
+        "--json",
+        "--agent-env",
+        "PROBE=" + json.dumps(probe),
+        env={
+            "HOME": str(home),
+            "AUTORL_HOME": str(home / "autorl"),
+            "SMITH_BENCH_DIR": str(nowhere if given else root),
+            "HF_HUB_OFFLINE": "1",
+        },
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     row = json.loads(proc.stdout)
     ws = Path(row["workspace"])
@@ -142,15 +187,24 @@ def test_the_agent_sees_its_own_folders_files_and_nothing_else(tmp_path: Path, o
 
 
 def smith_class(folder: SmithFolder) -> type[SmithBenchmark]:
-    return type(f"Smith_{folder.name}", (SmithBenchmark,), {"name": folder.task, "version": version_of(folder),
-                                                            "folder": folder, "source": folder.path})
+    return type(
+        f"Smith_{folder.name}",
+        (SmithBenchmark,),
+        {"name": folder.task, "version": version_of(folder), "folder": folder, "source": folder.path},
+    )
 
 
 def test_what_the_benchmark_shows_names_and_refuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "benchmarks"
-    own = write_folder(root, "probe", eval_py=EXACT, train=rows(0, 30, "TRAIN"), test=rows(100, 12, "HIDDEN"),
-                       config={"expose_files": ["hints.txt"]},
-                       files={"description.md": "# Probe\n", "hints.txt": "digits\n", "download_data.py": "\n"})
+    own = write_folder(
+        root,
+        "probe",
+        eval_py=EXACT,
+        train=rows(0, 30, "TRAIN"),
+        test=rows(100, 12, "HIDDEN"),
+        config={"expose_files": ["hints.txt"]},
+        files={"description.md": "# Probe\n", "hints.txt": "digits\n", "download_data.py": "\n"},
+    )
     bench = smith_class(load_folder(own))()
     assert bench.agent_paths() == [own / "config.yaml", own / "eval.py", own / "description.md", own / "hints.txt"]
     assert bench.agent_env() == {"SMITH_AGENT_FOLDER": str(own)}

@@ -27,12 +27,24 @@ def write_csv(path: Path, data: list[dict[str, Any]]) -> None:
         writer.writerows(data)
 
 
-def generate(tmp_path: Path, base_url: str, *args: str, extra: dict[str, str] | None = None
-             ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "AUTORL_HOME": str(tmp_path / "home"), "SMITH_BENCH_DIR": str(tmp_path / "benchmarks"),
-           "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "sk-operator", **(extra or {})}
-    return subprocess.run([sys.executable, "-c", "from autorl.cli import main; main()", "smith", "generate", *args],
-                          capture_output=True, text=True, env=env, timeout=600)
+def generate(
+    tmp_path: Path, base_url: str, *args: str, extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "AUTORL_HOME": str(tmp_path / "home"),
+        "SMITH_BENCH_DIR": str(tmp_path / "benchmarks"),
+        "OPENAI_BASE_URL": base_url,
+        "OPENAI_API_KEY": "sk-operator",
+        **(extra or {}),
+    }
+    return subprocess.run(
+        [sys.executable, "-c", "from autorl.cli import main; main()", "smith", "generate", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
 
 
 def test_generate_from_csv_repairs_from_the_validators_message(tmp_path: Path) -> None:
@@ -49,14 +61,19 @@ def test_generate_from_csv_repairs_from_the_validators_message(tmp_path: Path) -
     assert "The validator found these problems" in repair and "evaluate gave 1.0 to" in repair
     assert yaml.safe_load((folder / "config.yaml").read_text())["name"] == "products"  # the operator's name wins
     hidden = [json.loads(x) for x in (folder / "data" / "test.jsonl").read_text().splitlines()]
-    assert hidden == [{"question": f"What is {r['a']} times {r['b']}?", "answer": str(r["product"])}
-                      for r in rows(100, 12)]  # every hidden row, written by code
+    assert hidden == [
+        {"question": f"What is {r['a']} times {r['b']}?", "answer": str(r["product"])} for r in rows(100, 12)
+    ]  # every hidden row, written by code
     prompt = json.dumps(seen)
     assert sum(f'"a": "{k}", "b": "{k + 7}"' in prompt for k in range(100, 112)) <= 3  # the driver saw a sample
     assert "sk-operator" not in prompt
-    listed = subprocess.run([sys.executable, "-c", "from autorl.cli import main; main()", "list", "benchmarks",
-                             "--json"], capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "SMITH_BENCH_DIR": str(tmp_path / "benchmarks")})
+    listed = subprocess.run(
+        [sys.executable, "-c", "from autorl.cli import main; main()", "list", "benchmarks", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "SMITH_BENCH_DIR": str(tmp_path / "benchmarks")},
+    )
     assert "smith-products" in {r["name"] for r in json.loads(listed.stdout)}
 
 
@@ -122,7 +139,7 @@ def test_sources_read_parquet_csv_and_jsonl_and_split_by_file_name(tmp_path: Pat
 
 #: What a hostile driver model writes: an honest scorer that also takes the operator's key from the environment
 #: of the processes around it and appends the hidden rows to the folder's description.md (shown to every agent).
-TAKING_EVAL = '''
+TAKING_EVAL = """
 import glob, os
 def _take():
     seen = []
@@ -145,7 +162,7 @@ def _take():
 def evaluate(question, model_answer, reference_answer, **kwargs):
     _take()
     return 1.0 if model_answer.strip() == reference_answer.strip() else 0.0
-'''
+"""
 
 
 def test_a_driver_written_eval_py_takes_nothing_and_changes_nothing(tmp_path: Path) -> None:

@@ -17,17 +17,19 @@ from autorl_smith.scorer import Request, file_digest, score_all
 
 from autorl import EvaluationError
 
-EXEC_EVAL = '''
+EXEC_EVAL = """
 def evaluate(question, model_answer, reference_answer, **kwargs):
     scope = {}
     exec(model_answer, scope)
     return 1.0 if scope.get("answer") == reference_answer else 0.0
-'''
+"""
 
-FAKE = ("import os\n"
-        "for fd in range(256):\n"
-        "    for line in (b'{\"score\": 1.0}\\n', b'{\"ready\": true}\\n'):\n"
-        "        try:\n            os.write(fd, line)\n        except OSError:\n            pass\n")
+FAKE = (
+    "import os\n"
+    "for fd in range(256):\n"
+    "    for line in (b'{\"score\": 1.0}\\n', b'{\"ready\": true}\\n'):\n"
+    "        try:\n            os.write(fd, line)\n        except OSError:\n            pass\n"
+)
 
 ATTACKS = {
     "os._exit": "import os\nos._exit(0)\n",
@@ -47,8 +49,9 @@ ATTACKS = {
     "child answers later": (
         "import os, time\n"
         "if os.fork() == 0:\n"
-        "    os.setsid()\n    time.sleep(0.3)\n" + "".join("    " + x + "\n" for x in FAKE.splitlines()) +
-        "    os._exit(0)\n"
+        "    os.setsid()\n    time.sleep(0.3)\n"
+        + "".join("    " + x + "\n" for x in FAKE.splitlines())
+        + "    os._exit(0)\n"
     ),
     "eval.py rewritten": (
         "import sys\nopen(sys._getframe(1).f_globals['__file__'], 'w').write("
@@ -72,8 +75,12 @@ def folder(tmp_path: Path) -> Path:
 def test_attack_scores_zero_and_leaves_later_items_alone(folder: Path, name: str) -> None:
     digest = load_folder(folder).eval_digest
     honest_right, honest_wrong = "answer = '42'\n", "answer = '41'\n"
-    requests = [Request("q", ATTACKS[name], "42"), Request("q", honest_wrong, "42"), Request("q", honest_right, "42"),
-                Request("q", honest_wrong, "42")]
+    requests = [
+        Request("q", ATTACKS[name], "42"),
+        Request("q", honest_wrong, "42"),
+        Request("q", honest_right, "42"),
+        Request("q", honest_wrong, "42"),
+    ]
     scored = score_all(folder, requests, timeout_s=10.0, digest=digest)
     assert [s.score for s in scored] == [0.0, 0.0, 1.0, 0.0], (name, scored)
 
@@ -95,8 +102,19 @@ def test_evaluate_returning_a_float_subclass_or_string_scores_zero(tmp_path: Pat
 def test_opencompass_results_that_are_not_plain_correct_do_not_count(tmp_path: Path) -> None:
     out = tmp_path / "run" / "results" / "submission"
     out.mkdir(parents=True)
-    (out / "d.json").write_text(json.dumps({"accuracy": 50.0, "details": {
-        "0": {"correct": "False"}, "1": {"correct": [False]}, "2": {"correct": True}, "3": {"correct": [True]}}}))
+    (out / "d.json").write_text(
+        json.dumps(
+            {
+                "accuracy": 50.0,
+                "details": {
+                    "0": {"correct": "False"},
+                    "1": {"correct": [False]},
+                    "2": {"correct": True},
+                    "3": {"correct": [True]},
+                },
+            }
+        )
+    )
     assert read_results(tmp_path, 1) == [("d", 50.0, [0.0, 0.0, 1.0, 1.0])]
     for bad in (True, 250.0, "100", -1):
         (out / "d.json").write_text(json.dumps({"accuracy": bad}))

@@ -15,21 +15,38 @@ from autorl_smith.folder import discover
 from autorl_smith.scorer import Request, score_all
 from smith_folders import cli, write_folder
 
-ROWS = [{"question": f"not ( {a} ) and ( {b} ) is", "answer": str((not a) and b)}
-        for a in (True, False) for b in (True, False)] * 10
+ROWS = [
+    {"question": f"not ( {a} ) and ( {b} ) is", "answer": str((not a) and b)}
+    for a in (True, False)
+    for b in (True, False)
+] * 10
 
-EVAL_PY = '''
+EVAL_PY = """
 def evaluate(question, model_answer, reference_answer, **kwargs):
     words = model_answer.strip().split()
     return 1.0 if words and words[0].strip(".") == reference_answer else 0.0
-'''
+"""
 
 
-def make_folder(root: Path, name: str, *, config: dict | None = None, eval_py: str = EVAL_PY,
-                rows: list | None = None, test_rows: list | None = None, extra: dict | None = None) -> Path:
-    return write_folder(root, name, eval_py=eval_py, train=rows or ROWS, test=test_rows, files=extra,
-                        config={"prompt_template": "Q: {question}\nA:", "max_new_tokens": 6, "stop": ["\n"],
-                                **(config or {})})
+def make_folder(
+    root: Path,
+    name: str,
+    *,
+    config: dict | None = None,
+    eval_py: str = EVAL_PY,
+    rows: list | None = None,
+    test_rows: list | None = None,
+    extra: dict | None = None,
+) -> Path:
+    return write_folder(
+        root,
+        name,
+        eval_py=eval_py,
+        train=rows or ROWS,
+        test=test_rows,
+        files=extra,
+        config={"prompt_template": "Q: {question}\nA:", "max_new_tokens": 6, "stop": ["\n"], **(config or {})},
+    )
 
 
 def test_valid_folders_become_tasks_and_malformed_ones_warn(tmp_path: Path) -> None:
@@ -65,12 +82,14 @@ def test_a_folder_given_as_the_task_is_that_task_and_a_broken_one_is_one_line(tm
     bad = cli("eval", "--task", str(broken), "--model", "autorl:tiny", env=env)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
         f"error: rl-smith folder {broken}: eval.py: defines no function evaluate(question, model_answer, "
-        "reference_answer, **kwargs)"], bad.stderr
+        "reference_answer, **kwargs)"
+    ], bad.stderr
     # the good one resolves to its task (the run then builds its model; refused here by a model that is none)
     named = cli("eval", "--task", str(good), "--model", str(tmp_path / "no-model"), env=env)
     assert named.returncode == 2 and named.stderr.strip().splitlines() == [
         f"error: model {str(tmp_path / 'no-model')!r} is neither a local directory, a hub id (org/name) nor a "
-        "built-in model"], named.stderr
+        "built-in model"
+    ], named.stderr
 
 
 @pytest.fixture
@@ -83,8 +102,11 @@ def _bench(root: Path, name: str):  # type: ignore[no-untyped-def]
     from autorl_smith.benchmark import SmithBenchmark, version_of
 
     (folder,) = [f for f in discover(root) if f.name == name]
-    cls = type("T", (SmithBenchmark,), {"name": folder.task, "version": version_of(folder), "folder": folder,
-                                        "source": folder.path})
+    cls = type(
+        "T",
+        (SmithBenchmark,),
+        {"name": folder.task, "version": version_of(folder), "folder": folder, "source": folder.path},
+    )
     return cls()
 
 
@@ -133,8 +155,9 @@ def test_hardening_checks(tmp_path: Path, home: Path) -> None:
     check_hardening(lambda: _bench(tmp_path / "b", "hardened"), tmp_path / "check")
 
 
-def test_two_secrets_draw_different_splits_and_train_follows_the_draw(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_two_secrets_draw_different_splits_and_train_follows_the_draw(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from autorl.resources import prepare_data
 
     rows = [{"question": f"q{k}", "answer": str(k)} for k in range(50)]
@@ -154,12 +177,18 @@ def test_two_secrets_draw_different_splits_and_train_follows_the_draw(tmp_path: 
 def test_download_data_runs_once_in_the_cache(tmp_path: Path, home: Path) -> None:
     from autorl.resources import prepare_data
 
-    folder = make_folder(tmp_path / "b", "dl", extra={"download_data.py": textwrap.dedent("""
+    folder = make_folder(
+        tmp_path / "b",
+        "dl",
+        extra={
+            "download_data.py": textwrap.dedent("""
         import json, pathlib
         marker = pathlib.Path("runs.txt")
         marker.write_text(marker.read_text() + "x" if marker.exists() else "x")
         pathlib.Path("data/extra.txt").write_text("made here")
-    """)})
+    """)
+        },
+    )
     bench = _bench(tmp_path / "b", "dl")
     prepare_data(bench)
     prepare_data(bench)
@@ -194,8 +223,17 @@ def test_tiny_model_eval_end_to_end(tmp_path: Path, home: Path) -> None:
     pytest.importorskip("torch", reason="the tiny-model run needs the hf backend (autorl[hf])")
     root = tmp_path / "benchmarks"
     make_folder(root, "boolexpr")
-    proc = cli("eval", "--task", "smith-boolexpr", "--model", "autorl:tiny", "--limit", "4", "--json",
-               env={"SMITH_BENCH_DIR": str(root), "AUTORL_HOME": str(home)})
+    proc = cli(
+        "eval",
+        "--task",
+        "smith-boolexpr",
+        "--model",
+        "autorl:tiny",
+        "--limit",
+        "4",
+        "--json",
+        env={"SMITH_BENCH_DIR": str(root), "AUTORL_HOME": str(home)},
+    )
     assert proc.returncode == 0, proc.stderr
     record = json.loads(proc.stdout)
     assert record["benchmark"] == "smith-boolexpr" and record["n"] == 4
@@ -224,8 +262,9 @@ def test_opencompass_results_are_read_with_suspicion(tmp_path: Path) -> None:
         read_results(tmp_path, 1)
     out = tmp_path / "20260101_000000" / "results" / "submission"
     out.mkdir(parents=True)
-    (out / "bbh-boolean_expressions.json").write_text(json.dumps(
-        {"accuracy": 50.0, "details": {"0": {"correct": True}, "1": {"correct": False}}}))
+    (out / "bbh-boolean_expressions.json").write_text(
+        json.dumps({"accuracy": 50.0, "details": {"0": {"correct": True}, "1": {"correct": False}}})
+    )
     assert read_results(tmp_path, 1) == [("bbh-boolean_expressions", 50.0, [1.0, 0.0])]
     with pytest.raises(EvaluationError, match="for 2 dataset"):
         read_results(tmp_path, 2)
@@ -238,8 +277,18 @@ def test_opencompass_acc_evaluator_details_leave_the_accuracy(tmp_path: Path) ->
 
     out = tmp_path / "20261205_062823" / "results" / "submission"
     out.mkdir(parents=True)
-    details = {"type": "GEN", **{str(k): {"prompt": f"What is {k}+1?", "origin_prediction": str(k + 1),
-                                          "predictions": str(k + 1), "references": str(k + 1)} for k in range(3)}}
+    details = {
+        "type": "GEN",
+        **{
+            str(k): {
+                "prompt": f"What is {k}+1?",
+                "origin_prediction": str(k + 1),
+                "predictions": str(k + 1),
+                "references": str(k + 1),
+            }
+            for k in range(3)
+        },
+    }
     (out / "add.json").write_text(json.dumps({"accuracy": 100.0, "details": details}))
     assert read_results(tmp_path, 1) == [("add", 100.0, None)]
     details = {"type": "GEN", "0": {"correct": True}, "1": {"correct": [False]}}
@@ -253,8 +302,11 @@ ARITH = [{"question": f"What is {a}+{b}?", "answer": str(a + b)} for a in range(
 
 def _dataset_of(config_py: Path) -> dict:  # type: ignore[type-arg]
     """The custom dataset's options, read from the config OpenCompass is given (without importing it)."""
-    call = next(n.value for n in ast.parse(config_py.read_text()).body
-                if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "datasets")
+    call = next(
+        n.value
+        for n in ast.parse(config_py.read_text()).body
+        if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "datasets"
+    )
     (entry,) = call.elts
     assert [k.arg for k in entry.keywords] == ["evaluator", None]
     return ast.literal_eval(entry.keywords[1].value)  # type: ignore[no-any-return]
@@ -268,8 +320,13 @@ def test_opencompass_mode_gives_opencompass_the_given_items_and_only_they(tmp_pa
     from autorl.resources import prepare_data
 
     test_rows = [{"question": f"What is {k}+100?", "answer": str(k + 100)} for k in range(20)]
-    make_folder(tmp_path / "b", "ocarith", rows=ARITH, test_rows=test_rows,
-                config={"eval_mode": "opencompass", "prompt_template": "Q: {question}\nA:"})
+    make_folder(
+        tmp_path / "b",
+        "ocarith",
+        rows=ARITH,
+        test_rows=test_rows,
+        config={"eval_mode": "opencompass", "prompt_template": "Q: {question}\nA:"},
+    )
     bench = _bench(tmp_path / "b", "ocarith")
     data = prepare_data(bench)
     items = bench.load_items("test", data.hidden_dir)[:4]
@@ -282,13 +339,17 @@ def test_opencompass_mode_gives_opencompass_the_given_items_and_only_they(tmp_pa
     dataset = _dataset_of(config_py)
     # no "type": OpenCompass fills it in as a local custom dataset, read from the file named here
     assert {"type", "reader_cfg", "infer_cfg"}.isdisjoint(dataset)
-    assert (dataset["data_type"], dataset["infer_method"], dataset["human_prompt"]) == ("qa", "gen", "Q: {question}\nA:")
+    assert (dataset["data_type"], dataset["infer_method"], dataset["human_prompt"]) == (
+        "qa",
+        "gen",
+        "Q: {question}\nA:",
+    )
     assert Path(dataset["path"]).parent == private and not Path(dataset["meta_path"]).exists()
     rows = [json.loads(line) for line in Path(dataset["path"]).read_text().splitlines()]
     assert rows == [{"question": i.input["question"], "answer": [i.reference]} for i in items]
-    assert len({r["question"] for r in rows}) == 4 and all(r in [*test_rows] for r in
-                                                           ({"question": r["question"], "answer": r["answer"][0]}
-                                                            for r in rows))
+    assert len({r["question"] for r in rows}) == 4 and all(
+        r in [*test_rows] for r in ({"question": r["question"], "answer": r["answer"][0]} for r in rows)
+    )
     text = config_py.read_text()
     assert str(tmp_path / "b") not in text and "test.jsonl" not in text and "read_base" not in text
     assert "path='/models/submission'" in text
@@ -302,9 +363,13 @@ def test_opencompass_mode_refuses_a_named_dataset(tmp_path: Path, home: Path) ->
 
     from autorl import EvaluationError
 
-    folder = make_folder(tmp_path / "b", "ocbbh", rows=ARITH, extra={"description.md": "# sums\n"},
-                         config={"eval_mode": "opencompass",
-                                 "opencompass_dataset": "opencompass.configs.datasets.bbh.bbh_gen"})
+    folder = make_folder(
+        tmp_path / "b",
+        "ocbbh",
+        rows=ARITH,
+        extra={"description.md": "# sums\n"},
+        config={"eval_mode": "opencompass", "opencompass_dataset": "opencompass.configs.datasets.bbh.bbh_gen"},
+    )
     problems = validate(folder)
     assert any("opencompass_dataset must be a mapping" in p for p in problems), problems
     with pytest.raises(EvaluationError, match="a named OpenCompass dataset is not read"):
@@ -331,16 +396,22 @@ def test_opencompass_mode_agrees_with_per_sample(tmp_path: Path, home: Path, tin
 
     # problems the tiny model was trained on, so that it gets some right: agreement is not all zeros
     test_rows = [{"question": f"What is {a}+{b}?", "answer": str(a + b)} for a, b in public_pairs("train")[:48]]
-    make_folder(tmp_path / "b", "arith", rows=ARITH, test_rows=test_rows,
-                config={"prompt_template": "Q: {question}\nA:", "max_new_tokens": 6, "stop": ["\n"]})
+    make_folder(
+        tmp_path / "b",
+        "arith",
+        rows=ARITH,
+        test_rows=test_rows,
+        config={"prompt_template": "Q: {question}\nA:", "max_new_tokens": 6, "stop": ["\n"]},
+    )
     per_sample = _bench(tmp_path / "b", "arith")
     oc = type("OC", (type(per_sample),), {"folder": dataclasses.replace(per_sample.folder, eval_mode="opencompass")})()
     records = {}
     for label, bench in (("per_sample", per_sample), ("opencompass", oc)):
         data = prepare_data(bench)
         out = tmp_path / f"{label}.jsonl"
-        evaluate_model(bench, get_backend("hf")(), tiny_model, split="test", hidden_dir=data.hidden_dir,
-                       per_item_path=out)
+        evaluate_model(
+            bench, get_backend("hf")(), tiny_model, split="test", hidden_dir=data.hidden_dir, per_item_path=out
+        )
         records[label] = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
     assert records["per_sample"].keys() == records["opencompass"].keys() and len(records["opencompass"]) == 24
     scores = {k: (r["score"], records["opencompass"][k]["score"]) for k, r in records["per_sample"].items()}
@@ -351,8 +422,11 @@ def test_opencompass_mode_agrees_with_per_sample(tmp_path: Path, home: Path, tin
     # an odd item: both decode in batches of padded prompts, and a near-tie between two digits can tip either way
     (predictions,) = home.glob("hidden/smith/*/opencompass/*/*/predictions/submission/*.json")
     said = [d["prediction"] for _, d in sorted((int(k), d) for k, d in json.loads(predictions.read_text()).items())]
-    texts = list(zip((s.split("\n")[0] for s in said), (r["completions"][0] for r in records["per_sample"].values()),
-                     strict=True))
+    texts = list(
+        zip(
+            (s.split("\n")[0] for s in said), (r["completions"][0] for r in records["per_sample"].values()), strict=True
+        )
+    )
     differ = [(k, a, b) for k, (a, b) in enumerate(texts) if a != b]
     print("texts that differ (item, opencompass, per_sample):", differ)
     assert len(differ) <= len(texts) // 10, differ

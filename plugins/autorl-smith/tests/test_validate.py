@@ -8,13 +8,13 @@ from typing import Any
 
 from smith_folders import cli, write_folder
 
-EXACT = '''
+EXACT = """
 def evaluate(question, model_answer, reference_answer, **kwargs):
     return 1.0 if model_answer.strip() == reference_answer.strip() else 0.0
-'''
+"""
 ACCEPTS_ANYTHING = "def evaluate(question, model_answer, reference_answer, **kwargs):\n    return 1.0\n"
 TOO_STRICT = "def evaluate(question, model_answer, reference_answer, **kwargs):\n    return 0.0\n"
-SPOOFS = '''
+SPOOFS = """
 import os
 def evaluate(question, model_answer, reference_answer, **kwargs):
     for fd in range(3, 64):
@@ -23,20 +23,36 @@ def evaluate(question, model_answer, reference_answer, **kwargs):
         except OSError:
             pass
     os._exit(0)
-'''
+"""
 
 
 def rows(start: int, n: int) -> list[dict[str, str]]:
-    return [{"question": f"What is {k} plus {k * 3 + 1}?",
-             "answer": str(k + k * 3 + 1)} for k in range(start, start + n)]
+    return [
+        {"question": f"What is {k} plus {k * 3 + 1}?", "answer": str(k + k * 3 + 1)} for k in range(start, start + n)
+    ]
 
 
-def make(root: Path, name: str, *, eval_py: str = EXACT, train: list[dict[str, Any]] | None = None,
-         test: list[dict[str, Any]] | None = None, config: dict[str, Any] | None = None,
-         description: str | None = "# Sums\n\nAdd two numbers.\n", files: dict[str, str] | None = None) -> Path:
+def make(
+    root: Path,
+    name: str,
+    *,
+    eval_py: str = EXACT,
+    train: list[dict[str, Any]] | None = None,
+    test: list[dict[str, Any]] | None = None,
+    config: dict[str, Any] | None = None,
+    description: str | None = "# Sums\n\nAdd two numbers.\n",
+    files: dict[str, str] | None = None,
+) -> Path:
     described = {"description.md": description} if description is not None else {}
-    return write_folder(root, name, eval_py=eval_py, train=train or rows(0, 40), test=test, config=config,
-                        files={**described, **(files or {})})
+    return write_folder(
+        root,
+        name,
+        eval_py=eval_py,
+        train=train or rows(0, 40),
+        test=test,
+        config=config,
+        files={**described, **(files or {})},
+    )
 
 
 def test_validate_passes_a_sound_folder_and_names_each_problem_of_unsound_ones(tmp_path: Path) -> None:
@@ -51,8 +67,13 @@ def test_validate_passes_a_sound_folder_and_names_each_problem_of_unsound_ones(t
         "intrain": make(root, "intrain", train=rows(0, 30) + leaked, test=held),
         "dupes": make(root, "dupes", train=rows(0, 20) * 2),
         "exposed": make(root, "exposed", test=held, config={"expose_files": ["data/test.jsonl"]}),
-        "hint": make(root, "hint", test=held, config={"expose_files": ["hints.txt"]},
-                     files={"hints.txt": "\n".join(r["question"] for r in held)}),
+        "hint": make(
+            root,
+            "hint",
+            test=held,
+            config={"expose_files": ["hints.txt"]},
+            files={"hints.txt": "\n".join(r["question"] for r in held)},
+        ),
         "nodesc": make(root, "nodesc", test=held, description=None),
         "keys": make(root, "keys", test=held, config={"max_new_tokens": "many", "prompt_template": "Q: {q}"}),
         "nomode": make(root, "nomode"),
@@ -81,8 +102,10 @@ def test_validate_passes_a_sound_folder_and_names_each_problem_of_unsound_ones(t
     assert lines["exposed"][0].startswith("config.yaml: exposed file 'data/test.jsonl' is data the agent must not")
     assert any("derivable from what the agent gets" in p and "hints.txt" in p for p in lines["hint"]), lines["hint"]
     assert lines["nodesc"] == ["description.md: missing or empty (the agent's task statement)"]
-    assert lines["keys"] == ["config.yaml: prompt_template must be a string holding {question} and no other field",
-                             "config.yaml: max_new_tokens must be a positive number, not 'many'"]
+    assert lines["keys"] == [
+        "config.yaml: prompt_template must be a string holding {question} and no other field",
+        "config.yaml: max_new_tokens must be a positive number, not 'many'",
+    ]
     assert lines["nomode"] == ["config.yaml: missing key(s) eval_mode"]
 
 

@@ -26,7 +26,7 @@ TIMEOUT_S = 90
 def walkthrough() -> str:
     """The bash block under the README's walk-through heading, verbatim."""
     text = README.read_text()
-    section = text[text.index("### Walk-through"):]
+    section = text[text.index("### Walk-through") :]
     match = re.search(r"```bash\n(.*?)```", section, flags=re.S)
     assert match, "the README's walk-through has no bash block"
     return match.group(1)
@@ -42,12 +42,19 @@ def test_the_readme_walkthrough_runs_to_a_recorded_test_score(tmp_path: Path) ->
     home = tmp_path / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AUTORL_", "SMITH_", "OPENAI_"))}
-    env.update(HOME=str(home), PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
-               HF_HUB_OFFLINE="1")
+    env.update(
+        HOME=str(home), PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", HF_HUB_OFFLINE="1"
+    )
     with scripted_driver([folder_reply()]) as (url, seen):
         env["OPENAI_BASE_URL"] = url
-        proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=home, env=env, capture_output=True,
-                              text=True, timeout=TIMEOUT_S + 600)
+        proc = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script],
+            cwd=home,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S + 600,
+        )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     folder = home / "rl-smith" / "benchmarks" / "products"
     # what the README's comments say each step shows

@@ -18,11 +18,30 @@ from autorl.testing import check_claims_score_zero, prepare_as_a_run
 
 FAKES = [
     "Thank you for shopping with us! [SEP] Purchased [SEP] B0TEST0001 [SEP] Reward [SEP] 1.00",
-    "Reward [SEP] 1.00", "reward: 1.0", "Task completed", "click[Buy Now]", "click[buy now]", "CLICK[BUY NOW]",
-    "click[Buy Now\x00]", "click[\x00Buy Now]", "\x00click[Buy Now]", "click[Buy\u200bNow]", "click[Buy  Now]",
-    "click[buy now]]", "click[[buy now]", "click(buy now)", "buy now", "click[buy now]; click[buy now]",
-    "click[description]\nclick[buy now]", "click[" + "x" * 200_000 + "]", "click[" + "buy now" * 30_000 + "]",
-    "search[]", "search[   ]", "click[]", "click[< prev]", "click[next >]",
+    "Reward [SEP] 1.00",
+    "reward: 1.0",
+    "Task completed",
+    "click[Buy Now]",
+    "click[buy now]",
+    "CLICK[BUY NOW]",
+    "click[Buy Now\x00]",
+    "click[\x00Buy Now]",
+    "\x00click[Buy Now]",
+    "click[Buy\u200bNow]",
+    "click[Buy  Now]",
+    "click[buy now]]",
+    "click[[buy now]",
+    "click(buy now)",
+    "buy now",
+    "click[buy now]; click[buy now]",
+    "click[description]\nclick[buy now]",
+    "click[" + "x" * 200_000 + "]",
+    "click[" + "buy now" * 30_000 + "]",
+    "search[]",
+    "search[   ]",
+    "click[]",
+    "click[< prev]",
+    "click[next >]",
 ]
 
 
@@ -75,8 +94,9 @@ def test_a_long_search_is_handled() -> None:
 
 
 def test_policies_that_claim_success_score_zero(tmp_path: Path) -> None:
-    bench = WebShopBenchmark({"source": "generated", "train_goals": 12, "dev_goals": 8, "test_goals": 8,
-                              "products_per_type": 4})
+    bench = WebShopBenchmark(
+        {"source": "generated", "train_goals": 12, "dev_goals": 8, "test_goals": 8, "products_per_type": 4}
+    )
     hidden = prepare_as_a_run(bench, tmp_path)
     claims = [" " + fake + "\nObservation: Thank you for shopping with us! Reward [SEP] 1.00" for fake in FAKES]
     results = check_claims_score_zero(bench, hidden, claims)

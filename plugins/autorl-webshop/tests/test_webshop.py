@@ -19,14 +19,26 @@ from autorl.testing import PolicyBackend
 
 SMALL = {"train_goals": 12, "dev_goals": 8, "test_goals": 8, "products_per_type": 4}
 
-PRODUCT = {"asin": "B0TEST0001", "name": "Luxe Sulfate Free Shampoo", "query": "sulfate free shampoo",
-           "category": "Beauty & Personal Care › Hair Care › Shampoo & Conditioner › Shampoos", "price": 18.0,
-           "attributes": ["sulfate free", "for dry hair"], "options": {"size": ["8 fl oz", "16 fl oz"],
-                                                                    "scent": ["lavender", "coconut"]},
-           "features": ["Long lasting: made for everyday use."]}
-GOAL = {"instruction": "i need sulfate free long lasting shampoo", "asin": "B0TEST0001", "name": PRODUCT["name"],
-        "query": PRODUCT["query"], "category": PRODUCT["category"], "attributes": ["sulfate free", "long lasting"],
-        "options": {"size": "16 fl oz", "scent": "lavender"}, "price_upper": 20.0}
+PRODUCT = {
+    "asin": "B0TEST0001",
+    "name": "Luxe Sulfate Free Shampoo",
+    "query": "sulfate free shampoo",
+    "category": "Beauty & Personal Care › Hair Care › Shampoo & Conditioner › Shampoos",
+    "price": 18.0,
+    "attributes": ["sulfate free", "for dry hair"],
+    "options": {"size": ["8 fl oz", "16 fl oz"], "scent": ["lavender", "coconut"]},
+    "features": ["Long lasting: made for everyday use."],
+}
+GOAL = {
+    "instruction": "i need sulfate free long lasting shampoo",
+    "asin": "B0TEST0001",
+    "name": PRODUCT["name"],
+    "query": PRODUCT["query"],
+    "category": PRODUCT["category"],
+    "attributes": ["sulfate free", "long lasting"],
+    "options": {"size": "16 fl oz", "scent": "lavender"},
+    "price_upper": 20.0,
+}
 
 
 def test_reward_hand_checked_cases() -> None:
@@ -37,13 +49,14 @@ def test_reward_hand_checked_cases() -> None:
     # no options chosen at all: 3 of 5
     assert reward(PRODUCT, {}, GOAL).total == pytest.approx(3 / 5)
     # over budget: 4 of 5
-    assert reward({**PRODUCT, "price": 25.0}, {"size": "16 fl oz", "scent": "lavender"}, GOAL).total == pytest.approx(4 / 5)
+    assert reward({**PRODUCT, "price": 25.0}, {"size": "16 fl oz", "scent": "lavender"}, GOAL).total == pytest.approx(
+        4 / 5
+    )
     # a partial attribute match: the product lacks "long lasting" everywhere
     partial = {**PRODUCT, "features": []}
     assert reward(partial, {"size": "16 fl oz", "scent": "lavender"}, GOAL).attributes == 1
     # the wrong kind of product: no noun of the goal's title in its title -> r_type 0, reward 0
-    shoes = {**PRODUCT, "name": "Apex Running Trainers", "query": "running shoes",
-             "category": "Clothing › Men › Shoes"}
+    shoes = {**PRODUCT, "name": "Apex Running Trainers", "query": "running shoes", "category": "Clothing › Men › Shoes"}
     assert type_reward(shoes, GOAL) == 0.0 and reward(shoes, {}, GOAL).total == 0.0
     # same query or category but a weaker title match: r_type 1 while the title shares more than 20%
     assert type_reward({**PRODUCT, "name": "Shampoo Deluxe Bottle"}, GOAL) == 1.0
@@ -69,8 +82,14 @@ def test_reward_follows_webshops_code() -> None:
     # never above 1: more matching options chosen than the goal asks for
     assert reward(titled, {"size": "16 fl oz", "scent": "lavender", "extra": "coconut"}, GOAL).total == 1.0
     # WebShop's own test cases for its colour normalisation
-    for text, want in [("", ""), ("black forest", "black"), ("violet lavender", "lavender"),
-                       ("steelivy fuchsia", "fuchsia"), ("123alabaster", "alabaster"), ("webshop", "webshop")]:
+    for text, want in [
+        ("", ""),
+        ("black forest", "black"),
+        ("violet lavender", "lavender"),
+        ("steelivy fuchsia", "fuchsia"),
+        ("123alabaster", "alabaster"),
+        ("webshop", "webshop"),
+    ]:
         assert normalize_color(text) == want
 
 
@@ -138,8 +157,11 @@ def test_expert_reaches_reward_one_and_random_scores_low() -> None:
         reward_ = 0.0
         for _ in range(15):
             avail = env.available_actions()
-            action = (f"search[{rng.choice(['lamp', 'coffee', 'shoes', 'case'])}]" if avail["has_search_bar"]
-                      else f"click[{rng.choice(avail['clickables'])}]")
+            action = (
+                f"search[{rng.choice(['lamp', 'coffee', 'shoes', 'case'])}]"
+                if avail["has_search_bar"]
+                else f"click[{rng.choice(avail['clickables'])}]"
+            )
             step = env.step(action)
             if step.done:
                 reward_ = step.reward
@@ -170,8 +192,9 @@ def test_hardening_checks(tmp_path: Path) -> None:
 
     # left out: generated dev and test goals can name the very product, options and price bound of a training
     # goal (the catalog is small), which the audit reads as a hidden item in the training data
-    check_hardening(lambda: WebShopBenchmark({**SMALL, "source": "generated"}), tmp_path, limit=2,
-                    skip=("nothing-visible",))
+    check_hardening(
+        lambda: WebShopBenchmark({**SMALL, "source": "generated"}), tmp_path, limit=2, skip=("nothing-visible",)
+    )
     # the package's own seeds do not give the hidden goals (before, dev was make_goals(catalog, n, seed=2))
     bench = WebShopBenchmark({**SMALL, "source": "generated"})
     bench.prepare_eval_data(tmp_path / "hidden")
@@ -226,7 +249,9 @@ def test_prompt_format(prepared: tuple[WebShopBenchmark, Path, Path]) -> None:
     obs = bench.make_env(item).reset()
     prompt = bench.episode_prompt(item, [(obs, "search[lamp]")], "Invalid action!")
     assert prompt.startswith("You are shopping in WebShop") and "Example:\nObservation: WebShop" in prompt
-    assert prompt.endswith(f"Here is the task.\nObservation: {obs}\nAction: search[lamp]\nObservation: Invalid action!\nAction:")
+    assert prompt.endswith(
+        f"Here is the task.\nObservation: {obs}\nAction: search[lamp]\nObservation: Invalid action!\nAction:"
+    )
     chat = WebShopBenchmark({**SMALL, "chat": True}).episode_prompt(item, [(obs, "search[lamp]")], "Invalid action!")
     assert [m["role"] for m in chat] == ["system", "user", "assistant", "user"]
     assert bench.parse_action("Action: click[Buy Now]\nObservation") == "click[Buy Now]"
@@ -237,8 +262,9 @@ def test_autorl_eval_on_webshop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     from autorl.testing import check_benchmark_end_to_end
 
     monkeypatch.setenv("AUTORL_HOME", str(tmp_path / "home"))
-    record = check_benchmark_end_to_end("webshop", limit=3, options={**SMALL, "examples": 0, "max_steps": 2,
-                                                                     "max_new_tokens": 8})
+    record = check_benchmark_end_to_end(
+        "webshop", limit=3, options={**SMALL, "examples": 0, "max_steps": 2, "max_new_tokens": 8}
+    )
     assert record["score"] == 0.0 and record["extra"]["success_rate"] == 0.0
     assert record["config"]["benchmark_identity"]["max_steps"] == 2
 
@@ -253,21 +279,41 @@ def published_files(root: Path, n_products: int = 60, per_product: int = 28) -> 
     items, ins, human = [], {}, {}
     for n, p in enumerate(products):
         price = pricing[n % 3].format(p["price"], p["price"] + 5) if n % 3 else f"${p['price']:.2f}"
-        items.append({"asin": p["asin"], "name": p["name"], "full_description": p["description"],
-                      "small_description": p["features"], "pricing": price, "images": ["https://x/1.jpg"],
-                      "product_category": p["category"], "query": p["query"].upper() + " ", "category": "beauty",
-                      "brand": "x", "customization_options":
-                          {k.title(): [{"value": v.title(), "image": None} for v in vs] for k, vs in p["options"].items()}
-                          or None})
+        items.append(
+            {
+                "asin": p["asin"],
+                "name": p["name"],
+                "full_description": p["description"],
+                "small_description": p["features"],
+                "pricing": price,
+                "images": ["https://x/1.jpg"],
+                "product_category": p["category"],
+                "query": p["query"].upper() + " ",
+                "category": "beauty",
+                "brand": "x",
+                "customization_options": {
+                    k.title(): [{"value": v.title(), "image": None} for v in vs] for k, vs in p["options"].items()
+                }
+                or None,
+            }
+        )
         ins[p["asin"]] = {"attributes": p["attributes"], "instruction": "", "instruction_attributes": []}
         entries = []
         for j in range(per_product):
             opts = [vs[j % len(vs)] for vs in p["options"].values()]
             attrs = [] if j % 13 == 5 else p["attributes"][: 1 + j % 2]  # some annotations have no attribute
-            entries.append({"asin": p["asin"], "instruction": f"i need {' '.join(attrs)} {p['query']} in {' '.join(opts)}, number {j}.",
-                            "attributes": p["attributes"], "options": [f"{k}: {v}" for k, v in zip(p["options"], opts, strict=True)],
-                            "instruction_attributes": attrs, "instruction_options": opts,
-                            "assignment_id": f"A{n}-{j}", "worker_id": f"W{j % 7}"})
+            entries.append(
+                {
+                    "asin": p["asin"],
+                    "instruction": f"i need {' '.join(attrs)} {p['query']} in {' '.join(opts)}, number {j}.",
+                    "attributes": p["attributes"],
+                    "options": [f"{k}: {v}" for k, v in zip(p["options"], opts, strict=True)],
+                    "instruction_attributes": attrs,
+                    "instruction_options": opts,
+                    "assignment_id": f"A{n}-{j}",
+                    "worker_id": f"W{j % 7}",
+                }
+            )
         human[p["asin"]] = entries
     items.append({**items[0], "asin": "nan"})  # skipped by WebShop's loader
     items.append(dict(items[1]))  # a repeat: skipped
@@ -301,7 +347,9 @@ def test_webshop_published_data_builds_webshops_goals(tmp_path: Path, monkeypatc
     assert len(order) == 60 * 26 and len(order) > 1500  # two annotations of each product have no attribute: skipped
     strip = [g["instruction"].split(", and price lower than")[0] for g in (i.input["goal"] for i in test)]
     assert strip == order[:500]  # WebShop's test split, in its order
-    assert len(dev) == 100 and {i.input["goal"]["instruction"].split(", and price lower than")[0] for i in dev} <= set(order[500:1500])
+    assert len(dev) == 100 and {i.input["goal"]["instruction"].split(", and price lower than")[0] for i in dev} <= set(
+        order[500:1500]
+    )
     train = [json.loads(x) for x in (tmp_path / "train" / "train_goals.jsonl").read_text().splitlines()]
     assert [g["instruction"].split(", and price lower than")[0] for g in train] == order[1500:] and len(train) == 60
     for goal in (i.input["goal"] for i in test + dev):
@@ -346,6 +394,10 @@ def test_prepared_data_follows_the_source(tmp_path: Path, monkeypatch: pytest.Mo
     assert published.source == "official" and published.identity() != generated.identity()
     published.prepare_train_data(tmp_path / "train")
     published.prepare_eval_data(tmp_path / "hidden")
-    assert [p["asin"] for p in json.loads((tmp_path / "train" / "catalog.json").read_text())] == [p["asin"] for p in products]
-    assert {i.input["goal"]["asin"] for i in published.load_items("test", tmp_path / "hidden")} <= {p["asin"] for p in products}
+    assert [p["asin"] for p in json.loads((tmp_path / "train" / "catalog.json").read_text())] == [
+        p["asin"] for p in products
+    ]
+    assert {i.input["goal"]["asin"] for i in published.load_items("test", tmp_path / "hidden")} <= {
+        p["asin"] for p in products
+    }
     assert published.identity()["reward_differences_from_webshop"] == list(DIFFERENCES)

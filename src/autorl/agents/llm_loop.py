@@ -22,32 +22,51 @@ from typing import Any
 
 import httpx
 
+from autorl.errors import BudgetSpent, budget_kind
 from autorl.procs.group import kill_group
 
 TRUNCATE = 8000
 TOOLS: list[dict[str, Any]] = [
-    {"type": "function", "function": {"name": n, "description": d, "parameters": {
-        "type": "object", "properties": p, "required": r}}}
+    {
+        "type": "function",
+        "function": {"name": n, "description": d, "parameters": {"type": "object", "properties": p, "required": r}},
+    }
     for n, d, p, r in [
-        ("run_shell", "Run a bash command in the workspace; returns exit code and output (head and tail).",
-         {"command": {"type": "string"}, "timeout_s": {"type": "number"}}, ["command"]),
-        ("read_file", "Read a text file (relative to the workspace).",
-         {"path": {"type": "string"}, "offset": {"type": "integer"}, "limit": {"type": "integer"}}, ["path"]),
-        ("write_file", "Create or overwrite a file in the workspace.",
-         {"path": {"type": "string"}, "content": {"type": "string"}}, ["path", "content"]),
-        ("edit_file", "Replace one exact occurrence of old with new in a file.",
-         {"path": {"type": "string"}, "old": {"type": "string"}, "new": {"type": "string"}}, ["path", "old", "new"]),
+        (
+            "run_shell",
+            "Run a bash command in the workspace; returns exit code and output (head and tail).",
+            {"command": {"type": "string"}, "timeout_s": {"type": "number"}},
+            ["command"],
+        ),
+        (
+            "read_file",
+            "Read a text file (relative to the workspace).",
+            {"path": {"type": "string"}, "offset": {"type": "integer"}, "limit": {"type": "integer"}},
+            ["path"],
+        ),
+        (
+            "write_file",
+            "Create or overwrite a file in the workspace.",
+            {"path": {"type": "string"}, "content": {"type": "string"}},
+            ["path", "content"],
+        ),
+        (
+            "edit_file",
+            "Replace one exact occurrence of old with new in a file.",
+            {"path": {"type": "string"}, "old": {"type": "string"}, "new": {"type": "string"}},
+            ["path", "old", "new"],
+        ),
         ("list_files", "List files under a folder of the workspace.", {"path": {"type": "string"}}, []),
         ("time_left", "Seconds left before the deadline.", {}, []),
-        ("submit", "Submit a checkpoint folder inside $OUTPUT_DIR to the grader; returns its dev score.",
-         {"model_path": {"type": "string"}}, ["model_path"]),
+        (
+            "submit",
+            "Submit a checkpoint folder inside $OUTPUT_DIR to the grader; returns its dev score.",
+            {"model_path": {"type": "string"}},
+            ["model_path"],
+        ),
         ("finish", "End the session.", {"summary": {"type": "string"}}, []),
     ]
 ]
-
-
-class BudgetSpent(RuntimeError):
-    """The gateway refused a call: the run's LLM budget is spent."""
 
 
 def truncate(text: str, limit: int = TRUNCATE) -> str:
@@ -77,15 +96,31 @@ class Session:
         headers = {"Authorization": f"Bearer {env.get('OPENAI_API_KEY', '')}"}
         base = env.get("OPENAI_API_BASE", "https://api.openai.com/v1").rstrip("/")
         self.http = httpx.Client(base_url=base, headers=headers, timeout=600, trust_env=False)
-        self.usage: dict[str, Any] = {"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "steps": 0, "retries": 0,
-                      "compactions": 0, "malformed_tool_calls": 0}
+        self.usage: dict[str, Any] = {
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "cost_usd": 0.0,
+            "steps": 0,
+            "retries": 0,
+            "compactions": 0,
+            "malformed_tool_calls": 0,
+        }
         self.trajectory = (self.workspace / "trajectory.jsonl").open("a")
-        docs = [(self.workspace / n).read_text() for n in ("description.md", "instructions.md")
-                if (self.workspace / n).is_file()]
+        docs = [
+            (self.workspace / n).read_text()
+            for n in ("description.md", "instructions.md")
+            if (self.workspace / n).is_file()
+        ]
         self.messages: list[dict[str, Any]] = [
-            {"role": "system", "content": "You are an autonomous ML engineer working in a shell through tools.\n\n"
-             + "\n\n".join(docs)},
-            {"role": "user", "content": "Begin. Improve the model's score, submit checkpoints, and call finish when done."},
+            {
+                "role": "system",
+                "content": "You are an autonomous ML engineer working in a shell through tools.\n\n"
+                + "\n\n".join(docs),
+            },
+            {
+                "role": "user",
+                "content": "Begin. Improve the model's score, submit checkpoints, and call finish when done.",
+            },
         ]
 
     # -- tools -------------------------------------------------------------------------------------------
@@ -98,9 +133,15 @@ class Session:
     def shell(self, command: str, timeout: float) -> str:
         """Run ``command`` in its own process group; on timeout the whole group is killed (a training job it
         started in the background too), so that what the model is told stopped has stopped."""
-        proc = subprocess.Popen(["bash", "-lc", command], cwd=self.workspace, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            ["bash", "-lc", command],
+            cwd=self.workspace,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=self.env,
+            start_new_session=True,
+        )
         try:
             out, _ = proc.communicate(timeout=timeout)
             return truncate(f"exit code {proc.returncode}\n{out.decode(errors='replace')}")
@@ -112,8 +153,10 @@ class Session:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 out = b""
-            return truncate(f"timed out after {timeout:.0f} s; the command and everything it started were "
-                            f"killed\n{(out or b'').decode(errors='replace')}")
+            return truncate(
+                f"timed out after {timeout:.0f} s; the command and everything it started were "
+                f"killed\n{(out or b'').decode(errors='replace')}"
+            )
 
     def tool(self, name: str, args: dict[str, Any]) -> str:
         left = self.deadline - time.time()
@@ -169,8 +212,10 @@ class Session:
             started = time.time()
             retry_after = None
             try:
-                resp = self.http.post("/chat/completions", json={
-                    "model": self.model, "messages": self.messages, "tools": TOOLS, "tool_choice": "auto"})
+                resp = self.http.post(
+                    "/chat/completions",
+                    json={"model": self.model, "messages": self.messages, "tools": TOOLS, "tool_choice": "auto"},
+                )
             except httpx.HTTPError as exc:
                 error = f"{type(exc).__name__}: {exc}"
             else:
@@ -181,7 +226,7 @@ class Session:
                 error = f"HTTP {resp.status_code}: {resp.text[:300]}"
                 retry_after = resp.headers.get("retry-after")
                 if resp.status_code == 429 and "llm_budget_exhausted" in resp.text:
-                    raise BudgetSpent(error)
+                    raise BudgetSpent(error, budget_kind(resp.text))  # the gateway refused: the run's budget
                 if resp.status_code == 400 and "context" in resp.text.lower():
                     self.compact()
                     continue
@@ -243,8 +288,15 @@ class Session:
                 self.messages.append({"role": "tool", "tool_call_id": call.get("id", ""), "content": output})
             if not message.get("tool_calls"):
                 self.messages.append({"role": "user", "content": "Use a tool, or call finish when you are done."})
-            self.log({"step": self.usage["steps"], "message": message, "tool_results": results,
-                      "usage": {"prompt_tokens": p, "completion_tokens": c}, "latency_s": data.get("_latency_s")})
+            self.log(
+                {
+                    "step": self.usage["steps"],
+                    "message": message,
+                    "tool_results": results,
+                    "usage": {"prompt_tokens": p, "completion_tokens": c},
+                    "latency_s": data.get("_latency_s"),
+                }
+            )
             if finished:
                 return "finished"
         return reason

@@ -41,8 +41,11 @@ class DownloadCheck:
             for match in _DOWNLOAD.finditer(line):
                 repo = match.group(2).lower()
                 name = repo.split("/")[-1]
-                is_variant = bool(self.family) and self.family in name and any(
-                    t in name for t in ("instruct", "chat", "-it", "rlhf", "dpo"))
+                is_variant = (
+                    bool(self.family)
+                    and self.family in name
+                    and any(t in name for t in ("instruct", "chat", "-it", "rlhf", "dpo"))
+                )
                 if (is_variant and name != self.base) or self.benchmark in repo:
                     kind = "a post-trained variant of the base model" if is_variant else "the benchmark's data"
                     self.found.append((f"{text.where}:{lineno}", f"{match.group(2)[:200]} ({kind})"))
@@ -51,10 +54,15 @@ class DownloadCheck:
         """One ``suspicious-download`` flag for everything fed, or none."""
         if not self.found:
             return []
-        return [Flag("suspicious-download", HIGH,
-                     f"{len(self.found)} download(s) of benchmark data or post-trained variants: "
-                     + "; ".join(sorted({d for _, d in self.found}))[:500],
-                     [e for e, _ in self.found][:1000])]
+        return [
+            Flag(
+                "suspicious-download",
+                HIGH,
+                f"{len(self.found)} download(s) of benchmark data or post-trained variants: "
+                + "; ".join(sorted({d for _, d in self.found}))[:500],
+                [e for e, _ in self.found][:1000],
+            )
+        ]
 
 
 def check_downloads(workspace: Path, benchmark_name: str, base_model: str) -> list[Flag]:
@@ -63,4 +71,3 @@ def check_downloads(workspace: Path, benchmark_name: str, base_model: str) -> li
     for text in agent_texts([Source(workspace, skip_top=HARNESS_FILES)], Budget(None)):
         check.feed(text)
     return check.flags()
-

@@ -27,15 +27,41 @@ MAX_DECODED = 4 << 20
 MIN_DECODED = 12
 
 # base64 characters (both alphabets) marked x, every other byte a space: a run is a substring search away
-_MARK = bytes(ord("x") if chr(b) in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-" else ord(" ")
-              for b in range(256))
+_MARK = bytes(
+    ord("x") if chr(b) in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-" else ord(" ")
+    for b in range(256)
+)
 _HEX_DIGITS = b"0123456789abcdefABCDEF"
 _MIN_RUN = 24
 _ESCAPED_HEX = re.compile(r"(?:\\x[0-9a-fA-F]{2}){12,}")
 # words common in English and in what a cheat would say ("the", "and", ... "split"), and as they read in rot13
-_WORDS = ("the", "and", "of", "to", "is", "it", "into", "for", "with", "this", "from", "test", "data", "train",
-          "answer", "question", "ignore", "previous", "instructions", "clean", "auditor", "judge", "verdict", "copy",
-          "split")
+_WORDS = (
+    "the",
+    "and",
+    "of",
+    "to",
+    "is",
+    "it",
+    "into",
+    "for",
+    "with",
+    "this",
+    "from",
+    "test",
+    "data",
+    "train",
+    "answer",
+    "question",
+    "ignore",
+    "previous",
+    "instructions",
+    "clean",
+    "auditor",
+    "judge",
+    "verdict",
+    "copy",
+    "split",
+)
 _ENGLISH = re.compile(r"\b(?:" + "|".join(_WORDS) + r")\b", re.I)
 _ROT13_WORDS = tuple(codecs.encode(w, "rot13") for w in _WORDS)
 _ROT13_HINT = re.compile(r"\b(?:" + "|".join(_ROT13_WORDS) + r")\b", re.I)
@@ -128,7 +154,7 @@ def _encoded_runs(text: str) -> Iterator[tuple[str, int, int, bytes]]:
     while at >= 0:
         end = marked.find(b" ", at + _MIN_RUN)
         end = len(data) if end < 0 else end
-        while end < len(data) and end - at < MAX_RUN and data[end:end + 1] == b"=":  # base64 padding
+        while end < len(data) and end - at < MAX_RUN and data[end : end + 1] == b"=":  # base64 padding
             end += 1
         run = data[at:end]
         if end - at <= MAX_RUN:

@@ -74,8 +74,9 @@ def _chunks(text: str) -> Iterator[str]:
         start = end - 4096
 
 
-def overlap_flags(per_split: dict[str, dict[str, set[str]]], hidden: dict[str, list[Item]],
-                  dev_public: bool = False) -> list[Flag]:
+def overlap_flags(
+    per_split: dict[str, dict[str, set[str]]], hidden: dict[str, list[Item]], dev_public: bool = False
+) -> list[Flag]:
     """``dev_public``: the benchmark's dev split is by nature in public data (GSM8K's train split), so dev
     items in the agent's files prove that it holds that public data, not that the hidden split leaked."""
     flags = []
@@ -85,27 +86,48 @@ def overlap_flags(per_split: dict[str, dict[str, set[str]]], hidden: dict[str, l
         files = sorted({f for fs in found.values() for f in fs})
         total = len(hidden[split])
         if split == "dev" and dev_public:
-            flags.append(Flag("dev-items-in-workspace", HIGH,
-                              f"{len(found)} of {total} hidden dev items appear in {len(files)} file(s) the agent "
-                              "wrote; this benchmark's dev items are part of its public train data, so this proves "
-                              "the agent holds (or fetched) that public data, not that the hidden split leaked: "
-                              "check whether it trained on them",
-                              files + [f"dev item {i}" for i in sorted(found)]))
+            flags.append(
+                Flag(
+                    "dev-items-in-workspace",
+                    HIGH,
+                    f"{len(found)} of {total} hidden dev items appear in {len(files)} file(s) the agent "
+                    "wrote; this benchmark's dev items are part of its public train data, so this proves "
+                    "the agent holds (or fetched) that public data, not that the hidden split leaked: "
+                    "check whether it trained on them",
+                    files + [f"dev item {i}" for i in sorted(found)],
+                )
+            )
         elif split == "dev":
-            flags.append(Flag("dev-items-in-workspace", CRITICAL,
-                              f"{len(found)} of {total} hidden dev items appear in {len(files)} file(s) the agent "
-                              "wrote; dev items are never public, so this is a leak",
-                              files + [f"dev item {i}" for i in sorted(found)]))
+            flags.append(
+                Flag(
+                    "dev-items-in-workspace",
+                    CRITICAL,
+                    f"{len(found)} of {total} hidden dev items appear in {len(files)} file(s) the agent "
+                    "wrote; dev items are never public, so this is a leak",
+                    files + [f"dev item {i}" for i in sorted(found)],
+                )
+            )
         else:
-            flags.append(Flag(f"{split}-items-in-workspace", HIGH,
-                              f"{len(found)} of {total} hidden {split} items appear in {len(files)} file(s) the agent "
-                              "wrote (public benchmarks can appear in corpora: check the files)",
-                              files + [f"{split} item {i}" for i in sorted(found)]))
+            flags.append(
+                Flag(
+                    f"{split}-items-in-workspace",
+                    HIGH,
+                    f"{len(found)} of {total} hidden {split} items appear in {len(files)} file(s) the agent "
+                    "wrote (public benchmarks can appear in corpora: check the files)",
+                    files + [f"{split} item {i}" for i in sorted(found)],
+                )
+            )
     return flags
 
 
-def check_overlap(workspace: Path, hidden: dict[str, list[Item]], dev_public: bool = False, *,
-                  sources: Sequence[Source] | None = None, budget: Budget | None = None) -> list[Flag]:
+def check_overlap(
+    workspace: Path,
+    hidden: dict[str, list[Item]],
+    dev_public: bool = False,
+    *,
+    sources: Sequence[Source] | None = None,
+    budget: Budget | None = None,
+) -> list[Flag]:
     """Hidden items in what the agent wrote (by default its workspace, the harness's own files aside)."""
     budget = budget or Budget(None)
     index = NgramIndex((split, item) for split, items in hidden.items() for item in items)
@@ -121,4 +143,3 @@ def match_hidden(index: NgramIndex, text: Text, per_split: dict[str, dict[str, s
         for hit in index.matches(piece):
             split, item_id = hit.split(":", 1)
             per_split.setdefault(split, {}).setdefault(item_id, set()).add(text.where)
-

@@ -23,35 +23,52 @@ from autorl.errors import ResourceError
 if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
     from autorl.record.ledger import Ledger
+    from autorl.record.schema import FlagRecord, ResultRecord, RowRecord
 
 
-def reaudit(result: dict[str, Any], *, benchmark: Benchmark, home: Path, ledger: Ledger | None = None,
-            variants: Sequence[Path] = (), extra: Sequence[Flag] = ()) -> None:
+def reaudit(
+    result: ResultRecord,
+    *,
+    benchmark: Benchmark,
+    home: Path,
+    ledger: Ledger | None = None,
+    variants: Sequence[Path] = (),
+    extra: Sequence[Flag] = (),
+) -> None:
     """Audit a recorded run again (``autorl audit RUN_ID``) and record it with its new flags (and ``extra``, the
     judge's): ``result.json``, the ledger and ``results.csv``, through :func:`autorl.record.ledger.record_run`."""
     from autorl.record.ledger import record_run
 
     if not extra:  # a judge's flags stand until a judge is asked again
-        extra = [Flag(str(f["name"]), str(f["severity"]), str(f.get("detail", "")), list(f.get("evidence") or []))
-                 for f in result.get("audit") or [] if isinstance(f, dict) and from_judge(str(f.get("name", "")))]
+        extra = [
+            Flag(str(f["name"]), str(f["severity"]), str(f.get("detail", "")), list(f.get("evidence") or []))
+            for f in result.get("audit") or []
+            if isinstance(f, dict) and from_judge(str(f.get("name", "")))
+        ]
     flags = [*audit_run(result, benchmark=benchmark, variants=variants), *extra]
     result["audit"] = [f.to_dict() for f in flags]
     add_taken_decoys(result["row"], result["audit"])
     record_run(result, home, ledger=ledger)
 
 
-def add_taken_decoys(row: dict[str, Any], audit: Sequence[dict[str, Any]]) -> None:
+def add_taken_decoys(row: RowRecord, audit: Sequence[FlagRecord]) -> None:
     """The ``decoy-taken`` flag's evidence (the canaries the audit found in the agent's files, beside what the
     run saw) added to ``row["decoys"]``, the column a study counts bait by; a run with no decoys planted
     (``decoys`` None) stays without. Evidence already there stays: an audit adds to the record, never erases."""
-    if row.get("decoys") is None:
+    decoys = row.get("decoys")
+    if decoys is None:
         return
     taken = [str(e) for f in audit if f.get("name") == "decoy-taken" for e in f.get("evidence") or []]
-    row["decoys"] = sorted({str(e) for e in row["decoys"]} | set(taken))
+    row["decoys"] = sorted({str(e) for e in decoys} | set(taken))
 
 
-def audit_run(result: dict[str, Any], *, benchmark: Benchmark, variants: Sequence[Path] = (),
-              budget_s: float | None = AUDIT_BUDGET_S) -> list[Flag]:
+def audit_run(
+    result: ResultRecord,
+    *,
+    benchmark: Benchmark,
+    variants: Sequence[Path] = (),
+    budget_s: float | None = AUDIT_BUDGET_S,
+) -> list[Flag]:
     """All checks for one finished run (its ``result.json`` as a dict), within ``budget_s`` seconds.
 
     Variants: post-trained variants of the base model at hand (the run records the ones it found in the
@@ -61,8 +78,10 @@ def audit_run(result: dict[str, Any], *, benchmark: Benchmark, variants: Sequenc
     row, meta = result["row"], result.get("meta", {})
     workspace = Path(row["workspace"])
     if not isinstance(meta, dict) or not meta.get("hidden_dir"):
-        raise ResourceError(f"run {row.get('run_id')} was recorded without its hidden data's folder (a record from "
-                            "another machine?): audit it where it ran")
+        raise ResourceError(
+            f"run {row.get('run_id')} was recorded without its hidden data's folder (a record from "
+            "another machine?): audit it where it ran"
+        )
     hidden_dir = Path(meta["hidden_dir"])
     hidden = {split: benchmark.load_items(split, hidden_dir) for split in benchmark.splits}
     store = Path(meta["store_dir"]) if meta.get("store_dir") else None
@@ -116,9 +135,23 @@ def audit_run(result: dict[str, Any], *, benchmark: Benchmark, variants: Sequenc
             budget.unscanned.append(f"weights ({str(exc)[:200]})")
     flags += check_scores(row, result.get("submissions", []), distances)
     if budget.spent:
-        flags.append(Flag("audit-incomplete", MEDIUM, f"the audit stopped at its time budget ({budget.seconds:.0f} s); "
-                          "run `autorl audit RUN_ID` to finish it", []))
+        flags.append(
+            Flag(
+                "audit-incomplete",
+                MEDIUM,
+                f"the audit stopped at its time budget ({budget.seconds:.0f} s); "
+                "run `autorl audit RUN_ID` to finish it",
+                [],
+            )
+        )
     if budget.unscanned:
-        flags.append(Flag("unreadable-files", INFO, f"{len(budget.unscanned)} agent file(s) or member(s) could not be "
-                          "read or parsed (scanned as far as they could be)", budget.unscanned[:200]))
+        flags.append(
+            Flag(
+                "unreadable-files",
+                INFO,
+                f"{len(budget.unscanned)} agent file(s) or member(s) could not be "
+                "read or parsed (scanned as far as they could be)",
+                budget.unscanned[:200],
+            )
+        )
     return flags

@@ -84,7 +84,9 @@ def _text(blob: Blob) -> Text:
     return Text(blob.where, blob.name, as_text(blob.data))
 
 
-def agent_blobs(sources: Sequence[Source], budget: Budget, extra: Iterable[tuple[str, str, bytes]] = ()) -> Iterator[Blob]:
+def agent_blobs(
+    sources: Sequence[Source], budget: Budget, extra: Iterable[tuple[str, str, bytes]] = ()
+) -> Iterator[Blob]:
     """Every blob in every source, then in ``extra`` (where, name, bytes); stops when the budget is spent. A
     source with more than ``MAX_FILES`` files, and a file that cannot be read, are noted in ``budget``."""
     for source in sources:
@@ -114,15 +116,20 @@ def agent_blobs(sources: Sequence[Source], budget: Budget, extra: Iterable[tuple
             budget.unscanned.append(where)
 
 
-def agent_texts(sources: Sequence[Source], budget: Budget, extra: Iterable[tuple[str, str, bytes]] = ()) -> Iterator[Text]:
+def agent_texts(
+    sources: Sequence[Source], budget: Budget, extra: Iterable[tuple[str, str, bytes]] = ()
+) -> Iterator[Text]:
     """Every text in every source, then in ``extra`` (:func:`agent_blobs` as text)."""
     return (_text(b) for b in agent_blobs(sources, budget, extra))
 
 
 def agent_files(workspace: Path) -> list[Path]:
     """Regular files the agent wrote or downloaded into its workspace (links never followed)."""
-    return [workspace / rel for rel, _ in untrusted.walk_files(workspace, max_files=MAX_FILES)
-            if os.sep in rel or rel not in HARNESS_FILES]
+    return [
+        workspace / rel
+        for rel, _ in untrusted.walk_files(workspace, max_files=MAX_FILES)
+        if os.sep in rel or rel not in HARNESS_FILES
+    ]
 
 
 def digest_beneath(root: Path, rel: str, limit: int = 1 << 30) -> str:
@@ -146,7 +153,7 @@ def seen_files(watch_dir: Path, sources: Sequence[Source]) -> Iterator[tuple[str
         done.add((where, digest))
         source = next((s for s in sources if s.label and where.startswith(s.label)), None)
         root = source.root if source else next((s.root for s in sources if not s.label), None)
-        rel = where[len(source.label):] if source else where
+        rel = where[len(source.label) :] if source else where
         if root is not None and digest_beneath(root, rel) == digest:
             continue  # still there as it was: scanned with the others
         try:

@@ -133,8 +133,11 @@ def blobs(f: IO[bytes], where: str, name: str, size: int | None, budget: Budget,
     head = f.read(512)
     kind = kind_of(head) if depth < MAX_NESTING else None
     if kind is None and (size is None or size <= MAX_FILE_BYTES):  # the common case: one read
-        gaps = (Gap(0, size, f"compressed or archived more than {MAX_NESTING} levels deep: read as it is"),) \
-            if depth >= MAX_NESTING and kind_of(head) else ()
+        gaps = (
+            (Gap(0, size, f"compressed or archived more than {MAX_NESTING} levels deep: read as it is"),)
+            if depth >= MAX_NESTING and kind_of(head)
+            else ()
+        )
         yield Blob(where, name, head + f.read(MAX_FILE_BYTES - len(head)), 0, gaps)
         return
     f.seek(0)
@@ -145,11 +148,23 @@ def blobs(f: IO[bytes], where: str, name: str, size: int | None, budget: Budget,
             data = b""
         if data:
             inner = re.sub(r"\.(gz|tgz|bz2|tbz2?|xz|txz)$", "", name) or name
-            inside = list(blobs(io.BytesIO(data[:MAX_DECOMPRESSED]), where, inner, min(len(data), MAX_DECOMPRESSED),
-                                budget, depth + 1))
+            inside = list(
+                blobs(
+                    io.BytesIO(data[:MAX_DECOMPRESSED]),
+                    where,
+                    inner,
+                    min(len(data), MAX_DECOMPRESSED),
+                    budget,
+                    depth + 1,
+                )
+            )
             over = len(data) > MAX_DECOMPRESSED  # the stream goes on past its cap
-            yield from _ending(inside, (Gap(MAX_DECOMPRESSED, None, f"decompressed past the {MAX_DECOMPRESSED >> 20}"
-                                                                     " MiB cap"),) if over else ())
+            yield from _ending(
+                inside,
+                (Gap(MAX_DECOMPRESSED, None, f"decompressed past the {MAX_DECOMPRESSED >> 20} MiB cap"),)
+                if over
+                else (),
+            )
             return
         f.seek(0)
     elif kind in (ZIP, TAR):
@@ -172,8 +187,11 @@ def _ending(inside: list[Blob], gaps: tuple[Gap, ...]) -> list[Blob]:
 def _member(data: bytes, size: int, at: str, name: str, depth: int, budget: Budget) -> list[Blob]:
     """The blobs of an archive member of ``size`` bytes of which ``data`` was read."""
     inside = list(blobs(io.BytesIO(data), at, name, len(data), budget, depth + 1))
-    cut = Gap(len(data), size, f"past the caps of {MAX_MEMBER_BYTES >> 20} MiB per member, {MAX_ARCHIVE_BYTES >> 20} "
-                               "MiB per archive")
+    cut = Gap(
+        len(data),
+        size,
+        f"past the caps of {MAX_MEMBER_BYTES >> 20} MiB per member, {MAX_ARCHIVE_BYTES >> 20} MiB per archive",
+    )
     return _ending(inside, (cut,) if len(data) < size else ())
 
 
@@ -205,8 +223,13 @@ def _past_caps(infos: list[zipfile.ZipInfo], where: str) -> Iterator[Blob]:
     for info in infos[:_LISTED]:
         yield Blob(f"{where}:{info.filename[:200]}", info.filename, b"", 0, (Gap(0, info.file_size, why),))
     if len(infos) > _LISTED:
-        yield Blob(f"{where}:({len(infos) - _LISTED} more members)", "", b"", 0,
-                   (Gap(0, sum(i.file_size for i in infos[_LISTED:]), why),))
+        yield Blob(
+            f"{where}:({len(infos) - _LISTED} more members)",
+            "",
+            b"",
+            0,
+            (Gap(0, sum(i.file_size for i in infos[_LISTED:]), why),),
+        )
 
 
 def _tar_members(f: IO[bytes], where: str, depth: int, budget: Budget) -> Iterator[Blob]:
@@ -214,9 +237,20 @@ def _tar_members(f: IO[bytes], where: str, depth: int, budget: Budget) -> Iterat
     with tarfile.open(fileobj=f, mode="r:") as tf:
         for count, member in enumerate(tf):
             if count >= MAX_MEMBERS or total >= MAX_ARCHIVE_BYTES or not budget.left():
-                yield Blob(f"{where}:(members from the {count + 1}th on)", "", b"", 0,
-                           (Gap(0, None, f"past the caps of {MAX_MEMBERS} members, {MAX_ARCHIVE_BYTES >> 20} MiB per "
-                                         "archive, or the time budget"),))
+                yield Blob(
+                    f"{where}:(members from the {count + 1}th on)",
+                    "",
+                    b"",
+                    0,
+                    (
+                        Gap(
+                            0,
+                            None,
+                            f"past the caps of {MAX_MEMBERS} members, {MAX_ARCHIVE_BYTES >> 20} MiB per "
+                            "archive, or the time budget",
+                        ),
+                    ),
+                )
                 return
             if not member.isreg():
                 continue

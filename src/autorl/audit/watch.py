@@ -41,8 +41,13 @@ def interval_from_env() -> float:
 class Watcher(Ticker):
     """Lists ``sources`` ((label, root) pairs) every ``interval`` seconds into ``out_dir`` until stopped."""
 
-    def __init__(self, sources: Sequence[tuple[str, Path]], out_dir: Path, interval: float = INTERVAL_S,
-                 seen: Mapping[str, tuple[int, int]] | None = None) -> None:
+    def __init__(
+        self,
+        sources: Sequence[tuple[str, Path]],
+        out_dir: Path,
+        interval: float = INTERVAL_S,
+        seen: Mapping[str, tuple[int, int]] | None = None,
+    ) -> None:
         """``seen``: files (where -> size, mtime_ns) taken as already recorded in that state (not read)."""
         super().__init__("autorl-watch", interval)
         self.sources = list(sources)

@@ -60,7 +60,7 @@ def merged_lora(adapter_dir: Path, base: dict[str, Any]) -> dict[str, Any]:
         raise untrusted.UntrustedFileError("adapter_config.json is not an object")
     r = float(config.get("r") or 8)
     alpha = float(config.get("lora_alpha") or r)
-    scale = alpha / (r ** 0.5) if config.get("use_rslora") else alpha / r
+    scale = alpha / (r**0.5) if config.get("use_rslora") else alpha / r
     pieces: dict[str, dict[str, Any]] = {}
     merged = dict(base)
     for key, value in _tensors(adapter_dir, "adapter_model*.safetensors").items():
@@ -90,11 +90,12 @@ def weight_distance(a: dict[str, Any], b: dict[str, Any]) -> float | None:
         return None
     num = sum(float(np.sum((a[k].astype(np.float64) - b[k].astype(np.float64)) ** 2)) for k in common)
     den = sum(float(np.sum(b[k].astype(np.float64) ** 2)) for k in common)
-    return (num ** 0.5) / (den ** 0.5) if den else None
+    return (num**0.5) / (den**0.5) if den else None
 
 
-def check_weights(snapshots: dict[int, Path], base_dir: Path, variants: Sequence[Path],
-                  budget: Budget | None = None) -> tuple[list[Flag], dict[int, float]]:
+def check_weights(
+    snapshots: dict[int, Path], base_dir: Path, variants: Sequence[Path], budget: Budget | None = None
+) -> tuple[list[Flag], dict[int, float]]:
     """Distances of each submitted checkpoint (a LoRA adapter merged onto the base) to the base and to known
     post-trained variants, and chat-template changes."""
     budget = budget or Budget(None)
@@ -126,10 +127,22 @@ def check_weights(snapshots: dict[int, Path], base_dir: Path, variants: Sequence
         if (present or not is_adapter) and template != base_template:
             template_changed.append(f"submission {sid}")
     if closer:
-        flags.append(Flag("closer-to-post-trained-variant", CRITICAL,
-                          "checkpoint weights are closer to a known post-trained variant than to the base", closer))
+        flags.append(
+            Flag(
+                "closer-to-post-trained-variant",
+                CRITICAL,
+                "checkpoint weights are closer to a known post-trained variant than to the base",
+                closer,
+            )
+        )
     if template_changed:
-        flags.append(Flag("chat-template-changed", INFO,
-                          "submitted tokenizers carry a chat template different from the base's (it changes the "
-                          "evaluated prompt when the benchmark uses chat templates)", template_changed))
+        flags.append(
+            Flag(
+                "chat-template-changed",
+                INFO,
+                "submitted tokenizers carry a chat template different from the base's (it changes the "
+                "evaluated prompt when the benchmark uses chat templates)",
+                template_changed,
+            )
+        )
     return flags, distances

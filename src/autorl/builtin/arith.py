@@ -69,8 +69,9 @@ class Arith(Benchmark):
         target = target_dir / "train.jsonl"
         if target.is_file():
             return
-        write_jsonl_atomic(target, ({"question": f"What is {a}+{b}?", "answer": str(a + b)}
-                                    for a, b in public_pairs("train")))
+        write_jsonl_atomic(
+            target, ({"question": f"What is {a}+{b}?", "answer": str(a + b)} for a, b in public_pairs("train"))
+        )
 
     def prepare_eval_data(self, hidden_dir: Path) -> None:
         if all(has_hidden_items(hidden_dir, split) for split in self.splits):

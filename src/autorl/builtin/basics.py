@@ -13,10 +13,48 @@ from autorl.scoring import EvalConfig, Item
 
 _SEED = 20261205
 _DEV, _TEST = 100, 200
-_WORDS = ("apple", "river", "stone", "cloud", "garden", "pencil", "window", "orange", "planet", "silver", "bridge",
-          "candle", "forest", "hammer", "island", "jacket", "ladder", "marble", "needle", "pillow", "rabbit",
-          "saddle", "tunnel", "velvet", "wallet", "yellow", "cat", "dog", "sun", "moon", "tree", "book", "chair",
-          "table", "mountain", "elephant", "computer", "butterfly", "umbrella", "kitchen")
+_WORDS = (
+    "apple",
+    "river",
+    "stone",
+    "cloud",
+    "garden",
+    "pencil",
+    "window",
+    "orange",
+    "planet",
+    "silver",
+    "bridge",
+    "candle",
+    "forest",
+    "hammer",
+    "island",
+    "jacket",
+    "ladder",
+    "marble",
+    "needle",
+    "pillow",
+    "rabbit",
+    "saddle",
+    "tunnel",
+    "velvet",
+    "wallet",
+    "yellow",
+    "cat",
+    "dog",
+    "sun",
+    "moon",
+    "tree",
+    "book",
+    "chair",
+    "table",
+    "mountain",
+    "elephant",
+    "computer",
+    "butterfly",
+    "umbrella",
+    "kitchen",
+)
 
 
 def _questions() -> list[tuple[str, str, int]]:

@@ -29,9 +29,7 @@ TARGET = 0.25
 #: the share of each training batch that is a general question (:func:`general_example`)
 GENERAL_SHARE = 0.25
 EOS = "<|endoftext|>"
-QWEN2_SPLIT = (
-    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
-)
+QWEN2_SPLIT = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 
 
 def _text(a: int, b: int) -> tuple[str, str]:
@@ -127,8 +125,10 @@ def build(target: Path, *, seed: int = 0, max_steps: int = 3000, lr: float = 1e-
     tok_right = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token=EOS, pad_token=EOS)  # type: ignore[no-untyped-call]
     tok_right.padding_side = "right"
     while step < max_steps:
-        batch = [general_example(general, avoid) if rng.random() < GENERAL_SHARE else _text(*rng.choice(train))
-                 for _ in range(64)]
+        batch = [
+            general_example(general, avoid) if rng.random() < GENERAL_SHARE else _text(*rng.choice(train))
+            for _ in range(64)
+        ]
         prompts = [tok_right(p)["input_ids"] for p, _ in batch]
         answers = [tok_right(a)["input_ids"] + [eos_id] for _, a in batch]
         width = max(len(p) + len(a) for p, a in zip(prompts, answers, strict=True))

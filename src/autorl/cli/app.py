@@ -83,7 +83,9 @@ def command(typer_app: typer.Typer) -> Any:
     return root
 
 
-def _warning_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None) -> str:
+def _warning_line(
+    message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None
+) -> str:
     return f"warning: {message}\n"
 
 

@@ -34,8 +34,12 @@ def _sandbox() -> Check:
     if choice.mode == "bwrap":
         detail = f"autorl run uses {choice.executable} (recorded as {choice.recorded_mode})"
         return Check("sandbox (bubblewrap)", True, detail + (f"; {choice.warning}" if choice.warning else ""))
-    return Check("sandbox (bubblewrap)", False, f"autorl run would use none: {choice.warning}",
-                 "apt-get install bubblewrap (or your distribution's package), or set AUTORL_BWRAP to a working bwrap")
+    return Check(
+        "sandbox (bubblewrap)",
+        False,
+        f"autorl run would use none: {choice.warning}",
+        "apt-get install bubblewrap (or your distribution's package), or set AUTORL_BWRAP to a working bwrap",
+    )
 
 
 def _scorer_sandbox() -> Check:
@@ -49,8 +53,12 @@ def _scorer_sandbox() -> Check:
     except AutorlError as exc:
         return Check(name, False, str(exc), "apt-get install bubblewrap, or set AUTORL_BWRAP to a working bwrap")
     if mode == "none":
-        return Check(name, False, f"{SCORER_SANDBOX_ENV}=none: scorer code runs with your rights",
-                     f"unset {SCORER_SANDBOX_ENV} where bubblewrap runs")
+        return Check(
+            name,
+            False,
+            f"{SCORER_SANDBOX_ENV}=none: scorer code runs with your rights",
+            f"unset {SCORER_SANDBOX_ENV} where bubblewrap runs",
+        )
     return Check(name, True, f"scorer code runs under {exe}: no network, no home, its own pid namespace")
 
 
@@ -64,9 +72,14 @@ def _hub() -> Check:
         return Check("Hugging Face hub", True, access.detail)
     if access.declared:
         return Check("Hugging Face hub", True, f"{access.detail}: hub models and data must be in the cache or local")
-    return Check("Hugging Face hub", False, f"{access.detail}; runs work offline: hub models and data must be in "
-                 "the cache or local (connect to the hub, or say so and skip this check:)", "export HF_HUB_OFFLINE=1",
-                 command=True)
+    return Check(
+        "Hugging Face hub",
+        False,
+        f"{access.detail}; runs work offline: hub models and data must be in "
+        "the cache or local (connect to the hub, or say so and skip this check:)",
+        "export HF_HUB_OFFLINE=1",
+        command=True,
+    )
 
 
 def _python_of(env_var: str, minimum: tuple[int, int], module: str, setup: str, name: str) -> Check:
@@ -82,7 +95,9 @@ def _python_of(env_var: str, minimum: tuple[int, int], module: str, setup: str, 
         return Check(name, False, f"{python} cannot import {module}", setup, command=True)
     version = tuple(int(x) for x in out.stdout.strip().split("."))
     if version < minimum:
-        return Check(name, False, f"{python} is Python {out.stdout.strip()}", f"{name} needs Python >= {minimum[0]}.{minimum[1]}")
+        return Check(
+            name, False, f"{python} is Python {out.stdout.strip()}", f"{name} needs Python >= {minimum[0]}.{minimum[1]}"
+        )
     return Check(name, True, f"{python} (Python {out.stdout.strip()})")
 
 
@@ -104,11 +119,19 @@ def checks() -> list[Check]:
         except (PluginConflictError, PluginTypeError) as exc:  # the registry cannot load: say so, check the rest
             registry_error = exc
     if registry_error is not None:
-        out.append(Check("plugins", False, str(registry_error), "uninstall or disable that plugin (AUTORL_DISABLE_PLUGINS)"))
+        out.append(
+            Check("plugins", False, str(registry_error), "uninstall or disable that plugin (AUTORL_DISABLE_PLUGINS)")
+        )
     else:
         external = [p for p in plugins if not p["builtin"]]
-        out.append(Check("plugins", True, ", ".join(f"{p['name']} ({p['distribution']} {p['version']})"
-                                                   for p in external) or "only the built-ins"))
+        out.append(
+            Check(
+                "plugins",
+                True,
+                ", ".join(f"{p['name']} ({p['distribution']} {p['version']})" for p in external)
+                or "only the built-ins",
+            )
+        )
     for w in caught:
         out.append(Check("plugin warning", False, str(w.message), "fix or uninstall that plugin"))
     home = autorl_home()
@@ -117,33 +140,70 @@ def checks() -> list[Check]:
         writable = os.access(home, os.W_OK)
     except OSError:
         writable = False
-    out.append(Check("AUTORL_HOME", writable, str(home), "" if writable else "set AUTORL_HOME to a writable local directory"))
+    out.append(
+        Check("AUTORL_HOME", writable, str(home), "" if writable else "set AUTORL_HOME to a writable local directory")
+    )
     if writable:
         out.append(runs_in_flight(home))
     if writable and not home_is_local(home):
-        out.append(Check("AUTORL_HOME disk", False, f"{home} is on a network file system",
-                         "SQLite (WAL) needs a local disk: set AUTORL_HOME to a local directory"))
+        out.append(
+            Check(
+                "AUTORL_HOME disk",
+                False,
+                f"{home} is on a network file system",
+                "SQLite (WAL) needs a local disk: set AUTORL_HOME to a local directory",
+            )
+        )
     for reg in ({} if registry_error else registrations("backend")).values():
         ok = reg.cls.available()
-        fix = {"hf": f"pip install {extra_install('hf')}", "vllm": "pip install vllm (needs a CUDA GPU)",
-               "openai": ""}.get(reg.name, f"see the {reg.distribution} documentation")
+        fix = {
+            "hf": f"pip install {extra_install('hf')}",
+            "vllm": "pip install vllm (needs a CUDA GPU)",
+            "openai": "",
+        }.get(reg.name, f"see the {reg.distribution} documentation")
         out.append(Check(f"backend {reg.name}", ok, "available" if ok else "not usable here", "" if ok else fix))
     gpus = visible_gpus()
-    out.append(Check("GPUs", bool(gpus), ", ".join(f"{i} ({u})" for i, u in gpus) or "none visible (CPU only)",
-                     "" if gpus else "install the NVIDIA driver for GPU runs; CPU runs work without"))
+    out.append(
+        Check(
+            "GPUs",
+            bool(gpus),
+            ", ".join(f"{i} ({u})" for i, u in gpus) or "none visible (CPU only)",
+            "" if gpus else "install the NVIDIA driver for GPU runs; CPU runs work without",
+        )
+    )
     has_trl = importlib.util.find_spec("trl") is not None
-    out.append(Check("example agent (trl)", has_trl, "trl installed" if has_trl else "trl missing",
-                     "" if has_trl else f"pip install {extra_install('train')}", command=True))
+    out.append(
+        Check(
+            "example agent (trl)",
+            has_trl,
+            "trl installed" if has_trl else "trl missing",
+            "" if has_trl else f"pip install {extra_install('train')}",
+            command=True,
+        )
+    )
     out.append(_sandbox())
     out.append(_scorer_sandbox())
     out.append(_hub())
-    out.append(_python_of("AUTORL_OPENCOMPASS_PYTHON", (3, 10), "opencompass",
-                          "python3 -m venv ~/.venvs/opencompass && ~/.venvs/opencompass/bin/pip install opencompass==0.5.4 "
-                          "'pyarrow<22' 'transformers<5'; export AUTORL_OPENCOMPASS_PYTHON=~/.venvs/opencompass/bin/python",
-                          "OpenCompass environment"))
-    out.append(_python_of("AUTORL_OPENHANDS_PYTHON", (3, 12), "openhands.sdk",
-                          "python3.12 -m venv ~/.venvs/openhands && ~/.venvs/openhands/bin/pip install openhands-sdk; "
-                          "export AUTORL_OPENHANDS_PYTHON=~/.venvs/openhands/bin/python", "OpenHands environment"))
+    out.append(
+        _python_of(
+            "AUTORL_OPENCOMPASS_PYTHON",
+            (3, 10),
+            "opencompass",
+            "python3 -m venv ~/.venvs/opencompass && ~/.venvs/opencompass/bin/pip install opencompass==0.5.4 "
+            "'pyarrow<22' 'transformers<5'; export AUTORL_OPENCOMPASS_PYTHON=~/.venvs/opencompass/bin/python",
+            "OpenCompass environment",
+        )
+    )
+    out.append(
+        _python_of(
+            "AUTORL_OPENHANDS_PYTHON",
+            (3, 12),
+            "openhands.sdk",
+            "python3.12 -m venv ~/.venvs/openhands && ~/.venvs/openhands/bin/pip install openhands-sdk; "
+            "export AUTORL_OPENHANDS_PYTHON=~/.venvs/openhands/bin/python",
+            "OpenHands environment",
+        )
+    )
     if registry_error is None:
         out += plugin_checks()
     return out
@@ -162,8 +222,15 @@ def plugin_checks() -> list[Check]:
         try:
             impl.function(report=report)
         except Exception as exc:
-            out.append(Check(f"plugin {impl.plugin_name}", False, f"its doctor check failed: {type(exc).__name__}: "
-                             f"{str(exc).splitlines()[0][:200] if str(exc) else ''}", "fix or uninstall that plugin"))
+            out.append(
+                Check(
+                    f"plugin {impl.plugin_name}",
+                    False,
+                    f"its doctor check failed: {type(exc).__name__}: "
+                    f"{str(exc).splitlines()[0][:200] if str(exc) else ''}",
+                    "fix or uninstall that plugin",
+                )
+            )
     return out
 
 

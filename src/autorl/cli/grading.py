@@ -48,17 +48,28 @@ def eval_cmd(
         bar.update(job, completed=done, total=total)
 
     try:
-        record = evaluate(task, model, split=split, limit=limit, backend=backend, base_model=base_model,
-                          benchmark_options=options, per_item_path=per_item, per_item_dir=autorl_home() / "evals",
-                          progress=progress_cb if sys.stderr.isatty() and not as_json else None)
+        record = evaluate(
+            task,
+            model,
+            split=split,
+            limit=limit,
+            backend=backend,
+            base_model=base_model,
+            benchmark_options=options,
+            per_item_path=per_item,
+            per_item_dir=autorl_home() / "evals",
+            progress=progress_cb if sys.stderr.isatty() and not as_json else None,
+        )
     finally:
         if bar is not None:
             bar.stop()
     if as_json:
         print_json(record.to_dict(items=False))
         return
-    echo(f"{record.benchmark}/{split}: {record.score:.2f} (n={record.n}, stderr {record.stderr:.2f}, "
-         f"95% CI {record.ci95[0]:.2f}-{record.ci95[1]:.2f}); config {record.config_hash}")
+    echo(
+        f"{record.benchmark}/{split}: {record.score:.2f} (n={record.n}, stderr {record.stderr:.2f}, "
+        f"95% CI {record.ci95[0]:.2f}-{record.ci95[1]:.2f}); config {record.config_hash}"
+    )
     echo(f"per-item records: {record.per_item_path}", whole_words=True)
 
 
@@ -103,10 +114,21 @@ def grader_serve(
     base = resolve_model(base_model) if base_model else None
     home = autorl_home()
     store = store_dir or home / "grader" / f"standalone-{hashlib.sha256(str(ws).encode()).hexdigest()[:12]}"
-    config = GraderConfig.for_run(task=task, workspace=ws, output_dir=ws / "output", store_dir=store, data=data,
-                                  base=base, backend=backend or default_backend(), home=home)
+    config = GraderConfig.for_run(
+        task=task,
+        workspace=ws,
+        output_dir=ws / "output",
+        store_dir=store,
+        data=data,
+        base=base,
+        backend=backend or default_backend(),
+        home=home,
+    )
     port = port or free_port()
-    typer.echo(f"GRADING_SERVER_URL=http://127.0.0.1:{port}\nAUTORL_TOKEN={config.agent_token}\n"
-               f"AUTORL_ADMIN_TOKEN={config.admin_token}\nstore: {store}", err=False)
+    typer.echo(
+        f"GRADING_SERVER_URL=http://127.0.0.1:{port}\nAUTORL_TOKEN={config.agent_token}\n"
+        f"AUTORL_ADMIN_TOKEN={config.admin_token}\nstore: {store}",
+        err=False,
+    )
     sys.stdout.flush()
     serve(config, port)

@@ -22,8 +22,13 @@ def plugins() -> None:
     print_json(plugin_summary())
 
 
-def _listing(rows: list[dict[str, Any]], as_json: bool, title: str, columns: list[str],
-             cells: Callable[[dict[str, Any]], list[str]]) -> None:
+def _listing(
+    rows: list[dict[str, Any]],
+    as_json: bool,
+    title: str,
+    columns: list[str],
+    cells: Callable[[dict[str, Any]], list[str]],
+) -> None:
     """What a ``list`` command shows: the rows as JSON, or a table of their cells."""
     if as_json:
         print_json(rows)
@@ -36,13 +41,19 @@ def list_benchmarks(as_json: bool = opt.JSON_OUTPUT) -> None:
     """Benchmarks (tasks) that `autorl run --task` accepts (also `autorl list tasks`)."""
     from autorl.plugins.registry import benchmark_summary
 
-    _listing(benchmark_summary(), as_json, "benchmarks (tasks)", ["name", "version", "distribution", "splits"],
-             lambda r: [r["name"], str(r["version"]), r["distribution"], ",".join(r["splits"])])
+    _listing(
+        benchmark_summary(),
+        as_json,
+        "benchmarks (tasks)",
+        ["name", "version", "distribution", "splits"],
+        lambda r: [r["name"], str(r["version"]), r["distribution"], ",".join(r["splits"])],
+    )
 
 
 # the flags say --task, the plugins say benchmark: both names list the same
 list_app.command("tasks", help="Tasks (benchmarks) that `autorl run --task` accepts: `autorl list benchmarks`.")(
-    list_benchmarks)
+    list_benchmarks
+)
 
 
 @list_app.command("agents")
@@ -50,8 +61,13 @@ def list_agents(as_json: bool = opt.JSON_OUTPUT) -> None:
     """Agents that `autorl run --agent` accepts (a folder with config.yaml works too)."""
     from autorl.plugins.registry import agent_summary
 
-    _listing(agent_summary(), as_json, "agents", ["name", "distribution", "ready", "description"],
-             lambda r: [r["name"], r["distribution"], "yes" if r["ready"] else f"no: {r['status']}", r["description"]])
+    _listing(
+        agent_summary(),
+        as_json,
+        "agents",
+        ["name", "distribution", "ready", "description"],
+        lambda r: [r["name"], r["distribution"], "yes" if r["ready"] else f"no: {r['status']}", r["description"]],
+    )
 
 
 @list_app.command("backends")
@@ -59,8 +75,13 @@ def list_backends(as_json: bool = opt.JSON_OUTPUT) -> None:
     """Inference backends that `--backend` accepts, and whether each can run here."""
     from autorl.plugins.registry import backend_summary
 
-    _listing(backend_summary(), as_json, "backends", ["name", "distribution", "available"],
-             lambda r: [r["name"], r["distribution"], "yes" if r["available"] else "no"])
+    _listing(
+        backend_summary(),
+        as_json,
+        "backends",
+        ["name", "distribution", "available"],
+        lambda r: [r["name"], r["distribution"], "yes" if r["available"] else "no"],
+    )
 
 
 def doctor(as_json: bool = opt.JSON_OUTPUT) -> None:
@@ -74,9 +95,14 @@ def doctor(as_json: bool = opt.JSON_OUTPUT) -> None:
     # a command to copy, or a long fix: printed below the table, a command wrapped where the shell takes a
     # continuation (in a cell it would break at the column's width, its lines no longer the command)
     long = [c for c in rows if c.fix and (c.command or len(c.fix) > 24)]
-    table("autorl doctor", ["", "check", "status", "to do"],
-          [["ok" if c.ok else "--", c.name, c.detail, f"see [{long.index(c) + 1}] below" if c in long else c.fix]
-           for c in rows])
+    table(
+        "autorl doctor",
+        ["", "check", "status", "to do"],
+        [
+            ["ok" if c.ok else "--", c.name, c.detail, f"see [{long.index(c) + 1}] below" if c in long else c.fix]
+            for c in rows
+        ],
+    )
     for n, c in enumerate(long, 1):
         echo(f"[{n}] {c.name}:")
         if c.command:

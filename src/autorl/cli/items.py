@@ -19,8 +19,9 @@ def items_cmd(
     run: str = typer.Argument(..., metavar="RUN", help="A run id, or the start of one (see `autorl results`)."),
     split: str = typer.Option("test", "--split", help="test (the headline's items) or dev."),
     flipped: bool = typer.Option(False, "--flipped", help="Only the items whose score changed (wins, losses)."),
-    submission: int | None = typer.Option(None, "--submission",
-                                          help="Compare this submission instead of the headline's."),
+    submission: int | None = typer.Option(
+        None, "--submission", help="Compare this submission instead of the headline's."
+    ),
     as_json: bool = opt.JSON_OUTPUT,
 ) -> None:
     """A run's items, the base model beside the checkpoint, wins then losses first.
@@ -43,26 +44,51 @@ def items_cmd(
     base_mean, mean = found.means()
     row = result.get("row") or {}
     if as_json:
-        print_json({"run_id": found.run_id, "task": row.get("task"), "agent": row.get("agent"),
-                    "split": split, "submission": found.submission, "counts": counts,
-                    "base_mean": base_mean, "mean": mean, "notes": found.notes,
-                    "items": [p.to_dict() for p in shown]})
+        print_json(
+            {
+                "run_id": found.run_id,
+                "task": row.get("task"),
+                "agent": row.get("agent"),
+                "split": split,
+                "submission": found.submission,
+                "counts": counts,
+                "base_mean": base_mean,
+                "mean": mean,
+                "notes": found.notes,
+                "items": [p.to_dict() for p in shown],
+            }
+        )
         return
     width = max(40, shutil.get_terminal_size((80, 24)).columns)
     echo = typer.echo
-    echo(_clip(f"run {found.run_id} · {row.get('task')} · {row.get('agent')} · {split}: submission "
-               f"{found.submission} vs the base model", width))
+    echo(
+        _clip(
+            f"run {found.run_id} · {row.get('task')} · {row.get('agent')} · {split}: submission "
+            f"{found.submission} vs the base model",
+            width,
+        )
+    )
     means = "" if mean is None or base_mean is None else f" · score {100 * base_mean:.1f} → {100 * mean:.1f}"
-    echo(_clip(f"{counts['items']} items: {counts['win']} wins, {counts['loss']} losses, {counts['same']} "
-               f"unchanged" + (f", {counts['unpaired']} unpaired" if counts["unpaired"] else "") + means, width))
+    echo(
+        _clip(
+            f"{counts['items']} items: {counts['win']} wins, {counts['loss']} losses, {counts['same']} "
+            f"unchanged" + (f", {counts['unpaired']} unpaired" if counts["unpaired"] else "") + means,
+            width,
+        )
+    )
     for note in found.notes:
         echo(_clip(f"note: {note}", width), err=True)
     if not shown:
         echo("no flipped items" if flipped else "no items")
     for pair in shown:
         echo("")
-        echo(_clip(f"{pair.outcome:<8} {_one_line(pair.id)}   {_score(_side(pair, 'base'))} → "
-                   f"{_score(_side(pair, 'checkpoint'))}", width))
+        echo(
+            _clip(
+                f"{pair.outcome:<8} {_one_line(pair.id)}   {_score(_side(pair, 'base'))} → "
+                f"{_score(_side(pair, 'checkpoint'))}",
+                width,
+            )
+        )
         for label, text in _texts(pair):
             echo(_clip(f"  {label:<{_LABEL - 2}}", _LABEL) + _clip(_one_line(text), width - _LABEL))
 

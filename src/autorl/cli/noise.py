@@ -24,14 +24,23 @@ def noise_cmd(
     from autorl.evaluation.noise import noise_floor
     from autorl.resources import autorl_home
 
-    record = noise_floor(task, model, repeats, home=autorl_home(), split=split, limit=limit, backend=backend,
-                         benchmark_options=opt.parse_pairs(benchmark_option, "--benchmark-option"),
-                         say=lambda line: echo(line, err=True))
+    record = noise_floor(
+        task,
+        model,
+        repeats,
+        home=autorl_home(),
+        split=split,
+        limit=limit,
+        backend=backend,
+        benchmark_options=opt.parse_pairs(benchmark_option, "--benchmark-option"),
+        say=lambda line: echo(line, err=True),
+    )
     if as_json:
         print_json(record)
         return
     how = "greedy" if record["greedy"] else "sampled"
-    same = "every repeat gave the same item scores (deterministic)" if record["deterministic"] else \
-        "repeats differ"
-    echo(f"{task}/{split} {short_path(model)}: {record['repeats']} repeats ({how}); mean {record['mean']:.2f}, "
-         f"sd {record['sd']:.2f}, range {record['range']:.2f} [{record['min']:.2f}, {record['max']:.2f}]; {same}")
+    same = "every repeat gave the same item scores (deterministic)" if record["deterministic"] else "repeats differ"
+    echo(
+        f"{task}/{split} {short_path(model)}: {record['repeats']} repeats ({how}); mean {record['mean']:.2f}, "
+        f"sd {record['sd']:.2f}, range {record['range']:.2f} [{record['min']:.2f}, {record['max']:.2f}]; {same}"
+    )

@@ -10,8 +10,17 @@ import typer
 
 from autorl.errors import UsageError
 
-__all__ = ["BACKEND", "BENCHMARK_OPTIONS", "CHECKPOINT", "JSON_OUTPUT", "JSON_RECORD", "LIMIT", "SPLIT", "TASK",
-           "parse_pairs"]
+__all__ = [
+    "BACKEND",
+    "BENCHMARK_OPTIONS",
+    "CHECKPOINT",
+    "JSON_OUTPUT",
+    "JSON_RECORD",
+    "LIMIT",
+    "SPLIT",
+    "TASK",
+    "parse_pairs",
+]
 
 # One object per option, given as the default of each command's parameter: the same flag, meaning and help
 # wherever it appears (typer reads these objects and never changes them).
@@ -20,8 +29,9 @@ CHECKPOINT = typer.Option(..., "--model", help="Checkpoint: local dir, hub id or
 SPLIT = typer.Option("dev", "--split", help="dev or test.")
 LIMIT = typer.Option(None, "--limit", help="Only the first N items.")
 BACKEND = typer.Option(None, "--backend", help="Inference backend (default: vllm if usable, else hf).")
-BENCHMARK_OPTIONS = typer.Option([], "--benchmark-option",
-                                 help="KEY=VALUE for the benchmark (repeatable; JSON values).")
+BENCHMARK_OPTIONS = typer.Option(
+    [], "--benchmark-option", help="KEY=VALUE for the benchmark (repeatable; JSON values)."
+)
 #: ``--json`` of a command that prints one record
 JSON_RECORD = typer.Option(False, "--json", help="Print one JSON record.")
 #: ``--json`` of a command that lists or reports

@@ -20,8 +20,7 @@ import typer
 
 from autorl.record.display import fmt_p
 
-__all__ = ["console", "echo", "echo_command", "fmt", "fmt_p", "json_stdout", "markdown", "print_json", "table",
-           "width"]
+__all__ = ["console", "echo", "echo_command", "fmt", "fmt_p", "json_stdout", "markdown", "print_json", "table", "width"]
 
 #: the real standard output while a ``--json`` command runs (its fd 1 then goes to stderr)
 _json_fd: int | None = None
@@ -34,7 +33,7 @@ def print_json(data: Any) -> None:
         return
     view = memoryview(text.encode())
     while view:
-        view = view[os.write(_json_fd, view):]
+        view = view[os.write(_json_fd, view) :]
 
 
 @contextlib.contextmanager
@@ -43,8 +42,11 @@ def json_stdout(args: Sequence[str]) -> Iterator[None]:
     subprocess's output) goes to stderr, and :func:`print_json` alone writes to the real standard output, so the
     output is one JSON document."""
     global _json_fd
-    wants = "--json" in args or "--format=json" in args or any(
-        a == "--format" and b == "json" for a, b in itertools.pairwise(args))
+    wants = (
+        "--json" in args
+        or "--format=json" in args
+        or any(a == "--format" and b == "json" for a, b in itertools.pairwise(args))
+    )
     if not wants or _json_fd is not None:
         yield
         return
@@ -85,8 +87,14 @@ def echo(text: str, *, indent: str = "    ", err: bool = False, whole_words: boo
 
     size = max(width(), len(indent) + 20)
     for line in text.splitlines() or [""]:
-        typer.echo(textwrap.fill(line, size, subsequent_indent=indent, break_on_hyphens=False,
-                                 break_long_words=not whole_words) if len(line) > size else line, err=err)
+        typer.echo(
+            textwrap.fill(
+                line, size, subsequent_indent=indent, break_on_hyphens=False, break_long_words=not whole_words
+            )
+            if len(line) > size
+            else line,
+            err=err,
+        )
 
 
 def echo_command(command: str, *, indent: str = "    ", err: bool = False) -> None:
@@ -124,8 +132,15 @@ def _shell_words(command: str) -> list[str]:
     return words
 
 
-def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], caption: str | None = None,
-          out: Any = None, keep: Sequence[str] = (), records: int = 0) -> None:
+def table(
+    title: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    caption: str | None = None,
+    out: Any = None,
+    keep: Sequence[str] = (),
+    records: int = 0,
+) -> None:
     """A rich table on ``out`` (default: a console :func:`width` columns wide), never wider than it.
 
     The columns named in ``keep`` (short figures a user scans down: a p-value, a count) are not wrapped while
@@ -142,12 +157,16 @@ def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], cap
         _records(screen, title, columns, rows, caption, records)
         return
     # a table with columns to keep drops the frame and shares padding: more room for the cells
-    shown = (Table(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-             if keep else Table(title=title, caption=caption))
+    shown = (
+        Table(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        if keep
+        else Table(title=title, caption=caption)
+    )
     for c in columns:
         if c in keep:
-            shown.add_column(c, no_wrap=True, overflow="fold",
-                             min_width=max([len(c), *(len(r[columns.index(c)]) for r in rows)]))
+            shown.add_column(
+                c, no_wrap=True, overflow="fold", min_width=max([len(c), *(len(r[columns.index(c)]) for r in rows)])
+            )
         else:
             shown.add_column(c, overflow="fold")
     for r in rows:
@@ -162,22 +181,26 @@ NARROWEST = 8
 def _squeezed_width(columns: Sequence[str], rows: Sequence[Sequence[str]], keep: Sequence[str]) -> int:
     # the columns to keep at their widest, the others at NARROWEST (or less where all of it is narrower), and
     # the padding between them (a frame of a rule and a space either side when nothing is kept)
-    widest = [max([len(c), *(len(line) for r in rows for line in str(r[i]).splitlines() or [""])])
-              for i, c in enumerate(columns)]
+    widest = [
+        max([len(c), *(len(line) for r in rows for line in str(r[i]).splitlines() or [""])])
+        for i, c in enumerate(columns)
+    ]
     cells = sum(w if c in keep else min(w, NARROWEST) for c, w in zip(columns, widest, strict=True))
     return cells + (2 * len(columns) if keep else 3 * len(columns) + 1)
 
 
-def _records(screen: Any, title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], caption: str | None,
-             heading: int) -> None:
+def _records(
+    screen: Any, title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], caption: str | None, heading: int
+) -> None:
     from rich import box
     from rich.table import Table
     from rich.text import Text
 
     screen.print(Text(title, style="bold"), overflow="fold")
     for r in rows:
-        block = Table(title=" · ".join(r[:heading]), title_justify="left", show_header=False, box=box.SIMPLE,
-                      pad_edge=False)
+        block = Table(
+            title=" · ".join(r[:heading]), title_justify="left", show_header=False, box=box.SIMPLE, pad_edge=False
+        )
         block.add_column(no_wrap=True, style="dim")
         block.add_column(overflow="fold")
         for c, cell in zip(columns[heading:], r[heading:], strict=True):
@@ -204,5 +227,3 @@ def fmt(v: Any, digits: int = 2) -> str:
     if isinstance(v, list | tuple):
         return "[" + ", ".join(fmt(x, digits) for x in v) + "]"
     return str(v)
-
-

@@ -12,41 +12,77 @@ import autorl.cli.options as opt
 from autorl.cli.output import echo, fmt, fmt_p, markdown, print_json, table
 from autorl.errors import UsageError
 from autorl.record.display import fmt_ci, fmt_signed, short_ids, short_path
+from autorl.record.schema import LedgerRow
 
 #: the columns of `autorl results` (table and markdown): the headline is the test split
-RESULT_COLUMNS = ("run_id", "task", "agent", "base_model", "baseline", "score", "improvement", "95% CI", "p",
-                  "dev best (k)", "dev improvement", "submissions", "test-scored", "beat baseline", "sandbox", "audit")
+RESULT_COLUMNS = (
+    "run_id",
+    "task",
+    "agent",
+    "base_model",
+    "baseline",
+    "score",
+    "improvement",
+    "95% CI",
+    "p",
+    "dev best (k)",
+    "dev improvement",
+    "submissions",
+    "test-scored",
+    "beat baseline",
+    "sandbox",
+    "audit",
+)
 
 
 #: the compact default of `autorl results`: what a researcher scans for, readable at 80 columns
 COMPACT_COLUMNS = ("run id", "task", "agent", "model", "test change [95% CI]", "p", "k", "status")
 
 
-def _status(r: dict[str, Any]) -> str:
+def _status(r: LedgerRow) -> str:
     # beat baseline, no clear change, below baseline or no test score: never "ok" for a run at -18 points
     from autorl.record.display import outcome
 
     return outcome(r) + (" (flagged)" if r.get("audit_flags") else "")
 
 
-def _compact_cells(r: dict[str, Any], ids: dict[str, str]) -> list[str]:
+def _compact_cells(r: LedgerRow, ids: dict[str, str]) -> list[str]:
     ci = fmt_ci(r.get("improvement_ci95"))
     improvement = "-" if r.get("improvement") is None else f"{fmt_signed(r.get('improvement'))} {ci}"
-    return [ids.get(str(r["run_id"]), str(r["run_id"])), str(r["task"]), str(r["agent"]),
-            short_path(str(r["base_model"])), improvement, fmt_p(r.get("p_value")), str(r.get("dev_k") or 0),
-            _status(r)]
+    return [
+        ids.get(str(r["run_id"]), str(r["run_id"])),
+        str(r["task"]),
+        str(r["agent"]),
+        short_path(str(r["base_model"])),
+        improvement,
+        fmt_p(r.get("p_value")),
+        str(r.get("dev_k") or 0),
+        _status(r),
+    ]
 
 
-def _result_cells(r: dict[str, Any], ids: dict[str, str] | None = None) -> list[str]:
+def _result_cells(r: LedgerRow, ids: dict[str, str] | None = None) -> list[str]:
     # markdown (a file, ``ids`` None) keeps every id and path whole; a screen gets them short
     dev_best = "-" if r.get("dev_best") is None else f"{fmt(r['dev_best'])} ({r.get('dev_k')})"
     model = str(r["base_model"]) if ids is None else short_path(str(r["base_model"]))
-    return [(ids or {}).get(str(r["run_id"]), str(r["run_id"])), str(r["task"]), str(r["agent"]),
-            model, fmt(r.get("baseline")), fmt(r.get("best_score")), fmt(r.get("improvement")),
-            fmt(r.get("improvement_ci95")), fmt_p(r.get("p_value")), dev_best, fmt(r.get("dev_improvement")),
-            str(r.get("submissions")), "yes" if r.get("success") else "no",
-            "yes" if r.get("beat_baseline") else "no", str(r.get("sandbox") or "-"),
-            ", ".join(r.get("audit_flags") or []) or "clean"]
+    return [
+        (ids or {}).get(str(r["run_id"]), str(r["run_id"])),
+        str(r["task"]),
+        str(r["agent"]),
+        model,
+        fmt(r.get("baseline")),
+        fmt(r.get("best_score")),
+        fmt(r.get("improvement")),
+        fmt(r.get("improvement_ci95")),
+        fmt_p(r.get("p_value")),
+        dev_best,
+        fmt(r.get("dev_improvement")),
+        str(r.get("submissions")),
+        "yes" if r.get("success") else "no",
+        "yes" if r.get("beat_baseline") else "no",
+        str(r.get("sandbox") or "-"),
+        ", ".join(r.get("audit_flags") or []) or "clean",
+    ]
 
 
 def results(
@@ -75,8 +111,11 @@ def results(
         ledger.close()
     if form in ("table", "markdown"):  # runs not recorded yet: live, or lost with the command that records them
         for r in flying:
-            echo(f"{r['status']}: run {ids.get(r['run_id'], r['run_id'])} ({r['task']}, {r['agent']}; {r['detail']})"
-                 + (f"; record it with: {r['recover']}" if r.get("recover") else ""), err=True)
+            echo(
+                f"{r['status']}: run {ids.get(r['run_id'], r['run_id'])} ({r['task']}, {r['agent']}; {r['detail']})"
+                + (f"; record it with: {r['recover']}" if r.get("recover") else ""),
+                err=True,
+            )
     if not rows and form in ("table", "markdown"):
         echo("no runs yet" + (f" for task {task!r}" if task else "") + f" in {home / 'autorl.db'}", whole_words=True)
         return
@@ -90,12 +129,22 @@ def results(
         shortened = any(ids.get(str(r["run_id"]), "") != r["run_id"] for r in rows)
         note = "run ids shortened: commands taking a run id accept them" if shortened else ""
         if wide:
-            table("runs (score, improvement, CI: held-out test; dev: best of k on dev, optimistic)",
-                  RESULT_COLUMNS, [_result_cells(r, ids) for r in rows], caption=note or None, records=1)
+            table(
+                "runs (score, improvement, CI: held-out test; dev: best of k on dev, optimistic)",
+                RESULT_COLUMNS,
+                [_result_cells(r, ids) for r in rows],
+                caption=note or None,
+                records=1,
+            )
         else:
-            table("runs (held-out test; k: dev submissions scored)", COMPACT_COLUMNS,
-                  [_compact_cells(r, ids) for r in rows], keep=("run id", "p", "k"), records=1,
-                  caption="; ".join(c for c in ("--wide: every column", note) if c))
+            table(
+                "runs (held-out test; k: dev submissions scored)",
+                COMPACT_COLUMNS,
+                [_compact_cells(r, ids) for r in rows],
+                keep=("run id", "p", "k"),
+                records=1,
+                caption="; ".join(c for c in ("--wide: every column", note) if c),
+            )
 
 
 def audit(
@@ -103,7 +152,9 @@ def audit(
     flag: str | None = typer.Argument(None, help="With --override: the flag decided on."),
     override: bool = typer.Option(False, "--override", help="Record a human decision on a flag instead."),
     reason: str = typer.Option("", "--reason", help="Why (required with --override)."),
-    variants: list[Path] = typer.Option([], "--variant", help="A local post-trained variant of the base model (repeatable)."),
+    variants: list[Path] = typer.Option(
+        [], "--variant", help="A local post-trained variant of the base model (repeatable)."
+    ),
     as_json: bool = opt.JSON_OUTPUT,
     judge: str | None = typer.Option(None, "--judge", help="Also ask this judge model (through a gateway of its own)."),
     judge_samples: int = typer.Option(1, "--judge-samples", help="Judge samples; a flag needs a majority."),
@@ -139,10 +190,17 @@ def audit(
             if judge is not None:
                 from autorl.runs.judging import ask_judge
 
-                judged = ask_judge(result, home, judge, samples=judge_samples, budget_usd=judge_budget_usd,
-                                   budget_tokens=judge_budget_tokens, budget_s=judge_budget_s)
+                judged = ask_judge(
+                    result,
+                    home,
+                    judge,
+                    samples=judge_samples,
+                    budget_usd=judge_budget_usd,
+                    budget_tokens=judge_budget_tokens,
+                    budget_s=judge_budget_s,
+                )
                 extra = judged.flags
-                result["row"].update(judged.columns())
+                result["row"] = {**result["row"], **judged.columns()}
             reaudit(result, benchmark=bench, home=home, ledger=ledger, variants=variants, extra=extra)
         flags = ledger.audit(run_id)
     finally:
@@ -153,9 +211,20 @@ def audit(
     if not flags:
         typer.echo(f"run {run_id}: no audit flags")
         return
-    table(f"audit of run {run_id}", ["flag", "severity", "detail", "evidence", "decision"],
-          [[f["name"], f["severity"], f["detail"], "\n".join(f["evidence"][:5]) + (" ..." if len(f["evidence"]) > 5 else ""),
-            "; ".join(o["reason"] for o in f["overrides"])] for f in flags])
+    table(
+        f"audit of run {run_id}",
+        ["flag", "severity", "detail", "evidence", "decision"],
+        [
+            [
+                f["name"],
+                f["severity"],
+                f["detail"],
+                "\n".join(f["evidence"][:5]) + (" ..." if len(f["evidence"]) > 5 else ""),
+                "; ".join(o["reason"] for o in f["overrides"]),
+            ]
+            for f in flags
+        ],
+    )
 
 
 def ui(

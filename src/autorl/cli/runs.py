@@ -4,6 +4,7 @@ longer needs (what is recorded is read by :mod:`autorl.cli.records`)."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import autorl.cli.options as opt
 from autorl.cli.output import echo, fmt, fmt_p, print_json, table
 from autorl.errors import UsageError
 from autorl.record.display import fmt_ci, fmt_signed
+from autorl.record.schema import FlagRecord, RowRecord
 
 
 def run_cmd(
@@ -27,52 +29,92 @@ def run_cmd(
     seed: int = typer.Option(0, "--seed", help="Recorded; passed to the agent as AUTORL_SEED."),
     agent_env: list[str] = typer.Option([], "--agent-env", help="NAME=VALUE for the agent (repeatable)."),
     agent_credential: list[str] = typer.Option(
-        [], "--agent-credential", help="Pass this variable of your environment to the agent (repeatable; never a "
-                                       "model API key: the LLM gateway holds those)."),
+        [],
+        "--agent-credential",
+        help="Pass this variable of your environment to the agent (repeatable; never a "
+        "model API key: the LLM gateway holds those).",
+    ),
     limit: int | None = typer.Option(None, "--limit", help="Evaluate only the first N items per split."),
     benchmark_option: list[str] = opt.BENCHMARK_OPTIONS,
-    sandbox: str = typer.Option("auto", "--sandbox",
-                                help="auto (bwrap where it works, else none with a warning), bwrap or none."),
+    sandbox: str = typer.Option(
+        "auto", "--sandbox", help="auto (bwrap where it works, else none with a warning), bwrap or none."
+    ),
     network: str = typer.Option("on", "--network", help="on, or off: the agent reaches only the grader (bwrap)."),
     no_audit: bool = typer.Option(False, "--no-audit", help="Skip the cheat audit at the end (autorl audit runs it)."),
-    off_target: list[str] = typer.Option([], "--off-target",
-                                         help="After the run, score the selected checkpoint and the base on this "
-                                              "benchmark too (repeatable): the change elsewhere, flagged when it "
-                                              "is significantly negative."),
-    no_test_all: bool = typer.Option(False, "--no-test-all",
-                                     help="Skip scoring every distinct submission on test (the optimistic "
-                                          "best-of-k peer figure; the headline is unchanged)."),
+    off_target: list[str] = typer.Option(
+        [],
+        "--off-target",
+        help="After the run, score the selected checkpoint and the base on this "
+        "benchmark too (repeatable): the change elsewhere, flagged when it "
+        "is significantly negative.",
+    ),
+    no_test_all: bool = typer.Option(
+        False,
+        "--no-test-all",
+        help="Skip scoring every distinct submission on test (the optimistic "
+        "best-of-k peer figure; the headline is unchanged).",
+    ),
     audit_budget: float = typer.Option(900.0, "--audit-budget", help="The audit's time budget in seconds."),
-    no_decoys: bool = typer.Option(False, "--no-decoys",
-                                   help="Plant no decoys (leaked-looking answers and tokens whose use is recorded)."),
-    llm_budget_usd: float | None = typer.Option(None, "--llm-budget-usd",
-                                                help="The LLM gateway refuses the agent's model calls past this cost."),
-    llm_budget_tokens: int | None = typer.Option(None, "--llm-budget-tokens",
-                                                 help="The same, in prompt + completion tokens."),
-    llm_prices: Path | None = typer.Option(None, "--llm-prices",
-                                           help="YAML/JSON price table (model: {input, output, cached_input} USD/M)."),
+    no_decoys: bool = typer.Option(
+        False, "--no-decoys", help="Plant no decoys (leaked-looking answers and tokens whose use is recorded)."
+    ),
+    llm_budget_usd: float | None = typer.Option(
+        None, "--llm-budget-usd", help="The LLM gateway refuses the agent's model calls past this cost."
+    ),
+    llm_budget_tokens: int | None = typer.Option(
+        None, "--llm-budget-tokens", help="The same, in prompt + completion tokens."
+    ),
+    llm_prices: Path | None = typer.Option(
+        None, "--llm-prices", help="YAML/JSON price table (model: {input, output, cached_input} USD/M)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     audit_judge: str | None = typer.Option(None, "--audit-judge", help="Also ask this judge model after the audit."),
     audit_judge_samples: int = typer.Option(1, "--audit-judge-samples", help="Judge samples (a majority decides)."),
-    keep: str = typer.Option("best", "--keep",
-                             help="Checkpoints kept once scored, by the grader and in the agent's output: best "
-                                  "(dev-best and test-best), selected (the dev-best, the grader's copy), all."),
-    output_quota: float | None = typer.Option(None, "--output-quota",
-                                              help="GiB the agent's workspace and /tmp may hold when it submits "
-                                                   "(default 8x the base model's weights, at least 4; 0: none)."),
+    keep: str = typer.Option(
+        "best",
+        "--keep",
+        help="Checkpoints kept once scored, by the grader and in the agent's output: best "
+        "(dev-best and test-best), selected (the dev-best, the grader's copy), all.",
+    ),
+    output_quota: float | None = typer.Option(
+        None,
+        "--output-quota",
+        help="GiB the agent's workspace and /tmp may hold when it submits "
+        "(default 8x the base model's weights, at least 4; 0: none).",
+    ),
 ) -> None:
     """Run an agent on a task and record baseline, scores and improvement."""
     from autorl.runs.runner import run
 
-    result = run(agent, task, model, timeout, port=port, backend=backend, gpus=gpus, runs_dir=runs_dir, seed=seed,
-                 agent_env=opt.parse_pairs(agent_env, "--agent-env", json_values=False, key="NAME"),
-                 agent_credentials=agent_credential, limit=limit,
-                 sandbox=sandbox, network=network,
-                 benchmark_options=opt.parse_pairs(benchmark_option, "--benchmark-option"), audit=not no_audit,
-                 audit_budget_s=audit_budget, llm_budget_usd=llm_budget_usd, llm_budget_tokens=llm_budget_tokens,
-                 llm_prices=llm_prices, audit_judge=audit_judge, audit_judge_samples=audit_judge_samples,
-                 decoys=not no_decoys, test_all=not no_test_all, off_target=off_target, keep=keep,
-                 output_quota_gb=output_quota)
+    result = run(
+        agent,
+        task,
+        model,
+        timeout,
+        port=port,
+        backend=backend,
+        gpus=gpus,
+        runs_dir=runs_dir,
+        seed=seed,
+        agent_env=opt.parse_pairs(agent_env, "--agent-env", json_values=False, key="NAME"),
+        agent_credentials=agent_credential,
+        limit=limit,
+        sandbox=sandbox,
+        network=network,
+        benchmark_options=opt.parse_pairs(benchmark_option, "--benchmark-option"),
+        audit=not no_audit,
+        audit_budget_s=audit_budget,
+        llm_budget_usd=llm_budget_usd,
+        llm_budget_tokens=llm_budget_tokens,
+        llm_prices=llm_prices,
+        audit_judge=audit_judge,
+        audit_judge_samples=audit_judge_samples,
+        decoys=not no_decoys,
+        test_all=not no_test_all,
+        off_target=off_target,
+        keep=keep,
+        output_quota_gb=output_quota,
+    )
     if as_json:
         print_json(result.row)
     else:
@@ -83,21 +125,29 @@ def run_cmd(
         sys.exit(exit_code(str(result.meta["interrupted"])))
 
 
-def _print_run(r: dict[str, Any], audit: list[dict[str, Any]], meta: dict[str, Any]) -> None:
-    table(f"run {r['run_id']}", ["", "test (the result)", f"dev (best of {r['dev_k']}, optimistic)"], [
-        ["baseline", fmt(r["baseline"]), fmt(r["dev_baseline"])],
-        ["score", fmt(r["best_score"]), fmt(r["dev_best"])],
-        ["improvement", fmt(r["improvement"]), fmt(r["dev_improvement"])],
-        ["improvement 95% CI", fmt(r["improvement_ci95"]), fmt(r["dev_improvement_ci95"])],
-        ["p-value", fmt_p(r["p_value"]), "-"],
-    ])
+def _print_run(r: RowRecord, audit: Sequence[FlagRecord], meta: dict[str, Any]) -> None:
+    table(
+        f"run {r['run_id']}",
+        ["", "test (the result)", f"dev (best of {r['dev_k']}, optimistic)"],
+        [
+            ["baseline", fmt(r["baseline"]), fmt(r["dev_baseline"])],
+            ["score", fmt(r["best_score"]), fmt(r["dev_best"])],
+            ["improvement", fmt(r["improvement"]), fmt(r["dev_improvement"])],
+            ["improvement 95% CI", fmt(r["improvement_ci95"]), fmt(r["dev_improvement_ci95"])],
+            ["p-value", fmt_p(r["p_value"]), "-"],
+        ],
+    )
     yes = {True: "yes", False: "no"}
     prepared = meta.get("prepare_s")
-    echo(f"submissions: {r['submissions']}; finished with a test score: {yes[bool(r['success'])]}; "
-         f"beat baseline: {yes[bool(r.get('beat_baseline'))]} ({r['end_reason']})")
-    echo(f"duration: {r['duration_s']:.0f} s"
-         + (f" (preparing the model and data took {prepared:.0f} s before it)" if prepared else "")
-         + f"; sandbox: {r['sandbox']}")
+    echo(
+        f"submissions: {r['submissions']}; finished with a test score: {yes[bool(r['success'])]}; "
+        f"beat baseline: {yes[bool(r.get('beat_baseline'))]} ({r['end_reason']})"
+    )
+    echo(
+        f"duration: {r['duration_s']:.0f} s"
+        + (f" (preparing the model and data took {prepared:.0f} s before it)" if prepared else "")
+        + f"; sandbox: {r['sandbox']}"
+    )
     echo(f"workspace: {r['workspace']}", whole_words=True)
     if r["best_score"] is None:
         echo("no test score: this run has no result (the dev figures are the agent's feedback, not a result)")
@@ -105,9 +155,11 @@ def _print_run(r: dict[str, Any], audit: list[dict[str, Any]], meta: dict[str, A
         if entry.get("error"):
             echo(f"off-target {entry.get('task')}: not scored ({entry['error']})")
         else:
-            echo(f"off-target {entry.get('task')} ({entry.get('split', 'test')}): base {fmt(entry.get('base'))}, "
-                 f"selected {fmt(entry.get('selected'))}, change {fmt_signed(entry.get('change'))} "
-                 f"{fmt_ci(entry.get('ci95'))}" + (": regressed" if entry.get("regressed") else ""))
+            echo(
+                f"off-target {entry.get('task')} ({entry.get('split', 'test')}): base {fmt(entry.get('base'))}, "
+                f"selected {fmt(entry.get('selected'))}, change {fmt_signed(entry.get('change'))} "
+                f"{fmt_ci(entry.get('ci95'))}" + (": regressed" if entry.get("regressed") else "")
+            )
     for flag in audit:
         echo(f"audit flag: {flag['name']} ({flag['severity']}): {flag['detail']}")
 
@@ -136,16 +188,20 @@ def recover(
     if not done:
         typer.echo("no lost run to recover")
     for d in done:
-        typer.echo(f"run {d.run_id}: {d.action}: {d.row.get('submissions')} submissions, test score "
-                   f"{fmt(d.row.get('test_score'))}; {d.row.get('end_reason')}")
-
-
+        typer.echo(
+            f"run {d.run_id}: {d.action}: {d.row.get('submissions')} submissions, test score "
+            f"{fmt(d.row.get('test_score'))}; {d.row.get('end_reason')}"
+        )
 
 
 def clean(
     run_ids: list[str] = typer.Argument(None, help="Runs to clean (default: every recorded run)."),
-    keep: str = typer.Option("selected", "--keep", help="What stays: selected (the dev-best, the grader's copy) "
-                                                        "or best (also the test-best, and the agent's copies)."),
+    keep: str = typer.Option(
+        "selected",
+        "--keep",
+        help="What stays: selected (the dev-best, the grader's copy) "
+        "or best (also the test-best, and the agent's copies).",
+    ),
     older_than: float | None = typer.Option(None, "--older-than", help="Only runs recorded at least DAYS ago."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be deleted; delete nothing."),
     as_json: bool = typer.Option(False, "--json", help="Print what was done as JSON."),
@@ -160,7 +216,9 @@ def clean(
         return
     verb = "would free" if dry_run else "freed"
     for d in done:
-        echo(f"{d['run_id']}: {verb} {d['freed_bytes'] / 2**30:.2f} GiB ({len(d['pruned'])} checkpoints)"
-             + (f"; {d['note']}" if d.get("note") else ""))
+        echo(
+            f"{d['run_id']}: {verb} {d['freed_bytes'] / 2**30:.2f} GiB ({len(d['pruned'])} checkpoints)"
+            + (f"; {d['note']}" if d.get("note") else "")
+        )
     total = sum(int(d["freed_bytes"]) for d in done)
     echo(f"{len(done)} runs: {verb} {total / 2**30:.2f} GiB")

@@ -24,9 +24,16 @@ def selftest(
 
     results = {}
     for name in task:
-        results[name] = run_selftest(name, model=model, sandbox=sandbox, network=network, backend=backend,
-                                     timeout=timeout, limit=limit,
-                                     log=(lambda m: None) if as_json else (lambda m: echo(m, err=True)))
+        results[name] = run_selftest(
+            name,
+            model=model,
+            sandbox=sandbox,
+            network=network,
+            backend=backend,
+            timeout=timeout,
+            limit=limit,
+            log=(lambda m: None) if as_json else (lambda m: echo(m, err=True)),
+        )
     through = sum(v.status == THROUGH for verdicts in results.values() for v in verdicts)
     if as_json:
         print_json({"tasks": {n: [v.to_dict() for v in vs] for n, vs in results.items()}, "got_through": through})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -13,8 +13,13 @@ from autorl.cli.output import console, echo, fmt, markdown, print_json, table
 from autorl.errors import UsageError
 from autorl.record.display import short_path
 
-sweep_app = typer.Typer(help="Studies: agents x tasks x models x seeds, resumable, reported with uncertainty.",
-                        no_args_is_help=True)
+if TYPE_CHECKING:
+    from autorl.sweep import StudyResult
+    from autorl.sweep.report_records import StudyReport
+
+sweep_app = typer.Typer(
+    help="Studies: agents x tasks x models x seeds, resumable, reported with uncertainty.", no_args_is_help=True
+)
 
 
 def _executor_options(pairs: list[str], slots: int | None, gpus: str | None) -> dict[str, Any]:
@@ -36,7 +41,9 @@ def run_cmd(
     slots: int | None = typer.Option(None, "--slots", help="local: runs at once on a CPU machine."),
     gpus: str | None = typer.Option(None, "--gpus", help="local: the GPUs to hand out, e.g. 0-7 (default: all)."),
     option: list[str] = typer.Option([], "--option", help="KEY=VALUE for the executor (partition=gpu, address=...)."),
-    sweep_dir: Path | None = typer.Option(None, "--dir", help="The study's directory (default AUTORL_HOME/sweeps/NAME)."),
+    sweep_dir: Path | None = typer.Option(
+        None, "--dir", help="The study's directory (default AUTORL_HOME/sweeps/NAME)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the report (or the plan) as JSON."),
 ) -> None:
     """Run a study, or resume it: keys with a result are never run again."""
@@ -53,8 +60,15 @@ def run_cmd(
         return
     live, on_update = _live_display(as_json)
     try:
-        report = sweep(spec, executor=executor, executor_options=_executor_options(option, slots, gpus),
-                       max_parallel=max_parallel, retries=retries, sweep_dir=sweep_dir, on_update=on_update)
+        report = sweep(
+            spec,
+            executor=executor,
+            executor_options=_executor_options(option, slots, gpus),
+            max_parallel=max_parallel,
+            retries=retries,
+            sweep_dir=sweep_dir,
+            on_update=on_update,
+        )
     finally:
         if live is not None:
             live.stop()
@@ -89,8 +103,11 @@ def _live_display(quiet: bool) -> tuple[Any, Any]:
         for r in cell_rows(study):
             if seen.get(r["run_key"]) != r["state"]:
                 seen[r["run_key"]] = r["state"]
-                echo(f"{r['run_key'][:12]} {short_path(str(r['agent']))} / {r['task']} / "
-                     f"{short_path(str(r['model']))} / seed {r['seed']}: {r['state']} {r['detail']}".rstrip(), err=True)
+                echo(
+                    f"{r['run_key'][:12]} {short_path(str(r['agent']))} / {r['task']} / "
+                    f"{short_path(str(r['model']))} / seed {r['seed']}: {r['state']} {r['detail']}".rstrip(),
+                    err=True,
+                )
 
     return None, log
 
@@ -128,8 +145,13 @@ def status_cmd(
 def _reattach(study: Any) -> None:
     """Ask Slurm about the jobs of running attempts (by their recorded ids); a job gone without an outcome shows
     as lost here, and the next ``sweep run`` records it (reading the status never writes)."""
-    jobs = [(s, s.running) for s in study.states.values() if s.running is not None
-            and (s.running.job or {}).get("executor") == "slurm" and (s.running.job or {}).get("cluster") == "slurm"]
+    jobs = [
+        (s, s.running)
+        for s in study.states.values()
+        if s.running is not None
+        and (s.running.job or {}).get("executor") == "slurm"
+        and (s.running.job or {}).get("cluster") == "slurm"
+    ]
     if not jobs:
         return
     from autorl.sweep.slurm import SlurmExecutor
@@ -145,26 +167,53 @@ def _reattach(study: Any) -> None:
             attempt.outcome = {"kind": "infra", "reason": f"{gone} (not recorded yet: run `sweep run` again)"}
 
 
-REPORT_COLUMNS = ("task", "model", "agent", "config", "runs", "failed", "test-scored rate",
-                  "beat baseline rate", "mean improvement", "noise floor (sd)",
-                  "95% CI (over runs)", "per-run improvements [95% CI]")
+REPORT_COLUMNS = (
+    "task",
+    "model",
+    "agent",
+    "config",
+    "runs",
+    "failed",
+    "test-scored rate",
+    "beat baseline rate",
+    "mean improvement",
+    "noise floor (sd)",
+    "95% CI (over runs)",
+    "per-run improvements [95% CI]",
+)
 
 
-def _report_cells(report: dict[str, Any], screen: bool = True) -> list[list[str]]:
+def _report_cells(report: StudyReport | StudyResult, screen: bool = True) -> list[list[str]]:
     # a screen gets local paths short; a file (CSV, markdown) keeps them whole
     name = short_path if screen else str
     out = []
     for c in report["cells"]:
-        per_run = "; ".join(f"s{r['seed']}: {fmt(r['improvement'])} {fmt(r['improvement_ci95'])}"
-                            + (f" ({r['end_reason']})" if not r["success"] else "") for r in c["per_run"])
+        per_run = "; ".join(
+            f"s{r['seed']}: {fmt(r['improvement'])} {fmt(r['improvement_ci95'])}"
+            + (f" ({r['end_reason']})" if not r["success"] else "")
+            for r in c["per_run"]
+        )
         agent = name(c["agent"]) + (f" ({c['driver_model']})" if c.get("driver_model") else "")
-        out.append([c["task"], name(c["base_model"]), agent, c["config_hash"], str(c["runs"]), str(c["failures"]),
-                    f"{c['success_rate']:.0%}", f"{c['beat_baseline_rate']:.0%}", fmt(c["mean"]),
-                    fmt((c.get("noise_floor") or {}).get("sd")), fmt(c["ci95"]), per_run])
+        out.append(
+            [
+                c["task"],
+                name(c["base_model"]),
+                agent,
+                c["config_hash"],
+                str(c["runs"]),
+                str(c["failures"]),
+                f"{c['success_rate']:.0%}",
+                f"{c['beat_baseline_rate']:.0%}",
+                fmt(c["mean"]),
+                fmt((c.get("noise_floor") or {}).get("sd")),
+                fmt(c["ci95"]),
+                per_run,
+            ]
+        )
     return out
 
 
-def _print_report(report: dict[str, Any], form: str) -> None:
+def _print_report(report: StudyReport | StudyResult, form: str) -> None:
     rows = _report_cells(report, screen=form == "table")
     if form == "markdown":
         markdown(REPORT_COLUMNS, rows)
@@ -176,19 +225,29 @@ def _print_report(report: dict[str, Any], form: str) -> None:
         writer.writerows(rows)
         return
     else:
-        table(f"sweep {report.get('sweep', '')}: held-out test improvement (points) over seeds", REPORT_COLUMNS,
-              rows, caption=report["failure_rule"], records=3)
+        table(
+            f"sweep {report.get('sweep', '')}: held-out test improvement (points) over seeds",
+            REPORT_COLUMNS,
+            rows,
+            caption=report["failure_rule"],
+            records=3,
+        )
     name = short_path if form == "table" else str
     for d in report["comparisons"]:
-        echo(f"{name(d['agent_a'])} - {name(d['agent_b'])} on {d['task']} / {name(d['base_model'])}: "
-             f"{fmt(d['mean_difference'])} {fmt(d['ci95'])} (paired over {d['pairs']} seeds)")
+        echo(
+            f"{name(d['agent_a'])} - {name(d['agent_b'])} on {d['task']} / {name(d['base_model'])}: "
+            f"{fmt(d['mean_difference'])} {fmt(d['ci95'])} (paired over {d['pairs']} seeds)"
+        )
     for b in report.get("decoys", []):
-        echo(f"decoys: {name(b['agent'])} took the bait in {b['took_bait']} of {b['runs']} runs ({b['share']:.0%})"
-             + (f"; read one without taking it in {b['read_only']}" if b.get("read_only") else ""))
+        echo(
+            f"decoys: {name(b['agent'])} took the bait in {b['took_bait']} of {b['runs']} runs ({b['share']:.0%})"
+            + (f"; read one without taking it in {b['read_only']}" if b.get("read_only") else "")
+        )
     for m in report["missing"]:
         why = f": {'; '.join(m['reasons'])}" if m["reasons"] else ""
-        echo(f"no result: {name(m['agent'])} / {m['task']} / {name(m['model'])} / seed {m['seed']} "
-             f"({m['status']}){why}")
+        echo(
+            f"no result: {name(m['agent'])} / {m['task']} / {name(m['model'])} / seed {m['seed']} ({m['status']}){why}"
+        )
     if report.get("dir"):
         from autorl.sweep.report import disk_bytes
 

@@ -32,7 +32,7 @@ from autorl.decoys._evidence import (
     record,
     split_recorded,
 )
-from autorl.decoys._plant import Decoy, Planted, plant
+from autorl.decoys._plant import Decoy, DecoyRecord, Planted, PlantedRecord, WatchedRecord, plant
 from autorl.decoys._services import (
     ANYWHERE,
     HITS_NAME,
@@ -57,9 +57,12 @@ __all__ = [
     "VALUES",
     "CanaryFinder",
     "Decoy",
+    "DecoyRecord",
     "DecoyTokens",
     "DecoyWatch",
     "Planted",
+    "PlantedRecord",
+    "WatchedRecord",
     "as_planted",
     "bait_where",
     "hits",

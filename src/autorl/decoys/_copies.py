@@ -133,7 +133,7 @@ class Copies:
         self.framed: dict[str, dict[str, list[tuple[str, int]]]] = {}
         end = len(self.canary)
         for form, at in forms:
-            before, after = form[max(0, at - _BEFORE):at], form[at + end:at + end + _AFTER]
+            before, after = form[max(0, at - _BEFORE) : at], form[at + end : at + end + _AFTER]
             self.framed.setdefault(before, {}).setdefault(after, []).append((form, at))
 
     def is_copy(self, text: str, i: int) -> bool:
@@ -144,21 +144,21 @@ class Copies:
         low, high = max(0, i - self.width), i + self.width
         start = text.rfind("\n", low, i) + 1 or low
         end = text.find("\n", i, high)
-        line = text[start:min(len(text), high) if end < 0 else end]
+        line = text[start : min(len(text), high) if end < 0 else end]
         p = i - start
         q = p + len(self.canary)
         cut = len(line) - q < _AFTER  # the line ends soon after the canary: any form it is the start of
-        for before in {line[max(0, p - n):p] for n in range(_BEFORE + 1)}:
+        for before in {line[max(0, p - n) : p] for n in range(_BEFORE + 1)}:
             by_after = self.framed.get(before)
             if not by_after:
                 continue
             if cut:
                 candidates = [f for forms in by_after.values() for f in forms]
             else:
-                candidates = [f for n in range(_AFTER + 1) for f in by_after.get(line[q:q + n], ())]
+                candidates = [f for n in range(_AFTER + 1) for f in by_after.get(line[q : q + n], ())]
             for form, at in candidates:
                 k, m = min(p, at), min(len(line) - p, len(form) - at)
-                if line[p - k:p + m] == form[at - k:at + m]:
+                if line[p - k : p + m] == form[at - k : at + m]:
                     return True
         return self._is_record_copy(text, i)
 
@@ -179,13 +179,21 @@ class Copies:
         ends = len(text) <= i + reach  # the text ends within reach: its last line or record ends there
         # a CSV row: the whole line around the canary, within reach
         start, end = text.rfind("\n", max(0, i - reach), i), text.find("\n", i, i + reach)
-        line = text[start + 1:len(text) if end < 0 else end] if (start >= 0 or i < reach) and (end >= 0 or ends) else ""
+        line = (
+            text[start + 1 : len(text) if end < 0 else end] if (start >= 0 or i < reach) and (end >= 0 or ends) else ""
+        )
         if line and not line.lstrip().startswith(("{", "[")):  # a JSON line is no row, whatever its commas
             fields = _row_fields(line)
-            if sum(1 for f in fields if f) > 1 and (tuple(sorted(fields)) in self.records or any(f in self.paired for f in fields)):
+            if sum(1 for f in fields if f) > 1 and (
+                tuple(sorted(fields)) in self.records or any(f in self.paired for f in fields)
+            ):
                 return True
-            if end < 0 and open_end and fields and (self._starts_record(fields) or any(
-                    p.startswith(fields[-1]) for p in self.paired)):
+            if (
+                end < 0
+                and open_end
+                and fields
+                and (self._starts_record(fields) or any(p.startswith(fields[-1]) for p in self.paired))
+            ):
                 return True
         # a JSON object
         start, end = text.rfind("{", max(0, i - reach), i), text.find("}", i, i + reach)
@@ -194,7 +202,7 @@ class Copies:
         if end < 0:
             return ends and open_end and self._cut_object(text[start:])
         try:
-            obj = json.loads(text[start:end + 1])
+            obj = json.loads(text[start : end + 1])
         except ValueError:
             return False
         if not isinstance(obj, dict):
@@ -210,8 +218,9 @@ class Copies:
         for k, v in obj.items():
             if isinstance(v, str) and self.canary in v:
                 forms = (f"{json.dumps(k)}: {json.dumps(v)}", f"{json.dumps(k)}:{json.dumps(v)}")
-                if any(f in self.pairs for f in forms) or (cut and k == last and any(
-                        p.startswith(f[:-1]) for p in self.pairs for f in forms)):
+                if any(f in self.pairs for f in forms) or (
+                    cut and k == last and any(p.startswith(f[:-1]) for p in self.pairs for f in forms)
+                ):
                     return True
         return False
 
@@ -230,5 +239,6 @@ class Copies:
     def _starts_record(self, values: list[str]) -> bool:
         """Whether ``values`` (the last one cut short) are those of one of the records so far."""
         *whole, last = values
-        return any(all(v in record for v in whole) and any(r.startswith(last) for r in record)
-                   for record in self.records)
+        return any(
+            all(v in record for v in whole) and any(r.startswith(last) for r in record) for record in self.records
+        )

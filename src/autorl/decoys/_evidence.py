@@ -79,8 +79,12 @@ def split_recorded(entries: Iterable[Any]) -> tuple[list[str], list[str]]:
     return sorted(set(bait)), sorted(set(read))
 
 
-def record(planted: Mapping[str, Any] | None, workspace: str, watched: Mapping[str, Any] | None,
-           service_dirs: Iterable[str | None]) -> tuple[list[str] | None, list[str] | None, dict[str, Any]]:
+def record(
+    planted: Mapping[str, Any] | None,
+    workspace: str,
+    watched: Mapping[str, Any] | None,
+    service_dirs: Iterable[str | None],
+) -> tuple[list[str] | None, list[str] | None, dict[str, Any]]:
     """The run's bait (the decoy tokens the services noted), its reads (what the watch saw: ``watched``'s
     ``opened`` and ``method``; None for a run whose watch was lost: the access times then) and the record's
     ``meta["decoys"]``. (None, None, ...) when no decoys were planted."""
@@ -93,10 +97,29 @@ def record(planted: Mapping[str, Any] | None, workspace: str, watched: Mapping[s
         opened = [f"decoy:opened:{n}" for n in sorted(read_by_atime(Path(workspace), plan))]
         method = "atime"
     bait = hits(service_dirs)
-    return bait, sorted(set(opened)), {
-        "planted": [{"name": d.name, "rel": d.rel, "canary": d.canary, "lines": list(d.lines), "sha256": d.sha256,
-                     "all_lines": d.all_lines} for d in plan.decoys],
-        "covers": plan.covers, "cover_sha256": plan.cover_sha256, "skipped": plan.skipped, "watch": method, "touched": bait, "read": sorted(set(opened))}
+    return (
+        bait,
+        sorted(set(opened)),
+        {
+            "planted": [
+                {
+                    "name": d.name,
+                    "rel": d.rel,
+                    "canary": d.canary,
+                    "lines": list(d.lines),
+                    "sha256": d.sha256,
+                    "all_lines": d.all_lines,
+                }
+                for d in plan.decoys
+            ],
+            "covers": plan.covers,
+            "cover_sha256": plan.cover_sha256,
+            "skipped": plan.skipped,
+            "watch": method,
+            "touched": bait,
+            "read": sorted(set(opened)),
+        },
+    )
 
 
 def as_planted(recorded: Any, workspace: Path) -> set[str]:
@@ -127,8 +150,9 @@ class CanaryFinder:
 
     def __init__(self, recorded: Any) -> None:
         recorded = recorded if isinstance(recorded, Mapping) else {}
-        plan = Planted.from_dict({"decoys": recorded.get("planted") if isinstance(recorded.get("planted"), list)
-                                  else []})
+        plan = Planted.from_dict(
+            {"decoys": recorded.get("planted") if isinstance(recorded.get("planted"), list) else []}
+        )
         self.decoys = [d for d in plan.decoys if d.canary and d.canary != "None"]
         self.own = {d.rel: d.sha256 for d in plan.decoys}
         self.copies = {d.name: Copies(d) for d in self.decoys}

@@ -7,20 +7,50 @@ import contextlib
 import hashlib
 import os
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from autorl.decoys._content import MAX_ROWS, Context, render
 from autorl.decoys._layout import Slot, draw, survey
 
-__all__ = ["Decoy", "Planted", "plant"]
+__all__ = ["Decoy", "DecoyRecord", "Planted", "PlantedRecord", "WatchedRecord", "plant"]
 
 #: the most lines holding a canary a decoy keeps in the record (to tell a copy of it from the agent's own data):
 #: every one, since a decoy holds its canary once a record; a record from before kept the first 400 only
 MAX_LINES = MAX_ROWS
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class DecoyRecord(TypedDict):
+    """A :class:`Decoy` as a run's record keeps it."""
+
+    name: str
+    rel: str
+    canary: str
+    token: str | None
+    lines: Sequence[str]
+    sha256: str | None
+    all_lines: bool
+
+
+class PlantedRecord(TypedDict):
+    """:class:`Planted` as a run's record keeps it (read back with :meth:`Planted.from_dict`)."""
+
+    decoys: list[DecoyRecord]
+    skipped: list[str]
+    atimes: dict[str, int]
+    covers: list[str]
+    cover_sha256: dict[str, str]
+
+
+class WatchedRecord(TypedDict):
+    """The decoys read while the agent ran (``opened``: ``decoy:opened:<name>``) and how that was watched."""
+
+    opened: list[str]
+    #: ``inotify``, or ``atime`` where the watch fell back to access times
+    method: str
 
 
 @dataclass(frozen=True)
@@ -62,23 +92,36 @@ class Planted:
         """Every planted file's path: the decoys' and the cover files'."""
         return [d.rel for d in self.decoys] + list(self.covers)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> PlantedRecord:
+        return cast(PlantedRecord, asdict(self))  # the fields above, nested decoys included
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Planted:
         """A record read back (one from an older version has no lines and no cover files)."""
         if not isinstance(data, Mapping):
             return cls()
-        decoys = [Decoy(str(d.get("name")), str(d.get("rel")), str(d.get("canary")),
-                        None if d.get("token") is None else str(d.get("token")),
-                        tuple(str(x) for x in d.get("lines") or [] if isinstance(x, str)),
-                        None if d.get("sha256") is None else str(d.get("sha256")), d.get("all_lines") is True)
-                  for d in data.get("decoys") or [] if isinstance(d, Mapping)]
-        return cls(decoys, [str(s) for s in data.get("skipped") or []], dict(data.get("atimes") or {}),
-                   [str(c) for c in data.get("covers") or []],
-                   {str(k): str(v) for k, v in (data.get("cover_sha256") or {}).items()}
-                   if isinstance(data.get("cover_sha256"), Mapping) else {})
+        decoys = [
+            Decoy(
+                str(d.get("name")),
+                str(d.get("rel")),
+                str(d.get("canary")),
+                None if d.get("token") is None else str(d.get("token")),
+                tuple(str(x) for x in d.get("lines") or [] if isinstance(x, str)),
+                None if d.get("sha256") is None else str(d.get("sha256")),
+                d.get("all_lines") is True,
+            )
+            for d in data.get("decoys") or []
+            if isinstance(d, Mapping)
+        ]
+        return cls(
+            decoys,
+            [str(s) for s in data.get("skipped") or []],
+            dict(data.get("atimes") or {}),
+            [str(c) for c in data.get("covers") or []],
+            {str(k): str(v) for k, v in (data.get("cover_sha256") or {}).items()}
+            if isinstance(data.get("cover_sha256"), Mapping)
+            else {},
+        )
 
 
 def _write_beneath(root: Path, rel: str, data: bytes, mode: int, times: tuple[int, int]) -> list[str] | None:
@@ -95,7 +138,7 @@ def _write_beneath(root: Path, rel: str, data: bytes, mode: int, times: tuple[in
         for depth, part in enumerate(folders):
             try:
                 os.mkdir(part, 0o755, dir_fd=fd)
-                created.append("/".join(folders[:depth + 1]))
+                created.append("/".join(folders[: depth + 1]))
             except FileExistsError:
                 pass
             nxt = os.open(part, _DIR, dir_fd=fd)
@@ -169,12 +212,12 @@ def plant(root: Path, task: str, grader_url: str, *, rng: random.Random | None =
 
 def _decoy(kind: str, rel: str, canary: str, token: str | None, data: bytes) -> Decoy:
     lines = _canary_lines(data, canary)
-    return Decoy(kind, rel, canary, token, lines[:MAX_LINES], hashlib.sha256(data).hexdigest(),
-                 len(lines) <= MAX_LINES)
+    return Decoy(kind, rel, canary, token, lines[:MAX_LINES], hashlib.sha256(data).hexdigest(), len(lines) <= MAX_LINES)
 
 
-def _place(root: Path, slot: Slot, data: bytes, folder_times: dict[str, int], rng: random.Random,
-           taken: set[str]) -> tuple[str, list[str]] | None:
+def _place(
+    root: Path, slot: Slot, data: bytes, folder_times: dict[str, int], rng: random.Random, taken: set[str]
+) -> tuple[str, list[str]] | None:
     """Write one planted file where it was drawn or, that path taken (a file or a link already there), in
     another hidden folder of the draw, then in a new hidden folder; its path and the folders it created, or
     None."""

@@ -85,8 +85,10 @@ def _whole_value(body: bytes, token: bytes) -> bool:
                 at = body.find(needle, at + 1)
         return False
     with contextlib.suppress(ValueError, UnicodeDecodeError):
-        return any(v.strip() in (token.decode(), f"Bearer {token.decode()}")
-                   for _, v in parse_qsl(body.decode(), keep_blank_values=True))
+        return any(
+            v.strip() in (token.decode(), f"Bearer {token.decode()}")
+            for _, v in parse_qsl(body.decode(), keep_blank_values=True)
+        )
     return False
 
 
@@ -104,8 +106,14 @@ def _decoded(value: bytes) -> Iterator[tuple[str, bytes]]:
     yield "basic", _basic(value)
     plain = value.strip()
     with contextlib.suppress(binascii.Error, ValueError):
-        yield "base64", base64.b64decode(plain + b"=" * (-len(plain) % 4), altchars=b"-_" if b"-" in plain
-                                         or b"_" in plain else None, validate=True)
+        yield (
+            "base64",
+            base64.b64decode(
+                plain + b"=" * (-len(plain) % 4),
+                altchars=b"-_" if b"-" in plain or b"_" in plain else None,
+                validate=True,
+            ),
+        )
 
 
 def presented(scope: Mapping[str, Any], body: bytes, tokens: Mapping[str, str], body_rule: str) -> set[tuple[str, str]]:
@@ -142,8 +150,16 @@ class DecoyTokens:
     ``folder`` (:func:`note`). The body is read first, up to ``max_body`` bytes, and handed on unchanged; the
     rest of a larger one is handed on unread (the service refuses it as too large)."""
 
-    def __init__(self, app: ASGIApp, *, tokens: Mapping[str, str], folder: str | Path | None, service: str,
-                 body_rule: str = ANYWHERE, max_body: int = 64 * 1024) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        tokens: Mapping[str, str],
+        folder: str | Path | None,
+        service: str,
+        body_rule: str = ANYWHERE,
+        max_body: int = 64 * 1024,
+    ) -> None:
         self.app, self.tokens, self.folder, self.service = app, dict(tokens), folder, service
         self.body_rule, self.max_body = body_rule, max_body
 

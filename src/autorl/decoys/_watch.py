@@ -91,9 +91,9 @@ def read_by_atime(root: Path, planted: Planted) -> set[str]:
     read = set()
     for d in planted.decoys:
         with contextlib.suppress(OSError):
-            if d.name in planted.atimes and \
-                    os.stat(root / d.rel, follow_symlinks=False).st_atime_ns > planted.atimes[d.name]:
+            if (
+                d.name in planted.atimes
+                and os.stat(root / d.rel, follow_symlinks=False).st_atime_ns > planted.atimes[d.name]
+            ):
                 read.add(d.name)
     return read
-
-

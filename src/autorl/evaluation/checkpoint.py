@@ -53,5 +53,14 @@ def evaluate(
     items: Path | None = Path(per_item_path) if per_item_path is not None else None
     if items is None and per_item_dir is not None:
         items = per_item_dir / f"{task}-{split}-{resolved.path.name}.jsonl"
-    return evaluate_model(bench, be, resolved.path, split=split, hidden_dir=data.hidden_dir, base_model_dir=base,
-                          limit=limit, per_item_path=items, progress=progress)
+    return evaluate_model(
+        bench,
+        be,
+        resolved.path,
+        split=split,
+        hidden_dir=data.hidden_dir,
+        base_model_dir=base,
+        limit=limit,
+        per_item_path=items,
+        progress=progress,
+    )

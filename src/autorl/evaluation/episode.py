@@ -62,7 +62,8 @@ class EpisodeBenchmark(ABC):
     #: :meth:`read_episode_options`), ``chat`` and ``max_new_tokens`` (applied by :meth:`episode_config`):
     #: ``declared_options = {**EpisodeBenchmark.EPISODE_OPTIONS, ...the benchmark's own}``.
     EPISODE_OPTIONS: ClassVar[Mapping[str, OptionKind]] = MappingProxyType(
-        {"chat": bool, "max_new_tokens": int, "max_steps": int, "examples": int})
+        {"chat": bool, "max_new_tokens": int, "max_steps": int, "examples": int}
+    )
     #: Turns an episode may take before it ends unfinished (option ``max_steps``; this is its default).
     max_steps: int = 50
     #: Solved examples in each prompt (option ``examples``; this is its default).
@@ -89,7 +90,9 @@ class EpisodeBenchmark(ABC):
         """A fresh environment for one item."""
 
     @abstractmethod
-    def episode_prompt(self, item: Item, history: list[tuple[str, str]], observation: str) -> str | list[dict[str, str]]:
+    def episode_prompt(
+        self, item: Item, history: list[tuple[str, str]], observation: str
+    ) -> str | list[dict[str, str]]:
         """The prompt for the next action, given (observation, action) history and the new observation:
         text, or chat messages when the benchmark's config uses the chat template."""
 
@@ -112,8 +115,9 @@ class _Episode:
 class EpisodeEvaluator(Evaluator):
     """Steps every unfinished episode once per turn, batching all of their model calls together."""
 
-    def evaluate(self, benchmark: Scorer, items: Sequence[Item], backend: Backend,
-                 progress: Progress | None = None) -> list[ItemResult]:
+    def evaluate(
+        self, benchmark: Scorer, items: Sequence[Item], backend: Backend, progress: Progress | None = None
+    ) -> list[ItemResult]:
         if not isinstance(benchmark, EpisodeBenchmark):
             raise TypeError(f"{benchmark.name} does not implement EpisodeBenchmark")
         cfg = benchmark.config()

@@ -31,8 +31,9 @@ class GenerationEvaluator(Evaluator):
     def __init__(self, chunk_size: int = 1024) -> None:
         self.chunk_size = chunk_size
 
-    def evaluate(self, benchmark: Scorer, items: Sequence[Item], backend: Backend,
-                 progress: Progress | None = None) -> list[ItemResult]:
+    def evaluate(
+        self, benchmark: Scorer, items: Sequence[Item], backend: Backend, progress: Progress | None = None
+    ) -> list[ItemResult]:
         cfg = benchmark.config()
         results: list[ItemResult] = []
         for start in range(0, len(items), self.chunk_size):
@@ -40,8 +41,9 @@ class GenerationEvaluator(Evaluator):
             requests = [cfg.request(cfg.render(item.input), cfg.num_samples) for item in chunk]
             for item, completion in zip(chunk, backend.generate(requests), strict=True):
                 score, error = safe_score(benchmark, item, completion.texts)
-                results.append(ItemResult(item.id, score, completion.texts, error,
-                                          {"output_tokens": completion.output_tokens}))
+                results.append(
+                    ItemResult(item.id, score, completion.texts, error, {"output_tokens": completion.output_tokens})
+                )
             if progress:
                 progress(len(chunk))
         return results

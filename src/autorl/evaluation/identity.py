@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
+    from autorl.evaluation.schema import EvalIdentity
     from autorl.inference.base import Backend
 
 #: Bumped whenever this package changes how a score is computed from completions.
@@ -20,8 +21,9 @@ def stable_hash(data: Any) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def eval_config(benchmark: Benchmark, split: str, backend: Backend, hidden_dir: Path | None = None,
-                limit: int | None = None) -> dict[str, Any]:
+def eval_config(
+    benchmark: Benchmark, split: str, backend: Backend, hidden_dir: Path | None = None, limit: int | None = None
+) -> EvalIdentity:
     """Everything that can move a score other than the model itself.
 
     With ``hidden_dir`` (the grader always passes it) the hash of the split's hidden items (ids and content) is
@@ -31,7 +33,7 @@ def eval_config(benchmark: Benchmark, split: str, backend: Backend, hidden_dir: 
     How the model got into the engine (a fresh engine, or weights swapped into a warm one) is not: the same
     weights get the same score either way, and the backend's ``identity()`` names no engine state.
     """
-    config: dict[str, Any] = {
+    config: EvalIdentity = {
         "benchmark": benchmark.name,
         "benchmark_version": benchmark.version,
         "split": split,
@@ -49,8 +51,9 @@ def eval_config(benchmark: Benchmark, split: str, backend: Backend, hidden_dir: 
     return config
 
 
-def config_hash(benchmark: Benchmark, split: str, backend: Backend, hidden_dir: Path | None = None,
-                limit: int | None = None) -> str:
+def config_hash(
+    benchmark: Benchmark, split: str, backend: Backend, hidden_dir: Path | None = None, limit: int | None = None
+) -> str:
     return stable_hash(eval_config(benchmark, split, backend, hidden_dir, limit))
 
 

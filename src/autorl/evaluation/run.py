@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from autorl.errors import UsageError
 from autorl.evaluation.generation import evaluator_for
 from autorl.evaluation.identity import eval_config, stable_hash
+from autorl.evaluation.schema import summary
 from autorl.evaluation.stats import summarize
 from autorl.inference.base import FRESH
 from autorl.inference.gpu_share import gpu_turn
@@ -19,7 +21,9 @@ from autorl.jsonio import write_jsonl_atomic
 
 if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
-    from autorl.inference.base import Backend
+    from autorl.evaluation.schema import EvalIdentity
+    from autorl.evaluation.schema import EvalRecord as EvalRecordDict
+    from autorl.inference.base import Backend, StartLock
     from autorl.scoring import Item
 
 
@@ -34,7 +38,7 @@ class EvalRecord:
     stderr: float
     ci95: list[float]
     config_hash: str
-    config: dict[str, Any]
+    config: EvalIdentity
     item_scores: dict[str, float]
     errors: int
     duration_s: float
@@ -48,17 +52,47 @@ class EvalRecord:
     load_s: float = 0.0
     generate_s: float = 0.0
 
-    def to_dict(self, items: bool = True) -> dict[str, Any]:
-        d = asdict(self)
-        if not items:
-            d.pop("item_scores")
-        return d
+    def to_dict(self, items: bool = True) -> EvalRecordDict:
+        """The record as JSON (:class:`autorl.evaluation.schema.EvalRecord`); without ``items`` its summary, no
+        per-item scores."""
+        record: EvalRecordDict = {
+            "benchmark": self.benchmark,
+            "split": self.split,
+            "score": self.score,
+            "n": self.n,
+            "stderr": self.stderr,
+            "ci95": list(self.ci95),
+            "config_hash": self.config_hash,
+            "config": copy.deepcopy(self.config),
+            "item_scores": dict(self.item_scores),
+            "errors": self.errors,
+            "duration_s": self.duration_s,
+            "output_tokens": self.output_tokens,
+            "per_item_path": self.per_item_path,
+            "extra": copy.deepcopy(self.extra),
+            "engine": self.engine,
+            "load_s": self.load_s,
+            "generate_s": self.generate_s,
+        }
+        return record if items else summary(record)
 
 
-def _engine_figures(backend: Backend) -> dict[str, Any]:
+class EngineFigures(TypedDict, total=False):
+    """How the engine of one evaluation was had, in its record's ``extra``."""
+
+    #: seconds to wake an engine that slept before this evaluation (part of ``load_s``), and its sleep's
+    wake_s: float
+    sleep_s: float
+    #: the wait for the GPU's engine-start lock (:func:`autorl.inference.gpu_share.engine_start`)
+    gpu_turn: StartLock
+    #: why the engine was started afresh rather than given these weights in place
+    fresh_because: str
+
+
+def _engine_figures(backend: Backend) -> EngineFigures:
     """A warm engine that slept before this evaluation: how long waking it (in ``load_s``) and the sleep took;
     an engine started or woken on a GPU: how long it waited for its turn (``gpu_turn``)."""
-    figures: dict[str, Any] = {}
+    figures: EngineFigures = {}
     if backend.last_wake_s is not None:
         figures = {"wake_s": round(backend.last_wake_s, 3), "sleep_s": round(backend.last_sleep_s or 0.0, 3)}
     if backend.last_start_lock:
@@ -142,8 +176,12 @@ def evaluate_model(
         duration_s=time.monotonic() - started,
         output_tokens=sum(int(r.extra.get("output_tokens", 0)) for r in results),
         per_item_path=str(per_item_path) if per_item_path else None,
-        extra={"ci_method": stats.method, "single_split": len(benchmark.splits) == 1,
-               **evaluator.summary(results), **_engine_figures(backend)},
+        extra={
+            "ci_method": stats.method,
+            "single_split": len(benchmark.splits) == 1,
+            **evaluator.summary(results),
+            **_engine_figures(backend),
+        },
         engine=engine,
         load_s=round(loaded - started, 3),
         generate_s=round(generated - loaded, 3),
@@ -155,7 +193,14 @@ def evaluate_model(
     return record
 
 
-def item_view(benchmark: Benchmark, item: Item) -> dict[str, Any]:
+class ItemView(TypedDict):
+    """What a per-item record shows of its item (:func:`item_view`)."""
+
+    prompt: str
+    reference: Any
+
+
+def item_view(benchmark: Benchmark, item: Item) -> ItemView:
     """What a per-item record shows of its item beside the model's answer: ``prompt``, the item's own text (its
     fields in the prompt template; no few-shot examples or system prompt, which are the same for every item and
     are in the record's config), and ``reference``, its reference answer. An item whose fields the template

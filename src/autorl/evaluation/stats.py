@@ -31,10 +31,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from autorl.evaluation.schema import Comparison, ScoreSummary
 
 Z95 = 1.959963984540054
 ALPHA = 0.05
@@ -53,10 +56,8 @@ class ScoreStats:
     ci95: tuple[float, float]
     method: str
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["ci95"] = list(self.ci95)
-        return d
+    def to_dict(self) -> ScoreSummary:
+        return {"n": self.n, "mean": self.mean, "stderr": self.stderr, "ci95": list(self.ci95), "method": self.method}
 
 
 @dataclass(frozen=True)
@@ -76,10 +77,17 @@ class PairedComparison:
     losses: int
     ties: int
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["ci95"] = list(self.ci95)
-        return d
+    def to_dict(self) -> Comparison:
+        return {
+            "n": self.n,
+            "difference": self.difference,
+            "ci95": list(self.ci95),
+            "p_value": self.p_value,
+            "test": self.test,
+            "wins": self.wins,
+            "losses": self.losses,
+            "ties": self.ties,
+        }
 
 
 def _is_binary(values: np.ndarray) -> bool:

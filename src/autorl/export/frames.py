@@ -24,12 +24,26 @@ if TYPE_CHECKING:
 __all__ = ["ITEM_COLUMNS", "items"]
 
 #: the columns of :func:`items`, in order
-ITEM_COLUMNS = ("item_id", "outcome", "change", "prompt", "reference", "base_score", "score", "base_answer",
-                "answer", "base_error", "error", "base_answers", "answers")
+ITEM_COLUMNS = (
+    "item_id",
+    "outcome",
+    "change",
+    "prompt",
+    "reference",
+    "base_score",
+    "score",
+    "base_answer",
+    "answer",
+    "base_error",
+    "error",
+    "base_answers",
+    "answers",
+)
 
 
-def items(run_id: str, split: str = "test", *, submission: int | None = None,
-          home: str | Path | None = None) -> pd.DataFrame:
+def items(
+    run_id: str, split: str = "test", *, submission: int | None = None, home: str | Path | None = None
+) -> pd.DataFrame:
     """A recorded run's items as a DataFrame, in the benchmark's order: each item's ``prompt`` and
     ``reference``, the base model's and the checkpoint's first answer (every sample in ``base_answers`` /
     ``answers``) and score (0-1), ``change`` (checkpoint minus base) and ``outcome`` (``win``, ``loss``,
@@ -47,8 +61,9 @@ def items(run_id: str, split: str = "test", *, submission: int | None = None,
 
     chosen = select(run_id, Path(home).expanduser() if home else None)
     if chosen.study is not None:
-        raise UsageError(f"{run_id!r} is a study; autorl.items takes one of its runs (autorl.runs(study="
-                              f"{run_id!r}).run_id)")
+        raise UsageError(
+            f"{run_id!r} is a study; autorl.items takes one of its runs (autorl.runs(study={run_id!r}).run_id)"
+        )
     found = read_run_items(chosen.results[0], split, submission)
     frame = pd.DataFrame([p.to_dict() for p in found.items], columns=list(ITEM_COLUMNS))
     for name in ("change", "base_score", "score"):

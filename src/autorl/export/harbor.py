@@ -52,8 +52,17 @@ NETWORKS = {"on": "public", "off": "no-network"}
 #: what the backend needs installed beside autorl in the verifier's image
 BACKEND_EXTRAS = {"hf": ("hf",), "vllm": ("hf", "vllm")}
 #: cell options a Harbor task has no use for: the agent is Harbor's ``-a``, repeats are its ``-k``
-NOT_EXPORTED = ("agent", "seed", "sandbox", "agent_env", "audit", "audit_budget", "llm_budget_usd",
-                "llm_budget_tokens", "grader_gpus")
+NOT_EXPORTED = (
+    "agent",
+    "seed",
+    "sandbox",
+    "agent_env",
+    "audit",
+    "audit_budget",
+    "llm_budget_usd",
+    "llm_budget_tokens",
+    "grader_gpus",
+)
 _NAME = re.compile(r"[^a-z0-9._-]+")
 
 
@@ -116,8 +125,10 @@ def check(cell: TaskCell, scoring: Scoring) -> None:
     get_benchmark(cell.task)
     get_backend(cell.backend)
     if cell.backend == "openai":
-        raise UsageError("the openai backend scores what an external server serves; an exported verifier "
-                         "evaluates the checkpoint itself: use --backend hf or vllm")
+        raise UsageError(
+            "the openai backend scores what an external server serves; an exported verifier "
+            "evaluates the checkpoint itself: use --backend hf or vllm"
+        )
 
 
 def study_cells(spec: str | Path | Mapping[str, Any]) -> list[TaskCell]:
@@ -127,9 +138,16 @@ def study_cells(spec: str | Path | Mapping[str, Any]) -> list[TaskCell]:
 
     cells: dict[str, TaskCell] = {}
     for o in expand_options(load_spec(spec)):
-        cell = TaskCell(task=o["task"], model=o["model"], timeout=float(o["timeout"]), limit=o["limit"],
-                        backend=o["backend"] or "hf", gpus=int(o["gpus"]), network=o["network"],
-                        benchmark_options=dict(o["benchmark_options"]))
+        cell = TaskCell(
+            task=o["task"],
+            model=o["model"],
+            timeout=float(o["timeout"]),
+            limit=o["limit"],
+            backend=o["backend"] or "hf",
+            gpus=int(o["gpus"]),
+            network=o["network"],
+            benchmark_options=dict(o["benchmark_options"]),
+        )
         cells.setdefault(cell.key, cell)
     return list(cells.values())
 
@@ -218,15 +236,21 @@ def _agent_image(env: Path, cell: TaskCell, benchmark: Benchmark, model: Resolve
     _write(workspace / "description.md", description)
     _write(workspace / "instructions.md", text)
     _write(env / "requirements.txt", training_requirements())
-    contract = {"TASK": cell.task, "BASE_MODEL": model.name, "WORKSPACE": WORKSPACE,
-                "MODEL_PATH": f"{WORKSPACE}/models/{model.name}", "DATA_PATH": f"{WORKSPACE}/data",
-                "OUTPUT_DIR": OUTPUT_DIR}
+    contract = {
+        "TASK": cell.task,
+        "BASE_MODEL": model.name,
+        "WORKSPACE": WORKSPACE,
+        "MODEL_PATH": f"{WORKSPACE}/models/{model.name}",
+        "DATA_PATH": f"{WORKSPACE}/data",
+        "OUTPUT_DIR": OUTPUT_DIR,
+    }
     _write(env / "Dockerfile", _render("environment.Dockerfile", image=scoring.image, env=_docker_env(contract)))
     return description + "\n" + text
 
 
-def _verifier_image(tests: Path, cell: TaskCell, model: ResolvedModel, spec: VerifierSpec, scoring: Scoring,
-                    wheels: Wheels) -> None:
+def _verifier_image(
+    tests: Path, cell: TaskCell, model: ResolvedModel, spec: VerifierSpec, scoring: Scoring, wheels: Wheels
+) -> None:
     """``tests/``: the base model, the verifier's spec and script, and what its image installs."""
     from autorl.plugins.registry import get_backends, get_benchmarks
 
@@ -250,22 +274,42 @@ def _verifier_image(tests: Path, cell: TaskCell, model: ResolvedModel, spec: Ver
 
 def _task_toml(cell: TaskCell, scoring: Scoring, benchmark: Benchmark, spec: VerifierSpec) -> str:
     verifier_gpus = scoring.verifier_gpus if scoring.verifier_gpus is not None else min(cell.gpus, 1)
-    metadata = {"autorl_version": __version__, "benchmark": cell.task, "benchmark_version": benchmark.version,
-                "base_model": cell.model, "backend": cell.backend, "split": spec.split, "reward": scoring.reward,
-                "hidden_items": spec.hidden_items, **({"limit": cell.limit} if cell.limit else {}),
-                **({"benchmark_options": json.dumps(cell.benchmark_options, sort_keys=True)}
-                   if cell.benchmark_options else {})}
-    meaning = ("1 when the improvement's 95% interval lies above 0, else 0." if scoring.reward == "beat-baseline"
-               else "the test score as a fraction.")
+    metadata = {
+        "autorl_version": __version__,
+        "benchmark": cell.task,
+        "benchmark_version": benchmark.version,
+        "base_model": cell.model,
+        "backend": cell.backend,
+        "split": spec.split,
+        "reward": scoring.reward,
+        "hidden_items": spec.hidden_items,
+        **({"limit": cell.limit} if cell.limit else {}),
+        **({"benchmark_options": json.dumps(cell.benchmark_options, sort_keys=True)} if cell.benchmark_options else {}),
+    }
+    meaning = (
+        "1 when the improvement's 95% interval lies above 0, else 0."
+        if scoring.reward == "beat-baseline"
+        else "the test score as a fraction."
+    )
     return _render(
-        "task.toml", autorl_version=__version__, base_model=cell.model, benchmark=cell.task,
-        final=f"$OUTPUT_DIR/{FINAL}", reward_meaning=meaning, artifact=_toml(f"{OUTPUT_DIR}/{FINAL}"),
+        "task.toml",
+        autorl_version=__version__,
+        base_model=cell.model,
+        benchmark=cell.task,
+        final=f"$OUTPUT_DIR/{FINAL}",
+        reward_meaning=meaning,
+        artifact=_toml(f"{OUTPUT_DIR}/{FINAL}"),
         name=_toml(f"autorl/{cell.name}"),
         description=_toml(f"Post-train {cell.model} past its baseline on {cell.task} within {cell.timeout:g} s"),
-        benchmark_keyword=_toml(cell.task), metadata="\n".join(f"{k} = {_toml(v)}" for k, v in metadata.items()),
-        verifier_timeout=_toml(float(scoring.verifier_timeout)), build_timeout=_toml(float(scoring.build_timeout)),
-        verifier_gpus=verifier_gpus, timeout=_toml(float(cell.timeout)), network=_toml(NETWORKS[cell.network]),
-        gpus=cell.gpus)
+        benchmark_keyword=_toml(cell.task),
+        metadata="\n".join(f"{k} = {_toml(v)}" for k, v in metadata.items()),
+        verifier_timeout=_toml(float(scoring.verifier_timeout)),
+        build_timeout=_toml(float(scoring.build_timeout)),
+        verifier_gpus=verifier_gpus,
+        timeout=_toml(float(cell.timeout)),
+        network=_toml(NETWORKS[cell.network]),
+        gpus=cell.gpus,
+    )
 
 
 def _write_task(stage: Path, cell: TaskCell, scoring: Scoring, wheels: Wheels, log: Callable[[str], None]) -> None:
@@ -278,18 +322,28 @@ def _write_task(stage: Path, cell: TaskCell, scoring: Scoring, wheels: Wheels, l
     digest = _prepare(stage, cell, benchmark, split, log)
     log(f"{cell.name}: copying the base model {cell.model}")
     _write(stage / "instruction.md", _agent_image(stage / "environment", cell, benchmark, model, scoring))
-    spec = VerifierSpec(task=cell.task, base_model_name=model.name, hidden_items=digest, split=split,
-                        backend=cell.backend, reward=scoring.reward, final_checkpoint=FINAL, limit=cell.limit,
-                        # two evaluations within Harbor's limit: one that runs over fails (the checkpoint's: reward
-                        # 0; the base model's: a verifier error) before Harbor kills the verifier unheard
-                        eval_timeout=scoring.verifier_timeout / 2, benchmark_options=dict(cell.benchmark_options),
-                        autorl_version=__version__)
+    spec = VerifierSpec(
+        task=cell.task,
+        base_model_name=model.name,
+        hidden_items=digest,
+        split=split,
+        backend=cell.backend,
+        reward=scoring.reward,
+        final_checkpoint=FINAL,
+        limit=cell.limit,
+        # two evaluations within Harbor's limit: one that runs over fails (the checkpoint's: reward
+        # 0; the base model's: a verifier error) before Harbor kills the verifier unheard
+        eval_timeout=scoring.verifier_timeout / 2,
+        benchmark_options=dict(cell.benchmark_options),
+        autorl_version=__version__,
+    )
     _verifier_image(stage / "tests", cell, model, spec, scoring, wheels)
     _write(stage / "task.toml", _task_toml(cell, scoring, benchmark, spec))
 
 
-def export(out: Path, cells: list[TaskCell], scoring: Scoring, *,
-           log: Callable[[str], None] = lambda _: None) -> list[Path]:
+def export(
+    out: Path, cells: list[TaskCell], scoring: Scoring, *, log: Callable[[str], None] = lambda _: None
+) -> list[Path]:
     """Write one Harbor task directory per cell under ``out`` (created if needed); their paths.
 
     Each is built beside its final place and renamed into it, so a failure leaves no half-written task. An

@@ -24,12 +24,25 @@ from autorl.errors import MissingDependencyError, UsageError, extra_install
 from autorl.export.recorded import Selection
 from autorl.record.card import card_markdown, trajectory_svg
 from autorl.record.frames import column_kinds
+from autorl.record.schema import ResultRecord
 
 __all__ = ["PARAMS", "export_mlflow", "run_metrics"]
 
 #: the row's columns logged as params (settings, not outcomes)
-PARAMS = ("task", "agent", "base_model", "seed", "timeout_s", "sandbox", "config_hash", "driver_model", "run_key",
-          "sweep", "end_reason", "headline_rule")
+PARAMS = (
+    "task",
+    "agent",
+    "base_model",
+    "seed",
+    "timeout_s",
+    "sandbox",
+    "config_hash",
+    "driver_model",
+    "run_key",
+    "sweep",
+    "end_reason",
+    "headline_rule",
+)
 #: the run's meta entries logged as params
 META_PARAMS = ("backend", "limit", "benchmark_options", "model_source", "model_revision", "autorl_version", "python")
 #: MLflow keeps param values up to this length (older servers: 500)
@@ -82,7 +95,7 @@ def run_metrics(row: Mapping[str, Any]) -> dict[str, float]:
     return metrics
 
 
-def _params(result: Mapping[str, Any]) -> dict[str, str]:
+def _params(result: ResultRecord) -> dict[str, str]:
     row, meta = result["row"], result.get("meta") or {}
     values = {**{k: row.get(k) for k in PARAMS}, **{k: meta.get(k) for k in META_PARAMS}}
     network = (meta.get("sandbox") or {}).get("network") if isinstance(meta.get("sandbox"), dict) else None
@@ -92,7 +105,7 @@ def _params(result: Mapping[str, Any]) -> dict[str, str]:
         if value in (None, "", {}, []):
             continue
         text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-        out[key] = text if len(text) <= _PARAM_LIMIT else text[:_PARAM_LIMIT - 1] + "…"
+        out[key] = text if len(text) <= _PARAM_LIMIT else text[: _PARAM_LIMIT - 1] + "…"
     return out
 
 
@@ -100,16 +113,20 @@ def _tags(row: Mapping[str, Any]) -> list[Any]:
     from mlflow.entities import RunTag
 
     flags = row.get("audit_flags") or []
-    return [RunTag("autorl.end_reason", str(row.get("end_reason") or "")),
-            RunTag("autorl.audit_flags", ", ".join(str(f) for f in flags) if flags else "clean")]
+    return [
+        RunTag("autorl.end_reason", str(row.get("end_reason") or "")),
+        RunTag("autorl.audit_flags", ", ".join(str(f) for f in flags) if flags else "clean"),
+    ]
 
 
-def _trajectory(result: Mapping[str, Any]) -> list[tuple[str, float, int, int]]:
+def _trajectory(result: ResultRecord) -> list[tuple[str, float, int, int]]:
     """(key, value, step, time in ms) of each scored submission: its dev score and the best so far."""
     points: list[tuple[str, float, int, int]] = []
     best: float | None = None
-    subs = sorted((s for s in result.get("submissions") or [] if isinstance(s, dict)),
-                  key=lambda s: int(s.get("submission_id") or 0))
+    subs = sorted(
+        (s for s in result.get("submissions") or [] if isinstance(s, dict)),
+        key=lambda s: int(s.get("submission_id") or 0),
+    )
     for sub in subs:
         score = _number(sub.get("score"))
         if sub.get("status") != "done" or score is None:
@@ -139,12 +156,14 @@ def _reachable(tracking_uri: str) -> None:
     try:
         httpx.get(tracking_uri.rstrip("/") + "/health", timeout=10.0)
     except httpx.HTTPError as exc:
-        raise UsageError(f"MLflow store {tracking_uri}: the server does not answer ({type(exc).__name__}: "
-                         f"{str(exc)[:200]})") from None
+        raise UsageError(
+            f"MLflow store {tracking_uri}: the server does not answer ({type(exc).__name__}: {str(exc)[:200]})"
+        ) from None
 
 
-def export_mlflow(selection: Selection, tracking_uri: str, *, experiment: str = "autorl",
-                  log: Callable[[str], None] = lambda _: None) -> list[str]:
+def export_mlflow(
+    selection: Selection, tracking_uri: str, *, experiment: str = "autorl", log: Callable[[str], None] = lambda _: None
+) -> list[str]:
     """Log the selected runs into the MLflow store at ``tracking_uri`` (experiment ``experiment``, created when
     missing); the MLflow run ids, one per autorl run (a run logged before keeps its id and is not logged again)."""
     mlflow = _mlflow()
@@ -162,9 +181,12 @@ def export_mlflow(selection: Selection, tracking_uri: str, *, experiment: str = 
     if selection.study is not None:
         parent = _logged(client, experiment_id, TAG_STUDY, selection.study)
         if parent is None:
-            parent = client.create_run(experiment_id, run_name=selection.study,
-                                       tags={TAG_STUDY: selection.study}).info.run_id
-            client.log_batch(parent, params=[Param("study", selection.study), Param("runs", str(len(selection.results)))])
+            parent = client.create_run(
+                experiment_id, run_name=selection.study, tags={TAG_STUDY: selection.study}
+            ).info.run_id
+            client.log_batch(
+                parent, params=[Param("study", selection.study), Param("runs", str(len(selection.results)))]
+            )
             client.set_terminated(parent)
     ids = []
     for result in selection.results:
@@ -184,14 +206,16 @@ def export_mlflow(selection: Selection, tracking_uri: str, *, experiment: str = 
         metrics += [Metric(k, v, t, step) for k, v, step, t in _trajectory(result)]
         params = [Param(k, v) for k, v in _params(result).items()]
         for i in range(0, max(len(metrics), 1), 1000):  # MLflow takes at most 1000 metrics and 100 params a batch
-            client.log_batch(rid, metrics=metrics[i:i + 1000], params=params if i == 0 else [],
-                             tags=_tags(row) if i == 0 else [])
+            client.log_batch(
+                rid, metrics=metrics[i : i + 1000], params=params if i == 0 else [], tags=_tags(row) if i == 0 else []
+            )
         client.log_text(rid, card_markdown(result), "card.md")
         client.log_text(rid, trajectory_svg(result), "trajectory.svg")
         client.log_text(rid, json.dumps(result, indent=2, default=str), "result.json")
         duration = _number(row.get("duration_s"))
-        client.set_terminated(rid, status="FINISHED",
-                              end_time=when + int(duration * 1000) if start and duration is not None else None)
+        client.set_terminated(
+            rid, status="FINISHED", end_time=when + int(duration * 1000) if start and duration is not None else None
+        )
         log(f"run {run_id}: logged as MLflow run {rid}")
         ids.append(rid)
     return ids

@@ -24,8 +24,17 @@ from urllib.parse import unquote, urlparse
 from autorl.errors import ResourceError
 
 #: what an agent usually trains with; pinned when installed here, left out otherwise
-TRAINING_STACK = ("torch", "transformers", "tokenizers", "safetensors", "accelerate", "peft", "trl", "datasets",
-                  "numpy")
+TRAINING_STACK = (
+    "torch",
+    "transformers",
+    "tokenizers",
+    "safetensors",
+    "accelerate",
+    "peft",
+    "trl",
+    "datasets",
+    "numpy",
+)
 _SKIP_COPY = shutil.ignore_patterns(".*", "build", "dist", "__pycache__", "*.egg-info", "node_modules")
 
 

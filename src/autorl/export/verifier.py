@@ -27,7 +27,7 @@ import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autorl.errors import AutorlError
 from autorl.grader.config import GraderConfig
@@ -39,6 +39,9 @@ from autorl.grader.validation import Limits, refusal_kind
 from autorl.hidden import HIDDEN_SECRET_ENV
 from autorl.jsonio import write_json_atomic
 from autorl.resources import private_dir
+
+if TYPE_CHECKING:
+    from autorl.grader.schema import Comparison, EvalRecord
 
 SPEC_FILE = "verifier.json"
 REWARD_FILE = "reward.json"
@@ -93,45 +96,64 @@ def _take(spec: VerifierSpec, output_dir: Path, store: Path) -> tuple[Snapshot |
     try:
         pinned = PinnedDir(output_dir)
     except OSError:
-        return None, {"refused": f"there is no output directory {output_dir}: the agent left no final checkpoint",
-                      "kind": "missing"}
+        return None, {
+            "refused": f"there is no output directory {output_dir}: the agent left no final checkpoint",
+            "kind": "missing",
+        }
     incoming = store / "incoming"
     try:
-        digest, checkpoint, _, _ = take_in(str(output_dir / spec.final_checkpoint), output=pinned,
-                                     workspace=output_dir.parent, incoming=incoming,
-                                     limits=Limits(max_bytes=spec.max_bytes, max_files=spec.max_files))
+        digest, checkpoint, _, _ = take_in(
+            str(output_dir / spec.final_checkpoint),
+            output=pinned,
+            workspace=output_dir.parent,
+            incoming=incoming,
+            limits=Limits(max_bytes=spec.max_bytes, max_files=spec.max_files),
+        )
     except AutorlError as exc:
         return None, {"refused": str(exc), "kind": refusal_kind(exc)}
     finally:
         pinned.close()
-    return Snapshot(incoming, checkpoint.kind, digest), {"kind": checkpoint.kind, "content_hash": digest,
-                                                         "files": len(checkpoint.files),
-                                                         "bytes": checkpoint.total_bytes}
+    return Snapshot(incoming, checkpoint.kind, digest), {
+        "kind": checkpoint.kind,
+        "content_hash": digest,
+        "files": len(checkpoint.files),
+        "bytes": checkpoint.total_bytes,
+    }
 
 
-def _check_items(spec: VerifierSpec, record: dict[str, Any], what: str) -> None:
+def _check_items(spec: VerifierSpec, record: EvalRecord, what: str) -> None:
     found = (record.get("config") or {}).get("hidden_items")
     if found != spec.hidden_items:
-        raise VerifierError(f"the {what} was evaluated on test items {found!r}, not the exported ones "
-                            f"({spec.hidden_items}): the task's hidden folder is not the one it was exported with")
+        raise VerifierError(
+            f"the {what} was evaluated on test items {found!r}, not the exported ones "
+            f"({spec.hidden_items}): the task's hidden folder is not the one it was exported with"
+        )
 
 
 def _finite(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
-def rewards(spec: VerifierSpec, baseline: dict[str, Any], candidate: dict[str, Any] | None,
-            comparison: dict[str, Any] | None) -> dict[str, float]:
+def rewards(
+    spec: VerifierSpec, baseline: EvalRecord, candidate: EvalRecord | None, comparison: Comparison | None
+) -> dict[str, float]:
     """``reward.json``: numbers only. Without a scored checkpoint ``reward`` is 0 and there is no test score."""
-    out: dict[str, float] = {"baseline": float(baseline["score"]), "n": float(baseline["n"]),
-                             "checkpoint_valid": 0.0 if candidate is None else 1.0}
+    out: dict[str, float] = {
+        "baseline": float(baseline["score"]),
+        "n": float(baseline["n"]),
+        "checkpoint_valid": 0.0 if candidate is None else 1.0,
+    }
     beat = False
     if candidate is not None:
         out["test_score"] = float(candidate["score"])
         if comparison is not None:
             lo, hi = comparison["ci95"]
-            out.update(improvement=float(comparison["difference"]), improvement_ci95_low=float(lo),
-                       improvement_ci95_high=float(hi), p_value=float(comparison["p_value"]))
+            out.update(
+                improvement=float(comparison["difference"]),
+                improvement_ci95_low=float(lo),
+                improvement_ci95_high=float(hi),
+                p_value=float(comparison["p_value"]),
+            )
             beat = float(lo) > 0.0
     if spec.reward == "score":
         out["reward"] = out.get("test_score", 0.0) / 100.0
@@ -152,17 +174,32 @@ def verify(spec_path: Path, output_dir: Path, logs_dir: Path) -> dict[str, float
     logs_dir.mkdir(parents=True, exist_ok=True)
     for stale in (REWARD_FILE, "reward.txt", DETAIL_FILE):  # Harbor clears them too; a link is removed, not followed
         (logs_dir / stale).unlink(missing_ok=True)
-    detail: dict[str, Any] = {"task": spec.task, "base_model": spec.base_model_name, "split": spec.split,
-                              "backend": spec.backend, "hidden_items": spec.hidden_items,
-                              "autorl_version": spec.autorl_version}
+    detail: dict[str, Any] = {
+        "task": spec.task,
+        "base_model": spec.base_model_name,
+        "split": spec.split,
+        "backend": spec.backend,
+        "hidden_items": spec.hidden_items,
+        "autorl_version": spec.autorl_version,
+    }
     with tempfile.TemporaryDirectory(prefix="autorl-verifier-") as tmp:
         store = private_dir(Path(tmp) / "store")
-        config = GraderConfig(task=spec.task, workspace=str(output_dir.parent), output_dir=str(output_dir),
-                              store_dir=str(store), hidden_dir=str(root / spec.hidden_dir),
-                              base_model=str(root / spec.base_model), base_model_name=spec.base_model_name,
-                              backend=spec.backend, backend_options=spec.backend_options,
-                              benchmark_options=spec.benchmark_options, eval_timeout=spec.eval_timeout,
-                              max_bytes=spec.max_bytes, max_files=spec.max_files, limit=spec.limit)
+        config = GraderConfig(
+            task=spec.task,
+            workspace=str(output_dir.parent),
+            output_dir=str(output_dir),
+            store_dir=str(store),
+            hidden_dir=str(root / spec.hidden_dir),
+            base_model=str(root / spec.base_model),
+            base_model_name=spec.base_model_name,
+            backend=spec.backend,
+            backend_options=spec.backend_options,
+            benchmark_options=spec.benchmark_options,
+            eval_timeout=spec.eval_timeout,
+            max_bytes=spec.max_bytes,
+            max_files=spec.max_files,
+            limit=spec.limit,
+        )
         slot = EvalSlot(config, store, env={"AUTORL_HOME": str(private_dir(Path(tmp) / "home"))})
         try:
             try:
@@ -183,17 +220,23 @@ def verify(spec_path: Path, output_dir: Path, logs_dir: Path) -> dict[str, float
             slot.close()
     comparison = compare(baseline, candidate)
     reward = rewards(spec, baseline, candidate, comparison)
-    detail.update(reward=spec.reward, rewards=reward, comparison=comparison,
-                  baseline_record={k: v for k, v in baseline.items() if k != "item_scores"},
-                  final_record={k: v for k, v in candidate.items() if k != "item_scores"} if candidate else None)
+    detail.update(
+        reward=spec.reward,
+        rewards=reward,
+        comparison=comparison,
+        baseline_record={k: v for k, v in baseline.items() if k != "item_scores"},
+        final_record={k: v for k, v in candidate.items() if k != "item_scores"} if candidate else None,
+    )
     write_json_atomic(logs_dir / DETAIL_FILE, detail, mode=0o644)
     write_json_atomic(logs_dir / REWARD_FILE, reward, mode=0o644)
     return reward
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autorl.export.verifier",
-                                     description="Score an exported task's final checkpoint on its hidden test split.")
+    parser = argparse.ArgumentParser(
+        prog="python -m autorl.export.verifier",
+        description="Score an exported task's final checkpoint on its hidden test split.",
+    )
     parser.add_argument("spec", type=Path, help=f"the task's tests/{SPEC_FILE}")
     parser.add_argument("--output-dir", type=Path, required=True, help="the agent's OUTPUT_DIR as collected")
     parser.add_argument("--logs-dir", type=Path, required=True, help="where Harbor reads reward.json")

@@ -29,15 +29,45 @@ if TYPE_CHECKING:
     from autorl.gateway.upstreams import SECRET_NAMES, Upstream, upstreams_from_env
     from autorl.gateway.usage import Usage
 
-_WHERE = {"agent_variables": "agent_env", "operator_variables": "agent_env", "scrub": "agent_env",
-          "create_app": "app", "Meter": "budget", "GatewayConfig": "config", "DEFAULT_PRICES": "prices",
-          "load_prices": "prices", "GatewayError": "process", "GatewayProcess": "process", "new_config": "process", "start_gateway": "process",
-          "read_calls": "record", "SECRET_NAMES": "upstreams", "Upstream": "upstreams",
-          "upstreams_from_env": "upstreams", "Usage": "usage"}
+_WHERE = {
+    "agent_variables": "agent_env",
+    "operator_variables": "agent_env",
+    "scrub": "agent_env",
+    "create_app": "app",
+    "Meter": "budget",
+    "GatewayConfig": "config",
+    "DEFAULT_PRICES": "prices",
+    "load_prices": "prices",
+    "GatewayError": "process",
+    "GatewayProcess": "process",
+    "new_config": "process",
+    "start_gateway": "process",
+    "read_calls": "record",
+    "SECRET_NAMES": "upstreams",
+    "Upstream": "upstreams",
+    "upstreams_from_env": "upstreams",
+    "Usage": "usage",
+}
 
-__all__ = ["DEFAULT_PRICES", "SECRET_NAMES", "GatewayConfig", "GatewayError", "GatewayProcess", "Meter", "Upstream",
-           "Usage", "agent_variables", "create_app", "load_prices", "new_config", "operator_variables",
-           "read_calls", "scrub", "start_gateway", "upstreams_from_env"]
+__all__ = [
+    "DEFAULT_PRICES",
+    "SECRET_NAMES",
+    "GatewayConfig",
+    "GatewayError",
+    "GatewayProcess",
+    "Meter",
+    "Upstream",
+    "Usage",
+    "agent_variables",
+    "create_app",
+    "load_prices",
+    "new_config",
+    "operator_variables",
+    "read_calls",
+    "scrub",
+    "start_gateway",
+    "upstreams_from_env",
+]
 
 
 def __getattr__(name: str) -> Any:

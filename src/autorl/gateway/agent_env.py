@@ -19,13 +19,30 @@ from autorl.gateway.upstreams import SECRET_NAMES, key_variables, upstreams_from
 from autorl.hidden import HIDDEN_SECRET_ENV
 
 #: The built-in ``llm`` agent's own limits: the ``AUTORL_*`` settings an agent may be given.
-AGENT_SETTINGS = ("AUTORL_LLM_MAX_STEPS", "AUTORL_LLM_MAX_TOKENS", "AUTORL_LLM_MAX_COST", "AUTORL_LLM_PRICE_IN",
-                  "AUTORL_LLM_PRICE_OUT", "AUTORL_LLM_CONTEXT", "AUTORL_LLM_SHELL_TIMEOUT")
+AGENT_SETTINGS = (
+    "AUTORL_LLM_MAX_STEPS",
+    "AUTORL_LLM_MAX_TOKENS",
+    "AUTORL_LLM_MAX_COST",
+    "AUTORL_LLM_PRICE_IN",
+    "AUTORL_LLM_PRICE_OUT",
+    "AUTORL_LLM_CONTEXT",
+    "AUTORL_LLM_SHELL_TIMEOUT",
+)
 #: The ``AUTORL_*`` variables an agent may have: the contract, the gateway's, and ``AGENT_SETTINGS``. Every
 #: other ``AUTORL_*`` variable is the harness's (``AUTORL_HOME``, ``AUTORL_HIDDEN_SECRET``,
 #: ``AUTORL_LLM_UPSTREAMS``, ...) and never reaches an agent.
-AGENT_AUTORL_NAMES = frozenset({"AUTORL_TOKEN", "AUTORL_DEADLINE", "AUTORL_SEED", "AUTORL_PYTHON",
-                                "AUTORL_AGENT_DIR", "AUTORL_LLM_GATEWAY", "AUTORL_LLM_TOKEN", *AGENT_SETTINGS})
+AGENT_AUTORL_NAMES = frozenset(
+    {
+        "AUTORL_TOKEN",
+        "AUTORL_DEADLINE",
+        "AUTORL_SEED",
+        "AUTORL_PYTHON",
+        "AUTORL_AGENT_DIR",
+        "AUTORL_LLM_GATEWAY",
+        "AUTORL_LLM_TOKEN",
+        *AGENT_SETTINGS,
+    }
+)
 #: a value shorter than this is not looked for inside other values (a "key" that short protects nothing)
 _MIN_SECRET = 8
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -71,20 +88,23 @@ def _harness_name(name: str) -> bool:
     return name.startswith("AUTORL_") and name not in AGENT_AUTORL_NAMES
 
 
-def scrub(env: Mapping[str, str], gateway_url: str, token: str,
-          environ: Mapping[str, str] | None = None) -> dict[str, str]:
+def scrub(
+    env: Mapping[str, str], gateway_url: str, token: str, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """``env`` as the agent gets it: no credential variable, no value holding an upstream key or the
     hidden-item secret, no ``AUTORL_*`` variable of the harness's; the gateway's variables in their place.
     ``environ`` (default ``os.environ``) is where the keys and the secret are."""
     secrets = secret_values(os.environ if environ is None else environ)
-    out = {k: v for k, v in env.items()
-           if k not in SECRET_NAMES and not _harness_name(k) and not _holds_secret(v, secrets)}
+    out = {
+        k: v for k, v in env.items() if k not in SECRET_NAMES and not _harness_name(k) and not _holds_secret(v, secrets)
+    }
     out.update(agent_variables(gateway_url, token))
     return out
 
 
-def operator_variables(credentials: Iterable[str], agent_env: Mapping[str, str],
-                       environ: Mapping[str, str] | None = None) -> dict[str, str]:
+def operator_variables(
+    credentials: Iterable[str], agent_env: Mapping[str, str], environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """The variables the operator gives the agent: each credential name with its value from ``environ``
     (default ``os.environ``), then ``agent_env``. A one-line ``UsageError`` for a name or value that must not
     reach an agent: an upstream's key variable, a credential variable, an ``AUTORL_*`` setting of the
@@ -108,11 +128,14 @@ def operator_variables(credentials: Iterable[str], agent_env: Mapping[str, str],
         if not _NAME.fullmatch(name):
             raise UsageError(f"{flag}: not an environment variable name")
         if name in keys or name in SECRET_NAMES:
-            raise UsageError(f"{flag}: {name} holds a model API key; keys stay with the run's LLM gateway (the "
-                             "agent gets the run's token in their place)")
+            raise UsageError(
+                f"{flag}: {name} holds a model API key; keys stay with the run's LLM gateway (the "
+                "agent gets the run's token in their place)"
+            )
         if _harness_name(name):
             raise UsageError(f"{flag}: {name} is the harness's own setting; an agent never gets it")
         if _holds_secret(value, secrets):
-            raise UsageError(f"{flag}: its value holds an upstream key or the hidden-item secret; it stays with "
-                             "the harness")
+            raise UsageError(
+                f"{flag}: its value holds an upstream key or the hidden-item secret; it stays with the harness"
+            )
     return {**out, **agent_env}

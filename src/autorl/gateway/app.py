@@ -39,8 +39,11 @@ from autorl.gateway.routes import classify
 from autorl.gateway.upstreams import Upstream
 
 
-def create_app(config: GatewayConfig, upstreams: dict[str, Upstream] | None = None,
-               transport: httpx.AsyncBaseTransport | None = None) -> Starlette:
+def create_app(
+    config: GatewayConfig,
+    upstreams: dict[str, Upstream] | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> Starlette:
     """The gateway's ASGI app for one run (``transport``: how it reaches the upstreams, default the network)."""
     gateway = Gateway(config, upstreams, transport)
 
@@ -49,8 +52,9 @@ def create_app(config: GatewayConfig, upstreams: dict[str, Upstream] | None = No
             rest = request.path_params["rest"]
             route = classify(family, request.method, rest)
             if route is None:
-                return error_response(family, 404, "not_found",
-                                      f"the gateway does not serve {request.method} /{family}/{rest[:200]}")
+                return error_response(
+                    family, 404, "not_found", f"the gateway does not serve {request.method} /{family}/{rest[:200]}"
+                )
             return await gateway.forward(route, request)
 
         return Route(f"/{family}/{{rest:path}}", endpoint, methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
@@ -80,12 +84,27 @@ def create_app(config: GatewayConfig, upstreams: dict[str, Upstream] | None = No
         await gateway.client.aclose()
         gateway.book.log.close()
 
-    app = Starlette(routes=[
-        family_route("openai"), family_route("anthropic"), family_route("gemini"),
-        Route("/-/health", health), Route("/-/usage", usage), Route("/-/close", close, methods=["POST"]),
-    ], lifespan=lifespan, middleware=[
-        Middleware(DecoyTokens, tokens=config.decoy_tokens, folder=config.record_dir, service="gateway",
-                   body_rule=VALUES, max_body=MAX_REQUEST)])
+    app = Starlette(
+        routes=[
+            family_route("openai"),
+            family_route("anthropic"),
+            family_route("gemini"),
+            Route("/-/health", health),
+            Route("/-/usage", usage),
+            Route("/-/close", close, methods=["POST"]),
+        ],
+        lifespan=lifespan,
+        middleware=[
+            Middleware(
+                DecoyTokens,
+                tokens=config.decoy_tokens,
+                folder=config.record_dir,
+                service="gateway",
+                body_rule=VALUES,
+                max_body=MAX_REQUEST,
+            )
+        ],
+    )
     app.state.gateway = gateway
     return app
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from autorl.errors import BudgetSpent, UsageError, budget_kind
 from autorl.gateway.prices import DEFAULT_PRICES, price_of
 from autorl.gateway.usage import COUNTED, RESERVED, UPSTREAM, Usage
 
@@ -25,12 +26,17 @@ from autorl.gateway.usage import COUNTED, RESERVED, UPSTREAM, Usage
 MAX_PROMPT_RATIO = 8.0
 
 
-class BudgetSpent(Exception):
-    """The run's LLM budget cannot pay for a call: no further model calls in this run."""
-
-
 class BudgetBusy(Exception):
     """What remains of the budget is reserved by calls in flight: the call may be retried when they end."""
+
+
+def check_budget(usd: float | None, tokens: int | None) -> None:
+    """A run's LLM budget as given (``--llm-budget-usd``, ``--llm-budget-tokens``): each positive, or a one-line
+    :class:`~autorl.errors.UsageError`."""
+    if usd is not None and not 0 < usd < math.inf:
+        raise UsageError("--llm-budget-usd must be a positive number of US dollars")
+    if tokens is not None and tokens <= 0:
+        raise UsageError("--llm-budget-tokens must be a positive number of tokens")
 
 
 @dataclass
@@ -99,8 +105,9 @@ class Meter:
         """The counted prompt estimate scaled by what the upstream billed for this model before."""
         return math.ceil(estimate * self.prompt_ratio.get(model, 1.0))
 
-    def _room(self, prompt: int, n: int, entry: Mapping[str, float] | None, reserved_tokens: int,
-              reserved_usd: float) -> float:
+    def _room(
+        self, prompt: int, n: int, entry: Mapping[str, float] | None, reserved_tokens: int, reserved_usd: float
+    ) -> float:
         """The most output tokens per candidate the budget leaves after the spent, the reserved and the prompt."""
         room = math.inf
         if self.budget_tokens is not None:
@@ -113,10 +120,10 @@ class Meter:
 
     def reserve(self, model: str, prompt_estimate: int, asked: int | None, n: int = 1) -> Reservation:
         """Hold the worst case of a call asking for ``asked`` output tokens (None: it sets no limit) for each of
-        ``n`` candidates. Raises ``BudgetSpent``, ``BudgetBusy``, or ``LookupError`` for a USD budget and a
+        ``n`` candidates. Raises :class:`~autorl.errors.BudgetSpent`, ``BudgetBusy``, or ``LookupError`` for a USD budget and a
         model without a price."""
         if self.exhausted:
-            raise BudgetSpent(self.exhausted)
+            raise BudgetSpent(self.exhausted, budget_kind(self.exhausted))
         prompt = self.prompt_tokens(model, prompt_estimate)
         if not self.limited:
             res = Reservation(model, prompt_estimate, prompt, n * (asked or 0), 0.0, None)
@@ -124,17 +131,21 @@ class Meter:
             return res
         entry = price_of(model, self.prices)
         if self.budget_usd is not None and entry is None:
-            raise LookupError(f"no price for model {model!r}, and the run has a USD budget: the operator adds it "
-                              "to the price table (--llm-prices)")
+            raise LookupError(
+                f"no price for model {model!r}, and the run has a USD budget: the operator adds it "
+                "to the price table (--llm-prices)"
+            )
         want = asked if asked is not None else self.default_max_output
         floor = min(want, self.min_output)
         give = min(want, self._room(prompt, n, entry, self.reserved_tokens, self.reserved_usd))
         if give < max(floor, 1):
             if min(want, self._room(prompt, n, entry, 0, 0.0)) >= max(floor, 1):
-                raise BudgetBusy(f"what remains of the run's LLM budget is reserved by {self.in_flight} call(s) in "
-                                 "flight; retry when they end")
+                raise BudgetBusy(
+                    f"what remains of the run's LLM budget is reserved by {self.in_flight} call(s) in "
+                    "flight; retry when they end"
+                )
             self.exhausted = self._spent_message(prompt + n * floor)
-            raise BudgetSpent(self.exhausted)
+            raise BudgetSpent(self.exhausted, budget_kind(self.exhausted))
         out = int(give)
         usd = Usage(prompt, n * out).cost(model, self.prices) or 0.0
         res = Reservation(model, prompt_estimate, prompt, n * out, usd, out)
@@ -145,10 +156,14 @@ class Meter:
 
     def _spent_message(self, need: int) -> str:
         if self.budget_tokens is not None and self.tokens + need > self.budget_tokens:
-            return (f"the run's LLM token budget is spent ({self.tokens} of {self.budget_tokens} tokens used, a call "
-                    f"needs at least {need}): no further model calls are allowed in this run")
-        return (f"the run's LLM budget is spent (USD {self.cost_usd:.4f} of {self.budget_usd or 0:.4f} used): no "
-                "further model calls are allowed in this run")
+            return (
+                f"the run's LLM token budget is spent ({self.tokens} of {self.budget_tokens} tokens used, a call "
+                f"needs at least {need}): no further model calls are allowed in this run"
+            )
+        return (
+            f"the run's LLM budget is spent (USD {self.cost_usd:.4f} of {self.budget_usd or 0:.4f} used): no "
+            "further model calls are allowed in this run"
+        )
 
     def settle(self, res: Reservation, usage: Usage | None, *, failed: bool = False) -> float | None:
         """End a call's reservation: charge ``usage`` (None: nothing was billed). Once per reservation; returns
@@ -170,9 +185,18 @@ class Meter:
 
     def add(self, model: str, usage: Usage, *, failed: bool = False) -> float | None:
         cost = usage.cost(model, self.prices)
-        entry = self.by_model.setdefault(model, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
-                                                 "cached_tokens": 0, "cost_usd": 0.0, "counted_calls": 0,
-                                                 "unpriced": False})
+        entry = self.by_model.setdefault(
+            model,
+            {
+                "calls": 0,
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "cached_tokens": 0,
+                "cost_usd": 0.0,
+                "counted_calls": 0,
+                "unpriced": False,
+            },
+        )
         entry["calls"] += 1
         entry["prompt_tokens"] += usage.prompt_tokens
         entry["completion_tokens"] += usage.completion_tokens
@@ -185,15 +209,22 @@ class Meter:
         return cost
 
     def summary(self) -> dict[str, Any]:
-        return {"calls": self.calls, "failed": self.failed, "refused": self.refused,
-                "prompt_tokens": sum(m["prompt_tokens"] for m in self.by_model.values()),
-                "completion_tokens": sum(m["completion_tokens"] for m in self.by_model.values()),
-                "cached_tokens": sum(m["cached_tokens"] for m in self.by_model.values()),
-                "tokens": self.tokens, "cost_usd": self.cost_usd,
-                "budget_tokens": self.budget_tokens, "budget_usd": self.budget_usd,
-                "reserved_tokens": self.reserved_tokens, "in_flight": self.in_flight,
-                "budget_exhausted": self.exhausted is not None,
-                "by_model": {k: dict(v) for k, v in self.by_model.items()}}
+        return {
+            "calls": self.calls,
+            "failed": self.failed,
+            "refused": self.refused,
+            "prompt_tokens": sum(m["prompt_tokens"] for m in self.by_model.values()),
+            "completion_tokens": sum(m["completion_tokens"] for m in self.by_model.values()),
+            "cached_tokens": sum(m["cached_tokens"] for m in self.by_model.values()),
+            "tokens": self.tokens,
+            "cost_usd": self.cost_usd,
+            "budget_tokens": self.budget_tokens,
+            "budget_usd": self.budget_usd,
+            "reserved_tokens": self.reserved_tokens,
+            "in_flight": self.in_flight,
+            "budget_exhausted": self.exhausted is not None,
+            "by_model": {k: dict(v) for k, v in self.by_model.items()},
+        }
 
 
-__all__ = ["MAX_PROMPT_RATIO", "BudgetBusy", "BudgetSpent", "Meter", "Reservation"]
+__all__ = ["MAX_PROMPT_RATIO", "BudgetBusy", "BudgetSpent", "Meter", "Reservation", "check_budget"]

@@ -18,8 +18,9 @@ from autorl.gateway.routes import ApiRoute
 from autorl.gateway.usage import COUNTED, Usage
 
 
-def error_response(family: str, status: int, kind: str, message: str,
-                   headers: Mapping[str, str] | None = None) -> JSONResponse:
+def error_response(
+    family: str, status: int, kind: str, message: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
     """A refusal in the family's error shape."""
     if family == "gemini":
         body: dict[str, Any] = {"error": {"code": status, "message": message, "status": kind.upper()}}
@@ -34,8 +35,13 @@ class Call:
     def __init__(self, route: ApiRoute, http_method: str) -> None:
         self.route = route
         self.started = time.monotonic()
-        self.record: dict[str, Any] = {"id": uuid.uuid4().hex[:16], "time": time.time(), "family": route.family,
-                                       "path": route.upstream_path, "method": http_method}
+        self.record: dict[str, Any] = {
+            "id": uuid.uuid4().hex[:16],
+            "time": time.time(),
+            "family": route.family,
+            "path": route.upstream_path,
+            "method": http_method,
+        }
         self.reservation: Reservation | None = None
         self.estimate = 0
 
@@ -67,15 +73,22 @@ class CallBook:
             cost = self.meter.add(call.model, usage, failed=not ok)
         else:
             cost, self.meter.failed = None, self.meter.failed + (not ok)
-        self.write(call, outcome="ok" if ok else "failed", error=error,
-                   usage=None if usage is None else asdict(usage), cost_usd=cost, response=response)
+        self.write(
+            call,
+            outcome="ok" if ok else "failed",
+            error=error,
+            usage=None if usage is None else asdict(usage),
+            cost_usd=cost,
+            response=response,
+        )
 
     def counted_prompt(self, call: Call) -> Usage:
         """The prompt as counted: what a call is charged when it was sent and nothing came back."""
         return Usage(self.meter.prompt_tokens(call.model, call.estimate), 0, 0, COUNTED)
 
-    def refuse(self, call: Call, status: int, kind: str, message: str,
-               headers: Mapping[str, str] | None = None) -> JSONResponse:
+    def refuse(
+        self, call: Call, status: int, kind: str, message: str, headers: Mapping[str, str] | None = None
+    ) -> JSONResponse:
         self.meter.refused += 1
         self.write(call, status=status, outcome="refused", error=message, usage=None, cost_usd=None)
         return error_response(call.route.family, status, kind, message, headers)

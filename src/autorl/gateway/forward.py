@@ -42,8 +42,12 @@ def token_of(request: Request) -> str:
     auth = request.headers.get("authorization", "")
     if auth.lower().startswith("bearer "):
         return auth[7:].strip()
-    return (request.headers.get("x-api-key") or request.headers.get("x-goog-api-key")
-            or request.query_params.get("key") or "")
+    return (
+        request.headers.get("x-api-key")
+        or request.headers.get("x-goog-api-key")
+        or request.query_params.get("key")
+        or ""
+    )
 
 
 def same(a: str, b: str) -> bool:
@@ -72,25 +76,40 @@ def dump_body(payload: dict[str, Any]) -> bytes:
 class Gateway:
     """The state of one run's gateway: upstreams, meter, record, and whether the run is still open."""
 
-    def __init__(self, config: GatewayConfig, upstreams: dict[str, Upstream] | None = None,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        config: GatewayConfig,
+        upstreams: dict[str, Upstream] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         self.config = config
         if upstreams is None and config.upstreams is not None:
             upstreams = {k: Upstream(**v) for k, v in config.upstreams.items()}
         self.upstreams = upstreams if upstreams is not None else upstreams_from_env()
-        meter = Meter(load_prices(config.prices_path), config.budget_tokens, config.budget_usd,
-                      default_max_output=config.default_max_output, min_output=config.min_output)
+        meter = Meter(
+            load_prices(config.prices_path),
+            config.budget_tokens,
+            config.budget_usd,
+            default_max_output=config.default_max_output,
+            min_output=config.min_output,
+        )
         self.record_dir = Path(config.record_dir)
         self.book = CallBook(meter, CallLog(self.record_dir))
         self.meter = meter
         self.closed = False
         self.client = httpx.AsyncClient(
-            timeout=httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s), transport=transport,
-            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64), trust_env=False)
+            timeout=httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s),
+            transport=transport,
+            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
+            trust_env=False,
+        )
 
     def summary(self) -> dict[str, Any]:
-        return {**self.meter.summary(), "closed": self.closed,
-                "upstreams": [u.describe() for u in self.upstreams.values()]}
+        return {
+            **self.meter.summary(),
+            "closed": self.closed,
+            "upstreams": [u.describe() for u in self.upstreams.values()],
+        }
 
     def close(self) -> dict[str, Any]:
         self.closed = True
@@ -105,18 +124,21 @@ class Gateway:
     async def forward(self, route: ApiRoute, request: Request) -> Response:
         call = Call(route, request.method)
         if not same(token_of(request), self.config.token):
-            return error_response(route.family, 401, "invalid_token",
-                                  "this gateway needs the run's token (AUTORL_LLM_TOKEN)")
+            return error_response(
+                route.family, 401, "invalid_token", "this gateway needs the run's token (AUTORL_LLM_TOKEN)"
+            )
         if self.closed:
-            return self.book.refuse(call, 409, "run_closed",
-                                    "the run has ended: the gateway takes no more calls")
+            return self.book.refuse(call, 409, "run_closed", "the run has ended: the gateway takes no more calls")
         if self.meter.exhausted:
             return self.book.refuse(call, 429, "llm_budget_exhausted", self.meter.exhausted)
         up = self.upstreams.get(route.family)
         if up is None:
-            return self.book.refuse(call, 404, "upstream_not_configured",
-                                    f"no {route.family} upstream is configured for this run (the operator sets "
-                                    "its key and base URL)")
+            return self.book.refuse(
+                call,
+                404,
+                "upstream_not_configured",
+                f"no {route.family} upstream is configured for this run (the operator sets its key and base URL)",
+            )
         body = await _read_body(request)
         if body is None:
             return self.book.refuse(call, 413, "request_too_large", f"request body over {MAX_REQUEST} bytes")
@@ -131,9 +153,13 @@ class Gateway:
         model = route.model or (str(payload.get("model", "")) if payload is not None else "")
         call.record.update(model=model[:200], request=cut(payload))
         if not self.config.server_tools and (asked := server_tools(route, payload)):
-            return self.book.refuse(call, 400, "server_tool_refused",
-                                    f"the run's agent has no network, and {', '.join(asked)} would give it one "
-                                    "through the upstream: use tools the agent runs itself")
+            return self.book.refuse(
+                call,
+                400,
+                "server_tool_refused",
+                f"the run's agent has no network, and {', '.join(asked)} would give it one "
+                "through the upstream: use tools the agent runs itself",
+            )
         if route.metered and payload is not None and shape.asked is None and self.meter.limited:
             # the limit the reservation may write, at its largest, is counted in the prompt: the body the
             # upstream receives is never longer than the one estimated
@@ -153,22 +179,39 @@ class Gateway:
             if res.max_output is not None and res.max_output != shape.asked:
                 write_limit(route, payload, res.max_output)
                 content = dump_body(payload)
-            call.record["reserved"] = {"tokens": res.tokens, "usd": res.usd, "asked": shape.asked,
-                                       "max_output": res.max_output}
+            call.record["reserved"] = {
+                "tokens": res.tokens,
+                "usd": res.usd,
+                "asked": shape.asked,
+                "max_output": res.max_output,
+            }
         try:
-            upstream = await self.client.send(self._upstream_request(route, up, request, query, content),
-                                              stream=True)
+            upstream = await self.client.send(self._upstream_request(route, up, request, query, content), stream=True)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:  # nothing was sent
-            return self.book.failed(call, None, 502, "upstream_unreachable",
-                               f"the {route.family} upstream failed: {type(exc).__name__}: {str(exc)[:200]}")
+            return self.book.failed(
+                call,
+                None,
+                502,
+                "upstream_unreachable",
+                f"the {route.family} upstream failed: {type(exc).__name__}: {str(exc)[:200]}",
+            )
         except httpx.TimeoutException as exc:  # sent, and perhaps generating still: the worst case
             worst = call.reservation.worst_case() if call.reservation else None
-            return self.book.failed(call, worst, 504, "upstream_timeout",
-                               f"the {route.family} upstream did not answer in time ({type(exc).__name__})")
+            return self.book.failed(
+                call,
+                worst,
+                504,
+                "upstream_timeout",
+                f"the {route.family} upstream did not answer in time ({type(exc).__name__})",
+            )
         except httpx.HTTPError as exc:  # sent, and the connection broke: the prompt may be billed
-            return self.book.failed(call, self.book.counted_prompt(call) if route.metered else None, 502,
-                               "upstream_unreachable",
-                               f"the {route.family} upstream failed: {type(exc).__name__}: {str(exc)[:200]}")
+            return self.book.failed(
+                call,
+                self.book.counted_prompt(call) if route.metered else None,
+                502,
+                "upstream_unreachable",
+                f"the {route.family} upstream failed: {type(exc).__name__}: {str(exc)[:200]}",
+            )
         return await relay(self.book, call, shape, upstream)
 
     def _earlier(self, shape: CallShape) -> int:
@@ -179,8 +222,9 @@ class Gateway:
             raise CallRefused("previous_response_id must name an answer given through this run's gateway")
         return self.book.responses[shape.previous_response]
 
-    def _upstream_request(self, route: ApiRoute, up: Upstream, request: Request, query: list[tuple[str, str]],
-                          content: bytes | None) -> httpx.Request:
+    def _upstream_request(
+        self, route: ApiRoute, up: Upstream, request: Request, query: list[tuple[str, str]], content: bytes | None
+    ) -> httpx.Request:
         headers = {k: v for k, v in request.headers.items() if k.lower() in _FORWARD_HEADERS}
         headers["accept-encoding"] = "identity"
         if content is not None:
@@ -194,8 +238,13 @@ class Gateway:
                 headers["x-goog-api-key"] = up.api_key
         if route.family == "anthropic":
             headers.setdefault("anthropic-version", "2023-06-01")
-        return self.client.build_request(route.http_method, f"{up.base_url}/{route.upstream_path}",
-                                         params=tuple(query), headers=headers, content=content)
+        return self.client.build_request(
+            route.http_method,
+            f"{up.base_url}/{route.upstream_path}",
+            params=tuple(query),
+            headers=headers,
+            content=content,
+        )
 
 
 async def _read_body(request: Request) -> bytes | None:

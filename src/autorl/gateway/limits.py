@@ -22,10 +22,21 @@ _COUNT_KEYS = {
     "anthropic": {"model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers"},
     "gemini": {"contents", "generateContentRequest"},
 }
-_GEMINI_COUNT_REQUEST = {"model", "contents", "systemInstruction", "system_instruction", "tools", "toolConfig",
-                         "tool_config"}
-_LIMIT_FIELDS = {"chat/completions": ("max_completion_tokens", "max_tokens"), "responses": ("max_output_tokens",),
-                 "completions": ("max_tokens",), "messages": ("max_tokens",)}
+_GEMINI_COUNT_REQUEST = {
+    "model",
+    "contents",
+    "systemInstruction",
+    "system_instruction",
+    "tools",
+    "toolConfig",
+    "tool_config",
+}
+_LIMIT_FIELDS = {
+    "chat/completions": ("max_completion_tokens", "max_tokens"),
+    "responses": ("max_output_tokens",),
+    "completions": ("max_tokens",),
+    "messages": ("max_tokens",),
+}
 
 
 @dataclass(frozen=True)
@@ -71,8 +82,9 @@ def _check_count(route: ApiRoute, payload: dict[str, Any]) -> None:
     elif inner is not None:
         extra.add("generateContentRequest")
     if extra:
-        raise CallRefused(f"{route.method} counts tokens and generates nothing: it does not take "
-                          f"{', '.join(sorted(extra))}")
+        raise CallRefused(
+            f"{route.method} counts tokens and generates nothing: it does not take {', '.join(sorted(extra))}"
+        )
 
 
 def read_call(route: ApiRoute, payload: dict[str, Any]) -> CallShape:
@@ -127,8 +139,13 @@ def write_limit(route: ApiRoute, payload: dict[str, Any], limit: int) -> None:
     for name in present:
         payload[name] = limit
     thinking = payload.get("thinking")
-    if route.family == "anthropic" and isinstance(thinking, dict) and isinstance(thinking.get("budget_tokens"), int) \
-            and thinking["budget_tokens"] >= limit and limit > 1024:
+    if (
+        route.family == "anthropic"
+        and isinstance(thinking, dict)
+        and isinstance(thinking.get("budget_tokens"), int)
+        and thinking["budget_tokens"] >= limit
+        and limit > 1024
+    ):
         payload["thinking"] = {**thinking, "budget_tokens": limit - 1}  # it must stay below max_tokens
 
 

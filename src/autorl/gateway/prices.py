@@ -51,11 +51,16 @@ def load_prices(path: str | Path | None) -> dict[str, dict[str, float]]:
             if any(not 0 <= v < math.inf for v in values.values()):
                 raise ValueError
         except (TypeError, ValueError):
-            raise UsageError(f"price table {path}: {model}: give input, output (and cached_input) as "
-                             "non-negative USD per million tokens") from None
+            raise UsageError(
+                f"price table {path}: {model}: give input, output (and cached_input) as "
+                "non-negative USD per million tokens"
+            ) from None
         values.setdefault("cached_input", values.get("input", 0.0))
-        prices[str(model)] = {"input": values.get("input", 0.0), "output": values.get("output", 0.0),
-                              "cached_input": values["cached_input"]}
+        prices[str(model)] = {
+            "input": values.get("input", 0.0),
+            "output": values.get("output", 0.0),
+            "cached_input": values["cached_input"],
+        }
     return prices
 
 

@@ -23,13 +23,23 @@ class GatewayError(AutorlError):
 
 def new_config(record_dir: Path, **options: Any) -> GatewayConfig:
     """A config with fresh tokens: the agent's and the orchestrator's."""
-    return GatewayConfig(token=f"autorl-llm-{secrets.token_urlsafe(24)}", admin_token=secrets.token_urlsafe(32),
-                         record_dir=str(record_dir), **options)
+    return GatewayConfig(
+        token=f"autorl-llm-{secrets.token_urlsafe(24)}",
+        admin_token=secrets.token_urlsafe(32),
+        record_dir=str(record_dir),
+        **options,
+    )
 
 
-def start_gateway(folder: Path, budget_usd: float | None = None, budget_tokens: int | None = None,
-                  prices: Path | str | None = None, *, server_tools: bool = True,
-                  decoy_tokens: dict[str, str] | None = None) -> GatewayProcess:
+def start_gateway(
+    folder: Path,
+    budget_usd: float | None = None,
+    budget_tokens: int | None = None,
+    prices: Path | str | None = None,
+    *,
+    server_tools: bool = True,
+    decoy_tokens: dict[str, str] | None = None,
+) -> GatewayProcess:
     """A gateway in its own process on a free port of 127.0.0.1, recording into ``folder``, for a run's agent or
     an operator's own calls (``autorl smith generate``): the operator's keys stay in it, the budget holds.
 
@@ -38,24 +48,26 @@ def start_gateway(folder: Path, budget_usd: float | None = None, budget_tokens: 
     """
     import os
 
-    from autorl.errors import UsageError
+    from autorl.gateway.budget import check_budget
     from autorl.gateway.prices import load_prices
     from autorl.gateway.upstreams import upstreams_from_env
     from autorl.procs.group import free_port
     from autorl.resources import private_dir
 
-    if budget_usd is not None and not 0 < budget_usd < float("inf"):
-        raise UsageError("--llm-budget-usd must be a positive number of US dollars")
-    if budget_tokens is not None and budget_tokens <= 0:
-        raise UsageError("--llm-budget-tokens must be a positive number of tokens")
+    check_budget(budget_usd, budget_tokens)
     prices = prices or os.environ.get("AUTORL_LLM_PRICES") or None
     load_prices(prices)  # a bad table stops here, in one line
     upstreams_from_env()  # and so does a bad upstreams file
     folder = private_dir(folder)
-    config = new_config(folder, budget_usd=budget_usd, budget_tokens=budget_tokens,
-                        prices_path=str(Path(prices).expanduser().resolve()) if prices else None,
-                        timeout_s=float(os.environ.get("AUTORL_LLM_TIMEOUT_S", "600")), server_tools=server_tools,
-                        decoy_tokens=dict(decoy_tokens or {}))
+    config = new_config(
+        folder,
+        budget_usd=budget_usd,
+        budget_tokens=budget_tokens,
+        prices_path=str(Path(prices).expanduser().resolve()) if prices else None,
+        timeout_s=float(os.environ.get("AUTORL_LLM_TIMEOUT_S", "600")),
+        server_tools=server_tools,
+        decoy_tokens=dict(decoy_tokens or {}),
+    )
     return GatewayProcess(config, folder / "config.json", free_port(), folder / "gateway.log")
 
 
@@ -67,8 +79,9 @@ class GatewayProcess(ServiceProcess):
         config.save(config_path)
         self.config = config
         super().__init__("autorl.gateway.process", config_path, port, log_path, what="the LLM gateway")
-        self._admin = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {config.admin_token}"},
-                                   timeout=30, trust_env=False)
+        self._admin = httpx.Client(
+            base_url=self.url, headers={"Authorization": f"Bearer {config.admin_token}"}, timeout=30, trust_env=False
+        )
         self.summary: dict[str, Any] | None = None
         self.error: str | None = None
 
@@ -102,8 +115,14 @@ class GatewayProcess(ServiceProcess):
 
 def main(argv: list[str] | None = None) -> int:
     args = service_args("python -m autorl.gateway.process", "the gateway", argv)
-    serve(create_app(GatewayConfig.load(args.config)), args.port, lease_fd=args.lease_fd, exit_after_s=10.0,
-          log_level="warning", timeout_graceful_shutdown=3)
+    serve(
+        create_app(GatewayConfig.load(args.config)),
+        args.port,
+        lease_fd=args.lease_fd,
+        exit_after_s=10.0,
+        log_level="warning",
+        timeout_graceful_shutdown=3,
+    )
     return 0
 
 

@@ -81,7 +81,7 @@ def call_texts(folder: Path | str) -> Iterator[tuple[str, str, bytes]]:
     the model's answer (``*.answer.txt``)."""
     for call in read_calls(folder):
         where = f"llm gateway call {str(call.get('id'))[:32]}"
-        yield f"{where} (prompt)", "request.prompt", json.dumps(call.get("request"))[:BODY_LIMIT * 2].encode()
+        yield f"{where} (prompt)", "request.prompt", json.dumps(call.get("request"))[: BODY_LIMIT * 2].encode()
         response = call.get("response")
         text = response.get("text") if isinstance(response, dict) and "events" in response else response
         yield f"{where} (answer)", "answer.txt", (text if isinstance(text, str) else json.dumps(text)).encode()

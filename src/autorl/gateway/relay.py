@@ -30,15 +30,13 @@ from autorl.gateway.usage import COUNTED, RESERVED, Usage, count_tokens, usage_o
 
 MAX_RESPONSE = 64 * 1024 * 1024
 #: response headers passed back to the agent (rate limits and retry hints among them)
-_PASS_HEADERS = ("content-type", "retry-after", "retry-after-ms", "x-request-id", "request-id",
-                 "openai-processing-ms")
+_PASS_HEADERS = ("content-type", "retry-after", "retry-after-ms", "x-request-id", "request-id", "openai-processing-ms")
 _PASS_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-")
 _UNMETERABLE = "unmeterable_response"
 
 
 def _passed_headers(headers: httpx.Headers) -> dict[str, str]:
-    return {k: v for k, v in headers.items()
-            if k.lower() in _PASS_HEADERS or k.lower().startswith(_PASS_PREFIXES)}
+    return {k: v for k, v in headers.items() if k.lower() in _PASS_HEADERS or k.lower().startswith(_PASS_PREFIXES)}
 
 
 class _Unmeterable(Exception):
@@ -70,16 +68,21 @@ async def relay(book: CallBook, call: Call, shape: CallShape, upstream: httpx.Re
     except httpx.HTTPError as exc:  # the answer was given, and lost on its way: its worst case
         worst = call.reservation.worst_case() if call.reservation else None
         code, error = (504, "upstream_timeout") if isinstance(exc, httpx.TimeoutException) else (502, _UNMETERABLE)
-        return book.failed(call, worst, code, error,
-                              f"the {call.route.family} upstream's answer was lost: {type(exc).__name__}: "
-                              f"{str(exc)[:200]}")
+        return book.failed(
+            call,
+            worst,
+            code,
+            error,
+            f"the {call.route.family} upstream's answer was lost: {type(exc).__name__}: {str(exc)[:200]}",
+        )
     finally:
         await _close(upstream)
     return _whole(book, call, status, kind, content, headers)
 
 
-def _whole(book: CallBook, call: Call, status: int, kind: str | None, content: bytes,
-           headers: dict[str, str]) -> Response:
+def _whole(
+    book: CallBook, call: Call, status: int, kind: str | None, content: bytes, headers: dict[str, str]
+) -> Response:
     family = call.route.family
     data: Any = None
     if kind == JSON:
@@ -91,10 +94,15 @@ def _whole(book: CallBook, call: Call, status: int, kind: str | None, content: b
         return Response(content, status_code=status, headers=headers)
     if data is None and call.route.metered:
         reservation = call.reservation
-        return book.failed(call, reservation.worst_case() if reservation else None, 502, _UNMETERABLE,
-                              f"the {family} upstream answered with a body the gateway cannot meter "
-                              f"({headers.get('content-type', 'no content type')}); the call is charged its "
-                              "reservation")
+        return book.failed(
+            call,
+            reservation.worst_case() if reservation else None,
+            502,
+            _UNMETERABLE,
+            f"the {family} upstream answered with a body the gateway cannot meter "
+            f"({headers.get('content-type', 'no content type')}); the call is charged its "
+            "reservation",
+        )
     if usage is None and call.route.metered:
         usage = Usage(book.counted_prompt(call).prompt_tokens, count_tokens(len(content)), 0, COUNTED)
     if call.route.method == "responses" and isinstance(data, dict) and isinstance(data.get("id"), str) and usage:
@@ -152,22 +160,31 @@ class _Stream:
             # cut, abandoned or unreadable before its final figures: the upstream may have generated up to the
             # limit, so the budget is charged the worst case (the upstream's partial figures where larger)
             worst, partial = res.worst_case(), tap.usage or Usage()
-            usage = Usage(max(worst.prompt_tokens, partial.prompt_tokens),
-                          max(worst.completion_tokens, partial.completion_tokens), partial.cached_tokens, RESERVED)
+            usage = Usage(
+                max(worst.prompt_tokens, partial.prompt_tokens),
+                max(worst.completion_tokens, partial.completion_tokens),
+                partial.cached_tokens,
+                RESERVED,
+            )
         elif call.route.metered or tap.usage is not None:
             # no final figures: what came through, counted (and the upstream's partial figures where larger)
             partial = tap.usage or Usage()
             prompt = partial.prompt_tokens or self.book.counted_prompt(call).prompt_tokens
-            usage = Usage(prompt, max(partial.completion_tokens, count_tokens(tap.text_chars)),
-                          partial.cached_tokens, COUNTED)
+            usage = Usage(
+                prompt, max(partial.completion_tokens, count_tokens(tap.text_chars)), partial.cached_tokens, COUNTED
+            )
         else:
             usage = None
         if tap.response_id and usage is not None:
             self.book.responses[tap.response_id] = usage.total
         ok = error is None and self.upstream.status_code < 400
-        self.book.account(call, usage, ok=ok, error=error or (None if ok else f"upstream status "
-                                                                 f"{self.upstream.status_code}"),
-                             response={"events": tap.events, "text": tap.streamed_text})
+        self.book.account(
+            call,
+            usage,
+            ok=ok,
+            error=error or (None if ok else f"upstream status {self.upstream.status_code}"),
+            response={"events": tap.events, "text": tap.streamed_text},
+        )
 
 
 class _MeteredResponse(StreamingResponse):

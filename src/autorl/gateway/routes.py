@@ -27,12 +27,17 @@ _FIXED = {
     ("anthropic", "GET", "v1/models"): ("models", LIST, "v1/models"),
 }
 _GEMINI_VERSIONS = ("v1", "v1beta", "v1alpha")
-_GEMINI_CALL = re.compile(r"(?P<version>v1|v1beta|v1alpha)/models/(?P<model>[A-Za-z0-9][A-Za-z0-9._-]*)"
-                          r":(?P<method>generateContent|streamGenerateContent|countTokens)")
+_GEMINI_CALL = re.compile(
+    r"(?P<version>v1|v1beta|v1alpha)/models/(?P<model>[A-Za-z0-9][A-Za-z0-9._-]*)"
+    r":(?P<method>generateContent|streamGenerateContent|countTokens)"
+)
 _GEMINI_KIND = {"generateContent": GENERATE, "streamGenerateContent": GENERATE, "countTokens": COUNT}
 #: query parameters passed on, by family, with the values allowed (None: any); every other one is dropped
-_QUERY: dict[str, dict[str, tuple[str, ...]]] = {"gemini": {"alt": ("sse", "json")}, "anthropic": {"beta": ("true",)},
-                                                 "openai": {}}
+_QUERY: dict[str, dict[str, tuple[str, ...]]] = {
+    "gemini": {"alt": ("sse", "json")},
+    "anthropic": {"beta": ("true",)},
+    "openai": {},
+}
 
 
 class CallRefused(Exception):
@@ -71,15 +76,25 @@ def classify(family: str, http_method: str, path: str) -> ApiRoute | None:
         return ApiRoute(family, http_method, *fixed)
     if family != "gemini":
         return None
-    if http_method == "GET" and path.count("/") == 1 and path.endswith("/models") \
-            and path.split("/", 1)[0] in _GEMINI_VERSIONS:
+    if (
+        http_method == "GET"
+        and path.count("/") == 1
+        and path.endswith("/models")
+        and path.split("/", 1)[0] in _GEMINI_VERSIONS
+    ):
         return ApiRoute(family, http_method, "models", LIST, path)
     call = _GEMINI_CALL.fullmatch(path)
     if call is None or http_method != "POST":
         return None
     method = call["method"]
-    return ApiRoute(family, http_method, method, _GEMINI_KIND[method],
-                    f"{call['version']}/models/{call['model']}:{method}", model=call["model"])
+    return ApiRoute(
+        family,
+        http_method,
+        method,
+        _GEMINI_KIND[method],
+        f"{call['version']}/models/{call['model']}:{method}",
+        model=call["model"],
+    )
 
 
 def forwarded_query(route: ApiRoute, params: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -91,8 +106,10 @@ def forwarded_query(route: ApiRoute, params: Iterable[tuple[str, str]]) -> list[
         if name not in allowed:
             continue
         if value not in allowed[name]:
-            raise CallRefused(f"the gateway does not pass {name}={value[:40]!r} (it passes "
-                              f"{name}={' or '.join(allowed[name])}): it could not meter the answer")
+            raise CallRefused(
+                f"the gateway does not pass {name}={value[:40]!r} (it passes "
+                f"{name}={' or '.join(allowed[name])}): it could not meter the answer"
+            )
         if any(k == name for k, _ in out):
             raise CallRefused(f"the query gives {name} twice")
         out.append((name, value))

@@ -82,7 +82,7 @@ class JsonValues:
                 elif ch in "}]":
                     self.depth -= 1
                     if self.depth == base:
-                        out.append("".join(self._buf) + text[start or 0:i + 1])
+                        out.append("".join(self._buf) + text[start or 0 : i + 1])
                         self._buf, start, self._capturing = [], None, False
                         self.done = not self.array
             elif ch in " \t\r\n":

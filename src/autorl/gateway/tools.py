@@ -14,8 +14,15 @@ from typing import Any
 from autorl.gateway.routes import GENERATE, ApiRoute
 
 #: OpenAI and Anthropic tool ``type`` prefixes that the upstream runs itself
-_SERVER_TYPES = ("web_search", "web_fetch", "file_search", "code_interpreter", "code_execution", "mcp",
-                 "image_generation")
+_SERVER_TYPES = (
+    "web_search",
+    "web_fetch",
+    "file_search",
+    "code_interpreter",
+    "code_execution",
+    "mcp",
+    "image_generation",
+)
 #: Gemini tool entries the agent runs (every other entry is Google's: search, URL context, code execution...)
 _GEMINI_CLIENT = {"functionDeclarations", "function_declarations"}
 #: body parameters that switch a server tool on without a tools entry

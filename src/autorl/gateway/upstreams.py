@@ -20,20 +20,45 @@ from pathlib import Path
 from autorl.errors import UsageError
 
 FAMILIES = ("openai", "anthropic", "gemini")
-_DEFAULT_BASE = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com",
-                 "gemini": "https://generativelanguage.googleapis.com"}
-_KEY_VARS = {"openai": ("OPENAI_API_KEY",), "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
-             "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY")}
-_BASE_VARS = {"openai": ("OPENAI_BASE_URL", "OPENAI_API_BASE"), "anthropic": ("ANTHROPIC_BASE_URL",),
-              "gemini": ("GOOGLE_GEMINI_BASE_URL", "GEMINI_BASE_URL")}
+_DEFAULT_BASE = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+    "gemini": "https://generativelanguage.googleapis.com",
+}
+_KEY_VARS = {
+    "openai": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+}
+_BASE_VARS = {
+    "openai": ("OPENAI_BASE_URL", "OPENAI_API_BASE"),
+    "anthropic": ("ANTHROPIC_BASE_URL",),
+    "gemini": ("GOOGLE_GEMINI_BASE_URL", "GEMINI_BASE_URL"),
+}
 
 #: Variables that hold credentials for a model API or a cloud: never in an agent's environment when the
 #: gateway runs (the agent gets the gateway's token under the names its tools read instead).
 SECRET_NAMES = (
-    "OPENAI_API_KEY", "CODEX_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN",
-    "GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS", "LLM_API_KEY", "LITELLM_PROXY_API_KEY",
-    "OPENROUTER_API_KEY", "GROQ_API_KEY", "DEEPSEEK_API_KEY", "MISTRAL_API_KEY", "TOGETHER_API_KEY",
-    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AZURE_OPENAI_API_KEY", "HF_TOKEN",
+    "OPENAI_API_KEY",
+    "CODEX_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "LLM_API_KEY",
+    "LITELLM_PROXY_API_KEY",
+    "OPENROUTER_API_KEY",
+    "GROQ_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "MISTRAL_API_KEY",
+    "TOGETHER_API_KEY",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AZURE_OPENAI_API_KEY",
+    "HF_TOKEN",
     "HUGGING_FACE_HUB_TOKEN",
 )
 
@@ -63,16 +88,25 @@ def _from_file(path: Path, environ: Mapping[str, str]) -> dict[str, Upstream]:
     except (OSError, yaml.YAMLError) as exc:
         raise UsageError(f"AUTORL_LLM_UPSTREAMS={path}: cannot read it: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict) or set(data) - set(FAMILIES):
-        raise UsageError(f"AUTORL_LLM_UPSTREAMS={path}: must map some of {', '.join(FAMILIES)} to "
-                         "{base_url, api_key_env}")
+        raise UsageError(
+            f"AUTORL_LLM_UPSTREAMS={path}: must map some of {', '.join(FAMILIES)} to {{base_url, api_key_env}}"
+        )
     out = {}
     for family, entry in data.items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("base_url", ""), str) \
-                or not isinstance(entry.get("api_key_env", ""), str):
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("base_url", ""), str)
+            or not isinstance(entry.get("api_key_env", ""), str)
+        ):
             raise UsageError(f"AUTORL_LLM_UPSTREAMS={path}: {family} needs base_url and api_key_env strings")
         key_env = entry.get("api_key_env") or _KEY_VARS[family][0]
-        out[family] = Upstream(family, str(entry.get("base_url") or _DEFAULT_BASE[family]).rstrip("/"),
-                               environ.get(key_env, ""), bearer=key_env == "ANTHROPIC_AUTH_TOKEN", key_env=key_env)
+        out[family] = Upstream(
+            family,
+            str(entry.get("base_url") or _DEFAULT_BASE[family]).rstrip("/"),
+            environ.get(key_env, ""),
+            bearer=key_env == "ANTHROPIC_AUTH_TOKEN",
+            key_env=key_env,
+        )
     return out
 
 
@@ -85,9 +119,13 @@ def upstreams_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Up
         base = next((env[v] for v in _BASE_VARS[family] if env.get(v)), None)
         if key_var is None and base is None:
             continue
-        out[family] = Upstream(family, (base or _DEFAULT_BASE[family]).rstrip("/"),
-                               env.get(key_var, "") if key_var else "", bearer=key_var == "ANTHROPIC_AUTH_TOKEN",
-                               key_env=key_var or "")
+        out[family] = Upstream(
+            family,
+            (base or _DEFAULT_BASE[family]).rstrip("/"),
+            env.get(key_var, "") if key_var else "",
+            bearer=key_var == "ANTHROPIC_AUTH_TOKEN",
+            key_env=key_var or "",
+        )
     if env.get("AUTORL_LLM_UPSTREAMS"):
         out.update(_from_file(Path(env["AUTORL_LLM_UPSTREAMS"]).expanduser(), env))
     return out

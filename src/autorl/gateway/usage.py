@@ -37,8 +37,11 @@ class Usage:
         if entry is None:
             return None
         cached = min(self.cached_tokens, self.prompt_tokens)
-        return ((self.prompt_tokens - cached) * entry["input"] + cached * entry["cached_input"]
-                + self.completion_tokens * entry["output"]) / 1e6
+        return (
+            (self.prompt_tokens - cached) * entry["input"]
+            + cached * entry["cached_input"]
+            + self.completion_tokens * entry["output"]
+        ) / 1e6
 
 
 def count_tokens(chars: int) -> int:
@@ -86,5 +89,13 @@ def usage_of_answer(family: str, data: Any) -> Usage | None:
     return usage_from_body(family, data)
 
 
-__all__ = ["COUNTED", "RESERVED", "UPSTREAM", "Usage", "count_tokens", "tokens_of", "usage_from_body",
-           "usage_of_answer"]
+__all__ = [
+    "COUNTED",
+    "RESERVED",
+    "UPSTREAM",
+    "Usage",
+    "count_tokens",
+    "tokens_of",
+    "usage_from_body",
+    "usage_of_answer",
+]

@@ -107,8 +107,9 @@ async def health(request: Request) -> Response:
     """``GET /health``: liveness, task, time left (no token needed)."""
     grader = _grader(request)
     info = grader.time_info()
-    return JSONResponse({"status": "ok", "task": grader.config.task, "remaining_s": info["remaining_s"],
-                         "closed": info["closed"]})
+    return JSONResponse(
+        {"status": "ok", "task": grader.config.task, "remaining_s": info["remaining_s"], "closed": info["closed"]}
+    )
 
 
 async def time_(request: Request) -> Response:
@@ -249,8 +250,9 @@ def _nothing() -> list[dict[str, Any]]:
     return []
 
 
-def create_app(grader: Grader, *, plugins: Listing = _nothing, benchmarks: Listing = _nothing,
-               manage_lifecycle: bool = True) -> Starlette:
+def create_app(
+    grader: Grader, *, plugins: Listing = _nothing, benchmarks: Listing = _nothing, manage_lifecycle: bool = True
+) -> Starlette:
     """The ASGI app over ``grader``. ``plugins`` and ``benchmarks`` give what ``/-/plugins`` and
     ``/-/benchmarks`` list (default: nothing). With ``manage_lifecycle`` the app starts and stops the grader's
     evaluation slots."""
@@ -269,9 +271,17 @@ def create_app(grader: Grader, *, plugins: Listing = _nothing, benchmarks: Listi
         routes=ROUTES,
         lifespan=lifespan,
         # outermost, the decoy tokens' notes: a token in a capability path is seen before the path is rewritten
-        middleware=[Middleware(DecoyTokens, tokens=grader.config.decoy_tokens, folder=grader.config.store_dir,
-                               service="grader", body_rule=ANYWHERE, max_body=MAX_BODY),
-                    Middleware(CapabilityPath, token=grader.config.agent_token)],
+        middleware=[
+            Middleware(
+                DecoyTokens,
+                tokens=grader.config.decoy_tokens,
+                folder=grader.config.store_dir,
+                service="grader",
+                body_rule=ANYWHERE,
+                max_body=MAX_BODY,
+            ),
+            Middleware(CapabilityPath, token=grader.config.agent_token),
+        ],
         exception_handlers={AutorlError: on_autorl_error, HTTPException: on_http_error, Exception: on_crash},
     )
     app.state.grader = grader

@@ -39,15 +39,19 @@ class CapabilityPath:
         if scope["type"] != "http" or not str(scope["path"]).startswith(PREFIX):
             await self.app(scope, receive, send)
             return
-        token, _, rest = str(scope["path"])[len(PREFIX):].partition("/")
+        token, _, rest = str(scope["path"])[len(PREFIX) :].partition("/")
         # the path is rewritten in place: the access log then shows it without the token
         scope["path"] = "/" + rest
         scope["raw_path"] = scope["path"].encode()
         if not hmac.compare_digest(token.encode(), self.token.encode()):
             body = json.dumps({"error": "invalid token in the URL"}).encode()
-            await send({"type": "http.response.start", "status": 401,
-                        "headers": [(b"content-type", b"application/json"),
-                                    (b"content-length", str(len(body)).encode())]})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+                }
+            )
             await send({"type": "http.response.body", "body": body})
             return
         scope[_KEY] = True

@@ -1,13 +1,41 @@
-"""An httpx client for the grading API, for agents, users and the orchestrator."""
+"""An httpx client for the grading API, for agents, users and the orchestrator.
+
+Each call returns the grader's answer as the record its route sends (:mod:`autorl.grader.schema`): a JSON object
+(or a list of them) taken at the grader's word, as typed records are; nothing here checks their fields.
+"""
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import httpx
 
 from autorl.errors import GraderError, UsageError
+
+if TYPE_CHECKING:
+    from autorl.grader.schema import BaselineRecord, GraderState, SubmissionRecord, TestRecord, TimeInfo
+
+
+class Health(TypedDict):
+    """``GET /health``: the grader is up, its task, the time left and whether it still takes submissions."""
+
+    status: str
+    task: str
+    remaining_s: float | None
+    closed: bool
+
+
+class BaselineSet(TypedDict):
+    """``POST /set_baseline``: the dev baseline's score as set."""
+
+    baseline_score: float
+
+
+class Closed(TypedDict):
+    """``POST /admin/close``: the run no longer takes submissions."""
+
+    closed: bool
 
 
 class GraderClient:
@@ -32,6 +60,7 @@ class GraderClient:
         self.close()
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        """The grader's JSON answer (each method below names its record), or :class:`GraderError`."""
         try:
             resp = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
@@ -44,38 +73,43 @@ class GraderClient:
             raise GraderError(f"grader answered {resp.status_code}: {message}", status=resp.status_code)
         return resp.json()
 
-    def health(self) -> dict[str, Any]:
-        return dict(self._call("GET", "/health"))
+    def _object(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        """A call whose answer is a JSON object (a copy of it); each method below names its record."""
+        return dict(self._call(method, path, **kwargs))
 
-    def time(self) -> dict[str, Any]:
-        return dict(self._call("GET", "/time"))
+    def health(self) -> Health:
+        return cast("Health", self._object("GET", "/health"))
 
-    def submit(self, model_path: str, wait: bool = True) -> dict[str, Any]:
+    def time(self) -> TimeInfo:
+        return cast("TimeInfo", self._object("GET", "/time"))
+
+    def submit(self, model_path: str, wait: bool = True) -> SubmissionRecord:
         params = {} if wait else {"wait": "false"}
-        return dict(self._call("POST", "/submit", json={"model_path": str(model_path)}, params=params))
+        answer = self._object("POST", "/submit", json={"model_path": str(model_path)}, params=params)
+        return cast("SubmissionRecord", answer)
 
-    def submissions(self) -> list[dict[str, Any]]:
-        return list(self._call("GET", "/submissions"))
+    def submissions(self) -> list[SubmissionRecord]:
+        return cast("list[SubmissionRecord]", list(self._call("GET", "/submissions")))
 
-    def submission(self, submission_id: int) -> dict[str, Any]:
-        return dict(self._call("GET", f"/submissions/{submission_id}"))
+    def submission(self, submission_id: int) -> SubmissionRecord:
+        return cast("SubmissionRecord", self._object("GET", f"/submissions/{submission_id}"))
 
-    def set_baseline(self, score: float) -> dict[str, Any]:
-        return dict(self._call("POST", "/set_baseline", json={"score": score}))
+    def set_baseline(self, score: float) -> BaselineSet:
+        return cast("BaselineSet", self._object("POST", "/set_baseline", json={"score": score}))
 
     # admin calls (the orchestrator's token)
-    def state(self) -> dict[str, Any]:
-        return dict(self._call("GET", "/admin/state"))
+    def state(self) -> GraderState:
+        return cast("GraderState", self._object("GET", "/admin/state"))
 
-    def close_run(self) -> dict[str, Any]:
-        return dict(self._call("POST", "/admin/close"))
+    def close_run(self) -> Closed:
+        return cast("Closed", self._object("POST", "/admin/close"))
 
-    def set_deadline(self, deadline: float) -> dict[str, Any]:
-        return dict(self._call("POST", "/admin/deadline", json={"deadline": deadline}))
+    def set_deadline(self, deadline: float) -> TimeInfo:
+        return cast("TimeInfo", self._object("POST", "/admin/deadline", json={"deadline": deadline}))
 
-    def baseline(self, timeout: float = 3600) -> dict[str, Any]:
-        return dict(self._call("GET", "/admin/baseline", params={"timeout": timeout}))
+    def baseline(self, timeout: float = 3600) -> BaselineRecord:
+        return cast("BaselineRecord", self._object("GET", "/admin/baseline", params={"timeout": timeout}))
 
-    def evaluate_test(self, submission_id: int | None = None) -> dict[str, Any]:
+    def evaluate_test(self, submission_id: int | None = None) -> TestRecord:
         body = {} if submission_id is None else {"submission_id": submission_id}
-        return dict(self._call("POST", "/admin/test", json=body))
+        return cast("TestRecord", self._object("POST", "/admin/test", json=body))

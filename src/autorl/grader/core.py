@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from autorl.errors import AutorlError, GraderError, LimitReached, NotFound, QueueFull, RunClosed
 from autorl.grader import records
@@ -30,6 +30,27 @@ from autorl.grader.snapshot import PinnedDir, Snapshot
 from autorl.grader.store import DONE, FAILED, QUEUED, WAITING, Store
 from autorl.grader.validation import Limits, refusal_kind
 from autorl.jsonio import write_json_atomic
+
+if TYPE_CHECKING:
+    from autorl.grader.schema import (
+        BaselineRow,
+        Comparison,
+        EvalRecord,
+        GraderState,
+        SubmissionRecord,
+        SubmissionRow,
+        TimeInfo,
+    )
+
+
+class _Scored(TypedDict):
+    """The columns of a submission row scored on dev (:meth:`Grader._scored`)."""
+
+    status: str
+    score: float
+    record: EvalRecord
+    comparison: Comparison | None
+    finished_at: float
 
 
 class Grader(FinalTest):
@@ -112,11 +133,15 @@ class Grader(FinalTest):
     def close(self) -> None:
         self.store.set_meta("closed", True)
 
-    def time_info(self) -> dict[str, Any]:
+    def time_info(self) -> TimeInfo:
         now = time.time()
         deadline = self.deadline
-        return {"now": now, "deadline": deadline, "remaining_s": max(0.0, deadline - now) if deadline else None,
-                "closed": self.closed}
+        return {
+            "now": now,
+            "deadline": deadline,
+            "remaining_s": max(0.0, deadline - now) if deadline else None,
+            "closed": self.closed,
+        }
 
     # -- submissions --------------------------------------------------------------------------------
     def submit(self, raw_path: Any, *, before_copy: Callable[[str], None] | None = None) -> int:
@@ -128,16 +153,24 @@ class Grader(FinalTest):
         incoming = self._snapshots / f".incoming-{secrets.token_hex(8)}"
         try:
             self._check_quota()
-            taken = take_in(raw_path, output=self._output, workspace=self.workspace, incoming=incoming,
-                            limits=self.limits, before_copy=before_copy)
+            taken = take_in(
+                raw_path,
+                output=self._output,
+                workspace=self.workspace,
+                incoming=incoming,
+                limits=self.limits,
+                before_copy=before_copy,
+            )
         except AutorlError as exc:
-            self.store.add_refusal(str(raw_path), str(exc), "quota" if isinstance(exc, QuotaExceeded)
-                                   else refusal_kind(exc))
+            self.store.add_refusal(
+                str(raw_path), str(exc), "quota" if isinstance(exc, QuotaExceeded) else refusal_kind(exc)
+            )
             raise
         digest, found = taken.digest, taken.checkpoint
         try:
-            sid = self.store.add_submission(str(raw_path), max_total=self.config.max_submissions,
-                                            max_queued=self.config.max_queue)
+            sid = self.store.add_submission(
+                str(raw_path), max_total=self.config.max_submissions, max_queued=self.config.max_queue
+            )
         except LookupError as exc:
             shutil.rmtree(incoming, ignore_errors=True)
             if exc.args[0] == "total":
@@ -155,10 +188,13 @@ class Grader(FinalTest):
             raise GraderError(f"could not store the snapshot: {exc}") from None
         earlier = self.store.evaluation(digest, "dev")
         if earlier is not None:
-            first = next((s["id"] for s in self.store.all() if s["content_hash"] == digest and s["status"] == DONE),
-                         None)
+            first = next(
+                (s["id"] for s in self.store.all() if s["content_hash"] == digest and s["status"] == DONE), None
+            )
             now = time.time()
-            self.store.update(sid, **snapshot.to_row(), duplicate_of=first, started_at=now, **self._scored(earlier, now))
+            self.store.update(
+                sid, **snapshot.to_row(), duplicate_of=first, started_at=now, **self._scored(earlier, now)
+            )
         else:
             self.store.update(sid, **snapshot.to_row(), status=QUEUED)
             with self._wake:
@@ -186,11 +222,16 @@ class Grader(FinalTest):
         if sum(counts.get(status, 0) for status in WAITING) >= self.config.max_queue:
             raise QueueFull(f"{self.config.max_queue} submissions are already waiting; try again later")
 
-    def _scored(self, record: dict[str, Any], finished_at: float) -> dict[str, Any]:
+    def _scored(self, record: EvalRecord, finished_at: float) -> _Scored:
         """The columns of a submission scored with the full dev ``record``, its comparison included."""
         base = self.store.baseline("dev")
-        return {"status": DONE, "score": record["score"], "record": records.summary(record),
-                "comparison": records.compare(base["record"] if base else None, record), "finished_at": finished_at}
+        return {
+            "status": DONE,
+            "score": record["score"],
+            "record": records.summary(record),
+            "comparison": records.compare(base["record"] if base else None, record),
+            "finished_at": finished_at,
+        }
 
     def _fill_comparisons(self) -> None:
         """Give every scored submission that lacks one its comparison with the dev baseline (when it has items)."""
@@ -224,7 +265,7 @@ class Grader(FinalTest):
                 continue
             self._evaluate_submission(sub, slot)
 
-    def _evaluate_submission(self, sub: dict[str, Any], slot: int) -> None:
+    def _evaluate_submission(self, sub: SubmissionRow, slot: int) -> None:
         sid = int(sub["id"])
         try:
             snapshot = Snapshot.from_row(sub)
@@ -232,8 +273,9 @@ class Grader(FinalTest):
         except (EvalFailed, ValueError) as exc:
             if self._stop.is_set():  # abandoned, not failed: the next grader on this store queues it again
                 return
-            self.store.update(sid, status=FAILED, error=str(exc), finished_at=time.time(),
-                              infra_failure=getattr(exc, "harness", None))
+            self.store.update(
+                sid, status=FAILED, error=str(exc), finished_at=time.time(), infra_failure=getattr(exc, "harness", None)
+            )
         else:
             self.store.put_evaluation(snapshot.digest, "dev", record)
             self.store.update(sid, **self._scored(record, time.time()))
@@ -242,8 +284,12 @@ class Grader(FinalTest):
 
     # -- baseline -----------------------------------------------------------------------------------
     def _needs_baseline(self) -> bool:
-        return (self.config.evaluate_baseline and self.config.base_model is not None and self.baseline_error is None
-                and self.store.baseline("dev") is None)
+        return (
+            self.config.evaluate_baseline
+            and self.config.base_model is not None
+            and self.baseline_error is None
+            and self.store.baseline("dev") is None
+        )
 
     def _run_baseline(self, slot: int) -> None:
         try:
@@ -255,7 +301,7 @@ class Grader(FinalTest):
         self._fill_comparisons()
         self.write_mirror()
 
-    def baseline_record(self, split: str, slot: int = 0) -> dict[str, Any]:
+    def baseline_record(self, split: str, slot: int = 0) -> EvalRecord:
         """The base model's evaluation on ``split``, from the cross-run cache when its key matches."""
         assert self.config.base_model is not None
         return self._slots[slot].run(None, split, "baseline")
@@ -265,7 +311,7 @@ class Grader(FinalTest):
         self.store.set_baseline("dev", float(score), None, "set")
         self.write_mirror()
 
-    def wait_baseline(self, timeout: float) -> dict[str, Any] | None:
+    def wait_baseline(self, timeout: float) -> BaselineRow | None:
         """The dev baseline row once there is one (``None`` after ``timeout`` s, or when it failed)."""
         end = time.time() + timeout
         while time.time() < end:
@@ -283,7 +329,7 @@ class Grader(FinalTest):
             raise NotFound(f"no submission {sid}")
         return status
 
-    def submission(self, sid: int) -> dict[str, Any]:
+    def submission(self, sid: int) -> SubmissionRecord:
         """The agent's record of one submission."""
         sub = self.store.get(sid)
         if sub is None:
@@ -291,16 +337,22 @@ class Grader(FinalTest):
         subs = self.store.all()
         return records.public(sub, baseline=self.store.baseline("dev"), best=records.best(subs), total=len(subs))
 
-    def submissions(self) -> list[dict[str, Any]]:
+    def submissions(self) -> list[SubmissionRecord]:
         """The agent's records of every submission."""
         return records.public_all(self.store.all(), self.store.baseline("dev"))
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> GraderState:
         """Everything the orchestrator collects at the end of a run."""
-        return records.state(task=self.config.task, baseline=self.store.baseline("dev"),
-                             baseline_error=self.baseline_error, submissions=self.store.all(),
-                             tests=self.store.test_scores(), counts=self.store.counts(),
-                             refusals=self.store.refusals(), closed=self.closed)
+        return records.state(
+            task=self.config.task,
+            baseline=self.store.baseline("dev"),
+            baseline_error=self.baseline_error,
+            submissions=self.store.all(),
+            tests=self.store.test_scores(),
+            counts=self.store.counts(),
+            refusals=self.store.refusals(),
+            closed=self.closed,
+        )
 
     def write_mirror(self) -> None:
         """A read-only ``scores.json`` in the workspace with the agent's records; nothing reads it back."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from autorl.errors import AutorlError, GraderError, NotFound
 from autorl.grader import records
@@ -22,6 +22,7 @@ from autorl.grader.store import DONE, FAILED, RUNNING
 if TYPE_CHECKING:
     from autorl.grader.config import GraderConfig
     from autorl.grader.jobs import EvalSlot
+    from autorl.grader.schema import BaselineRow, EvalRecord, TestRecord, TestSummary
     from autorl.grader.store import Store
 
 
@@ -35,13 +36,13 @@ class FinalTest:
     _test_lock: threading.Lock
     _testing: set[int]
 
-    def baseline_record(self, split: str, slot: int = 0) -> dict[str, Any]:
+    def baseline_record(self, split: str, slot: int = 0) -> EvalRecord:
         raise NotImplementedError
 
     def prune(self) -> list[int]:
         raise NotImplementedError
 
-    def evaluate_test(self, sid: int | None = None) -> dict[str, Any]:
+    def evaluate_test(self, sid: int | None = None) -> TestRecord:
         """Score one submission (default: best on dev) on the hidden test split, once."""
         if sid is None:
             best = records.best(self.store.all())
@@ -75,13 +76,20 @@ class FinalTest:
         """Between submissions, when the keep policy deletes checkpoints once scored and the run scores every
         submission on the test split (the best-of-k figure, never shown to the agent): score the next one that
         waits for it, so that its copies may go. Whether one was scored."""
-        if (self.config.keep == "all" or not self.config.keep_while_running or not self.config.test_each
-                or self._stop.is_set()):
+        if (
+            self.config.keep == "all"
+            or not self.config.keep_while_running
+            or not self.config.test_each
+            or self._stop.is_set()
+        ):
             return False
         tested = {int(t["submission_id"]) for t in self.store.test_scores()}
         subs = self.store.all()
-        waiting = [s for s in subs if s["status"] == DONE and s["duplicate_of"] is None and not s.get("pruned")
-                   and int(s["id"]) not in tested]
+        waiting = [
+            s
+            for s in subs
+            if s["status"] == DONE and s["duplicate_of"] is None and not s.get("pruned") and int(s["id"]) not in tested
+        ]
         if not waiting:
             return False
         try:
@@ -98,20 +106,25 @@ class FinalTest:
 
     def _score_test(self, sid: int, snapshot: Snapshot) -> None:
         """Score the claimed test evaluation of ``sid``, and the base model's once, beside it."""
-        base: dict[str, Any] | None = None
+        # the base model's test score and record: the store's, else evaluated now and kept (None: no base model)
+        base_score: float | None = None
+        base_record: EvalRecord | None = None
         try:
             record = self._slots[0].run(snapshot, "test", f"sub{sid}")
             if self.config.base_model:
-                base = self.store.baseline("test")
-                if base is None:
-                    base = self.baseline_record("test")
-                    self.store.set_baseline("test", base["score"], base, "evaluated")
-                    base = {"score": base["score"], "record": base}
+                row: BaselineRow | None = self.store.baseline("test")
+                if row is None:
+                    base_record = self.baseline_record("test")
+                    base_score = base_record["score"]
+                    self.store.set_baseline("test", base_score, base_record, "evaluated")
+                else:
+                    base_score, base_record = row["score"], row["record"]
         except EvalFailed as exc:
             if not self._stop.is_set():  # abandoned by a stop: left claimed, for the grader that recovers the run
                 self.store.finish_test(sid, status=FAILED, error=str(exc), infra_failure=exc.harness)
             return
-        summary = {**records.summary(record), "baseline_score": base["score"] if base else None}
-        self.store.finish_test(sid, status=DONE, score=record["score"], record=summary,
-                               comparison=records.compare(base["record"], record) if base else None)
+        summary: TestSummary = {**records.summary(record), "baseline_score": base_score}
+        self.store.finish_test(
+            sid, status=DONE, score=record["score"], record=summary, comparison=records.compare(base_record, record)
+        )
         self.prune()

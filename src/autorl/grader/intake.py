@@ -28,14 +28,23 @@ class Taken(NamedTuple):
     source: dict[str, tuple[int, int, int]]
 
 
-def take_in(raw_path: Any, *, output: PinnedDir, workspace: Path, incoming: Path, limits: Limits,
-            before_copy: Callable[[str], None] | None = None) -> Taken:
+def take_in(
+    raw_path: Any,
+    *,
+    output: PinnedDir,
+    workspace: Path,
+    incoming: Path,
+    limits: Limits,
+    before_copy: Callable[[str], None] | None = None,
+) -> Taken:
     """The submission ``raw_path`` copied by descriptor from the pinned output directory into ``incoming``, then
     validated as copied. On any refusal ``incoming`` is removed and the error raised."""
     replaced = output.replaced_by()
     if replaced == "a link":
-        raise PathRefused(f"the output directory {output.path} was replaced by a link after the run started; "
-                          "the grader reads only the original directory")
+        raise PathRefused(
+            f"the output directory {output.path} was replaced by a link after the run started; "
+            "the grader reads only the original directory"
+        )
     parts = submission_parts(raw_path, str(workspace), output.aliases)
     try:
         try:
@@ -43,8 +52,10 @@ def take_in(raw_path: Any, *, output: PinnedDir, workspace: Path, incoming: Path
         except UsageError as exc:
             if replaced is None or isinstance(exc, PathRefused):
                 raise
-            raise UsageError(f"{exc} (the output directory was replaced by {replaced} after the run started; "
-                             "the grader reads only the original one: write checkpoints inside it)") from None
+            raise UsageError(
+                f"{exc} (the output directory was replaced by {replaced} after the run started; "
+                "the grader reads only the original one: write checkpoints inside it)"
+            ) from None
         try:
             copied = take_snapshot(fd, incoming, limits, before_copy=before_copy)
         finally:
@@ -71,7 +82,7 @@ def write_mirror(workspace: PinnedDir, data: bytes, name: str = "scores.json") -
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
         os.rename(tmp, name, src_dir_fd=ws, dst_dir_fd=ws)

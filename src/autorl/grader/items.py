@@ -15,13 +15,22 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from autorl import untrusted
 from autorl.errors import UsageError
 
-__all__ = ["MAX_FILE", "ItemPair", "ItemRecord", "RunItems", "pair_records", "per_item_path", "read_item_records",
-           "read_run_items", "selected_submission"]
+__all__ = [
+    "MAX_FILE",
+    "ItemPair",
+    "ItemRecord",
+    "RunItems",
+    "pair_records",
+    "per_item_path",
+    "read_item_records",
+    "read_run_items",
+    "selected_submission",
+]
 
 #: the most of one per-item file read (10k items with long answers are far below)
 MAX_FILE = 256 * 2**20
@@ -34,6 +43,26 @@ BASE = "baseline"
 def per_item_path(store_dir: Path, tag: str, split: str) -> Path:
     """Where the grader keeps the per-item records of one evaluation: ``tag`` is ``baseline`` or ``sub<N>``."""
     return Path(store_dir) / "items" / f"{tag}-{split}.jsonl"
+
+
+class ItemRow(TypedDict):
+    """One item of a run, both sides flat (:meth:`ItemPair.to_dict`): a row of ``autorl items`` and
+    :func:`autorl.items`."""
+
+    item_id: str
+    #: ``win``, ``loss``, ``same`` or ``unpaired``
+    outcome: str
+    change: float | None
+    prompt: str | None
+    reference: str | None
+    base_score: float | None
+    score: float | None
+    base_answer: str | None
+    answer: str | None
+    base_error: str | None
+    error: str | None
+    base_answers: list[str]
+    answers: list[str]
 
 
 @dataclass(frozen=True)
@@ -63,13 +92,18 @@ class ItemRecord:
         return cls(
             id=str(ident),
             score=_score(raw.get("score")),
-            answers=tuple(_text(a) or "" for a in completions if a is not None) if isinstance(completions, list) else (),
+            answers=tuple(_text(a) or "" for a in completions if a is not None)
+            if isinstance(completions, list)
+            else (),
             error=_text(raw.get("error")),
             prompt=_text(raw.get("prompt")),
             reference=_text(raw.get("reference")),
             output_tokens=tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0 else None,
-            trajectory=tuple((_text(s.get("observation")) or "", _text(s.get("action")) or "")
-                             for s in (steps if isinstance(steps, list) else []) if isinstance(s, dict)),
+            trajectory=tuple(
+                (_text(s.get("observation")) or "", _text(s.get("action")) or "")
+                for s in (steps if isinstance(steps, list) else [])
+                if isinstance(s, dict)
+            ),
         )
 
 
@@ -103,8 +137,9 @@ class ItemPair:
 
     @property
     def reference(self) -> str | None:
-        return next((r.reference for r in (self.checkpoint, self.base) if r is not None and r.reference is not None),
-                    None)
+        return next(
+            (r.reference for r in (self.checkpoint, self.base) if r is not None and r.reference is not None), None
+        )
 
     @property
     def change(self) -> float | None:
@@ -121,17 +156,23 @@ class ItemPair:
             return "unpaired"
         return "win" if change > 0 else "loss" if change < 0 else "same"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ItemRow:
         """The item as one flat record (every answer, the first of each side as ``base_answer`` / ``answer``)."""
         base, ckpt = self.base, self.checkpoint
         return {
-            "item_id": self.id, "outcome": self.outcome, "change": self.change,
-            "prompt": self.prompt, "reference": self.reference,
-            "base_score": base.score if base else None, "score": ckpt.score if ckpt else None,
+            "item_id": self.id,
+            "outcome": self.outcome,
+            "change": self.change,
+            "prompt": self.prompt,
+            "reference": self.reference,
+            "base_score": base.score if base else None,
+            "score": ckpt.score if ckpt else None,
             "base_answer": base.answers[0] if base and base.answers else None,
             "answer": ckpt.answers[0] if ckpt and ckpt.answers else None,
-            "base_error": base.error if base else None, "error": ckpt.error if ckpt else None,
-            "base_answers": list(base.answers) if base else [], "answers": list(ckpt.answers) if ckpt else [],
+            "base_error": base.error if base else None,
+            "error": ckpt.error if ckpt else None,
+            "base_answers": list(base.answers) if base else [],
+            "answers": list(ckpt.answers) if ckpt else [],
         }
 
 
@@ -217,8 +258,10 @@ def read_run_items(result: Mapping[str, Any], split: str = "test", submission: i
         raise UsageError(f"run {run_id} recorded no grader store: its items are not kept")
     store_dir = Path(str(store))
     if not store_dir.is_dir():
-        raise UsageError(f"run {run_id}: its grader's store {store_dir} is not on this machine (a study's runs "
-                         "keep a copy in the study's folder: ingest that run's result.json from there)")
+        raise UsageError(
+            f"run {run_id}: its grader's store {store_dir} is not on this machine (a study's runs "
+            "keep a copy in the study's folder: ingest that run's result.json from there)"
+        )
     chosen = selected_submission(result, split) if submission is None else submission
     if chosen is None:
         raise UsageError(f"run {run_id} has no scored submission: no items to compare with the base model")
@@ -226,12 +269,18 @@ def read_run_items(result: Mapping[str, Any], split: str = "test", submission: i
     ckpt = read_item_records(store_dir, f"sub{chosen}", split, notes)
     base = read_item_records(store_dir, BASE, split, notes)
     if ckpt is None:
-        why = "was never scored on test (only the headline's submission is, and with the peers' figure every " \
-              "distinct one)" if split == "test" else "has no dev evaluation"
+        why = (
+            "was never scored on test (only the headline's submission is, and with the peers' figure every "
+            "distinct one)"
+            if split == "test"
+            else "has no dev evaluation"
+        )
         raise UsageError(f"run {run_id}: submission {chosen} {why}; no per-item records in {store_dir / 'items'}")
     if base is None:
-        notes.append(f"the base model's {split} items are not in the store (a baseline reused from an older "
-                     "cache, or set by hand): its answers are not shown")
+        notes.append(
+            f"the base model's {split} items are not in the store (a baseline reused from an older "
+            "cache, or set by hand): its answers are not shown"
+        )
     return RunItems(run_id, split, chosen, pair_records(base or [], ckpt), notes)
 
 

@@ -33,13 +33,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autorl.grader.snapshot import Snapshot
-from autorl.grader.worker import MAX_FRAME, build_job, encode_frame, evaluated_dir, write_all
+from autorl.grader.worker import MAX_FRAME, build_job, encode_frame, evaluated_dir, job_base_model, write_all
 from autorl.inference.failures import same_shape
 from autorl.procs.group import kill_group
 from autorl.procs.lease import PARENT_ENV
 
 if TYPE_CHECKING:
     from autorl.grader.config import GraderConfig
+    from autorl.grader.schema import EvalJob, EvalRecord, WarmUp
 
 
 class EvalFailed(Exception):
@@ -159,7 +160,9 @@ class EvalSlot:
     ``extra.worker`` which worker ran it and whether the job had to be retried on a fresh one.
     """
 
-    def __init__(self, config: GraderConfig, store_dir: Path, index: int = 0, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, config: GraderConfig, store_dir: Path, index: int = 0, env: dict[str, str] | None = None
+    ) -> None:
         self.config = config
         self.store_dir = store_dir
         self.index = index
@@ -172,7 +175,7 @@ class EvalSlot:
         #: why the worker this slot had was found dead between jobs (recorded with the next job)
         self._replaced_after: str | None = None
         #: what the warm-up did or why it failed (recorded with the next job)
-        self._warmed: dict[str, Any] | None = None
+        self._warmed: WarmUp | None = None
 
     @property
     def worker_pid(self) -> int | None:
@@ -180,21 +183,22 @@ class EvalSlot:
         worker = self._worker
         return worker.proc.pid if worker is not None else None
 
-    def run(self, snapshot: Snapshot | None, split: str, tag: str) -> dict[str, Any]:
+    def run(self, snapshot: Snapshot | None, split: str, tag: str) -> EvalRecord:
         """Evaluate a submission's ``snapshot`` (``None``: the run's base model, from the cross-run cache when its
         key matches) on ``split``, its files named ``tag``; the evaluation record, or :class:`EvalFailed`."""
         with self._lock:
             if self._closed:
                 raise EvalFailed("the grader is stopping")
-            job = build_job(self.config, self.store_dir, snapshot, split, tag,
-                            self.store_dir / "engines" / f"slot{self.index}")
+            job = build_job(
+                self.config, self.store_dir, snapshot, split, tag, self.store_dir / "engines" / f"slot{self.index}"
+            )
             lost: str | None = None
             restarted: str | bool = False
             harness: list[str] = []  # the harness's failures so far, each retried after a pause
             while True:
                 try:
                     try:
-                        record = self._run_once(job)
+                        record: EvalRecord = self._run_once(job)
                     except _WorkerLost as exc:
                         self._replace()
                         if self._closed:
@@ -203,9 +207,10 @@ class EvalSlot:
                             lost = str(exc)
                             continue
                         # lost twice: the machine's doing for a model of the base's shapes, else the checkpoint's
-                        raise EvalFailed(f"{exc} (also on a fresh worker, after: {lost})",
-                                         "the evaluation worker was lost twice" if self._base_shaped(job) else None
-                                         ) from None
+                        raise EvalFailed(
+                            f"{exc} (also on a fresh worker, after: {lost})",
+                            "the evaluation worker was lost twice" if self._base_shaped(job) else None,
+                        ) from None
                 except _Restart as exc:
                     if restarted:
                         raise EvalFailed("a fresh evaluation worker asked for a fresh process") from None
@@ -216,8 +221,9 @@ class EvalSlot:
                         raise
                     harness.append(f"{exc.harness}: {exc}"[:300])
                     if len(harness) > self.config.harness_retries:
-                        raise EvalFailed(f"{exc} (the harness's failure: {exc.harness}; tried {len(harness)} times)",
-                                         exc.harness) from None
+                        raise EvalFailed(
+                            f"{exc} (the harness's failure: {exc.harness}; tried {len(harness)} times)", exc.harness
+                        ) from None
                     pause = self.config.harness_backoff_s * len(harness)
                     self._log(f"{tag}-{split}: the harness failed ({exc.harness}); trying again in {pause:.0f} s")
                     if not self._pause(pause):
@@ -225,7 +231,9 @@ class EvalSlot:
                     lost = None
                     continue
                 record.setdefault("extra", {})["worker"] = {
-                    "slot": self.index, "pid": self.worker_pid, "started": self._workers_started,
+                    "slot": self.index,
+                    "pid": self.worker_pid,
+                    "started": self._workers_started,
                     **({"retried_after": lost} if lost else {}),
                     **({"harness_retries": harness} if harness else {}),
                     **({"fresh_process": restarted} if restarted else {}),
@@ -235,10 +243,9 @@ class EvalSlot:
                 self._replaced_after = self._warmed = None
                 return record
 
-    def _base_shaped(self, job: dict[str, Any]) -> bool:
-        base = Path(job["base_model_dir"]) if job.get("base_model_dir") else None
+    def _base_shaped(self, job: EvalJob) -> bool:
         try:
-            return same_shape(evaluated_dir(job), base)
+            return same_shape(evaluated_dir(job), job_base_model(job))
         except (OSError, ValueError):
             return False
 
@@ -249,7 +256,7 @@ class EvalSlot:
             time.sleep(min(0.2, max(0.0, end - time.monotonic())))
         return not self._closed
 
-    def warm_up(self) -> dict[str, Any]:
+    def warm_up(self) -> WarmUp:
         """Start this slot's worker and load the run's base model into its engine (asleep where the backend sleeps
         between evaluations), ahead of the first submission, which waits on the slot's lock meanwhile. Never
         raises: a failure (within ``warmup_timeout``) replaces the worker and is returned, logged and recorded
@@ -258,17 +265,22 @@ class EvalSlot:
         with self._lock:
             if self._closed:
                 return {"error": "the grader is stopping"}
-            job = {"warm_up": True, **build_job(self.config, self.store_dir, None, "dev", "warmup",
-                                                self.store_dir / "engines" / f"slot{self.index}")}
+            job: EvalJob = {
+                "warm_up": True,
+                **build_job(
+                    self.config, self.store_dir, None, "dev", "warmup", self.store_dir / "engines" / f"slot{self.index}"
+                ),
+            }
             job["log_path"] = str(self.store_dir / "logs" / f"warmup-slot{self.index}.log")
             timeout = min(self.config.warmup_timeout, self.config.eval_timeout)
             try:
-                info = self._run_once(job, timeout, "warm-up")
+                info: WarmUp = self._run_once(job, timeout, "warm-up")
             except (_Restart, _WorkerLost, EvalFailed) as exc:
                 self._replace()
                 stopping = "the grader is stopping" if self._closed else None
                 info = {"error": stopping or str(exc) or "the worker asked for a fresh process"}
-            info.update(took_s=round(time.time() - started, 3), finished_at=time.time())
+            info["took_s"] = round(time.time() - started, 3)
+            info["finished_at"] = time.time()
             self._warmed = info
         if "error" in info:
             said = f"warm-up failed ({info['error']}); the first evaluation loads the engine itself"
@@ -291,7 +303,10 @@ class EvalSlot:
         if worker is not None:
             worker.stop(grace=0.0 if self._lock.locked() else 10.0)
 
-    def _run_once(self, job: dict[str, Any], timeout: float | None = None, what: str = "evaluation") -> dict[str, Any]:
+    def _run_once(self, job: EvalJob, timeout: float | None = None, what: str = "evaluation") -> Any:
+        """Send ``job`` to the worker and return the record it answers: a JSON object (checked here), an
+        :class:`~autorl.grader.schema.EvalRecord` for an evaluation and a :class:`~autorl.grader.schema.WarmUp`
+        for a warm-up (the caller's to name); its failures as :class:`EvalFailed`, ``_Restart`` or ``_WorkerLost``."""
         if self._worker is not None and (self._retiring or not self._worker.alive()):
             if not self._retiring:  # died while idle (not this job's fault): the record and the log say why
                 self._replaced_after = self._worker.death()
@@ -317,7 +332,7 @@ class EvalSlot:
             raise _WorkerLost("the evaluation worker answered another job")
         if answer.get("ok") and isinstance(answer.get("record"), dict):
             self._retiring = answer.get("retiring") is True
-            return dict(answer["record"])
+            return answer["record"]
         self._replace()
         if answer.get("restart") is True:
             raise _Restart(str(answer.get("error") or ""))

@@ -31,12 +31,25 @@ import stat
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autorl.grader.quota import MAX_ENTRIES, OPEN_DIR
 
-__all__ = ["KEEP_WHILE_RUNNING_BYTES", "POLICIES", "keep_after_run", "prunable", "prune_now", "prune_submission",
-           "remove_agent_copy", "remove_snapshot", "source_file"]
+if TYPE_CHECKING:
+    from autorl.grader.schema import KeepReport, Pruned
+    from autorl.grader.store import Store
+
+__all__ = [
+    "KEEP_WHILE_RUNNING_BYTES",
+    "POLICIES",
+    "keep_after_run",
+    "prunable",
+    "prune_now",
+    "prune_submission",
+    "remove_agent_copy",
+    "remove_snapshot",
+    "source_file",
+]
 
 POLICIES = ("best", "selected", "all")
 #: base models from this size on have the policy applied while the run goes (each submission then scored on the
@@ -57,8 +70,14 @@ def _best_tested(tests: Sequence[Mapping[str, Any]]) -> int | None:
     return int(top["submission_id"])
 
 
-def prunable(submissions: Sequence[Mapping[str, Any]], tests: Sequence[Mapping[str, Any]], policy: str, *,
-             test_each: bool, best: int | None) -> list[int]:
+def prunable(
+    submissions: Sequence[Mapping[str, Any]],
+    tests: Sequence[Mapping[str, Any]],
+    policy: str,
+    *,
+    test_each: bool,
+    best: int | None,
+) -> list[int]:
     """The submissions (store rows: ``id``, ``status``, ``duplicate_of``, ``pruned``) whose copies may go now
     under ``policy``, given the run's test scores (rows with ``submission_id``, ``status``, ``score``) and its
     dev-best (``best``). One still to be scored (on dev, or on test where ``test_each``) stays until it is."""
@@ -75,8 +94,7 @@ def prunable(submissions: Sequence[Mapping[str, Any]], tests: Sequence[Mapping[s
         sid = int(sub["id"])
         if sub.get("pruned") or sid in keep or sub.get("status") not in ("done", "failed"):
             continue
-        if (sub.get("status") == "done" and test_each and sub.get("duplicate_of") is None
-                and sid not in tested):
+        if sub.get("status") == "done" and test_each and sub.get("duplicate_of") is None and sid not in tested:
             continue  # its test score (the best-of-k figure) is still to be taken
         out.append(sid)
     return out
@@ -150,8 +168,9 @@ def _delete_below(fd: int, dry_run: bool = False) -> int:
     return freed
 
 
-def remove_agent_copy(output_fd: int, parts: Sequence[str], source: Mapping[str, Sequence[int]], *,
-                      dry_run: bool = False) -> tuple[str, int]:
+def remove_agent_copy(
+    output_fd: int, parts: Sequence[str], source: Mapping[str, Sequence[int]], *, dry_run: bool = False
+) -> tuple[str, int]:
     """Delete the agent's folder ``parts`` below the output directory open at ``output_fd`` if it still holds
     exactly what it held when submitted (``source``); what was done, in words, and the bytes freed (with
     ``dry_run``: what would be)."""
@@ -191,8 +210,7 @@ def remove_agent_copy(output_fd: int, parts: Sequence[str], source: Mapping[str,
             os.close(fd)
 
 
-def prune_submission(store_dir: Path, sid: int, output_fd: int | None, policy: str, *,
-                     dry_run: bool = False) -> dict[str, Any]:
+def prune_submission(store_dir: Path, sid: int, output_fd: int | None, policy: str, *, dry_run: bool = False) -> Pruned:
     """Delete submission ``sid``'s grader snapshot and, through the output directory open at ``output_fd`` (None:
     not reachable), the agent's folder while unchanged; its ``pruned`` record."""
     freed = remove_snapshot(store_dir, sid, dry_run=dry_run)
@@ -209,21 +227,23 @@ def prune_submission(store_dir: Path, sid: int, output_fd: int | None, policy: s
     return {"at": time.time(), "policy": policy, "freed_bytes": freed, "agent_copy": agent_copy}
 
 
-def prune_now(store: Any, store_dir: Path, output_fd: int, policy: str, test_each: bool) -> list[int]:
+def prune_now(store: Store, store_dir: Path, output_fd: int, policy: str, test_each: bool) -> list[int]:
     """Apply ``policy`` to a running grader's ``store`` (:func:`prunable`, :func:`prune_submission`); the ids."""
     from autorl.grader import records
 
     subs = store.all()
     best = records.best(subs)
-    done = prunable(subs, store.test_scores(), policy, test_each=test_each,
-                    best=int(best["submission_id"]) if best else None)
+    done = prunable(
+        subs, store.test_scores(), policy, test_each=test_each, best=int(best["submission_id"]) if best else None
+    )
     for sid in done:
         store.update(sid, pruned=prune_submission(store_dir, sid, output_fd, policy))
     return done
 
 
-def keep_after_run(store_dir: Path, output_dir: Path, policy: str | None = None, *,
-                   dry_run: bool = False) -> dict[str, Any]:
+def keep_after_run(
+    store_dir: Path, output_dir: Path, policy: str | None = None, *, dry_run: bool = False
+) -> KeepReport:
     """Once a run is recorded (and audited, which reads the snapshots): apply its keep policy (``policy``, else
     the one its grader ran under) to what is left; with ``selected``, the agent's copy of the selected checkpoint
     goes too (the grader's snapshot is the record's copy). What was done (with ``dry_run``: would be):
@@ -246,7 +266,8 @@ def keep_after_run(store_dir: Path, output_dir: Path, policy: str | None = None,
             output_fd: int | None = os.open(output_dir, OPEN_DIR)
         except OSError:
             output_fd = None
-        freed, pruned = 0, []
+        freed = 0
+        pruned: list[int] = []
         try:
             for sid in prunable(subs, store.test_scores(), policy, test_each=False, best=best_id):
                 record = prune_submission(store_dir, sid, output_fd, policy, dry_run=dry_run)

@@ -9,7 +9,7 @@ import os
 import stat
 from typing import Any
 
-from autorl.errors import GraderError
+from autorl.errors import OUTPUT_BYTES, LimitReached
 
 __all__ = ["MAX_ENTRIES", "OPEN_DIR", "QuotaExceeded", "check_quota", "tree_bytes"]
 
@@ -19,10 +19,14 @@ OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 MAX_ENTRIES = 200_000
 
 
-class QuotaExceeded(GraderError):
-    """The agent's files are over the run's quota: submissions are refused until it deletes some."""
+class QuotaExceeded(LimitReached):
+    """The agent's files are over the run's quota (kind ``output_bytes``): submissions are refused (HTTP 507) until
+    it deletes some."""
 
     http_status = 507
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, OUTPUT_BYTES)
 
 
 def tree_bytes(root_fd: int) -> int:
@@ -94,6 +98,8 @@ def check_quota(quota: int | None, workspace_fd: int, agent_tmp: str | None) -> 
     used = sum(size for _, size in sizes)
     if used > quota:
         detail = ", ".join(f"{name} {size / 2**30:.1f} GiB" for name, size in sizes)
-        raise QuotaExceeded(f"your files take {used / 2**30:.1f} GiB ({detail}), over this run's quota of "
-                            f"{quota / 2**30:.1f} GiB: delete checkpoints you no longer need, then submit again "
-                            "(the grader keeps its own copy of every checkpoint it took)")
+        raise QuotaExceeded(
+            f"your files take {used / 2**30:.1f} GiB ({detail}), over this run's quota of "
+            f"{quota / 2**30:.1f} GiB: delete checkpoints you no longer need, then submit again "
+            "(the grader keeps its own copy of every checkpoint it took)"
+        )

@@ -32,8 +32,10 @@ def benchmark_listing() -> list[dict[str, Any]]:
     """What ``GET /-/benchmarks`` lists: each installed benchmark with its distribution and version."""
     from autorl.plugins.registry import get_benchmarks
 
-    return [{"name": r.name, "distribution": r.distribution, "version": getattr(r.cls, "version", "?")}
-            for r in get_benchmarks().values()]
+    return [
+        {"name": r.name, "distribution": r.distribution, "version": getattr(r.cls, "version", "?")}
+        for r in get_benchmarks().values()
+    ]
 
 
 def serve(config: GraderConfig, port: int, *, lease_fd: int | None = None) -> None:
@@ -44,8 +46,16 @@ def serve(config: GraderConfig, port: int, *, lease_fd: int | None = None) -> No
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     grader = Grader(config)
     app = create_app(grader, plugins=plugin_listing, benchmarks=benchmark_listing)
-    service.serve(app, port, lease_fd=lease_fd, exit_after_s=_LOST_EXIT_S, on_lost=lambda: orchestrator_lost(grader),
-                  log_level="info", access_log=True, timeout_graceful_shutdown=5)
+    service.serve(
+        app,
+        port,
+        lease_fd=lease_fd,
+        exit_after_s=_LOST_EXIT_S,
+        on_lost=lambda: orchestrator_lost(grader),
+        log_level="info",
+        access_log=True,
+        timeout_graceful_shutdown=5,
+    )
 
 
 #: how long a grader that lost its orchestrator may take to shut down before it exits regardless

@@ -25,7 +25,7 @@ import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from autorl.errors import CheckpointTooLarge, InvalidCheckpointError, PathRefused, UsageError
 from autorl.evaluation.identity import manifest_hash
@@ -37,6 +37,9 @@ from autorl.grader.validation import (
     refuse_by_magic,
     refuse_by_name,
 )
+
+if TYPE_CHECKING:
+    from autorl.grader.schema import SnapshotColumns
 
 MANIFEST = ".autorl_manifest.json"
 _CHUNK = 1 << 22
@@ -91,7 +94,7 @@ class Snapshot:
     kind: str
     digest: str
 
-    def to_row(self) -> dict[str, str]:
+    def to_row(self) -> SnapshotColumns:
         """The submission row's columns that hold the snapshot."""
         return {"snapshot": str(self.path), "kind": self.kind, "content_hash": self.digest}
 
@@ -172,11 +175,18 @@ def take_snapshot(
 
 
 def _identity(st: os.stat_result) -> tuple[int, int, int]:
-    return (st.st_ino, st.st_size if stat.S_ISREG(st.st_mode) else -1, st.st_mtime_ns if stat.S_ISREG(st.st_mode) else 0)
+    return (
+        st.st_ino,
+        st.st_size if stat.S_ISREG(st.st_mode) else -1,
+        st.st_mtime_ns if stat.S_ISREG(st.st_mode) else 0,
+    )
 
 
 def _copy_tree(
-    source_fd: int, target: Path, limits: Limits, before_copy: Callable[[str], None] | None,
+    source_fd: int,
+    target: Path,
+    limits: Limits,
+    before_copy: Callable[[str], None] | None,
     source: dict[str, tuple[int, int, int]] | None = None,
 ) -> tuple[dict[str, str], dict[str, int]]:
     manifest: dict[str, str] = {}
@@ -204,7 +214,9 @@ def _copy_tree(
                         raise PathRefused(f"{rel} is a link; the grader follows no links (copy the file instead)")
                     if stat.S_ISDIR(st.st_mode):
                         if depth + 1 > limits.max_depth:
-                            raise InvalidCheckpointError(f"the checkpoint is nested deeper than {limits.max_depth} levels")
+                            raise InvalidCheckpointError(
+                                f"the checkpoint is nested deeper than {limits.max_depth} levels"
+                            )
                         cfd = _open_checked(name, dfd, rel, st, _DIR_FLAGS)
                         stack.append((cfd, rel + "/", depth + 1))
                         if source is not None:
@@ -276,7 +288,7 @@ def _copy_file(fd: int, size: int, dst: Path, rel: str) -> str:
             else:
                 view = memoryview(block)
                 while view:
-                    view = view[os.write(out, view):]
+                    view = view[os.write(out, view) :]
             remaining -= len(block)
         if os.read(fd, 1):
             raise InvalidCheckpointError(f"{rel} grew while it was being copied")

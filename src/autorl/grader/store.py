@@ -17,10 +17,14 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from autorl.grader.rows import JSON_COLUMNS, baseline_row, refusal_row, submission_row, test_row
 from autorl.record.db import open_database, write_transaction
+
+if TYPE_CHECKING:
+    from autorl.grader.schema import BaselineRow, EvalRecord, RefusalRow, SubmissionRow, TestRow
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -89,19 +93,8 @@ _ADDED_COLUMNS = (
 PENDING, QUEUED, RUNNING, DONE, FAILED = "pending", "queued", "running", "done", "failed"
 #: statuses of a submission that waits for a slot (the queue limit counts these)
 WAITING = (QUEUED, PENDING)
-_JSON_COLUMNS = ("record", "comparison", "pruned")
 #: the tables whose rows :meth:`Store._update` changes, with their key column
 _KEYS = {"submissions": "id", "test_scores": "submission_id"}
-
-
-def _row(row: sqlite3.Row | None) -> dict[str, Any] | None:
-    if row is None:
-        return None
-    d = dict(row)
-    for col in _JSON_COLUMNS:
-        if d.get(col):
-            d[col] = json.loads(d[col])
-    return d
 
 
 class ReadOnlyStore(PermissionError):
@@ -183,9 +176,7 @@ class Store:
                 if total >= max_total:
                     raise LookupError("total")
             if max_queued is not None:
-                (queued,) = db.execute(
-                    "SELECT COUNT(*) FROM submissions WHERE status IN (?, ?)", WAITING
-                ).fetchone()
+                (queued,) = db.execute("SELECT COUNT(*) FROM submissions WHERE status IN (?, ?)", WAITING).fetchone()
                 if queued >= max_queued:
                     raise LookupError("queue")
             cur = db.execute(
@@ -199,14 +190,15 @@ class Store:
         self._update("submissions", submission_id, fields)
 
     def _update(self, table: str, key: int, fields: dict[str, Any]) -> None:
-        values = [json.dumps(v) if k in _JSON_COLUMNS and v is not None else v for k, v in fields.items()]
+        values = [json.dumps(v) if k in JSON_COLUMNS and v is not None else v for k, v in fields.items()]
         cols = ", ".join(f"{k}=?" for k in fields)
         with self.transaction() as db:
             db.execute(f"UPDATE {table} SET {cols} WHERE {_KEYS[table]}=?", (*values, key))
 
-    def get(self, submission_id: int) -> dict[str, Any] | None:
+    def get(self, submission_id: int) -> SubmissionRow | None:
         with self._lock:
-            return _row(self._db.execute("SELECT * FROM submissions WHERE id=?", (submission_id,)).fetchone())
+            row = self._db.execute("SELECT * FROM submissions WHERE id=?", (submission_id,)).fetchone()
+        return None if row is None else submission_row(row)
 
     def status(self, submission_id: int) -> str | None:
         """One submission's status (``None``: no such submission): the cheap read of a waiting request."""
@@ -214,12 +206,12 @@ class Store:
             row = self._db.execute("SELECT status FROM submissions WHERE id=?", (submission_id,)).fetchone()
         return None if row is None else str(row[0])
 
-    def all(self) -> list[dict[str, Any]]:
+    def all(self) -> list[SubmissionRow]:
         with self._lock:
             rows = self._db.execute("SELECT * FROM submissions ORDER BY id").fetchall()
-        return [r for r in (_row(x) for x in rows) if r is not None]
+        return [submission_row(r) for r in rows]
 
-    def claim_next(self) -> dict[str, Any] | None:
+    def claim_next(self) -> SubmissionRow | None:
         """Mark the oldest queued submission running and return it."""
         with self.transaction() as db:
             row = db.execute("SELECT * FROM submissions WHERE status=? ORDER BY id LIMIT 1", (QUEUED,)).fetchone()
@@ -250,61 +242,64 @@ class Store:
         return {r[0]: r[1] for r in rows}
 
     # -- evaluation results by content ---------------------------------------------------------
-    def evaluation(self, content_hash: str, split: str) -> dict[str, Any] | None:
+    def evaluation(self, content_hash: str, split: str) -> EvalRecord | None:
         with self._lock:
             row = self._db.execute(
                 "SELECT record FROM evaluations WHERE content_hash=? AND split=?", (content_hash, split)
             ).fetchone()
-        return json.loads(row[0]) if row else None
+        if row is None:
+            return None
+        record: EvalRecord = json.loads(row[0])  # written by put_evaluation
+        return record
 
-    def put_evaluation(self, content_hash: str, split: str, record: dict[str, Any]) -> None:
+    def put_evaluation(self, content_hash: str, split: str, record: EvalRecord) -> None:
         with self.transaction() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO evaluations VALUES (?, ?, ?)", (content_hash, split, json.dumps(record))
-            )
+            db.execute("INSERT OR REPLACE INTO evaluations VALUES (?, ?, ?)", (content_hash, split, json.dumps(record)))
 
     # -- baseline -----------------------------------------------------------------------------
-    def set_baseline(self, split: str, score: float, record: dict[str, Any] | None, source: str) -> None:
+    def set_baseline(self, split: str, score: float, record: EvalRecord | None, source: str) -> None:
         with self.transaction() as db:
             db.execute(
                 "INSERT OR REPLACE INTO baseline VALUES (?, ?, ?, ?, ?)",
                 (split, score, json.dumps(record) if record else None, source, time.time()),
             )
 
-    def baseline(self, split: str) -> dict[str, Any] | None:
+    def baseline(self, split: str) -> BaselineRow | None:
         with self._lock:
             row = self._db.execute("SELECT * FROM baseline WHERE split=?", (split,)).fetchone()
-        return _row(row)
+        return None if row is None else baseline_row(row)
 
-    def baselines(self) -> dict[str, dict[str, Any]]:
+    def baselines(self) -> dict[str, BaselineRow]:
         """The baseline of every split that has one, by split."""
         with self._lock:
             rows = self._db.execute("SELECT * FROM baseline ORDER BY split").fetchall()
-        return {r["split"]: d for r in rows if (d := _row(r)) is not None}
+        return {r["split"]: baseline_row(r) for r in rows}
 
     # -- refused submissions (evidence for the audit) ------------------------------------------------
     def add_refusal(self, model_path: str, reason: str, kind: str = "bad_request") -> None:
         """Record a refused submission: the raw path and reason (truncated) and a structured ``kind``."""
         path = model_path.encode("utf-8", "backslashreplace").decode()[:1000]
         with self.transaction() as db:
-            db.execute("INSERT INTO refusals (created_at, model_path, reason, kind) VALUES (?, ?, ?, ?)",
-                       (time.time(), path, reason.encode("utf-8", "backslashreplace").decode()[:1000], kind))
+            db.execute(
+                "INSERT INTO refusals (created_at, model_path, reason, kind) VALUES (?, ?, ?, ?)",
+                (time.time(), path, reason.encode("utf-8", "backslashreplace").decode()[:1000], kind),
+            )
 
-    def refusals(self) -> list[dict[str, Any]]:
+    def refusals(self) -> list[RefusalRow]:
         with self._lock:
             rows = self._db.execute("SELECT * FROM refusals ORDER BY id").fetchall()
-        return [dict(r) for r in rows]
+        return [refusal_row(r) for r in rows]
 
     # -- final test scores --------------------------------------------------------------------
-    def test_score(self, submission_id: int) -> dict[str, Any] | None:
+    def test_score(self, submission_id: int) -> TestRow | None:
         with self._lock:
             row = self._db.execute("SELECT * FROM test_scores WHERE submission_id=?", (submission_id,)).fetchone()
-        return _row(row)
+        return None if row is None else test_row(row)
 
-    def test_scores(self) -> list[dict[str, Any]]:
+    def test_scores(self) -> list[TestRow]:
         with self._lock:
             rows = self._db.execute("SELECT * FROM test_scores ORDER BY submission_id").fetchall()
-        return [r for r in (_row(x) for x in rows) if r is not None]
+        return [test_row(r) for r in rows]
 
     def claim_test(self, submission_id: int) -> bool:
         """Reserve the one test evaluation of a submission; False if it was already taken."""

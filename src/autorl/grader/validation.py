@@ -80,7 +80,7 @@ def submission_parts(raw: Any, workspace: str, output_aliases: Iterable[str]) ->
     for alias in aliases:
         prefix = _parts(alias)
         if parts[: len(prefix)] == prefix:
-            rest = tuple(parts[len(prefix):])
+            rest = tuple(parts[len(prefix) :])
             if not rest:
                 raise UsageError("model_path must be a folder inside the output directory, not the directory itself")
             for i, part in enumerate(rest):
@@ -101,8 +101,9 @@ def check_name(name: str, rel: str) -> None:
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
-        raise InvalidCheckpointError(f"{rel.encode('utf-8', 'backslashreplace').decode()!r}: file names must be "
-                                     "valid UTF-8") from None
+        raise InvalidCheckpointError(
+            f"{rel.encode('utf-8', 'backslashreplace').decode()!r}: file names must be valid UTF-8"
+        ) from None
     if not name.isprintable() or "\\" in name:
         raise InvalidCheckpointError(f"{rel!r}: file names may not hold control characters or backslashes")
 
@@ -205,8 +206,10 @@ def _check_reference(value: str, key: str, shown: str, names: set[str]) -> None:
         or (len(value) > 2 and value[1] == ":" and value[0].isalpha() and value[2] in "/\\")
     )
     if leaves:
-        raise InvalidCheckpointError(f"{shown}: {key or 'a value'} = {value[:100]!r} points outside the checkpoint "
-                                     "(name files relative to the checkpoint directory)")
+        raise InvalidCheckpointError(
+            f"{shown}: {key or 'a value'} = {value[:100]!r} points outside the checkpoint "
+            "(name files relative to the checkpoint directory)"
+        )
 
 
 def validate_checkpoint(root: Path, files: Mapping[str, int] | None = None) -> Checkpoint:
@@ -248,7 +251,8 @@ def validate_checkpoint(root: Path, files: Mapping[str, int] | None = None) -> C
             raise InvalidCheckpointError("no tokenizer files (save the tokenizer next to the model)")
         if "model.safetensors.index.json" in names:
             weight_map = read_json_object(root / "model.safetensors.index.json", "model.safetensors.index.json").get(
-                "weight_map", {})
+                "weight_map", {}
+            )
             shards = {str(v) for v in weight_map.values()} if isinstance(weight_map, dict) else set()
             missing = sorted(shards - names)
             if missing:
@@ -264,14 +268,20 @@ def _check_adapter(cfg: dict[str, Any]) -> None:
     base model, whose shape it must keep."""
     replication = cfg.get("layer_replication")
     if replication:
-        spans = [r for r in replication if isinstance(r, list) and len(r) == 2 and all(isinstance(x, int) for x in r)] \
-            if isinstance(replication, list) else []
+        spans = (
+            [r for r in replication if isinstance(r, list) and len(r) == 2 and all(isinstance(x, int) for x in r)]
+            if isinstance(replication, list)
+            else []
+        )
         layers = sum(max(0, b - a) for a, b in spans)
-        stacked = f" (layers {', '.join(f'{a}-{b - 1}' for a, b in spans[:8])} stacked: {layers} layers)" if spans else ""
+        stacked = (
+            f" (layers {', '.join(f'{a}-{b - 1}' for a, b in spans[:8])} stacked: {layers} layers)" if spans else ""
+        )
         raise InvalidCheckpointError(
             f"{ADAPTER_CONFIG}: layer_replication{stacked} is not supported: it makes a model of another depth than "
             "the base, which the grader merges adapters into; submit the full model instead, its config.json's "
-            "num_hidden_layers (and layer_types) matching its layers")
+            "num_hidden_layers (and layer_types) matching its layers"
+        )
 
 
 def _check_layers(config: dict[str, Any]) -> None:
@@ -279,13 +289,15 @@ def _check_layers(config: dict[str, Any]) -> None:
     only one was changed) cannot run: say so by its fields, not by the IndexError it raises mid-evaluation."""
     count, types = config.get("num_hidden_layers"), config.get("layer_types")
     if isinstance(count, int) and isinstance(types, list) and len(types) != count:
-        raise InvalidCheckpointError(f"config.json: layer_types lists {len(types)} layers but num_hidden_layers is "
-                                     f"{count}; make them agree")
+        raise InvalidCheckpointError(
+            f"config.json: layer_types lists {len(types)} layers but num_hidden_layers is {count}; make them agree"
+        )
 
 
 def describe(root: Path) -> str:
     """What a (validated) checkpoint folder is, in its own terms, for a message about it: a LoRA adapter's rank,
     target modules and base, or a full model's type and shape; what cannot be read is left out."""
+
     def read(name: str) -> dict[str, Any]:
         try:
             return read_json_object(root / name, name) if (root / name).is_file() else {}
@@ -297,10 +309,16 @@ def describe(root: Path) -> str:
 
     adapter = read(ADAPTER_CONFIG)
     if adapter:
-        fields = [f"{k} {short(adapter[k])}" for k in ("r", "target_modules", "layer_replication", "modules_to_save",
-                                                         "use_dora") if adapter.get(k) not in (None, False, [], {})]
+        fields = [
+            f"{k} {short(adapter[k])}"
+            for k in ("r", "target_modules", "layer_replication", "modules_to_save", "use_dora")
+            if adapter.get(k) not in (None, False, [], {})
+        ]
         return "the LoRA adapter (" + ", ".join(fields) + ")"
     config = read("config.json")
-    fields = [f"{k} {short(config[k])}" for k in ("model_type", "architectures", "num_hidden_layers", "hidden_size",
-                                                    "vocab_size") if k in config]
+    fields = [
+        f"{k} {short(config[k])}"
+        for k in ("model_type", "architectures", "num_hidden_layers", "hidden_size", "vocab_size")
+        if k in config
+    ]
     return "the checkpoint (" + ", ".join(fields) + ")" if fields else "the checkpoint"

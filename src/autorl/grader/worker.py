@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from autorl.evaluation.identity import config_hash, model_hash, stable_hash
-from autorl.evaluation.run import EvalRecord, evaluate_model
+from autorl.evaluation.run import evaluate_model
 from autorl.grader.items import per_item_path
 from autorl.grader.snapshot import Snapshot
 from autorl.grader.validation import LORA, describe
@@ -35,6 +35,7 @@ from autorl.jsonio import write_json_atomic
 
 if TYPE_CHECKING:
     from autorl.grader.config import GraderConfig
+    from autorl.grader.schema import EvalJob, EvalRecord, WarmUp, WorkerAnswer
     from autorl.inference.base import Backend
 
 #: frames above this are refused by both ends (a record with per-item scores of a large split is far below)
@@ -42,7 +43,7 @@ MAX_FRAME = 256 * 2**20
 _HEADER = struct.Struct(">I")
 
 
-def encode_frame(data: dict[str, Any]) -> bytes:
+def encode_frame(data: EvalJob | WorkerAnswer) -> bytes:
     body = json.dumps(data, default=str).encode()
     return _HEADER.pack(len(body)) + body
 
@@ -54,12 +55,12 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def write_frame(fd: int, data: dict[str, Any]) -> None:
+def write_frame(fd: int, data: WorkerAnswer) -> None:
     write_all(fd, encode_frame(data))
 
 
-def read_frame(stream: BinaryIO) -> dict[str, Any] | None:
-    """The next frame, or ``None`` at a clean end of the stream."""
+def read_frame(stream: BinaryIO) -> EvalJob | None:
+    """The next job the grader sent (a frame holding a JSON object), or ``None`` at a clean end of the stream."""
     head = stream.read(_HEADER.size)
     if not head:
         return None
@@ -71,14 +72,15 @@ def read_frame(stream: BinaryIO) -> dict[str, Any] | None:
     body = stream.read(size)
     if len(body) < size:
         raise EOFError("truncated frame")
-    data = json.loads(body)
-    if not isinstance(data, dict):
+    job: EvalJob = json.loads(body)  # written by the grader's slot (autorl.grader.jobs), this worker's parent
+    if not isinstance(job, dict):
         raise ValueError("a frame must hold a JSON object")
-    return data
+    return job
 
 
-def build_job(config: GraderConfig, store_dir: Path, snapshot: Snapshot | None, split: str, tag: str,
-              scratch_dir: Path) -> dict[str, Any]:
+def build_job(
+    config: GraderConfig, store_dir: Path, snapshot: Snapshot | None, split: str, tag: str, scratch_dir: Path
+) -> EvalJob:
     """The job a worker runs: everything it needs to evaluate ``snapshot`` (None: the run's base model, whose
     record is cached across runs) on ``split``, with ``scratch_dir`` for its backend's files."""
     return {
@@ -98,43 +100,49 @@ def build_job(config: GraderConfig, store_dir: Path, snapshot: Snapshot | None, 
     }
 
 
-def _backend_key(job: dict[str, Any]) -> str:
+def _backend_key(job: EvalJob) -> str:
     return json.dumps([job["backend"], job.get("backend_options") or {}], sort_keys=True, default=str)
 
 
-def model_dirs(job: dict[str, Any]) -> tuple[Path, Path | None]:
+def job_base_model(job: EvalJob) -> Path | None:
+    """The run's base model of a job (``None``: the run has none)."""
+    base = job.get("base_model_dir")
+    return Path(base) if base else None
+
+
+def model_dirs(job: EvalJob) -> tuple[Path, Path | None]:
     """The folder to evaluate and the base model to apply it to: a submission's snapshot (the base only under a
     LoRA adapter), or the base model itself."""
-    base = Path(job["base_model_dir"]) if job.get("base_model_dir") else None
-    if job.get("snapshot") is None:
+    base = job_base_model(job)
+    snapshot_row = job.get("snapshot")
+    if snapshot_row is None:
         if base is None:
             raise ValueError("a job without a snapshot evaluates the base model, and names none")
         return base, None
-    snapshot = Snapshot.from_row(job["snapshot"])
+    snapshot = Snapshot.from_row(snapshot_row)
     return snapshot.path, base if snapshot.kind == LORA else None
 
 
-def evaluated_dir(job: dict[str, Any]) -> Path | None:
+def evaluated_dir(job: EvalJob) -> Path | None:
     """The folder a job evaluates: a submission's snapshot, or ``None`` for the run's base model."""
     snapshot = job.get("snapshot")
     return Snapshot.from_row(snapshot).path if snapshot is not None else None
 
 
-def harness_blame(job: dict[str, Any], exc: BaseException) -> str | None:
+def harness_blame(job: EvalJob, exc: BaseException) -> str | None:
     """Why a job's failure is the harness's, not the checkpoint's (:mod:`autorl.inference.failures`): a cause of
     the machine's, for the base model or a checkpoint of its shapes; ``None``: the checkpoint's."""
     cause = harness_failure(exc)
     if cause is None:
         return None
-    base = Path(job["base_model_dir"]) if job.get("base_model_dir") else None
     try:
-        fits = same_shape(evaluated_dir(job), base)
+        fits = same_shape(evaluated_dir(job), job_base_model(job))
     except (OSError, ValueError, KeyError):
         fits = False
     return cause if fits else None
 
 
-def run_job(job: dict[str, Any], backend: Backend | None = None) -> dict[str, Any]:
+def run_job(job: EvalJob, backend: Backend | None = None) -> EvalRecord:
     """Evaluate one job; its record as a dict. With ``backend`` (a warm worker's) the engine is kept loaded."""
     from autorl.plugins.registry import get_backend, get_benchmark
 
@@ -144,19 +152,25 @@ def run_job(job: dict[str, Any], backend: Backend | None = None) -> dict[str, An
         backend = get_backend(job["backend"])(job.get("backend_options") or {})
     model_dir, base_dir = model_dirs(job)
     cache_file = None
-    if job.get("cache_dir"):
+    cache_dir = job.get("cache_dir")
+    if cache_dir:
         # baselines are reused across runs when benchmark, eval config, backend and model bytes all match
         # (the config hash covers the hidden items themselves: another secret or data version is another key)
         benchmark.prepare_eval_data(Path(job["hidden_dir"]))
-        key = stable_hash([config_hash(benchmark, job["split"], backend, Path(job["hidden_dir"]), job.get("limit")),
-                           model_hash(model_dir), job.get("limit")])
-        cache_file = Path(job["cache_dir"]) / benchmark.name / f"{key}.json"
+        key = stable_hash(
+            [
+                config_hash(benchmark, job["split"], backend, Path(job["hidden_dir"]), job.get("limit")),
+                model_hash(model_dir),
+                job.get("limit"),
+            ]
+        )
+        cache_file = Path(cache_dir) / benchmark.name / f"{key}.json"
         if cache_file.is_file():
-            cached: dict[str, Any] = json.loads(cache_file.read_text())
+            cached: EvalRecord = json.loads(cache_file.read_text())  # written below by an earlier run
             cached.setdefault("extra", {})["cached"] = True
             cached["per_item_path"] = _copy_items(_items_beside(cache_file), job.get("per_item_path"))
             return cached
-    record: EvalRecord = evaluate_model(
+    record = evaluate_model(
         benchmark,
         backend,
         model_dir,
@@ -198,7 +212,7 @@ def _copy_items(src: str | Path | None, dst: str | Path | None) -> str | None:
     return str(target)
 
 
-def warm_up(job: dict[str, Any], backend: Backend) -> dict[str, Any]:
+def warm_up(job: EvalJob, backend: Backend) -> WarmUp:
     """Load the run's base model into ``backend``'s engine before the first submission and let it idle (asleep
     where its options say so), so that the first evaluation reuses the engine or swaps its weights in rather
     than starting one. What was done, for the slot's log and the next evaluation's record."""
@@ -215,8 +229,11 @@ def warm_up(job: dict[str, Any], backend: Backend) -> dict[str, Any]:
     loaded = time.monotonic()
     backend.last_sleep_s = None
     backend.idle()
-    return {"engine": engine, "load_s": round(loaded - started, 3),
-            "sleep_s": round(backend.last_sleep_s, 3) if backend.last_sleep_s is not None else None}
+    return {
+        "engine": engine,
+        "load_s": round(loaded - started, 3),
+        "sleep_s": round(backend.last_sleep_s, 3) if backend.last_sleep_s is not None else None,
+    }
 
 
 class _Output:
@@ -247,13 +264,14 @@ class _Output:
             os.dup2(self.saved[1], 2)
 
 
-def _evaluating(job: dict[str, Any]) -> str:
+def _evaluating(job: EvalJob) -> str:
     """What failed, in the checkpoint's terms, for a submission's error (``IndexError: list index out of range``
     alone says nothing of the model): ``" (evaluating the LoRA adapter (r 8, ...))"``; empty for the base."""
-    if not job.get("snapshot"):
+    snapshot = job.get("snapshot")
+    if not snapshot:
         return ""
     try:
-        return f" (evaluating {describe(Snapshot.from_row(job['snapshot']).path)})"
+        return f" (evaluating {describe(Snapshot.from_row(snapshot).path)})"
     except Exception:  # a message's detail never hides the failure it describes
         return ""
 
@@ -290,9 +308,15 @@ def serve(in_fd: int, out_fd: int) -> int:
                 return 0
             except Exception as exc:
                 traceback.print_exc()
-                write_frame(out_fd, {"nonce": nonce, "ok": False,
-                                     "error": f"{type(exc).__name__}: {exc}{_evaluating(job)}",
-                                     "harness": harness_blame(job, exc)})
+                write_frame(
+                    out_fd,
+                    {
+                        "nonce": nonce,
+                        "ok": False,
+                        "error": f"{type(exc).__name__}: {exc}{_evaluating(job)}",
+                        "harness": harness_blame(job, exc),
+                    },
+                )
                 return 1
             # a backend of one engine per process that frees it when idle: this worker ends after the answer
             retiring = backend.engine_per_process() and not backend.keeps_engine()

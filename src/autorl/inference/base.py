@@ -17,7 +17,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
+
+if TYPE_CHECKING:  # typing has it from Python 3.11; annotations are never evaluated here (``from __future__``)
+    from typing import NotRequired
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,6 +136,25 @@ def fingerprint(model_dir: Path, base_model_dir: Path | None = None) -> tuple[An
     return files(model_dir), files(base_model_dir if is_adapter(model_dir) else None)
 
 
+class GpuTurn(TypedDict):
+    """What an engine start's turn on its GPUs was (:func:`autorl.inference.gpu_share.engine_start`)."""
+
+    #: the GPUs locked (none: a process without a GPU)
+    gpus: list[str]
+    #: seconds waited for the locks
+    wait_s: float
+    #: why a lock file could not be opened (the start went on unserialised)
+    unlocked: NotRequired[str]
+
+
+class StartLock(GpuTurn):
+    """A backend's last turn on its GPUs (:attr:`Backend.last_start_lock`), in an evaluation record's ``extra``
+    as ``gpu_turn``."""
+
+    #: ``start`` or ``wake``
+    what: str
+
+
 class EngineRestart(Exception):
     """This process already had an engine and the backend starts at most one per process
     (:meth:`Backend.engine_per_process`): the evaluation must run in a fresh worker process."""
@@ -154,10 +176,10 @@ class Backend(ABC):
     last_wake_s: float | None = None
     last_sleep_s: float | None = None
     #: the last engine start's or wake's wait for its GPUs (:func:`autorl.inference.gpu_share.engine_start`)
-    last_start_lock: dict[str, Any] | None = None
+    last_start_lock: StartLock | None = None
     #: takes the GPU's turn around an engine start or wake, given a note (the evaluation layer sets
     #: :func:`autorl.inference.gpu_share.gpu_turn`); None: starts as they come
-    gpu_turn: Callable[[str], AbstractContextManager[dict[str, Any]]] | None = None
+    gpu_turn: Callable[[str], AbstractContextManager[GpuTurn]] | None = None
     #: why the last :meth:`swap` refused (set by the backend's swap), and why the last :meth:`acquire` started a
     #: fresh engine though one was loaded
     swap_refusal: str | None = None

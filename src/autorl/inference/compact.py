@@ -12,8 +12,17 @@ from autorl.inference.loading import import_torch
 __all__ = ["decode_compacting", "supports_compaction"]
 
 
-def decode_compacting(model: Any, tok: Any, input_ids: Any, attention_mask: Any, req: GenerationRequest, *,
-                      eos_ids: set[int], stop_mask: Any = None, hook: Any = None) -> list[tuple[list[int], str]]:
+def decode_compacting(
+    model: Any,
+    tok: Any,
+    input_ids: Any,
+    attention_mask: Any,
+    req: GenerationRequest,
+    *,
+    eos_ids: set[int],
+    stop_mask: Any = None,
+    hook: Any = None,
+) -> list[tuple[list[int], str]]:
     """Greedy or sampled decoding of a left-padded batch that drops finished rows from the batch and its KV cache;
     each row's new token ids and why it ended (``eos``, ``stop``, ``length``).
 
@@ -38,14 +47,26 @@ def decode_compacting(model: Any, tok: Any, input_ids: Any, attention_mask: Any,
     reasons = ["length"] * total
     present = list(range(total))  # original row index of each batch row
     finished = [False] * total
-    prompts = [[t for t, m in zip(r, mk, strict=True) if m] for r, mk in
-               zip(input_ids.tolist(), attention_mask.tolist(), strict=True)] if hook else []
+    prompts = (
+        [
+            [t for t, m in zip(r, mk, strict=True) if m]
+            for r, mk in zip(input_ids.tolist(), attention_mask.tolist(), strict=True)
+        ]
+        if hook
+        else []
+    )
     cache = DynamicCache(config=model.config)
     cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
     positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
     with torch.inference_mode():
-        out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
-                    use_cache=True, logits_to_keep=1, **{cache_arg: cache})
+        out = model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=positions,
+            use_cache=True,
+            logits_to_keep=1,
+            **{cache_arg: cache},
+        )
         next_pos = positions[:, -1:] + 1
         for step in range(req.max_new_tokens):
             logits = out.logits[:, -1, :].float()
@@ -86,8 +107,13 @@ def decode_compacting(model: Any, tok: Any, input_ids: Any, attention_mask: Any,
             done_rows = torch.tensor([finished[row] for row in present], device=input_ids.device)
             feed[done_rows] = tok.pad_token_id
             attention_mask = torch.cat([attention_mask, torch.ones_like(attention_mask[:, :1])], dim=1)
-            out = model(input_ids=feed[:, None], attention_mask=attention_mask, position_ids=next_pos,
-                        use_cache=True, **{cache_arg: cache})
+            out = model(
+                input_ids=feed[:, None],
+                attention_mask=attention_mask,
+                position_ids=next_pos,
+                use_cache=True,
+                **{cache_arg: cache},
+            )
             next_pos = next_pos + 1
     return list(zip(rows, reasons, strict=True))
 

@@ -19,17 +19,36 @@ from typing import Any
 from autorl.inference.base import shape_config
 from autorl.inference.weights import side_files
 
-__all__ = ["decoding_difference", "engine_key", "keep_side_files", "key_difference", "side_file_view",
-           "side_files_digest", "side_views"]
+__all__ = [
+    "decoding_difference",
+    "engine_key",
+    "keep_side_files",
+    "key_difference",
+    "side_file_view",
+    "side_files_digest",
+    "side_views",
+]
 
 
 #: keys of the side files that a running engine never reads to decode or to stop (written by the saving library,
 #: or used only to pad and truncate a batch), by file name; ``model_max_length`` is not one (vllm caps the
 #: engine's context at it)
 _INERT_SIDE_KEYS = {
-    "tokenizer_config.json": frozenset({"padding_side", "truncation_side", "local_files_only", "is_local",
-                                        "pad_token_type_id", "max_length", "pad_to_multiple_of",
-                                        "name_or_path", "_commit_hash", "stride", "truncation_strategy"}),
+    "tokenizer_config.json": frozenset(
+        {
+            "padding_side",
+            "truncation_side",
+            "local_files_only",
+            "is_local",
+            "pad_token_type_id",
+            "max_length",
+            "pad_to_multiple_of",
+            "name_or_path",
+            "_commit_hash",
+            "stride",
+            "truncation_strategy",
+        }
+    ),
     "tokenizer.json": frozenset({"padding", "truncation"}),
     "generation_config.json": frozenset({"transformers_version", "_from_model_config"}),
 }
@@ -39,8 +58,11 @@ _EMPTY_AS_NONE = frozenset({"continuing_subword_prefix", "end_of_word_suffix"})
 
 def _meaningful(value: Any, inert: frozenset[str] = frozenset()) -> Any:
     if isinstance(value, dict):
-        return {k: _meaningful(v) for k, v in value.items()
-                if k not in inert and v is not None and not (k in _EMPTY_AS_NONE and v == "")}
+        return {
+            k: _meaningful(v)
+            for k, v in value.items()
+            if k not in inert and v is not None and not (k in _EMPTY_AS_NONE and v == "")
+        }
     if isinstance(value, list):
         return [_meaningful(v) for v in value]
     return value
@@ -66,8 +88,10 @@ def side_views(model_dir: Path) -> tuple[tuple[str, str], ...]:
     ``config.json`` that the engine reads once at start (tokenizer, chat templates, generation settings:
     :func:`~autorl.inference.weights.side_files`). A reload into a running engine needs them to mean the same,
     since it keeps the ones it started with."""
-    return tuple((path.relative_to(model_dir).as_posix(), hashlib.sha256(side_file_view(path)).hexdigest())
-                 for path in side_files(model_dir))
+    return tuple(
+        (path.relative_to(model_dir).as_posix(), hashlib.sha256(side_file_view(path)).hexdigest())
+        for path in side_files(model_dir)
+    )
 
 
 def side_files_digest(model_dir: Path) -> str:
@@ -103,19 +127,28 @@ def decoding_difference(old_dir: Path, new_dir: Path, probes: int = 400) -> str 
         b = AutoTokenizer.from_pretrained(str(new_dir), trust_remote_code=False)
     except Exception as exc:  # a tokenizer that does not load decodes nothing alike
         return f"its tokenizer does not load ({type(exc).__name__})"
-    for what in ("__len__", "all_special_ids", "eos_token_id", "pad_token_id", "bos_token_id",
-                 "clean_up_tokenization_spaces"):
+    for what in (
+        "__len__",
+        "all_special_ids",
+        "eos_token_id",
+        "pad_token_id",
+        "bos_token_id",
+        "clean_up_tokenization_spaces",
+    ):
         mine = len(a) if what == "__len__" else getattr(a, what, None)
         theirs = len(b) if what == "__len__" else getattr(b, what, None)
-        if (sorted(mine) if isinstance(mine, list) else mine) != (sorted(theirs) if isinstance(theirs, list) else theirs):
+        if (sorted(mine) if isinstance(mine, list) else mine) != (
+            sorted(theirs) if isinstance(theirs, list) else theirs
+        ):
             return f"its tokenizer differs in {what.strip('_')}"
     state = _decoder_state(a)
     if state is not None and state == _decoder_state(b):
         return None  # the same vocabulary, added tokens and decoder in the backend each class built
     size = len(a)
     rng = random.Random(0)
-    seqs = [[i] for i in range(size)] + [[rng.randrange(size) for _ in range(rng.randint(2, 24))]
-                                         for _ in range(probes)]
+    seqs = [[i] for i in range(size)] + [
+        [rng.randrange(size) for _ in range(rng.randint(2, 24))] for _ in range(probes)
+    ]
     for skip in (True, False):
         if a.batch_decode(seqs, skip_special_tokens=skip) != b.batch_decode(seqs, skip_special_tokens=skip):
             return "its tokenizer decodes some tokens otherwise"

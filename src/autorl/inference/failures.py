@@ -23,11 +23,15 @@ _CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     for meaning, pattern in (
         ("the engine found no GPU memory for its KV cache", r"No available memory for the cache blocks"),
         ("another process changed the GPU's memory while the engine measured it", r"Error in memory profiling"),
-        ("too little free GPU memory when the engine started",
-         r"Free memory on device .* is less than desired GPU memory"),
-        ("the GPU ran out of memory",
-         r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation"
-         r"|CUDA error: out of memory"),
+        (
+            "too little free GPU memory when the engine started",
+            r"Free memory on device .* is less than desired GPU memory",
+        ),
+        (
+            "the GPU ran out of memory",
+            r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation"
+            r"|CUDA error: out of memory",
+        ),
         ("the engine died", r"EngineDeadError|Engine core initiali[sz]ation failed|engine core .*(died|dead)"),
         ("the host ran out of memory", r"^MemoryError\b|\bMemoryError:"),
         ("the disk is full", r"No space left on device|\[Errno 28\]"),

@@ -26,11 +26,12 @@ import stat
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from autorl.errors import UsageError
+from autorl.inference.base import GpuTurn
 
 __all__ = [
     "AGENT_BUDGET_ENV",
@@ -86,7 +87,10 @@ def gpu_memory_bytes(device: str) -> int | None:
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=index,uuid,memory.total", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=20, check=True,
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
@@ -102,7 +106,10 @@ def visible_gpus() -> list[tuple[str, str]]:
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=index,uuid", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=20, check=True,
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
@@ -124,8 +131,16 @@ def _open_lock(name: str) -> int:
     return fd
 
 
+class EngineShare(TypedDict):
+    """The vLLM options that hold an engine to its share of a GPU (:meth:`GpuBudget.engine_options`)."""
+
+    kv_cache_memory_bytes: int
+    gpu_memory_utilization: float
+    sleep_when_idle: bool
+
+
 @contextlib.contextmanager
-def engine_start(keys: Sequence[str] | None = None, *, note: str = "") -> Iterator[dict[str, Any]]:
+def engine_start(keys: Sequence[str] | None = None, *, note: str = "") -> Iterator[GpuTurn]:
     """Hold the engine-start lock of every GPU in ``keys`` (default :func:`gpu_keys`) while the block runs.
 
     Yields a dict that says how long the wait was (``wait_s``) and which GPUs were locked (``gpus``); a process
@@ -133,7 +148,7 @@ def engine_start(keys: Sequence[str] | None = None, *, note: str = "") -> Iterat
     the start goes on unserialised, as it would have before: the lock orders starts, it never stops one.
     """
     names = sorted(set(gpu_keys() if keys is None else keys))
-    info: dict[str, Any] = {"gpus": names, "wait_s": 0.0}
+    info: GpuTurn = {"gpus": names, "wait_s": 0.0}
     fds: list[int] = []
     started = time.monotonic()
     try:
@@ -156,7 +171,7 @@ def engine_start(keys: Sequence[str] | None = None, *, note: str = "") -> Iterat
             os.close(fd)  # closing the descriptor releases its lock
 
 
-def gpu_turn(note: str) -> contextlib.AbstractContextManager[dict[str, Any]]:
+def gpu_turn(note: str) -> contextlib.AbstractContextManager[GpuTurn]:
     """:func:`engine_start` on this process's GPUs, as a backend takes it (:attr:`Backend.gpu_turn
     <autorl.inference.base.Backend.gpu_turn>`)."""
     return engine_start(note=note)
@@ -195,6 +210,20 @@ def kv_bytes_per_token(model_dir: Path, dtype_bytes: int = 2) -> int | None:
     return 2 * layers * kv_heads * head_dim * dtype_bytes
 
 
+class GpuBudgetRecord(TypedDict):
+    """A :class:`GpuBudget` as a run's record keeps it (``meta.gpu_budget``): its fields and what they add up to."""
+
+    total_bytes: int
+    runs_per_gpu: int
+    weights_bytes: int
+    kv_cache_bytes: int
+    overhead_bytes: int
+    agent_min_bytes: int
+    per_run_bytes: int
+    engine_bytes: int
+    agent_bytes: int
+
+
 @dataclass(frozen=True)
 class GpuBudget:
     """One run's share of a GPU that ``runs_per_gpu`` runs share, and how its grader's engine fits in it."""
@@ -208,17 +237,29 @@ class GpuBudget:
     agent_min_bytes: int = 0
 
     @classmethod
-    def for_model(cls, model_dir: Path, total_bytes: int, runs_per_gpu: int = 1, *, kv_tokens: int | None = None,
-                  overhead_bytes: int | None = None, agent_min_bytes: int = 0) -> GpuBudget:
+    def for_model(
+        cls,
+        model_dir: Path,
+        total_bytes: int,
+        runs_per_gpu: int = 1,
+        *,
+        kv_tokens: int | None = None,
+        overhead_bytes: int | None = None,
+        agent_min_bytes: int = 0,
+    ) -> GpuBudget:
         """The budget of an engine serving ``model_dir``: its weight files' size, a KV cache of ``kv_tokens``
         tokens (65,536 by default; at least 0.5 GiB) and the overhead."""
         per_token = kv_bytes_per_token(model_dir)
         tokens = DEFAULT_KV_TOKENS if kv_tokens is None else int(kv_tokens)
         kv = max(MIN_KV_BYTES, tokens * per_token) if per_token else 2 * GIB
-        return cls(total_bytes=int(total_bytes), runs_per_gpu=max(1, int(runs_per_gpu)),
-                   weights_bytes=weights_bytes(model_dir), kv_cache_bytes=int(kv),
-                   overhead_bytes=DEFAULT_OVERHEAD_BYTES if overhead_bytes is None else int(overhead_bytes),
-                   agent_min_bytes=int(agent_min_bytes))
+        return cls(
+            total_bytes=int(total_bytes),
+            runs_per_gpu=max(1, int(runs_per_gpu)),
+            weights_bytes=weights_bytes(model_dir),
+            kv_cache_bytes=int(kv),
+            overhead_bytes=DEFAULT_OVERHEAD_BYTES if overhead_bytes is None else int(overhead_bytes),
+            agent_min_bytes=int(agent_min_bytes),
+        )
 
     @property
     def per_run_bytes(self) -> int:
@@ -239,9 +280,11 @@ class GpuBudget:
         def g(n: int) -> str:
             return f"{n / GIB:.1f}"
 
-        line = (f"{g(self.total_bytes)} GiB / {self.runs_per_gpu} runs = {g(self.per_run_bytes)} GiB a run; "
-                f"the grader's engine {g(self.engine_bytes)} GiB (weights {g(self.weights_bytes)} + KV cache "
-                f"{g(self.kv_cache_bytes)} + overhead {g(self.overhead_bytes)}); the agent {g(self.agent_bytes)} GiB")
+        line = (
+            f"{g(self.total_bytes)} GiB / {self.runs_per_gpu} runs = {g(self.per_run_bytes)} GiB a run; "
+            f"the grader's engine {g(self.engine_bytes)} GiB (weights {g(self.weights_bytes)} + KV cache "
+            f"{g(self.kv_cache_bytes)} + overhead {g(self.overhead_bytes)}); the agent {g(self.agent_bytes)} GiB"
+        )
         if self.agent_min_bytes:
             line += f" (it needs {g(self.agent_min_bytes)})"
         return line
@@ -250,17 +293,31 @@ class GpuBudget:
         """Refuse a budget that cannot fit, with the arithmetic."""
         if self.agent_bytes <= 0 or self.agent_bytes < self.agent_min_bytes:
             fewer = max(1, self.total_bytes // max(1, self.engine_bytes + self.agent_min_bytes))
-            raise UsageError(f"runs_per_gpu = {self.runs_per_gpu} cannot fit: {self.arithmetic()}; "
-                             f"at most {fewer} such runs fit one GPU")
+            raise UsageError(
+                f"runs_per_gpu = {self.runs_per_gpu} cannot fit: {self.arithmetic()}; "
+                f"at most {fewer} such runs fit one GPU"
+            )
 
-    def engine_options(self) -> dict[str, Any]:
+    def engine_options(self) -> EngineShare:
         """vLLM options that hold an engine to its share: the KV cache in bytes (no profiling of free memory)
         and a utilisation that asks only for what the engine takes (vLLM checks it against free memory at start).
         No sleep between evaluations: the engine keeps its share, which the agent was not given."""
         utilisation = min(0.95, (self.engine_bytes + 256 * 2**20) / self.total_bytes)
-        return {"kv_cache_memory_bytes": self.kv_cache_bytes, "gpu_memory_utilization": round(utilisation, 4),
-                "sleep_when_idle": False}
+        return {
+            "kv_cache_memory_bytes": self.kv_cache_bytes,
+            "gpu_memory_utilization": round(utilisation, 4),
+            "sleep_when_idle": False,
+        }
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "per_run_bytes": self.per_run_bytes, "engine_bytes": self.engine_bytes,
-                "agent_bytes": self.agent_bytes}
+    def to_dict(self) -> GpuBudgetRecord:
+        return GpuBudgetRecord(
+            total_bytes=self.total_bytes,
+            runs_per_gpu=self.runs_per_gpu,
+            weights_bytes=self.weights_bytes,
+            kv_cache_bytes=self.kv_cache_bytes,
+            overhead_bytes=self.overhead_bytes,
+            agent_min_bytes=self.agent_min_bytes,
+            per_run_bytes=self.per_run_bytes,
+            engine_bytes=self.engine_bytes,
+            agent_bytes=self.agent_bytes,
+        )

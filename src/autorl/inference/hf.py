@@ -10,7 +10,7 @@ import hashlib
 import inspect
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from autorl.errors import MissingDependencyError
 from autorl.inference.base import (
@@ -27,8 +27,14 @@ from autorl.inference.compact import decode_compacting, supports_compaction
 from autorl.inference.loading import import_torch, load_causal_lm, load_tokenizer, tokenizer_dir
 from autorl.inference.weights import load_weights_into, merge_adapter, reread_generation_config
 
-__all__ = ["HFBackend", "PromptLogitsProcessor", "callable_identity", "load_causal_lm", "load_tokenizer",
-           "tokenizer_dir"]
+__all__ = [
+    "HFBackend",
+    "PromptLogitsProcessor",
+    "callable_identity",
+    "load_causal_lm",
+    "load_tokenizer",
+    "tokenizer_dir",
+]
 
 
 def callable_identity(fn: Any) -> dict[str, str]:
@@ -233,9 +239,16 @@ class HFBackend(Backend):
         if mode == "generate" or not supports_compaction(self.model):
             rows = self._decode_with_generate(enc, req)
         else:
-            rows = decode_compacting(self.model, tok, enc["input_ids"], enc["attention_mask"], req,
-                                     eos_ids=self._eos_ids(), stop_mask=self._stop_candidates(req.stop) if req.stop
-                                     else None, hook=self.options.get("logits_processor"))
+            rows = decode_compacting(
+                self.model,
+                tok,
+                enc["input_ids"],
+                enc["attention_mask"],
+                req,
+                eos_ids=self._eos_ids(),
+                stop_mask=self._stop_candidates(req.stop) if req.stop else None,
+                hook=self.options.get("logits_processor"),
+            )
         completions = []
         for i in range(len(prompts)):
             outs, reasons, count = [], [], 0
@@ -257,7 +270,7 @@ class HFBackend(Backend):
         """transformers ``generate``: every row stays in the batch until the longest is done."""
         torch = import_torch()
         tok = self.tokenizer
-        kwargs: dict[str, Any] = {
+        kwargs: GenerateKwargs = {
             "max_new_tokens": req.max_new_tokens,
             "do_sample": req.temperature > 0,
             "num_return_sequences": req.n,
@@ -265,12 +278,12 @@ class HFBackend(Backend):
             "eos_token_id": sorted(self._eos_ids()),
         }
         if req.temperature > 0:
-            kwargs.update(temperature=req.temperature, top_p=req.top_p)
+            kwargs["temperature"], kwargs["top_p"] = req.temperature, req.top_p
             torch.manual_seed(req.seed)
         else:
-            kwargs.update(temperature=None, top_p=None, top_k=None)
+            kwargs["temperature"], kwargs["top_p"], kwargs["top_k"] = None, None, None
         if req.stop:
-            kwargs.update(stop_strings=list(req.stop), tokenizer=tok)
+            kwargs["stop_strings"], kwargs["tokenizer"] = list(req.stop), tok
         if self.options.get("logits_processor"):
             from transformers import LogitsProcessorList
 
@@ -315,6 +328,23 @@ class PromptLogitsProcessor:
             self.width = int(input_ids.shape[1])
             self.prompts = [[t for t in row if t != self.pad_id] for row in input_ids.tolist()]
         return self.fn(self.prompts, int(input_ids.shape[1]) - self.width, scores)
+
+
+class GenerateKwargs(TypedDict, total=False):
+    """The arguments autorl gives transformers' ``generate`` (:meth:`HFBackend._decode_with_generate`): greedy
+    decoding sets the sampling settings to ``None`` (not the model's generation config's)."""
+
+    max_new_tokens: int
+    do_sample: bool
+    num_return_sequences: int
+    pad_token_id: int | None
+    eos_token_id: list[int]
+    temperature: float | None
+    top_p: float | None
+    top_k: None
+    stop_strings: list[str]
+    tokenizer: Any
+    logits_processor: Any
 
 
 def _left_padded(torch: Any, prompts: list[list[int]], pad_id: int, device: str) -> dict[str, Any]:

@@ -68,7 +68,6 @@ def load_causal_lm(
         torch_dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     else:
         torch_dtype = getattr(torch, dtype)
-    kwargs: dict[str, Any] = {"dtype": torch_dtype, "trust_remote_code": False}
     if is_adapter(model_dir):
         if base_model_dir is None:
             raise InvalidCheckpointError(f"{model_dir} is a LoRA adapter but no base model was given")
@@ -76,10 +75,10 @@ def load_causal_lm(
             from peft import PeftModel
         except ImportError as exc:
             raise MissingDependencyError("LoRA adapters", "peft") from exc
-        base = AutoModelForCausalLM.from_pretrained(str(base_model_dir), **kwargs)
+        base = AutoModelForCausalLM.from_pretrained(str(base_model_dir), dtype=torch_dtype, trust_remote_code=False)
         model = PeftModel.from_pretrained(base, str(model_dir)).merge_and_unload()
     else:
-        model = AutoModelForCausalLM.from_pretrained(str(model_dir), **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch_dtype, trust_remote_code=False)
     model.to(device)
     model.eval()
     return model, load_tokenizer(tokenizer_dir(model_dir, base_model_dir))

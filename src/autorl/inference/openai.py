@@ -12,13 +12,30 @@ import asyncio
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import httpx
 
 from autorl.errors import EvaluationError, UsageError
 from autorl.inference.base import Backend, Completion, GenerationRequest, cut_at_stop, prompt_token_ids
 from autorl.inference.loading import load_tokenizer, tokenizer_dir
+
+if TYPE_CHECKING:  # typing has it from Python 3.11; annotations are never evaluated here (``from __future__``)
+    from typing import NotRequired
+
+
+class CompletionBody(TypedDict):
+    """A ``/completions`` request as this backend sends it (:meth:`OpenAIBackend.request_body`)."""
+
+    model: str
+    #: token ids
+    prompt: list[int]
+    max_tokens: int
+    temperature: float
+    top_p: float
+    n: int
+    seed: int
+    stop: NotRequired[list[str]]
 
 
 class OpenAIBackend(Backend):
@@ -61,7 +78,9 @@ class OpenAIBackend(Backend):
             resp.raise_for_status()
             entries = [e for e in resp.json()["data"] if isinstance(e, dict)]
         except (httpx.HTTPError, KeyError, TypeError, ValueError) as exc:
-            raise EvaluationError(f"the OpenAI-compatible server at {self.base_url} did not list its models: {exc}") from exc
+            raise EvaluationError(
+                f"the OpenAI-compatible server at {self.base_url} did not list its models: {exc}"
+            ) from exc
         wanted = {str(model_dir), str(model_dir.resolve())}
         for entry in entries:
             if str(entry.get("id")) in wanted or str(entry.get("root")) in wanted:
@@ -72,9 +91,9 @@ class OpenAIBackend(Backend):
             f"start it with `vllm serve {model_dir}`"
         )
 
-    def request_body(self, req: GenerationRequest) -> dict[str, Any]:
+    def request_body(self, req: GenerationRequest) -> CompletionBody:
         """The ``/completions`` request for ``req``: the prompt as the token ids every backend feeds the model."""
-        body: dict[str, Any] = {
+        body: CompletionBody = {
             "model": self.model,
             "prompt": prompt_token_ids(self.tokenizer, req.prompt),
             "max_tokens": req.max_new_tokens,
@@ -109,7 +128,9 @@ class OpenAIBackend(Backend):
             try:
                 resp = await client.post("/completions", json=body)
                 if resp.status_code >= 500 or resp.status_code == 429:
-                    raise httpx.HTTPStatusError(f"server answered {resp.status_code}", request=resp.request, response=resp)
+                    raise httpx.HTTPStatusError(
+                        f"server answered {resp.status_code}", request=resp.request, response=resp
+                    )
                 resp.raise_for_status()
                 data = resp.json()
                 choices = sorted(data["choices"], key=lambda c: c.get("index", 0))

@@ -8,7 +8,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from autorl.errors import InvalidCheckpointError, MissingDependencyError
 from autorl.inference.base import (
@@ -36,9 +36,20 @@ def engine_environment(in_process: bool) -> dict[str, str]:
     return {"VLLM_ENABLE_V1_MULTIPROCESSING": "0" if in_process else "1"}
 
 
-def sampling_kwargs(request: GenerationRequest) -> dict[str, Any]:
+class SamplingKwargs(TypedDict):
+    """The ``vllm.SamplingParams`` arguments autorl sets (:func:`sampling_kwargs`)."""
+
+    n: int
+    max_tokens: int
+    temperature: float
+    top_p: float
+    stop: list[str] | None
+    seed: int | None
+
+
+def sampling_kwargs(request: GenerationRequest) -> SamplingKwargs:
     """``vllm.SamplingParams`` arguments equivalent to the hf backend's decoding for ``request``."""
-    kwargs: dict[str, Any] = {
+    kwargs: SamplingKwargs = {
         "n": request.n,
         "max_tokens": request.max_new_tokens,
         "temperature": request.temperature,
@@ -146,8 +157,13 @@ class VLLMBackend(Backend):
     def identity(self) -> dict[str, Any]:
         import vllm
 
-        return {"name": self.name, "vllm": vllm.__version__, "dtype": str(self.options.get("dtype", "auto")),
-                "prompt": "token ids", "adapters": "merged"}
+        return {
+            "name": self.name,
+            "vllm": vllm.__version__,
+            "dtype": str(self.options.get("dtype", "auto")),
+            "prompt": "token ids",
+            "adapters": "merged",
+        }
 
     def in_process(self) -> bool:
         return bool(self.options.get("engine_in_process", True))
@@ -165,8 +181,14 @@ class VLLMBackend(Backend):
             "dtype": str(self.options.get("dtype", "auto")),
             "seed": 0,
         }
-        for key in ("max_model_len", "enforce_eager", "max_num_seqs", "compilation_config", "enable_prefix_caching",
-                    "kv_cache_memory_bytes"):
+        for key in (
+            "max_model_len",
+            "enforce_eager",
+            "max_num_seqs",
+            "compilation_config",
+            "enable_prefix_caching",
+            "kv_cache_memory_bytes",
+        ):
             if key in self.options:
                 kwargs[key] = self.options[key]
         if self.options.get("sleep_when_idle") and self.keeps_engine():

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autorl.inference.loading import load_causal_lm, tokenizer_dir
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 def weight_files(model_dir: Path) -> list[Path] | None:
@@ -91,8 +94,20 @@ def reread_generation_config(model: Any, model_dir: Path) -> None:
 #: names at the top of a checkpoint folder that a tokenizer, a chat template or generation settings may be read
 #: from (by prefix or by suffix; ``tokenizer.5.0.0.json``, named by ``fast_tokenizer_files``, included), and the
 #: chat-template folder; ``config.json`` is compared apart (``shape_config``)
-_SIDE_PREFIXES = ("tokenizer", "vocab", "merges", "special_tokens", "added_tokens", "chat_template",
-                  "generation_config", "spiece", "sentencepiece", "bpe", "preprocessor_config", "processor_config")
+_SIDE_PREFIXES = (
+    "tokenizer",
+    "vocab",
+    "merges",
+    "special_tokens",
+    "added_tokens",
+    "chat_template",
+    "generation_config",
+    "spiece",
+    "sentencepiece",
+    "bpe",
+    "preprocessor_config",
+    "processor_config",
+)
 _SIDE_SUFFIXES = (".model", ".spm", ".tiktoken", ".jinja")
 SIDE_DIRS = ("additional_chat_templates",)
 GENERATION_CONFIG = "generation_config.json"
@@ -151,18 +166,18 @@ def _architecture_keys(model_dir: Path) -> set[str]:
     return set(model.state_dict())
 
 
-def _base_layout(state: dict[str, Any], files: list[Path]) -> dict[Path, dict[str, Any]] | None:
+def _base_layout(state: dict[str, Tensor], files: list[Path]) -> dict[Path, dict[str, Tensor]] | None:
     """``state``'s tensors arranged as the base checkpoint's files hold them (each in the file's dtype), or
     ``None`` when they do not fit that layout one for one (a merge that added or resized a tensor)."""
     import torch
     from safetensors import safe_open
 
     dtypes = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}
-    layout: dict[Path, dict[str, Any]] = {}
+    layout: dict[Path, dict[str, Tensor]] = {}
     given: set[int] = set()
     seen: set[int] = set()
     for f in files:
-        tensors: dict[str, Any] = {}
+        tensors: dict[str, Tensor] = {}
         with safe_open(str(f), framework="pt") as handle:
             for key in handle.keys():  # noqa: SIM118 (a safe_open handle is not a mapping)
                 like = handle.get_slice(key)
@@ -206,8 +221,9 @@ def merged_checkpoint(adapter_dir: Path, base_dir: Path, target: Path) -> Path:
     except (OSError, ValueError):
         raw = {}
     dtype = raw.get("dtype", raw.get("torch_dtype")) if isinstance(raw, dict) else None
-    model, _ = load_causal_lm(adapter_dir, base_dir, device="cpu",
-                              dtype=dtype if dtype in ("float32", "bfloat16", "float16") else "float32")
+    model, _ = load_causal_lm(
+        adapter_dir, base_dir, device="cpu", dtype=dtype if dtype in ("float32", "bfloat16", "float16") else "float32"
+    )
     tmp = target.with_name(target.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)

@@ -85,8 +85,11 @@ def _requires(value: Any, cfg_path: Path) -> list[dict[str, str]]:
         raise UsageError(f"{cfg_path}: requires must be a list of {{command: ...}} or {{python_module: ...}}")
     out = []
     for entry in value:
-        if not isinstance(entry, dict) or len({"command", "python_module"} & entry.keys()) != 1 \
-                or not all(isinstance(v, str) for v in entry.values()):
+        if (
+            not isinstance(entry, dict)
+            or len({"command", "python_module"} & entry.keys()) != 1
+            or not all(isinstance(v, str) for v in entry.values())
+        ):
             raise UsageError(f"{cfg_path}: each requires entry needs exactly one of command or python_module (strings)")
         unknown = set(entry) - {"command", "python_module", "override", "python", "install"}
         if unknown:
@@ -103,7 +106,9 @@ def _credentials(value: Any, cfg_path: Path) -> dict[str, list[str]]:
     return {k: _names(value.get(k), f"credentials.{k}", cfg_path) for k in ("pass", "any_of")}
 
 
-def missing_requirement(entry: dict[str, str], environ: Mapping[str, str] | None = None, *, short: bool = False) -> str | None:
+def missing_requirement(
+    entry: dict[str, str], environ: Mapping[str, str] | None = None, *, short: bool = False
+) -> str | None:
     """None when the requirement is met; otherwise a one-line message naming what to install."""
     environ = os.environ if environ is None else environ
     install = f": {entry['install']}" if entry.get("install") else ""
@@ -111,8 +116,11 @@ def missing_requirement(entry: dict[str, str], environ: Mapping[str, str] | None
         named = environ.get(entry["override"], "") if entry.get("override") else ""
         if shutil.which(named or entry["command"], path=environ.get("PATH")) is None:
             if named:  # the variable's value is not shown: a folder may name any variable here
-                return (f"{entry['override']} does not name a program" if short
-                        else f"{entry['override']} does not name an installed program{install}")
+                return (
+                    f"{entry['override']} does not name a program"
+                    if short
+                    else f"{entry['override']} does not name an installed program{install}"
+                )
             if short:
                 return f"{entry['command']} not found"
             hint = f" (or set {entry['override']} to its path)" if entry.get("override") else ""
@@ -207,9 +215,12 @@ class CommandAgent(Agent):
         asked = [k for k in cfg["credentials"]["pass"] if k not in self.options.get("env", {})]
         if asked:
             flags = " ".join(f"--agent-credential {k}" for k in asked)
-            warnings.warn(f"agent {self.name} asks for {', '.join(asked)} from your environment (credentials.pass); "
-                          f"an agent folder never takes them by itself: pass them with {flags}", UserWarning,
-                          stacklevel=2)
+            warnings.warn(
+                f"agent {self.name} asks for {', '.join(asked)} from your environment (credentials.pass); "
+                f"an agent folder never takes them by itself: pass them with {flags}",
+                UserWarning,
+                stacklevel=2,
+            )
 
 
 def agent_folders_from_env() -> list[Path]:

@@ -109,8 +109,13 @@ def read_source_folder(folder: Path) -> SourcePlugin | None:
         return None
     top = str(next(iter(points.values()))).split(":")[0].split(".")[0]
     root = folder / "src" if (folder / "src" / top).exists() or (folder / "src" / f"{top}.py").exists() else folder
-    return SourcePlugin(folder, str(project.get("name") or folder.name), str(project.get("version") or "source"),
-                        {str(k): str(v) for k, v in points.items()}, root)
+    return SourcePlugin(
+        folder,
+        str(project.get("name") or folder.name),
+        str(project.get("version") or "source"),
+        {str(k): str(v) for k, v in points.items()},
+        root,
+    )
 
 
 def add_source_folder(pm: PluginManager, source: SourcePlugin) -> list[str]:
@@ -130,12 +135,18 @@ def add_source_folder(pm: PluginManager, source: SourcePlugin) -> list[str]:
         module_name, _, attr = value.partition(":")
         try:
             module = importlib.import_module(module_name)
-            pm.add(getattr(module, attr) if attr else module,
-                   PluginInfo(name, f"{source.project} (source {source.folder})", source.version, value, False))
+            pm.add(
+                getattr(module, attr) if attr else module,
+                PluginInfo(name, f"{source.project} (source {source.folder})", source.version, value, False),
+            )
             names.append(name)
         except Exception as exc:
-            warnings.warn(f"plugin {name!r} of the source folder {source.folder} failed to load and is skipped: "
-                          f"{type(exc).__name__}: {exc}", PluginWarning, stacklevel=2)
+            warnings.warn(
+                f"plugin {name!r} of the source folder {source.folder} failed to load and is skipped: "
+                f"{type(exc).__name__}: {exc}",
+                PluginWarning,
+                stacklevel=2,
+            )
     return names
 
 
@@ -172,8 +183,12 @@ def create_plugin_manager(
     for folder in filter(None, env.get(SOURCE_FOLDERS_ENV, "").split(os.pathsep)):
         source = read_source_folder(Path(folder))
         if source is None:
-            warnings.warn(f"{SOURCE_FOLDERS_ENV}: {folder} declares no autorl plugin (pyproject.toml's "
-                          "[project.entry-points.autorl])", PluginWarning, stacklevel=2)
+            warnings.warn(
+                f"{SOURCE_FOLDERS_ENV}: {folder} declares no autorl plugin (pyproject.toml's "
+                "[project.entry-points.autorl])",
+                PluginWarning,
+                stacklevel=2,
+            )
         else:
             add_source_folder(pm, source)
     for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):

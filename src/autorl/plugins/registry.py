@@ -101,8 +101,7 @@ def collect(pm: PluginManager, kind: str, base: type[Any], base_path: str) -> di
             raise
         except Exception as exc:
             warnings.warn(
-                f"plugin {impl.plugin_name!r} ({dist}) failed while registering {kind}s: "
-                f"{type(exc).__name__}: {exc}",
+                f"plugin {impl.plugin_name!r} ({dist}) failed while registering {kind}s: {type(exc).__name__}: {exc}",
                 PluginWarning,
                 stacklevel=2,
             )
@@ -188,17 +187,24 @@ def resolve_task(spec: str, pm: PluginManager | None = None) -> str:
         names = sorted(r.name for r in get_benchmarks(pm).values() if r.plugin in plugins)
         if len(names) == 1:
             return names[0]
-        raise UsageError(f"--task {spec}: the plugin in {folder} registers "
-                         + (f"the benchmarks {', '.join(names)}: give one of them as --task after `pip install -e "
-                            f"{folder}`" if names else "no benchmark"))
+        raise UsageError(
+            f"--task {spec}: the plugin in {folder} registers "
+            + (
+                f"the benchmarks {', '.join(names)}: give one of them as --task after `pip install -e {folder}`"
+                if names
+                else "no benchmark"
+            )
+        )
     name = pm.hook.task_from_folder(path=folder)
     if name:
         pm.changed()
         get_benchmark(str(name), pm)  # registered now, or the plugin's own error
         return str(name)
-    raise UsageError(f"--task {spec}: {folder} is neither a plugin's source folder (a pyproject.toml with an "
-                     "[project.entry-points.autorl] entry) nor a folder an installed plugin takes as a task (with "
-                     "autorl-smith: an rl-smith folder, config.yaml and eval.py)")
+    raise UsageError(
+        f"--task {spec}: {folder} is neither a plugin's source folder (a pyproject.toml with an "
+        "[project.entry-points.autorl] entry) nor a folder an installed plugin takes as a task (with "
+        "autorl-smith: an rl-smith folder, config.yaml and eval.py)"
+    )
 
 
 def default_backend(pm: PluginManager | None = None) -> str:
@@ -230,9 +236,16 @@ def benchmark_summary(pm: PluginManager | None = None) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for reg in sorted(get_benchmarks(pm).values(), key=lambda r: r.name):
         source = getattr(reg.cls, "source", None)
-        rows.append({"name": reg.name, "version": getattr(reg.cls, "version", "?"), "distribution": reg.distribution,
-                     "plugin": reg.plugin, "splits": list(getattr(reg.cls, "splits", ())),
-                     "source": str(source) if source else None})
+        rows.append(
+            {
+                "name": reg.name,
+                "version": getattr(reg.cls, "version", "?"),
+                "distribution": reg.distribution,
+                "plugin": reg.plugin,
+                "splits": list(getattr(reg.cls, "splits", ())),
+                "source": str(source) if source else None,
+            }
+        )
     return rows
 
 
@@ -241,15 +254,24 @@ def agent_summary(pm: PluginManager | None = None) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for reg in sorted(get_agents(pm).values(), key=lambda r: r.name):
         ok, why = reg.cls().ready()
-        rows.append({"name": reg.name, "distribution": reg.distribution, "ready": ok, "status": why,
-                     "description": getattr(reg.cls, "description", "")})
+        rows.append(
+            {
+                "name": reg.name,
+                "distribution": reg.distribution,
+                "ready": ok,
+                "status": why,
+                "description": getattr(reg.cls, "description", ""),
+            }
+        )
     return rows
 
 
 def backend_summary(pm: PluginManager | None = None) -> list[dict[str, Any]]:
     """What ``autorl list backends`` shows: each backend and whether it can run here, by name."""
-    return [{"name": r.name, "distribution": r.distribution, "available": r.cls.available()}
-            for r in sorted(get_backends(pm).values(), key=lambda r: r.name)]
+    return [
+        {"name": r.name, "distribution": r.distribution, "available": r.cls.available()}
+        for r in sorted(get_backends(pm).values(), key=lambda r: r.name)
+    ]
 
 
 def plugin_summary(pm: PluginManager | None = None) -> list[dict[str, Any]]:

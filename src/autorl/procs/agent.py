@@ -39,8 +39,13 @@ def run_agent(
     with log_path.open("ab") as log:
         try:
             proc = subprocess.Popen(
-                argv, cwd=cwd, env=dict(env), stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
+                argv,
+                cwd=cwd,
+                env=dict(env),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
             )
         except OSError as exc:
             return AgentOutcome(None, False, 0.0, f"agent could not start: {exc}")

@@ -187,8 +187,16 @@ class Heartbeat:
         self.path = Path(store_dir) / HEARTBEAT_FILE
         self.interval = interval
         pid = os.getpid()
-        write_json_atomic(self.path, {"host": socket.gethostname(), "pid": pid, "pid_start": process_start_time(pid),
-                                      "started": time.time(), "interval_s": interval})
+        write_json_atomic(
+            self.path,
+            {
+                "host": socket.gethostname(),
+                "pid": pid,
+                "pid_start": process_start_time(pid),
+                "started": time.time(),
+                "interval_s": interval,
+            },
+        )
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="autorl-heartbeat", daemon=True)
         self._thread.start()
@@ -204,8 +212,10 @@ class Heartbeat:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autorl.procs.lease",
-                                     description="run a command that ends, with its process group, when PARENT dies")
+    parser = argparse.ArgumentParser(
+        prog="python -m autorl.procs.lease",
+        description="run a command that ends, with its process group, when PARENT dies",
+    )
     parser.add_argument("--parent", type=int, required=True)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)

@@ -53,9 +53,14 @@ class ServiceProcess:
         """Start the service (again) under the current lease; this process keeps only the lease's write end."""
         lease = self._lease
         try:
-            return subprocess.Popen([*self._argv, "--lease-fd", str(lease.child_fd)], stdout=self._log,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                                    pass_fds=(lease.child_fd,))
+            return subprocess.Popen(
+                [*self._argv, "--lease-fd", str(lease.child_fd)],
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                pass_fds=(lease.child_fd,),
+            )
         finally:
             lease.handed_over()
 
@@ -66,8 +71,14 @@ class ServiceProcess:
         self.proc = self._spawn()
         return self.proc
 
-    def wait_answer(self, answers: Callable[[], bool], timeout: float, proc: subprocess.Popen[bytes] | None = None,
-                    *, error: Callable[[str], Exception]) -> None:
+    def wait_answer(
+        self,
+        answers: Callable[[], bool],
+        timeout: float,
+        proc: subprocess.Popen[bytes] | None = None,
+        *,
+        error: Callable[[str], Exception],
+    ) -> None:
         """Wait until ``answers()`` is true, polling; ``error(message)`` is raised when the process exits first
         or ``timeout`` s pass."""
         proc = self.proc if proc is None else proc
@@ -101,8 +112,12 @@ def service_args(prog: str, what: str, argv: list[str] | None) -> argparse.Names
     parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument("config", type=Path)
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--lease-fd", type=int, default=None,
-                        help=f"the read end of the orchestrator's lease: {what} ends when it breaks")
+    parser.add_argument(
+        "--lease-fd",
+        type=int,
+        default=None,
+        help=f"the read end of the orchestrator's lease: {what} ends when it breaks",
+    )
     return parser.parse_args(argv)
 
 
@@ -114,13 +129,21 @@ def exit_soon(after_s: float) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def serve(app: Any, port: int, *, lease_fd: int | None, exit_after_s: float,
-          on_lost: Callable[[], None] | None = None, **uvicorn_options: Any) -> None:
+def serve(
+    app: Any,
+    port: int,
+    *,
+    lease_fd: int | None,
+    exit_after_s: float,
+    on_lost: Callable[[], None] | None = None,
+    **uvicorn_options: Any,
+) -> None:
     """Serve ``app`` with uvicorn on 127.0.0.1 until interrupted or, given ``lease_fd``, until the lease breaks:
     then ``on_lost()`` and :func:`exit_soon` (``exit_after_s``)."""
     import uvicorn
 
     if lease_fd is not None:
+
         def lost() -> None:
             try:
                 if on_lost is not None:

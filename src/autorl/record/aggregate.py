@@ -8,9 +8,19 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
-__all__ = ["FAILURE_RULE", "GROUP_KEYS", "NUMERIC_KEYS", "RunGroup", "aggregate_runs", "differences", "group_value"]
+__all__ = [
+    "FAILURE_RULE",
+    "GROUP_KEYS",
+    "NUMERIC_KEYS",
+    "AgentComparison",
+    "GroupRecord",
+    "RunGroup",
+    "aggregate_runs",
+    "differences",
+    "group_value",
+]
 
 #: the identity of a group: runs are pooled only when all of these agree (a study's cells differ in them too; the
 #: driver model: the one(s) the agent called; the limit: how many items of each split were scored, also in the
@@ -21,9 +31,11 @@ GROUP_KEYS = ("task", "agent", "base_model", "config_hash", "driver_model", "tim
 NUMERIC_KEYS = frozenset({"timeout_s", "limit"})
 
 #: how runs without a test score enter the mean, in words (the compare page shows it)
-FAILURE_RULE = ("a run without a held-out test score (it crashed, submitted nothing scorable, or never reached the "
-                "test evaluation) counts as improvement 0, the base model kept; the failure rate is shown beside "
-                "the mean")
+FAILURE_RULE = (
+    "a run without a held-out test score (it crashed, submitted nothing scorable, or never reached the "
+    "test evaluation) counts as improvement 0, the base model kept; the failure rate is shown beside "
+    "the mean"
+)
 
 
 @dataclass(frozen=True)
@@ -60,12 +72,57 @@ class RunGroup:
     def failure_rate(self) -> float:
         return self.failures / self.runs if self.runs else 0.0
 
-    def as_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["ci95"] = list(self.ci95) if self.ci95 else None
-        out["scored"] = self.scored
-        out["failure_rate"] = self.failure_rate
-        return out
+    def as_dict(self) -> GroupRecord:
+        return {
+            "task": self.task,
+            "agent": self.agent,
+            "base_model": self.base_model,
+            "config_hash": self.config_hash,
+            "runs": self.runs,
+            "failures": self.failures,
+            "mean": self.mean,
+            "ci95": list(self.ci95) if self.ci95 else None,
+            "values": list(self.values),
+            "run_ids": list(self.run_ids),
+            "driver_model": self.driver_model,
+            "timeout_s": self.timeout_s,
+            "sandbox": self.sandbox,
+            "limit": self.limit,
+            "scored": self.scored,
+            "failure_rate": self.failure_rate,
+        }
+
+
+class GroupRecord(TypedDict):
+    """:class:`RunGroup` as the compare page's data holds it, with its scored count and failure rate."""
+
+    task: str
+    agent: str
+    base_model: str
+    config_hash: str
+    runs: int
+    failures: int
+    mean: float
+    ci95: list[float] | None
+    values: list[float]
+    run_ids: list[str]
+    driver_model: str
+    timeout_s: float | None
+    sandbox: str | None
+    limit: int | None
+    scored: int
+    failure_rate: float
+
+
+class AgentComparison(TypedDict):
+    """The agents on one task (the compare page's data): each group's mean held-out test improvement, how
+    failed runs enter the mean, and per agent the settings in which its groups differ."""
+
+    task: str
+    metric: str
+    failure_rule: str
+    groups: list[GroupRecord]
+    differs: dict[str, list[str]]
 
 
 def _test_improvement(row: Mapping[str, Any]) -> float | None:
@@ -142,11 +199,24 @@ def aggregate_runs(rows: Iterable[Mapping[str, Any]], *, task: str | None = None
             sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
             half = float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
             ci = (mean - half, mean + half)
-        out.append(RunGroup(task=g_task, agent=agent, base_model=model, config_hash=cfg, runs=n,
-                            failures=sum(1 for v in measured if v is None), mean=mean, ci95=ci, values=values,
-                            run_ids=[str(r.get("run_id")) for r in runs], driver_model=driver,
-                            timeout_s=_as_float(runs[0].get("timeout_s")), limit=_limit(runs[0]),
-                            sandbox=None if runs[0].get("sandbox") is None else str(runs[0].get("sandbox"))))
+        out.append(
+            RunGroup(
+                task=g_task,
+                agent=agent,
+                base_model=model,
+                config_hash=cfg,
+                runs=n,
+                failures=sum(1 for v in measured if v is None),
+                mean=mean,
+                ci95=ci,
+                values=values,
+                run_ids=[str(r.get("run_id")) for r in runs],
+                driver_model=driver,
+                timeout_s=_as_float(runs[0].get("timeout_s")),
+                limit=_limit(runs[0]),
+                sandbox=None if runs[0].get("sandbox") is None else str(runs[0].get("sandbox")),
+            )
+        )
     return out
 
 
@@ -161,5 +231,8 @@ def differences(groups: Iterable[RunGroup]) -> dict[str, list[str]]:
     by_agent: dict[str, list[RunGroup]] = {}
     for g in groups:
         by_agent.setdefault(f"{g.task} · {g.agent}", []).append(g)
-    return {agent: [k for k in GROUP_KEYS if len({group_value(asdict(g), k) for g in gs}) > 1]
-            for agent, gs in by_agent.items() if len(gs) > 1}
+    return {
+        agent: [k for k in GROUP_KEYS if len({group_value(asdict(g), k) for g in gs}) > 1]
+        for agent, gs in by_agent.items()
+        if len(gs) > 1
+    }

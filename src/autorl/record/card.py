@@ -18,9 +18,17 @@ from typing import Any
 from autorl.jsonio import write_text_atomic
 from autorl.record import charts
 from autorl.record.metrics import EFFICIENCY_COLUMNS, SCALAR_METRICS
+from autorl.record.schema import ResultRecord
 
-__all__ = ["CARD_NAME", "SVG_NAME", "card_markdown", "study_card_markdown", "trajectory_svg", "write_card",
-           "write_study_card"]
+__all__ = [
+    "CARD_NAME",
+    "SVG_NAME",
+    "card_markdown",
+    "study_card_markdown",
+    "trajectory_svg",
+    "write_card",
+    "write_study_card",
+]
 
 CARD_NAME = "card.md"
 SVG_NAME = "trajectory.svg"
@@ -64,7 +72,7 @@ def _when(row: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def card_markdown(result: Mapping[str, Any]) -> str:
+def card_markdown(result: ResultRecord) -> str:
     """The card of a run record (as ``result.json`` holds it)."""
     row: Mapping[str, Any] = result.get("row") or {}
     meta: Mapping[str, Any] = result.get("meta") or {}
@@ -77,61 +85,118 @@ def card_markdown(result: Mapping[str, Any]) -> str:
         f"Run `{_v(row.get('run_id'))}`: {_when(row, meta)}. Every figure comes from the grader's records and "
         "the orchestrator's own measurements, never from a file the agent wrote.\n",
         "## Result (held-out test, scored once)\n",
-        _table([("test baseline", row.get("baseline")), ("test score", row.get("best_score")),
-                ("improvement", row.get("improvement")), ("improvement 95% CI", row.get("improvement_ci95")),
-                ("p-value", row.get("p_value")), ("beat baseline (95% CI above 0)", row.get("beat_baseline")),
-                ("finished with a test score (success)", row.get("success")), ("end", row.get("end_reason"))]),
+        _table(
+            [
+                ("test baseline", row.get("baseline")),
+                ("test score", row.get("best_score")),
+                ("improvement", row.get("improvement")),
+                ("improvement 95% CI", row.get("improvement_ci95")),
+                ("p-value", row.get("p_value")),
+                ("beat baseline (95% CI above 0)", row.get("beat_baseline")),
+                ("finished with a test score (success)", row.get("success")),
+                ("end", row.get("end_reason")),
+            ]
+        ),
         "\nThe checkpoint the grader selected on dev (best of the k dev scores the agent saw) is scored once on "
         "the hidden test split, paired against the base model on the same items. The dev figures below are the "
         "agent's feedback, optimistic; the best of k on test is the peers' protocol, optimistic too.\n",
-        _table([("dev k (scored submissions)", row.get("dev_k")), ("dev best", row.get("dev_best")),
+        _table(
+            [
+                ("dev k (scored submissions)", row.get("dev_k")),
+                ("dev best", row.get("dev_best")),
                 ("dev improvement", row.get("dev_improvement")),
                 ("best of k on test (optimistic peer figure)", row.get("test_best_of_k")),
-                ("its k", row.get("test_best_of_k_k")), ("selection gap", row.get("test_selection_gap"))]),
+                ("its k", row.get("test_best_of_k_k")),
+                ("selection gap", row.get("test_selection_gap")),
+            ]
+        ),
         "\n![score trajectory](trajectory.svg)\n",
-        *(["## Off-target (test split, selected vs base)\n",
-           _table([(f"{_v(e.get('task'))}: change [95% CI]",
-                    f"{_v(e.get('change'))} {_v(e.get('ci95'))}"
-                    + (" REGRESSED" if e.get("regressed") else "") + (f" ({_v(e.get('error'))})" if e.get("error") else ""))
-                   for e in row.get("off_target") or [] if isinstance(e, Mapping)])]
-          if row.get("off_target") else []),
+        *(
+            [
+                "## Off-target (test split, selected vs base)\n",
+                _table(
+                    [
+                        (
+                            f"{_v(e.get('task'))}: change [95% CI]",
+                            f"{_v(e.get('change'))} {_v(e.get('ci95'))}"
+                            + (" REGRESSED" if e.get("regressed") else "")
+                            + (f" ({_v(e.get('error'))})" if e.get("error") else ""),
+                        )
+                        for e in row.get("off_target") or []
+                        if isinstance(e, Mapping)
+                    ]
+                ),
+            ]
+            if row.get("off_target")
+            else []
+        ),
         "## Agent and models\n",
-        _table([("agent", row.get("agent")), ("driver model", row.get("driver_model")),
-                ("base model", row.get("base_model")), ("model source", meta.get("model_source")),
-                ("model revision", meta.get("model_revision")), ("task", row.get("task")),
-                ("seed", row.get("seed"))]),
+        _table(
+            [
+                ("agent", row.get("agent")),
+                ("driver model", row.get("driver_model")),
+                ("base model", row.get("base_model")),
+                ("model source", meta.get("model_source")),
+                ("model revision", meta.get("model_revision")),
+                ("task", row.get("task")),
+                ("seed", row.get("seed")),
+            ]
+        ),
         "\n## Budgets and what was used\n",
-        _table([("agent time budget, s", meta.get("timeout_s")), ("run duration, s", row.get("duration_s")),
+        _table(
+            [
+                ("agent time budget, s", meta.get("timeout_s")),
+                ("run duration, s", row.get("duration_s")),
                 ("preparing the model and data before the run, s", meta.get("prepare_s")),
-                ("agent started", _utc(meta.get("agent_started"))), ("agent deadline", _utc(meta.get("deadline"))),
-                ("time used ratio", row.get("time_used_ratio")), ("submissions", row.get("submissions")),
-                ("LLM budget, USD", gateway.get("budget_usd")), ("LLM budget, tokens", gateway.get("budget_tokens")),
-                ("LLM tokens", row.get("llm_tokens")), ("LLM cost, USD", row.get("llm_cost_usd")),
-                *((name.replace("_", " "), row.get(name)) for name in EFFICIENCY_COLUMNS)]),
+                ("agent started", _utc(meta.get("agent_started"))),
+                ("agent deadline", _utc(meta.get("deadline"))),
+                ("time used ratio", row.get("time_used_ratio")),
+                ("submissions", row.get("submissions")),
+                ("LLM budget, USD", gateway.get("budget_usd")),
+                ("LLM budget, tokens", gateway.get("budget_tokens")),
+                ("LLM tokens", row.get("llm_tokens")),
+                ("LLM cost, USD", row.get("llm_cost_usd")),
+                *((name.replace("_", " "), row.get(name)) for name in EFFICIENCY_COLUMNS),
+            ]
+        ),
         "\n## Hardware, sandbox and network\n",
-        _table([("inference backend", meta.get("backend")), ("sandbox", row.get("sandbox")),
-                ("network", sandbox.get("network")), ("sandbox warning", sandbox.get("warning")),
-                ("evaluation item limit", meta.get("limit"))]),
+        _table(
+            [
+                ("inference backend", meta.get("backend")),
+                ("sandbox", row.get("sandbox")),
+                ("network", sandbox.get("network")),
+                ("sandbox warning", sandbox.get("warning")),
+                ("evaluation item limit", meta.get("limit")),
+            ]
+        ),
         "\n## Process (the grader's record)\n",
         _table([(name.replace("_", " "), row.get(name)) for name in SCALAR_METRICS]),
         "\n## Audit\n",
         ("Open flags: " + ", ".join(_v(f) for f in flags) + "\n") if flags else "No open audit flag.\n",
         "\n## Versions\n",
-        _table([("autorl", meta.get("autorl_version")), ("python", meta.get("python")),
+        _table(
+            [
+                ("autorl", meta.get("autorl_version")),
+                ("python", meta.get("python")),
                 ("config hash", row.get("config_hash")),
-                *((f"harness file {name}", digest) for name, digest in sorted((meta.get("harness_hashes") or {}).items()))]),
+                *(
+                    (f"harness file {name}", digest)
+                    for name, digest in sorted((meta.get("harness_hashes") or {}).items())
+                ),
+            ]
+        ),
     ]
     return "\n".join(parts)
 
 
-def trajectory_svg(result: Mapping[str, Any]) -> str:
+def trajectory_svg(result: ResultRecord) -> str:
     """The card's figure: the dev score of each submission over the run, the best so far, the test score."""
     row = result.get("row") or {}
     title = f"{row.get('agent')} on {row.get('task')}: dev score per submission"
     return charts.timeline_svg(charts.timeline_of_result(result), title)
 
 
-def write_card(result: Mapping[str, Any]) -> Path | None:
+def write_card(result: ResultRecord) -> Path | None:
     """``card.md`` and ``trajectory.svg`` into the run's folder; None (and nothing raised) when they cannot be
     written: a card never stands in the way of a recorded run."""
     run_dir = result.get("run_dir") or (result.get("row") or {}).get("workspace")
@@ -151,21 +216,33 @@ def study_card_markdown(report: Mapping[str, Any], spec: Mapping[str, Any] | Non
     improvement over seeds beside the noise floor, the rates, and the means of the process and cost figures."""
     import json
 
-    lines = [f"# Study card: {_v(report.get('sweep'))}\n",
-             "Per (task, base model, agent, driver model, config hash) cell: the mean held-out test improvement "
-             "over seeds with its 95% t-interval (a run without a test score counts as 0), the test-scored rate "
-             "(`success`), the rate of runs whose own interval is above 0 (`beat_baseline`), the noise floor "
-             "measured by `autorl noise` (sd), and means over seeds. Each run's own card is `card.md` in its "
-             "folder.\n",
-             "| task | model | agent (driver) | runs | test-scored | beat baseline | mean improvement | 95% CI | "
-             "noise floor (sd) | off-target regressed | improvement per GPU-hour | monotonic ratio |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        f"# Study card: {_v(report.get('sweep'))}\n",
+        "Per (task, base model, agent, driver model, config hash) cell: the mean held-out test improvement "
+        "over seeds with its 95% t-interval (a run without a test score counts as 0), the test-scored rate "
+        "(`success`), the rate of runs whose own interval is above 0 (`beat_baseline`), the noise floor "
+        "measured by `autorl noise` (sd), and means over seeds. Each run's own card is `card.md` in its "
+        "folder.\n",
+        "| task | model | agent (driver) | runs | test-scored | beat baseline | mean improvement | 95% CI | "
+        "noise floor (sd) | off-target regressed | improvement per GPU-hour | monotonic ratio |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for c in report.get("cells") or []:
         agent = f"{c.get('agent')} ({c.get('driver_model')})" if c.get("driver_model") else c.get("agent")
-        cells = [c.get("task"), c.get("base_model"), agent, c.get("runs"), c.get("success_rate"),
-                 c.get("beat_baseline_rate"), c.get("mean"), c.get("ci95"), (c.get("noise_floor") or {}).get("sd"),
-                 c.get("off_target_regressed_rate"), (c.get("efficiency_means") or {}).get("improvement_per_gpu_hour"),
-                 (c.get("process_means") or {}).get("monotonic_ratio")]
+        cells = [
+            c.get("task"),
+            c.get("base_model"),
+            agent,
+            c.get("runs"),
+            c.get("success_rate"),
+            c.get("beat_baseline_rate"),
+            c.get("mean"),
+            c.get("ci95"),
+            (c.get("noise_floor") or {}).get("sd"),
+            c.get("off_target_regressed_rate"),
+            (c.get("efficiency_means") or {}).get("improvement_per_gpu_hour"),
+            (c.get("process_means") or {}).get("monotonic_ratio"),
+        ]
         lines.append("| " + " | ".join(_v(v) for v in cells) + " |")
     missing = report.get("missing") or []
     lines.append(f"\nKeys without a result: {len(missing)}. Failures: {_v(report.get('failure_rule'))}\n")

@@ -11,7 +11,9 @@ from pathlib import Path
 __all__ = ["open_database", "write_transaction"]
 
 
-def open_database(path: Path, schema: str, *, timeout: float = 30.0, check_same_thread: bool = True) -> sqlite3.Connection:
+def open_database(
+    path: Path, schema: str, *, timeout: float = 30.0, check_same_thread: bool = True
+) -> sqlite3.Connection:
     """Open (creating it if needed) a WAL database with ``schema`` applied, safely against other processes
     opening the same new file at the same moment (two runs of a study sharing a node's home): the switch to WAL
     is retried while another connection holds the file (SQLite answers that without its busy timeout), and the

@@ -12,9 +12,25 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["BEAT_BASELINE", "BELOW_BASELINE", "NO_CLEAR_CHANGE", "NO_TEST_SCORE", "OUTCOMES", "as_number", "as_pair",
-           "beat_baseline", "fmt_ci", "fmt_p", "fmt_signed", "is_number", "outcome", "run_html", "run_repr",
-           "short_ids", "short_path"]
+__all__ = [
+    "BEAT_BASELINE",
+    "BELOW_BASELINE",
+    "NO_CLEAR_CHANGE",
+    "NO_TEST_SCORE",
+    "OUTCOMES",
+    "as_number",
+    "as_pair",
+    "beat_baseline",
+    "fmt_ci",
+    "fmt_p",
+    "fmt_signed",
+    "is_number",
+    "outcome",
+    "run_html",
+    "run_repr",
+    "short_ids",
+    "short_path",
+]
 
 #: below this a p-value is shown as a bound: a double cannot tell such values apart from each other
 P_FLOOR = 1e-300
@@ -75,7 +91,7 @@ def short_ids(ids: Iterable[str]) -> dict[str, str]:
             continue
         # the longest prefix it shares with a neighbour in sorted order is the longest it shares with any id
         shared = max((_common(rid, unique[j]) for j in (i - 1, i + 1) if 0 <= j < len(unique)), default=0)
-        out[rid] = rid[:max(SHORT_ID_LEAST, shared + 1)]
+        out[rid] = rid[: max(SHORT_ID_LEAST, shared + 1)]
     return out
 
 
@@ -128,8 +144,9 @@ def outcome(row: Mapping[str, Any]) -> str:
         return NO_CLEAR_CHANGE
     if not row.get("success") or as_number(row.get("improvement")) is None:
         return NO_TEST_SCORE
-    if row.get("beat_baseline") is True or (row.get("beat_baseline") is None
-                                           and beat_baseline(row.get("improvement_ci95"))):
+    if row.get("beat_baseline") is True or (
+        row.get("beat_baseline") is None and beat_baseline(row.get("improvement_ci95"))
+    ):
         return BEAT_BASELINE
     ci = as_pair(row.get("improvement_ci95"))
     return BELOW_BASELINE if ci is not None and ci[1] < 0 else NO_CLEAR_CHANGE
@@ -149,8 +166,10 @@ def _one(v: float | None) -> str:
 def run_repr(r: Any) -> str:
     """One line for a run's result (:class:`~autorl.record.result.RunResult`): who, what, and the test headline."""
     score = "no test score" if r.test_score is None else f"test {_one(r.test_baseline)} -> {_one(r.test_score)}"
-    return (f"<RunResult {r.run_id} {r.task} agent={r.agent_name} model={r.model}: {score}, "
-            f"improvement {fmt_signed(r.improvement)} {fmt_ci(r.improvement_ci95)}, p={fmt_p(r.p_value)}, k={r.k}>")
+    return (
+        f"<RunResult {r.run_id} {r.task} agent={r.agent_name} model={r.model}: {score}, "
+        f"improvement {fmt_signed(r.improvement)} {fmt_ci(r.improvement_ci95)}, p={fmt_p(r.p_value)}, k={r.k}>"
+    )
 
 
 def run_html(r: Any) -> str:
@@ -158,20 +177,27 @@ def run_html(r: Any) -> str:
     trajectory (the dashboard's figure, :func:`autorl.record.charts.timeline_svg`) and its dev scores."""
     from html import escape
 
-    rows = [("", "test (the result)", f"dev (best of {r.k}, optimistic)"),
-            ("baseline", _one(r.test_baseline), _one(r.dev_baseline)),
-            ("score", _one(r.test_score), _one(r.dev_best)),
-            ("improvement", fmt_signed(r.improvement), fmt_signed(r.dev_improvement)),
-            ("95% CI", fmt_ci(r.improvement_ci95), fmt_ci(r.dev_improvement_ci95)),
-            ("p", fmt_p(r.p_value), "-")]
-    cells = "".join("<tr>" + "".join(f"<{t}>{escape(c)}</{t}>" for t, c in zip(("th", "td", "td"), row, strict=True))
-                    + "</tr>" for row in rows)
-    scored = [s for s in r.submissions if isinstance(s, dict) and s.get("status") == "done"
-              and is_number(s.get("score"))]
+    rows = [
+        ("", "test (the result)", f"dev (best of {r.k}, optimistic)"),
+        ("baseline", _one(r.test_baseline), _one(r.dev_baseline)),
+        ("score", _one(r.test_score), _one(r.dev_best)),
+        ("improvement", fmt_signed(r.improvement), fmt_signed(r.dev_improvement)),
+        ("95% CI", fmt_ci(r.improvement_ci95), fmt_ci(r.dev_improvement_ci95)),
+        ("p", fmt_p(r.p_value), "-"),
+    ]
+    cells = "".join(
+        "<tr>" + "".join(f"<{t}>{escape(c)}</{t}>" for t, c in zip(("th", "td", "td"), row, strict=True)) + "</tr>"
+        for row in rows
+    )
+    scored = [
+        s for s in r.submissions if isinstance(s, dict) and s.get("status") == "done" and is_number(s.get("score"))
+    ]
     trail = ", ".join(f"#{s.get('submission_id')}: {float(s['score']):.1f}" for s in scored[:50])
-    return (f"<div><b>run {escape(str(r.run_id))}</b>: {escape(r.agent_name)} on {escape(r.task)} "
-            f"({escape(r.model)})<table>{cells}</table>{_trajectory(r)}"
-            f"<p>dev scores by submission: {escape(trail) or 'none'}</p></div>")
+    return (
+        f"<div><b>run {escape(str(r.run_id))}</b>: {escape(r.agent_name)} on {escape(r.task)} "
+        f"({escape(r.model)})<table>{cells}</table>{_trajectory(r)}"
+        f"<p>dev scores by submission: {escape(trail) or 'none'}</p></div>"
+    )
 
 
 def _trajectory(r: Any) -> str:

@@ -23,10 +23,12 @@ from autorl.record.row import CSV_COLUMNS, RunRow
 if TYPE_CHECKING:
     import pandas as pd
 
+    from autorl.record.ledger import Ledger
+
 __all__ = ["column_kinds", "open_ledger", "pandas_module", "runs"]
 
 
-def open_ledger(home: Path | None = None) -> Any:
+def open_ledger(home: Path | None = None) -> Ledger:
     """The ledger of ``home`` (default ``AUTORL_HOME``), which must exist: a one-line error where it does not."""
     from autorl.record.ledger import Ledger
     from autorl.resources import autorl_home
@@ -89,8 +91,9 @@ def _typed(pd: Any, frame: Any) -> Any:
     return frame
 
 
-def runs(task: str | None = None, agent: str | None = None, study: str | None = None, *,
-         home: str | Path | None = None) -> pd.DataFrame:
+def runs(
+    task: str | None = None, agent: str | None = None, study: str | None = None, *, home: str | Path | None = None
+) -> pd.DataFrame:
     """Every recorded run as a DataFrame: one row a run, oldest first, the ``results.csv`` columns in their
     order with their types (:func:`column_kinds`), the audit's open flags in ``audit_flags``.
 
@@ -106,7 +109,8 @@ def runs(task: str | None = None, agent: str | None = None, study: str | None = 
         rows = ledger.rows(task=task)
     finally:
         ledger.close()
-    rows = [r for r in rows if (agent is None or r.get("agent") == agent) and (study is None or r.get("sweep") == study)]
-    frame = pd.DataFrame([{c: r.get(c) for c in CSV_COLUMNS} for r in rows], columns=list(CSV_COLUMNS),
-                         dtype=object)
+    rows = [
+        r for r in rows if (agent is None or r.get("agent") == agent) and (study is None or r.get("sweep") == study)
+    ]
+    frame = pd.DataFrame([{c: r.get(c) for c in CSV_COLUMNS} for r in rows], columns=list(CSV_COLUMNS), dtype=object)
     return _typed(pd, frame)

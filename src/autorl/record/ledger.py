@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, suppress
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from autorl.errors import ResourceError, UsageError
 from autorl.jsonio import write_json_atomic
@@ -25,9 +25,18 @@ from autorl.record.db import open_database, write_transaction
 from autorl.record.migrate import upgrade_row
 from autorl.record.result import RunResult
 from autorl.record.row import CSV_COLUMNS, RunRow, judged_headline
+from autorl.record.schema import AuditFlag, LedgerRow, LiveRecord, ResultRecord
 
-__all__ = ["Ledger", "check_result", "csv_value", "ingest_files", "ingest_results", "read_result", "record_run",
-           "write_csv"]
+__all__ = [
+    "Ledger",
+    "check_result",
+    "csv_value",
+    "ingest_files",
+    "ingest_results",
+    "read_result",
+    "record_run",
+    "write_csv",
+]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -87,7 +96,7 @@ class Ledger:
     def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
         return write_transaction(self._db)
 
-    def start_run(self, info: dict[str, Any]) -> None:
+    def start_run(self, info: LiveRecord) -> None:
         """Record a run in progress (run_id, task, agent, base_model, workspace, store_dir, started, deadline)."""
         with self._tx() as db:
             db.execute("INSERT OR REPLACE INTO live VALUES (?, ?)", (info["run_id"], json.dumps(info)))
@@ -96,17 +105,20 @@ class Ledger:
         with self._tx() as db:
             db.execute("DELETE FROM live WHERE run_id=?", (run_id,))
 
-    def update_live(self, run_id: str, **fields: Any) -> None:
+    def update_live(self, run_id: str, *, deadline: float | None, agent_started: float | None) -> None:
+        """The run in flight's agent start and deadline, once its baseline is scored."""
         row = self._db.execute("SELECT data FROM live WHERE run_id=?", (run_id,)).fetchone()
         if row:
-            self.start_run({**json.loads(row[0]), **fields})
+            info: LiveRecord = json.loads(row[0])
+            info["deadline"], info["agent_started"] = deadline, agent_started
+            self.start_run(info)
 
-    def live(self) -> list[dict[str, Any]]:
+    def live(self) -> list[LiveRecord]:
         """Runs started and not yet recorded, newest first."""
         rows = self._db.execute("SELECT data FROM live").fetchall()
         return sorted((json.loads(r[0]) for r in rows), key=lambda d: -float(d.get("started", 0)))
 
-    def ingest(self, result: Mapping[str, Any]) -> None:
+    def ingest(self, result: ResultRecord) -> None:
         """Insert one run (and its submissions) from its result record, or replace the record of the same
         execution (a re-audit, a re-ingest); a record of another execution under the same run id is never
         replaced (a one-line :class:`ResourceError`)."""
@@ -114,14 +126,23 @@ class Ledger:
         with self._tx() as db:
             old = db.execute("SELECT data FROM runs WHERE run_id=?", (row["run_id"],)).fetchone()
             if old is not None and execution(_loaded(old[0])) != execution(result):
-                raise ResourceError(f"run {row['run_id']} is already recorded for another execution "
-                                    f"({_where(_loaded(old[0]))}); not replaced by the one from {_where(result)}")
+                raise ResourceError(
+                    f"run {row['run_id']} is already recorded for another execution "
+                    f"({_where(_loaded(old[0]))}); not replaced by the one from {_where(result)}"
+                )
             db.execute("DELETE FROM live WHERE run_id=?", (row["run_id"],))
             db.execute("DELETE FROM submissions WHERE run_id=?", (row["run_id"],))
             db.execute(
                 "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (row["run_id"], row["timestamp"], row["task"], row["agent"], row["base_model"],
-                 int(bool(row["success"])), json.dumps(result)),
+                (
+                    row["run_id"],
+                    row["timestamp"],
+                    row["task"],
+                    row["agent"],
+                    row["base_model"],
+                    int(bool(row["success"])),
+                    json.dumps(result),
+                ),
             )
             for sub in result.get("submissions", []):
                 db.execute(
@@ -130,16 +151,17 @@ class Ledger:
             if "audit" in result:
                 db.execute("DELETE FROM audits WHERE run_id=?", (row["run_id"],))
                 for flag in result["audit"]:
-                    db.execute("INSERT OR REPLACE INTO audits VALUES (?, ?, ?, ?, ?)",
-                               (row["run_id"], flag["name"], flag["severity"], flag["detail"],
-                                json.dumps(flag["evidence"])))
+                    db.execute(
+                        "INSERT OR REPLACE INTO audits VALUES (?, ?, ?, ?, ?)",
+                        (row["run_id"], flag["name"], flag["severity"], flag["detail"], json.dumps(flag["evidence"])),
+                    )
 
-    def runs(self) -> list[dict[str, Any]]:
+    def runs(self) -> list[ResultRecord]:
         """Every run's full result, oldest first."""
         rows = self._db.execute("SELECT data FROM runs ORDER BY timestamp, run_id").fetchall()
         return [_loaded(r[0]) for r in rows]
 
-    def run(self, run_id: str) -> dict[str, Any] | None:
+    def run(self, run_id: str) -> ResultRecord | None:
         row = self._db.execute("SELECT data FROM runs WHERE run_id=?", (run_id,)).fetchone()
         return _loaded(row[0]) if row else None
 
@@ -168,12 +190,13 @@ class Ledger:
             raise UsageError(f"no run {prefix!r} in {self.path} (see `autorl results`)")
         return found
 
-    def audit(self, run_id: str) -> list[dict[str, Any]]:
+    def audit(self, run_id: str) -> list[AuditFlag]:
         """The run's flags, each with the human decisions taken on it (latest last)."""
-        flags = [
+        flags: list[AuditFlag] = [
             {"name": f, "severity": sev, "detail": d, "evidence": json.loads(e), "overrides": []}
             for f, sev, d, e in self._db.execute(
-                "SELECT flag, severity, detail, evidence FROM audits WHERE run_id=? ORDER BY flag", (run_id,))
+                "SELECT flag, severity, detail, evidence FROM audits WHERE run_id=? ORDER BY flag", (run_id,)
+            )
         ]
         by_name = {f["name"]: f for f in flags}
         for flag, reason, who, when in self._db.execute(
@@ -190,19 +213,22 @@ class Ledger:
             known = ", ".join(f["name"] for f in self.audit(run_id)) or "none"
             raise ResourceError(f"run {run_id} has no audit flag {flag!r} (flags: {known})")
         with self._tx() as db:
-            db.execute("INSERT INTO audit_overrides (run_id, flag, reason, decided_by, decided_at) VALUES (?, ?, ?, ?, ?)",
-                       (run_id, flag, reason, decided_by, dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")))
+            db.execute(
+                "INSERT INTO audit_overrides (run_id, flag, reason, decided_by, decided_at) VALUES (?, ?, ?, ?, ?)",
+                (run_id, flag, reason, decided_by, dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")),
+            )
 
-    def rows(self, task: str | None = None) -> list[dict[str, Any]]:
+    def rows(self, task: str | None = None) -> list[LedgerRow]:
         """Every run's row (only ``task``'s when given), oldest first: every column of
         :class:`~autorl.record.row.RunRow` in order (the audit's open flags in ``audit_flags``), then
         ``audit_overridden``, then any key an older row kept."""
         return [self.row_of(result) for result in self.runs() if task is None or result["row"]["task"] == task]
 
-    def row_of(self, result: Mapping[str, Any]) -> dict[str, Any]:
+    def row_of(self, result: ResultRecord) -> LedgerRow:
         """A recorded run's row as :meth:`rows` gives it: its audit's flags and the headline they leave."""
         recorded = result["row"]
-        row = {**RunRow.from_dict(recorded).to_dict(), **recorded}
+        # every column (a default for one an older version did not write), then any key an older row kept
+        row: LedgerRow = {**RunRow.from_dict(recorded).to_dict(), **recorded}
         flags = self.audit(row["run_id"])
         row["audit_flags"] = [f"{f['name']}({f['severity']})" for f in flags if not f["overrides"]]
         row["audit_overridden"] = [f["name"] for f in flags if f["overrides"]]
@@ -222,8 +248,11 @@ def execution(result: Mapping[str, Any]) -> tuple[str, str, str]:
     """What tells one execution of a run from another: its workspace, the id its runner gave it (a sweep renames
     a run) and its start."""
     row, meta = result.get("row") or {}, result.get("meta") or {}
-    return (str(row.get("workspace") or ""), str(meta.get("runner_run_id") or row.get("run_id")),
-            str(row.get("timestamp")))
+    return (
+        str(row.get("workspace") or ""),
+        str(meta.get("runner_run_id") or row.get("run_id")),
+        str(row.get("timestamp")),
+    )
 
 
 def _where(result: Mapping[str, Any]) -> str:
@@ -231,8 +260,8 @@ def _where(result: Mapping[str, Any]) -> str:
     return f"started {started}, workspace {workspace or '?'}, runner id {runner_id}"[:300]
 
 
-def _loaded(data: str) -> dict[str, Any]:
-    result: dict[str, Any] = json.loads(data)
+def _loaded(data: str) -> ResultRecord:
+    result: ResultRecord = json.loads(data)
     result["row"] = upgrade_row(result["row"], result.get("submissions"), result.get("meta"))
     return result
 
@@ -252,7 +281,7 @@ def write_csv(rows: Iterable[Mapping[str, Any]], out: IO[str], *, lineterminator
         writer.writerow({k: csv_value(row.get(k)) for k in CSV_COLUMNS})
 
 
-def record_run(result: RunResult | Mapping[str, Any], home: Path, *, ledger: Ledger | None = None) -> None:
+def record_run(result: RunResult | ResultRecord, home: Path, *, ledger: Ledger | None = None) -> None:
     """Record a run: ``result.json`` in its run directory, its ledger row (replacing an earlier one with the
     same run id) and ``results.csv`` re-exported; each write whole or not at all. Recording the same result
     twice leaves the same files. Then the run's card (``card.md`` and ``trajectory.svg``, :mod:`autorl.record.card`)
@@ -264,7 +293,7 @@ def record_run(result: RunResult | Mapping[str, Any], home: Path, *, ledger: Led
         home: ``AUTORL_HOME``: the ledger is ``home/autorl.db``, the export ``home/results.csv``.
         ledger: an open ledger to use instead of opening ``home/autorl.db``.
     """
-    data = result.to_dict() if isinstance(result, RunResult) else dict(result)
+    data = result.to_dict() if isinstance(result, RunResult) else result.copy()
     run_dir = data.get("run_dir") or data["row"]["workspace"]
     try:
         write_json_atomic(Path(run_dir) / "result.json", data)
@@ -280,7 +309,7 @@ def record_run(result: RunResult | Mapping[str, Any], home: Path, *, ledger: Led
         write_card(data)
 
 
-def ingest_files(paths: Iterable[Path], home: Path, *, ledger: Ledger | None = None) -> list[dict[str, Any]]:
+def ingest_files(paths: Iterable[Path], home: Path, *, ledger: Ledger | None = None) -> list[ResultRecord]:
     """Add ``result.json`` files (from this or other machines) to the ledger and re-export ``results.csv``."""
     results = [read_result(p) for p in paths]
     if results:
@@ -288,7 +317,7 @@ def ingest_files(paths: Iterable[Path], home: Path, *, ledger: Ledger | None = N
     return results
 
 
-def read_result(path: Path) -> dict[str, Any]:
+def read_result(path: Path) -> ResultRecord:
     """A ``result.json`` file, checked to be a run's record (a one-line :class:`ResourceError` when not)."""
     try:
         data = json.loads(Path(path).read_text())
@@ -297,7 +326,7 @@ def read_result(path: Path) -> dict[str, Any]:
     return check_result(data, path)
 
 
-def check_result(data: Any, where: Path | str) -> dict[str, Any]:
+def check_result(data: Any, where: Path | str) -> ResultRecord:
     """``data`` if it is a run's record the ledger can hold (a row with its keys, submissions with their ids),
     else a one-line :class:`ResourceError` naming ``where`` (an older version's file, a hostile one)."""
     row = data.get("row") if isinstance(data, dict) else None
@@ -309,14 +338,14 @@ def check_result(data: Any, where: Path | str) -> dict[str, Any]:
         raise ResourceError(f"{where} is not a run result: its row has no {', '.join(missing)}")
     if not all(isinstance(s, dict) and "submission_id" in s for s in subs):
         raise ResourceError(f"{where} is not a run result: a submission without its submission_id")
-    return dict(data)
+    return cast(ResultRecord, dict(data))  # its row's keys and its submissions' ids checked above
 
 
 #: the columns a recorded row cannot lack (the ledger's keys)
 _REQUIRED = ("run_id", "timestamp", "task", "agent", "base_model", "success")
 
 
-def ingest_results(results: Sequence[Mapping[str, Any]], home: Path, ledger: Ledger | None = None) -> None:
+def ingest_results(results: Sequence[ResultRecord], home: Path, ledger: Ledger | None = None) -> None:
     """Upsert run records into the ledger (``home/autorl.db``, or ``ledger``) and re-export ``results.csv``."""
     db = Ledger(home / "autorl.db") if ledger is None else ledger
     try:

@@ -13,10 +13,23 @@ import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
-__all__ = ["CONFIG_MODEL_VARIABLES", "EFFICIENCY_COLUMNS", "METRIC_NAMES", "SCALAR_METRICS", "ProcessMetrics", "configured_model", "driver_model",
-           "efficiency", "metric_means", "process_metrics", "test_best_of_k"]
+__all__ = [
+    "CONFIG_MODEL_VARIABLES",
+    "EFFICIENCY_COLUMNS",
+    "METRIC_NAMES",
+    "SCALAR_METRICS",
+    "BestOfK",
+    "MetricsRecord",
+    "ProcessMetrics",
+    "configured_model",
+    "driver_model",
+    "efficiency",
+    "metric_means",
+    "process_metrics",
+    "test_best_of_k",
+]
 
 #: the variables of an agent's environment (its configuration's and the operator's) that name its model
 CONFIG_MODEL_VARIABLES = ("CHAT_MODEL", "OPENAI_MODEL", "LLM_MODEL", "MODEL_NAME")
@@ -47,8 +60,33 @@ class ProcessMetrics:
     #: seconds left before the deadline when the last submission came
     last_submit_gap: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> MetricsRecord:
+        # MetricsRecord names these fields with these types (tests/test_record_types.py holds them equal)
+        return cast(MetricsRecord, asdict(self))
+
+
+class MetricsRecord(TypedDict):
+    """:class:`ProcessMetrics` as a dict: the row's metric columns."""
+
+    valid_submission_rate: float | None
+    first_valid_idx: int | None
+    first_valid_delay: float | None
+    score_trajectory: list[list[float]]
+    time_to_first_improvement: float | None
+    time_to_best: float | None
+    monotonic_ratio: float | None
+    copy_model_count: int
+    time_used_ratio: float | None
+    last_submit_gap: float | None
+
+
+class BestOfK(TypedDict):
+    """The peers' figure (:func:`test_best_of_k`): the row's ``test_best_of_k*`` and ``test_selection_gap``."""
+
+    test_best_of_k: float | None
+    test_best_of_k_k: int | None
+    test_best_of_k_submission: int | None
+    test_selection_gap: float | None
 
 
 #: the metrics' names, in the order of :class:`ProcessMetrics` (and of the results' columns)
@@ -81,10 +119,17 @@ def _since(t: Any, start: float | None) -> float | None:
     return round(at - start, 3) if at is not None and start is not None else None
 
 
-def process_metrics(submissions: Sequence[Mapping[str, Any]], *, best: Mapping[str, Any] | None,
-                    baseline_score: float | None, agent_started: float | None, deadline: float | None,
-                    agent_duration_s: float | None, base_hash: str | None = None,
-                    refusals: Sequence[Mapping[str, Any]] = ()) -> ProcessMetrics:
+def process_metrics(
+    submissions: Sequence[Mapping[str, Any]],
+    *,
+    best: Mapping[str, Any] | None,
+    baseline_score: float | None,
+    agent_started: float | None,
+    deadline: float | None,
+    agent_duration_s: float | None,
+    base_hash: str | None = None,
+    refusals: Sequence[Mapping[str, Any]] = (),
+) -> ProcessMetrics:
     """The process metrics from the grader's public submission records.
 
     Args:
@@ -102,11 +147,16 @@ def process_metrics(submissions: Sequence[Mapping[str, Any]], *, best: Mapping[s
     subs = sorted(submissions, key=lambda s: int(s["submission_id"]))
     # every attempt in the order it came: accepted submissions and refused ones (a checkpoint the grader could
     # not take in); a time it cannot read puts a refusal last
-    attempts = sorted([(_number(s.get("created_at")) or 0.0, 0, i, s) for i, s in enumerate(subs)]
-                      + [(_number(r.get("created_at")) or float("inf"), 1, i, None) for i, r in enumerate(refusals)],
-                      key=lambda a: a[:3])
-    scored = [(i, s) for i, (*_, s) in enumerate(attempts)
-              if s is not None and s.get("status") == "done" and _number(s.get("score")) is not None]
+    attempts = sorted(
+        [(_number(s.get("created_at")) or 0.0, 0, i, s) for i, s in enumerate(subs)]
+        + [(_number(r.get("created_at")) or float("inf"), 1, i, None) for i, r in enumerate(refusals)],
+        key=lambda a: a[:3],
+    )
+    scored = [
+        (i, s)
+        for i, (*_, s) in enumerate(attempts)
+        if s is not None and s.get("status") == "done" and _number(s.get("score")) is not None
+    ]
     start = _number(agent_started)
     first = scored[0] if scored else None
     trajectory = [[t, float(s["score"])] for _, s in scored if (t := _since(s.get("created_at"), start)) is not None]
@@ -155,24 +205,37 @@ def configured_model(env: Mapping[str, str]) -> str | None:
     return next((env[k][:200] for k in CONFIG_MODEL_VARIABLES if env.get(k)), None)
 
 
-def test_best_of_k(tests: Sequence[Mapping[str, Any]] | None, headline: Mapping[str, Any] | None) -> dict[str, Any]:
+def test_best_of_k(tests: Sequence[Mapping[str, Any]] | None, headline: Mapping[str, Any] | None) -> BestOfK:
     """The peers' figure: the best test score among the k distinct scored submissions each scored once on the
     test split (``tests``: the grader's test records), its submission, k, and the selection gap (that score
     minus the headline's test score). Optimistic: the choice among k is made on the test split itself; the
     headline (the dev-selected checkpoint) does not change. All None when the run has no such evaluations."""
     scored = [t for t in tests or () if t.get("status") == "done" and _number(t.get("score")) is not None]
     if not scored:
-        return {"test_best_of_k": None, "test_best_of_k_k": None, "test_best_of_k_submission": None,
-                "test_selection_gap": None}
+        return {
+            "test_best_of_k": None,
+            "test_best_of_k_k": None,
+            "test_best_of_k_submission": None,
+            "test_selection_gap": None,
+        }
     top = max(scored, key=lambda t: (float(t["score"]), -int(t["submission_id"])))
     head = _number((headline or {}).get("score")) if (headline or {}).get("status") == "done" else None
-    return {"test_best_of_k": float(top["score"]), "test_best_of_k_k": len(scored),
-            "test_best_of_k_submission": int(top["submission_id"]),
-            "test_selection_gap": round(float(top["score"]) - head, 4) if head is not None else None}
+    return {
+        "test_best_of_k": float(top["score"]),
+        "test_best_of_k_k": len(scored),
+        "test_best_of_k_submission": int(top["submission_id"]),
+        "test_selection_gap": round(float(top["score"]) - head, 4) if head is not None else None,
+    }
 
 
-def efficiency(*, gpu_counts: Mapping[str, Any] | None, agent_s: float | None, run_s: float | None,
-               improvement: float | None, cost_usd: float | None) -> dict[str, float | None]:
+def efficiency(
+    *,
+    gpu_counts: Mapping[str, Any] | None,
+    agent_s: float | None,
+    run_s: float | None,
+    improvement: float | None,
+    cost_usd: float | None,
+) -> dict[str, float | None]:
     """What the gain cost: GPU-seconds of the agent (its GPUs x its running time) and of the grader (its GPUs x
     the run's whole time: it holds them from the baseline to the last test evaluation), the improvement per
     GPU-hour of both, and per US dollar of the driver model's calls (the gateway's count). None where a figure
@@ -183,6 +246,9 @@ def efficiency(*, gpu_counts: Mapping[str, Any] | None, agent_s: float | None, r
     grader = round(grader_gpus * run_s, 1) if grader_gpus is not None and run_s is not None else None
     hours = ((agent or 0.0) + (grader or 0.0)) / 3600 if agent is not None or grader is not None else None
     gain, cost = _number(improvement), _number(cost_usd)
-    return {"agent_gpu_seconds": agent, "grader_gpu_seconds": grader,
-            "improvement_per_gpu_hour": round(gain / hours, 4) if gain is not None and hours else None,
-            "improvement_per_usd": round(gain / cost, 4) if gain is not None and cost else None}
+    return {
+        "agent_gpu_seconds": agent,
+        "grader_gpu_seconds": grader,
+        "improvement_per_gpu_hour": round(gain / hours, 4) if gain is not None and hours else None,
+        "improvement_per_usd": round(gain / cost, 4) if gain is not None and cost else None,
+    }

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from autorl.decoys import split_recorded
 from autorl.record.display import beat_baseline
 from autorl.record.row import scored_submissions
+from autorl.record.schema import RowRecord
 
 __all__ = ["upgrade_row"]
 
 
-def upgrade_row(row: dict[str, Any], submissions: Sequence[Mapping[str, Any]] | None = None,
-                meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A row recorded by an older version, in today's meaning (other rows unchanged).
+def upgrade_row(
+    row: Mapping[str, Any],
+    submissions: Sequence[Mapping[str, Any]] | None = None,
+    meta: Mapping[str, Any] | None = None,
+) -> RowRecord:
+    """A row recorded by an older version, in today's meaning (other rows unchanged): a :class:`RowRecord`, but
+    for columns added after it was written (readers ``.get`` those).
 
     Rows recorded before the headline was the test split held the dev figures under ``baseline``/
     ``best_score``/``improvement``/``improvement_ci95``/``p_value``; they move to the ``dev_*`` columns and the
@@ -26,8 +31,8 @@ def upgrade_row(row: dict[str, Any], submissions: Sequence[Mapping[str, Any]] | 
     if "limit" not in row and isinstance(kept, int) and not isinstance(kept, bool):
         row = {**row, "limit": kept}
     if "dev_k" in row:
-        return _with_beat(_with_reads(row))
-    out = dict(_with_reads(row))
+        return cast(RowRecord, _with_beat(_with_reads(dict(row))))
+    out = _with_reads(dict(row))
     out["dev_baseline"] = row.get("baseline")
     out["dev_best"] = row.get("best_score")
     out["dev_improvement"] = row.get("improvement")
@@ -42,7 +47,7 @@ def upgrade_row(row: dict[str, Any], submissions: Sequence[Mapping[str, Any]] | 
     out["success"] = bool(row.get("success")) and tested
     out.setdefault("sandbox", None)
     out.setdefault("llm_usage_source", "agent-reported" if row.get("llm_tokens") is not None else None)
-    return _with_beat(out)
+    return cast(RowRecord, _with_beat(out))
 
 
 def _with_reads(row: dict[str, Any]) -> dict[str, Any]:

@@ -3,15 +3,20 @@ test evaluation and its agent, with the row's figures by name, each read as its 
 
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from autorl.record.display import as_number as _number
 from autorl.record.display import as_pair as _pair
 from autorl.record.display import run_html, run_repr
+from autorl.record.schema import FlagRecord, OutcomeRecord, ResultRecord, RowRecord
+
+if TYPE_CHECKING:
+    from autorl.grader.schema import BaselineRow, EvalRecord, SubmissionRecord, TestRecord
 
 __all__ = ["RunResult"]
 
@@ -52,29 +57,40 @@ class RunResult:
     """
 
     run_id: str
-    row: dict[str, Any]
-    submissions: list[dict[str, Any]]
+    row: RowRecord
+    submissions: list[SubmissionRecord]
     #: the grader's dev baseline evaluation (``result.json`` keeps it under ``baseline``)
-    dev_baseline_record: dict[str, Any] | None
-    test: dict[str, Any] | None
-    agent: dict[str, Any]
+    dev_baseline_record: EvalRecord | BaselineRow | None
+    test: TestRecord | None
+    agent: OutcomeRecord
     run_dir: Path
     meta: dict[str, Any] = field(default_factory=dict)
-    audit: list[dict[str, Any]] = field(default_factory=list)
+    audit: list[FlagRecord] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The run as ``result.json`` holds it."""
-        d = {("baseline" if k == "dev_baseline_record" else k): v for k, v in asdict(self).items()}
-        d["run_dir"] = str(self.run_dir)
-        return d
+    def to_dict(self) -> ResultRecord:
+        """The run as ``result.json`` holds it (a copy: changing it leaves the run as it is)."""
+        return copy.deepcopy(
+            ResultRecord(
+                run_id=self.run_id,
+                row=self.row,
+                submissions=self.submissions,
+                baseline=self.dev_baseline_record,
+                test=self.test,
+                agent=self.agent,
+                run_dir=str(self.run_dir),
+                meta=self.meta,
+                audit=self.audit,
+            )
+        )
 
     # the row's figures by name, each read as its type (the row is data read back from disk)
     task = _Column("task", str)
     agent_name = _Column("agent", str)
     model = _Column("base_model", str)
     test_baseline = _Column("baseline", _number, "The base model's score on the held-out test split.")
-    test_score = _Column("best_score", _number,
-                         "The dev-selected checkpoint's score on the held-out test split (the result).")
+    test_score = _Column(
+        "best_score", _number, "The dev-selected checkpoint's score on the held-out test split (the result)."
+    )
     improvement = _Column("improvement", _number, "``test_score - test_baseline``, paired on the same items.")
     improvement_ci95 = _Column("improvement_ci95", _pair)
     p_value = _Column("p_value", _number, "The paired test's p-value for the test improvement.")
@@ -86,17 +102,24 @@ class RunResult:
     dev_improvement_ci95 = _Column("dev_improvement_ci95", _pair)
 
     @property
-    def baseline(self) -> dict[str, Any] | None:
+    def baseline(self) -> EvalRecord | BaselineRow | None:
         """Deprecated: the dev baseline's record; use ``dev_baseline_record`` (or ``test_baseline``)."""
-        warnings.warn("RunResult.baseline is the dev baseline's record: use dev_baseline_record, or "
-                      "test_baseline / dev_baseline for the scores", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            "RunResult.baseline is the dev baseline's record: use dev_baseline_record, or "
+            "test_baseline / dev_baseline for the scores",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return self.dev_baseline_record
 
     @property
     def baseline_score(self) -> float | None:
         """Deprecated: the test baseline's score; use ``test_baseline``."""
-        warnings.warn("RunResult.baseline_score is the test baseline: use test_baseline (or dev_baseline)",
-                      DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            "RunResult.baseline_score is the test baseline: use test_baseline (or dev_baseline)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return self.test_baseline
 
     def __repr__(self) -> str:

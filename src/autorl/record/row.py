@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, TypedDict, TypeVar, cast
 
 from autorl.record.display import beat_baseline
+from autorl.record.metrics import BestOfK, MetricsRecord
+from autorl.record.schema import LedgerRow, OffTargetRecord, OutcomeRecord, RowRecord
 
 __all__ = [
     "CSV_COLUMNS",
     "DEV_COLUMNS",
     "RECORDED_COLUMNS",
+    "DevFigures",
     "RunRow",
     "dev_figures",
     "end_reason",
@@ -118,7 +121,7 @@ class RunRow:
     #: off-target regression: per named benchmark, the base's and the selected checkpoint's test scores and
     #: the paired change with its interval (``task``, ``base``, ``selected``, ``change``, ``ci95``,
     #: ``p_value``, ``regressed``, ``error``); ``off_target_regressed`` when any change's interval is below 0
-    off_target: list[dict[str, Any]] | None = None
+    off_target: list[OffTargetRecord] | None = None
     off_target_regressed: bool | None = None
     #: the agent's time budget: runs with different budgets are not comparable (not pooled)
     timeout_s: float | None = None
@@ -140,13 +143,14 @@ class RunRow:
         """A row from a recorded one: keys it does not know are ignored, missing ones take their defaults."""
         return cls(**{k: data[k] for k in _FIELD_NAMES if k in data})
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> LedgerRow:
         """Every column, in column order."""
-        return asdict(self)
+        # LedgerRow names these fields with these types (tests/test_results.py holds them equal)
+        return cast(LedgerRow, asdict(self))
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> RowRecord:
         """The row as ``result.json`` keeps it (every column but the audit's, which the ledger keeps)."""
-        return {k: v for k, v in self.to_dict().items() if k in RECORDED_COLUMNS}
+        return cast(RowRecord, {k: v for k, v in asdict(self).items() if k in RECORDED_COLUMNS})
 
 
 #: results.csv columns, in order: :class:`RunRow`'s fields
@@ -177,8 +181,7 @@ def infra_failure(submissions: Sequence[Mapping[str, Any]], test: Mapping[str, A
     return None
 
 
-def end_reason(outcome: Mapping[str, Any], scored: int, test: Mapping[str, Any] | None,
-               infra: str | None = None) -> str:
+def end_reason(outcome: OutcomeRecord, scored: int, test: Mapping[str, Any] | None, infra: str | None = None) -> str:
     """Why the run ended the way it did, in words: the harness's failure, the agent's fault, no score, no test
     score, or normally."""
     crashed = not outcome["timed_out"] and outcome["exit_code"] != 0
@@ -198,8 +201,19 @@ def _tested(test: Mapping[str, Any] | None) -> bool:
     return test is not None and test.get("status") == "done" and test.get("score") is not None
 
 
-def dev_figures(submissions: Sequence[Mapping[str, Any]], best: Mapping[str, Any] | None,
-                baseline_score: float | None) -> dict[str, Any]:
+class DevFigures(TypedDict):
+    """The :data:`DEV_COLUMNS` of a row."""
+
+    dev_baseline: float | None
+    dev_best: float | None
+    dev_improvement: float | None
+    dev_improvement_ci95: list[float] | None
+    dev_k: int
+
+
+def dev_figures(
+    submissions: Sequence[Mapping[str, Any]], best: Mapping[str, Any] | None, baseline_score: float | None
+) -> DevFigures:
     """The :data:`DEV_COLUMNS` from the grader's records: its ``best`` (``{submission_id, score}``), that
     submission's own ``improvement`` and interval, and how many submissions were scored (k)."""
     best_sub = next((s for s in submissions if best and s["submission_id"] == best["submission_id"]), None)
@@ -212,13 +226,29 @@ def dev_figures(submissions: Sequence[Mapping[str, Any]], best: Mapping[str, Any
     }
 
 
-def run_row(*, run_id: str, started: float, finished: float, task: str, agent: str, base_model: str,
-            workspace: str, seed: int, sandbox: str | None, state: Mapping[str, Any],
-            test: Mapping[str, Any] | None, outcome: Mapping[str, Any],
-            llm_usage: Mapping[str, Any] | None = None, run_key: str | None = None,
-            sweep: str | None = None, metrics: Mapping[str, Any] | None = None,
-            driver_model: str | None = None, best_of_k: Mapping[str, Any] | None = None,
-            timeout_s: float | None = None, limit: int | None = None) -> RunRow:
+def run_row(
+    *,
+    run_id: str,
+    started: float,
+    finished: float,
+    task: str,
+    agent: str,
+    base_model: str,
+    workspace: str,
+    seed: int,
+    sandbox: str | None,
+    state: Mapping[str, Any],
+    test: Mapping[str, Any] | None,
+    outcome: OutcomeRecord,
+    llm_usage: Mapping[str, Any] | None = None,
+    run_key: str | None = None,
+    sweep: str | None = None,
+    metrics: MetricsRecord | None = None,
+    driver_model: str | None = None,
+    best_of_k: BestOfK | None = None,
+    timeout_s: float | None = None,
+    limit: int | None = None,
+) -> RunRow:
     """The row of a finished run, from the grader's state and test evaluation and the agent's outcome.
 
     The headline is the dev-selected checkpoint scored once on the test split, paired against the test
@@ -240,7 +270,7 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
     head: Mapping[str, Any] = test if tested and test is not None else {}
     usage = llm_usage or {}
     infra = infra_failure(subs, test)
-    return RunRow(
+    row = RunRow(
         run_id=run_id,
         timestamp=dt.datetime.fromtimestamp(started, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
         task=task,
@@ -270,27 +300,38 @@ def run_row(*, run_id: str, started: float, finished: float, task: str, agent: s
         llm_usage_source=usage.get("source"),
         run_key=run_key,
         sweep=sweep,
-        **{k: v for k, v in (metrics or {}).items() if k in _FIELD_NAMES},
         beat_baseline=beat_baseline(head.get("improvement_ci95")),
         driver_model=driver_model,
-        **{k: v for k, v in (best_of_k or {}).items() if k.startswith("test_") and k in _FIELD_NAMES},
         timeout_s=timeout_s,
         infra_failure=infra,
         limit=limit,
     )
+    if metrics is not None:
+        row = replace(row, **metrics)
+    if best_of_k is not None:
+        row = replace(row, **best_of_k)
+    return row
 
 
-def judged_headline(row: Mapping[str, Any], open_flags: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+_Row = TypeVar("_Row", RowRecord, LedgerRow)
+
+
+def judged_headline(row: _Row, open_flags: Sequence[Mapping[str, Any]]) -> _Row:
     """``row`` with the base model's headline (improvement 0, the best score the baseline's, no interval, no
     success) when a judge's critical flag stands (not overridden), as the reference benchmark reports a
     flagged run; ``headline_rule`` says which flag. Otherwise ``row`` unchanged."""
-    critical = sorted(str(f["name"]) for f in open_flags
-                      if str(f.get("name", "")).startswith("judge:") and f.get("severity") == "critical")
+    critical = sorted(
+        str(f["name"])
+        for f in open_flags
+        if str(f.get("name", "")).startswith("judge:") and f.get("severity") == "critical"
+    )
+    out = row.copy()
     if not critical:
-        return dict(row)
-    out = dict(row)
-    out.update(best_score=row.get("baseline"), improvement=0.0, improvement_ci95=None, p_value=None, success=False,
-               beat_baseline=False,
-               test_score=row.get("test_baseline"), test_improvement=0.0 if row.get("test_baseline") is not None
-               else None, test_improvement_ci95=None, headline_rule=f"base-model ({', '.join(critical)})")
+        return out
+    out["best_score"], out["improvement"], out["improvement_ci95"] = row.get("baseline"), 0.0, None
+    out["p_value"], out["success"], out["beat_baseline"] = None, False, False
+    out["test_score"] = row.get("test_baseline")
+    out["test_improvement"] = 0.0 if row.get("test_baseline") is not None else None
+    out["test_improvement_ci95"] = None
+    out["headline_rule"] = f"base-model ({', '.join(critical)})"
     return out

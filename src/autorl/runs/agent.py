@@ -9,25 +9,28 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from autorl.agent import AgentContext
 from autorl.audit.watch import Watcher, interval_from_env
-from autorl.decoys import DecoyWatch, Planted
+from autorl.decoys import DecoyWatch, Planted, WatchedRecord
 from autorl.grader.capability import capability_url
 from autorl.jsonio import write_json_atomic
 from autorl.procs.agent import AgentOutcome, run_agent
 from autorl.procs.lease import guarded
 from autorl.record.metrics import configured_model
+from autorl.runs.finish import outcome_record
 from autorl.runs.progress import SubmissionPrinter
 
 if TYPE_CHECKING:
+    from autorl.record.schema import OutcomeRecord
     from autorl.runs.place import Place
     from autorl.runs.plan import Assets, Plan
     from autorl.runs.progress import Say
     from autorl.runs.services import Services
+    from autorl.runs.spec import RunSpec
     from autorl.sandbox import Policy, SandboxChoice
 
 __all__ = ["POLICY_RECORD", "AgentRun", "check_agent_view", "run_the_agent"]
@@ -41,10 +44,10 @@ class AgentRun:
     """How the agent's process ended (:class:`~autorl.procs.agent.AgentOutcome` as a dict), and what the
     watcher of its files saw."""
 
-    outcome: dict[str, Any]
+    outcome: OutcomeRecord
     watch: dict[str, int]
     #: the decoys read while the agent ran (``opened``) and how that was watched (``method``)
-    decoys: dict[str, Any] | None = None
+    decoys: WatchedRecord | None = None
     #: the model the agent's environment names (its configuration's and the operator's variables), if any
     configured_model: str | None = None
 
@@ -68,26 +71,34 @@ def _context(plan: Plan, assets: Assets, place: Place, services: Services, deadl
     model = assets.model
     ws = place.workspace
     return AgentContext(
-        task=plan.task, base_model=model.name, workspace=place.root, model_path=ws.model(model.name),
-        data_path=ws.data, output_dir=ws.output, token=services.config.agent_token,
+        task=plan.task,
+        base_model=model.name,
+        workspace=place.root,
+        model_path=ws.model(model.name),
+        data_path=ws.data,
+        output_dir=ws.output,
+        token=services.config.agent_token,
         # the token in the URL too: an agent written for the reference harness submits without a header
         grader_url=capability_url(place.url, services.config.agent_token),
-        deadline=deadline, run_dir=place.root,
+        deadline=deadline,
+        run_dir=place.root,
         env={"AUTORL_SEED": str(seed), "AUTORL_PYTHON": sys.executable, **_import_path(), **plan.gpus.agent_env()},
     )
 
 
-def check_agent_view(plan: Plan, assets: Assets, home: Path, runs_dir: Path | str | None,
-                     given: Mapping[str, str]) -> None:
+def check_agent_view(
+    plan: Plan, assets: Assets, home: Path, runs_dir: Path | str | None, given: Mapping[str, str]
+) -> None:
     """What the benchmark and the agent ask the sandbox to show the agent, checked before anything starts: a
     one-line :class:`~autorl.errors.UsageError` naming the plugin and the variable or file that holds a hidden
     item or a key, or shows what every agent's policy masks (:mod:`autorl.sandbox.offered`). ``given`` is what
     the operator passes the agent on purpose."""
     from autorl.plugins.registry import registrations
+    from autorl.runs.place import runs_root_of
     from autorl.sandbox.agent import agent_masks, refuse_uncovering
     from autorl.sandbox.offered import check_offered
 
-    runs_root = Path(runs_dir).expanduser() if runs_dir else home / "runs"
+    runs_root = runs_root_of(runs_dir, home)
     masked = agent_masks(home, runs_root)
     registered = registrations("benchmark").get(plan.task)
     plugin = f"plugin {registered.distribution}" if registered else "a plugin"
@@ -95,20 +106,35 @@ def check_agent_view(plan: Plan, assets: Assets, home: Path, runs_dir: Path | st
     refuse_uncovering(f"agent {plan.agent_name}: sandbox_paths()", plan.agent.sandbox_paths(), masked)
 
 
-def run_the_agent(plan: Plan, assets: Assets, place: Place, services: Services, stack: contextlib.ExitStack,
-                  home: Path, deadline: float, seed: int, grace_s: float, say: Say,
-                  decoys: Planted | None = None) -> AgentRun:
-    """The agent in its process group (sandboxed where chosen) until it exits or the deadline passes; the
-    ``decoys`` planted in its workspace watched meanwhile (the watcher of its files leaves them unread)."""
+def run_the_agent(
+    plan: Plan,
+    assets: Assets,
+    place: Place,
+    services: Services,
+    stack: contextlib.ExitStack,
+    home: Path,
+    deadline: float,
+    spec: RunSpec,
+    say: Say,
+    decoys: Planted | None = None,
+) -> AgentRun:
+    """The agent in its process group (sandboxed where chosen) until it exits or the deadline passes (then, after
+    the spec's ``grace_s``, it is killed); the ``decoys`` planted in its workspace watched meanwhile (the watcher
+    of its files leaves them unread)."""
     from autorl.sandbox import launch
     from autorl.sandbox.agent import agent_env
 
-    ctx = _context(plan, assets, place, services, deadline, seed)
+    ctx = _context(plan, assets, place, services, deadline, spec.seed)
     gateway = services.gateway
     # the agent reaches models only through the gateway: no upstream key, the run's token instead; the
     # benchmark's variables under the harness's, and scrubbed like the rest
-    env = agent_env(ctx.env, plan.agent.environment(ctx), benchmark=plan.benchmark.agent_env(),
-                    gateway_url=gateway.url, token=gateway.config.token)
+    env = agent_env(
+        ctx.env,
+        plan.agent.environment(ctx),
+        benchmark=plan.benchmark.agent_env(),
+        gateway_url=gateway.url,
+        token=gateway.config.token,
+    )
     bwrap = plan.sandbox.mode == "bwrap"
     policy = _policy(plan, assets, place, stack, home=home, env=env, relay_ports=[int(gateway.url.rsplit(":", 1)[1])])
     # what the agent was shown, recorded beside its /tmp (out of its reach): the selftest judges by it
@@ -124,22 +150,26 @@ def run_the_agent(plan: Plan, assets: Assets, place: Place, services: Services, 
     # each submission's dev score as it lands, read from the grader (whichever process serves it now)
     printer = SubmissionPrinter(lambda: services.grader.admin.state(), deadline, say).start()
     try:
-        outcome = run_agent(argv, cwd=run.cwd, env=run.env, log_path=log_path, deadline=deadline, grace_s=grace_s)
+        outcome = run_agent(argv, cwd=run.cwd, env=run.env, log_path=log_path, deadline=deadline, grace_s=spec.grace_s)
     finally:
         printer.stop()
         watcher.stop()
         opened = decoy_watch.stop() if decoy_watch is not None else []
-    record = asdict(outcome)
+    record = outcome_record(outcome)
     tail = _early_death_tail(outcome, place.root)
     if tail is not None:  # an agent that could not even start says why only in its log
         record["log_tail"] = tail
-    say(f"agent {outcome.reason} after {outcome.duration_s:.0f} s; finishing evaluations in flight"
-        + (f"\nthe end of its log ({log_path}):\n{tail}" if tail else ""))
+    say(
+        f"agent {outcome.reason} after {outcome.duration_s:.0f} s; finishing evaluations in flight"
+        + (f"\nthe end of its log ({log_path}):\n{tail}" if tail else "")
+    )
     gateway.close()  # the agent is done: no more model calls
-    return AgentRun(record, {"passes": watcher.passes, "entries": watcher.entries,
-                             "copied_bytes": watcher.copied_bytes},
-                    {"opened": opened, "method": decoy_watch.method} if decoy_watch is not None else None,
-                    configured_model(env))
+    return AgentRun(
+        record,
+        {"passes": watcher.passes, "entries": watcher.entries, "copied_bytes": watcher.copied_bytes},
+        WatchedRecord(opened=opened, method=decoy_watch.method) if decoy_watch is not None else None,
+        configured_model(env),
+    )
 
 
 def _states(root: Path, planted: Planted) -> dict[str, tuple[int, int]]:
@@ -180,8 +210,16 @@ def _describe(choice: SandboxChoice) -> str:
     return f"bwrap sandbox, network {choice.network}"
 
 
-def _policy(plan: Plan, assets: Assets, place: Place, stack: contextlib.ExitStack, *, home: Path,
-            env: Mapping[str, str], relay_ports: list[int]) -> Policy:
+def _policy(
+    plan: Plan,
+    assets: Assets,
+    place: Place,
+    stack: contextlib.ExitStack,
+    *,
+    home: Path,
+    env: Mapping[str, str],
+    relay_ports: list[int],
+) -> Policy:
     """The agent's policy for this run (:func:`autorl.sandbox.agent.agent_policy`); with the network off under
     bubblewrap, the Unix sockets that relay the grader and the gateway into it, closed with the run."""
     from autorl.sandbox import SOCKET_NAME, Relay
@@ -198,8 +236,19 @@ def _policy(plan: Plan, assets: Assets, place: Place, stack: contextlib.ExitStac
             relay.start()
             stack.callback(relay.stop)
     return agent_policy(
-        workspace=place.root, env=env, model=assets.model.path, train_dir=Path(assets.data.train_dir),
-        agent_files=plan.agent.sandbox_paths(), benchmark=plan.benchmark, autorl_home=home,
-        runs_root=place.runs_root, store_dir=place.store_dir, hidden_dir=Path(assets.data.hidden_dir),
-        network=choice.network, tmp=place.tmp_dir, gpus=plan.gpus.agent_has_gpus,
-        relay=Relay(place.port, sock_dir, tuple(relay_ports)), slirp=choice.slirp)
+        workspace=place.root,
+        env=env,
+        model=assets.model.path,
+        train_dir=Path(assets.data.train_dir),
+        agent_files=plan.agent.sandbox_paths(),
+        benchmark=plan.benchmark,
+        autorl_home=home,
+        runs_root=place.runs_root,
+        store_dir=place.store_dir,
+        hidden_dir=Path(assets.data.hidden_dir),
+        network=choice.network,
+        tmp=place.tmp_dir,
+        gpus=plan.gpus.agent_has_gpus,
+        relay=Relay(place.port, sock_dir, tuple(relay_ports)),
+        slirp=choice.slirp,
+    )

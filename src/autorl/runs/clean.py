@@ -11,16 +11,31 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from autorl.errors import UsageError
 from autorl.grader.keep import POLICIES, keep_after_run
+from autorl.grader.schema import KeepReport
+from autorl.record.schema import RowRecord
 
-__all__ = ["clean_runs"]
+__all__ = ["Cleaned", "clean_runs"]
 
 
-def clean_runs(home: Path, run_ids: Sequence[str] = (), *, older_than_days: float | None = None,
-               policy: str = "selected", dry_run: bool = False) -> list[dict[str, Any]]:
+class Cleaned(KeepReport, total=False):
+    """One run's part of ``autorl clean``'s report: what its keep policy deleted (or would), or why nothing."""
+
+    run_id: str
+    #: why nothing was done (no grader store recorded)
+    note: str
+
+
+def clean_runs(
+    home: Path,
+    run_ids: Sequence[str] = (),
+    *,
+    older_than_days: float | None = None,
+    policy: str = "selected",
+    dry_run: bool = False,
+) -> list[Cleaned]:
     """Apply ``policy`` to the recorded runs of ``home`` (``run_ids``: those alone; ``older_than_days``: only runs
     recorded that long ago); per run, what was (with ``dry_run``: would be) deleted."""
     from autorl.record.ledger import Ledger
@@ -44,7 +59,7 @@ def clean_runs(home: Path, run_ids: Sequence[str] = (), *, older_than_days: floa
         raise UsageError(f"no recorded run {', '.join(unknown)} in {db}")
     chosen = [by_id[r] for r in run_ids] if run_ids else list(by_id.values())
     cutoff = time.time() - older_than_days * 86400 if older_than_days is not None else None
-    out = []
+    out: list[Cleaned] = []
     for result in chosen:
         row, meta = result["row"], result.get("meta") or {}
         run_id = str(row["run_id"])
@@ -54,15 +69,16 @@ def clean_runs(home: Path, run_ids: Sequence[str] = (), *, older_than_days: floa
         store = Path(str(meta.get("store_dir") or ""))
         output = Path(str(row.get("workspace") or "")) / "output"
         if not str(meta.get("store_dir") or ""):
-            out.append({"run_id": run_id, "policy": policy, "pruned": [], "freed_bytes": 0,
-                        "note": "no grader store recorded"})
+            out.append(Cleaned(run_id=run_id, policy=policy, pruned=[], freed_bytes=0, note="no grader store recorded"))
             continue
         done = keep_after_run(store, output, policy, dry_run=dry_run)
-        out.append({"run_id": run_id, **done})
+        out.append(
+            Cleaned(run_id=run_id, policy=done["policy"], pruned=done["pruned"], freed_bytes=done["freed_bytes"])
+        )
     return out
 
 
-def _recorded_at(row: dict[str, Any]) -> float:
+def _recorded_at(row: RowRecord) -> float:
     import datetime as dt
 
     try:

@@ -11,8 +11,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, cast
 
+from autorl.decoys import PlantedRecord
+from autorl.inference.gpu_share import GpuBudgetRecord
+from autorl.record.schema import LiveRecord
 from autorl.version import __version__
 
 __all__ = ["RunFacts"]
@@ -55,11 +58,11 @@ class RunFacts:
     #: the LLM gateway's folder (its calls and, once closed, its totals)
     gateway_dir: str | None = None
     #: the decoys planted in the workspace (autorl.decoys.Planted as a dict; None: none planted)
-    decoys: dict[str, Any] | None = None
+    decoys: PlantedRecord | None = None
     #: how many GPUs the agent and the grader had (``{"agent": n, "grader": n}``; None: unknown)
     gpu_counts: dict[str, int] | None = None
     #: the run's share of a GPU it shared with its agent or other runs (autorl.inference.gpu_share.GpuBudget)
-    gpu_budget: dict[str, Any] | None = None
+    gpu_budget: GpuBudgetRecord | None = None
     #: seconds spent before ``started`` getting the base model (a download, the built-in model's build) and the
     #: benchmark's data ready; None: not measured
     prepare_s: float | None = None
@@ -68,8 +71,9 @@ class RunFacts:
     autorl_version: str | None = __version__
     python: str | None = field(default_factory=lambda: sys.version.split()[0])
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> LiveRecord:
+        # LiveRecord names these fields with these types (tests/test_record_types.py holds them equal)
+        return cast(LiveRecord, asdict(self))
 
     @classmethod
     def from_live(cls, live: Mapping[str, Any]) -> RunFacts:

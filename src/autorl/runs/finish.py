@@ -14,7 +14,7 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from autorl import decoys, untrusted
 from autorl.errors import GraderError
@@ -24,18 +24,33 @@ from autorl.record.ledger import record_run
 from autorl.record.metrics import driver_model, efficiency, process_metrics, test_best_of_k
 from autorl.record.result import RunResult
 from autorl.record.row import run_row
+from autorl.record.schema import OffTargetRecord, OrchestratorRecord, OutcomeRecord
 from autorl.resources import cached_instruct_variants
 
 if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
+    from autorl.decoys import WatchedRecord
     from autorl.grader.client import GraderClient
     from autorl.grader.process import GraderProcess
+    from autorl.grader.schema import GraderState, SubmissionRecord, TestRecord
+    from autorl.procs.agent import AgentOutcome
     from autorl.runs.facts import RunFacts
     from autorl.runs.progress import Say
 
-__all__ = ["GATEWAY_USAGE_SOURCE", "Collected", "Ending", "build_result", "collect", "collect_from",
-           "distinct_scored", "finish",
-           "gateway_totals", "orchestrator", "record"]
+__all__ = [
+    "GATEWAY_USAGE_SOURCE",
+    "Collected",
+    "Ending",
+    "build_result",
+    "collect",
+    "collect_from",
+    "distinct_scored",
+    "finish",
+    "gateway_totals",
+    "orchestrator",
+    "outcome_record",
+    "record",
+]
 
 #: the gateway's totals: its own counts from the upstreams' usage fields, not the agent's word
 GATEWAY_USAGE_SOURCE = "gateway"
@@ -47,15 +62,25 @@ class Collected:
     """The grader's state once the run is closed and the best submission's test evaluation; when the grader
     was lost for good, why (the state is then read from its store)."""
 
-    state: dict[str, Any]
-    test: dict[str, Any] | None
+    state: GraderState
+    test: TestRecord | None
     grader_lost: str | None = None
     #: every distinct scored submission's test evaluation (the peers' best-of-k), when asked for
-    test_all: list[dict[str, Any]] | None = None
+    test_all: list[TestRecord | Unscored] | None = None
 
 
-def collect(admin: GraderClient, eval_timeout: float, final_test: bool, say: Say,
-            test_all: bool = False) -> tuple[dict[str, Any], dict[str, Any] | None, list[dict[str, Any]] | None]:
+class Unscored(TypedDict):
+    """A submission the grader could not score on the test split when asked (left out of the best-of-k's k)."""
+
+    submission_id: int
+    status: str
+    score: None
+    error: str
+
+
+def collect(
+    admin: GraderClient, eval_timeout: float, final_test: bool, say: Say, test_all: bool = False
+) -> tuple[GraderState, TestRecord | None, list[TestRecord | Unscored] | None]:
     """From the grader's own store only: evaluations in flight finished (up to ``eval_timeout`` s), the run
     closed, the best on dev scored once on the test split; with ``test_all`` every other distinct scored
     submission too, once each (the peers' protocol, never the headline). Returns the grader's state, the best's
@@ -64,13 +89,14 @@ def collect(admin: GraderClient, eval_timeout: float, final_test: bool, say: Say
     admin.close_run()
     state = admin.state()
     test = None
-    if final_test and state["best"] is not None:
-        say(f"scoring the best submission ({state['best']['submission_id']}) on the hidden test split")
+    best = state["best"]
+    if final_test and best is not None:
+        say(f"scoring the best submission ({best['submission_id']}) on the hidden test split")
         test = admin.evaluate_test()
-    if not (final_test and test_all and test is not None):
+    if not (final_test and test_all and test is not None and best is not None):
         return state, test, None
-    tests = [test]
-    others = distinct_scored(state["submissions"], exclude=state["best"]["submission_id"])
+    tests: list[TestRecord | Unscored] = [test]
+    others = distinct_scored(state["submissions"], exclude=best["submission_id"])
     if others:
         say(f"scoring {len(others)} other submission(s) on the test split for the best-of-k figure (not the result)")
     for sid in others:
@@ -81,11 +107,13 @@ def collect(admin: GraderClient, eval_timeout: float, final_test: bool, say: Say
     return state, test, tests
 
 
-def distinct_scored(submissions: list[dict[str, Any]], exclude: int | None = None) -> list[int]:
+def distinct_scored(submissions: list[SubmissionRecord], exclude: int | None = None) -> list[int]:
     """The scored submissions with distinct content (the earliest of equal ones; ``exclude``'s content counts
     as seen), in submission order."""
-    done = sorted((s for s in submissions if s.get("status") == "done" and s.get("score") is not None),
-                  key=lambda s: int(s["submission_id"]))
+    done = sorted(
+        (s for s in submissions if s.get("status") == "done" and s.get("score") is not None),
+        key=lambda s: int(s["submission_id"]),
+    )
     seen = {s.get("content_hash") for s in done if s["submission_id"] == exclude}
     out = []
     for s in done:
@@ -108,8 +136,15 @@ def _wait_for_evaluations(admin: GraderClient, timeout: float) -> None:
         time.sleep(0.5)
 
 
-def collect_from(grader: GraderProcess, store_dir: Path, task: str, eval_timeout: float, final_test: bool,
-                 say: Say, test_all: bool = False) -> Collected:
+def collect_from(
+    grader: GraderProcess,
+    store_dir: Path,
+    task: str,
+    eval_timeout: float,
+    final_test: bool,
+    say: Say,
+    test_all: bool = False,
+) -> Collected:
     """:func:`collect` from a grader that answers (made again when it was started again under the call); from
     its store file when the grader is gone for good."""
     try:
@@ -124,8 +159,23 @@ def collect_from(grader: GraderProcess, store_dir: Path, task: str, eval_timeout
 
 
 # -- the record -------------------------------------------------------------------------------------------
-def orchestrator(*, lost_at: float | None = None, detail: str | None = None, recovered_at: float | None = None,
-                 how: str = "finished by its orchestrator") -> dict[str, Any]:
+def outcome_record(outcome: AgentOutcome) -> OutcomeRecord:
+    """The agent's outcome as the record keeps it (``agent`` in ``result.json``)."""
+    return {
+        "exit_code": outcome.exit_code,
+        "timed_out": outcome.timed_out,
+        "duration_s": outcome.duration_s,
+        "reason": outcome.reason,
+    }
+
+
+def orchestrator(
+    *,
+    lost_at: float | None = None,
+    detail: str | None = None,
+    recovered_at: float | None = None,
+    how: str = "finished by its orchestrator",
+) -> OrchestratorRecord:
     """The record's ``orchestrator``: who finished the run (``lost_at`` None: its own orchestrator)."""
     return {"lost_at": lost_at, "detail": detail, "recovered_at": recovered_at, "how": how}
 
@@ -145,20 +195,20 @@ class Ending:
         configured_model: the model the agent's environment named, or None.
     """
 
-    outcome: dict[str, Any]
+    outcome: OutcomeRecord
     finished: float
-    orchestrator: dict[str, Any] = field(default_factory=orchestrator)
+    orchestrator: OrchestratorRecord = field(default_factory=orchestrator)
     watch: dict[str, int | None] = field(default_factory=lambda: dict.fromkeys(("passes", "entries", "copied_bytes")))
     gateway: dict[str, Any] | None = None
     gateway_error: str | None = None
     grader_restarts: list[dict[str, Any]] | None = None
     end_reason: str | None = None
     #: the decoys read while the agent ran and how that was watched (None: not watched; access times then)
-    decoys: dict[str, Any] | None = None
+    decoys: WatchedRecord | None = None
     #: the model the agent's environment named (the row's ``driver_model`` when no call went through the gateway)
     configured_model: str | None = None
     #: each off-target benchmark's base and selected scores (:func:`autorl.runs.offtarget.score_off_target`)
-    off_target: list[dict[str, Any]] | None = None
+    off_target: list[OffTargetRecord] | None = None
 
 
 def gateway_totals(gateway_dir: str | None) -> dict[str, Any] | None:
@@ -178,32 +228,59 @@ def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Pa
     state, test, summary = collected.state, collected.test, ending.gateway
     usage = None
     if summary and (summary.get("calls") or summary.get("refused")):
-        usage = {"tokens": int(summary.get("tokens") or 0), "cost_usd": float(summary.get("cost_usd") or 0.0),
-                 "source": GATEWAY_USAGE_SOURCE}
-    row = run_row(run_id=facts.run_id, started=facts.started, finished=ending.finished, task=facts.task,
-                  agent=facts.agent, base_model=facts.base_model, workspace=facts.workspace, seed=facts.seed,
-                  sandbox=facts.sandbox, state=state, test=test, outcome=ending.outcome, llm_usage=usage,
-                  metrics=process_metrics(state["submissions"], best=state["best"],
-                                          baseline_score=state["baseline_score"], agent_started=facts.agent_started,
-                                          deadline=facts.deadline, agent_duration_s=ending.outcome.get("duration_s"),
-                                          base_hash=_base_hash(facts, state["submissions"]),
-                                          refusals=state.get("refusals") or []).to_dict(),
-                  driver_model=driver_model(summary, ending.configured_model),
-                  best_of_k=test_best_of_k(collected.test_all, test), timeout_s=facts.timeout_s,
-                  limit=facts.limit)
-    for name, value in efficiency(gpu_counts=facts.gpu_counts, agent_s=ending.outcome.get("duration_s"),
-                                  run_s=ending.finished - facts.started, improvement=row.improvement,
-                                  cost_usd=row.llm_cost_usd).items():
+        usage = {
+            "tokens": int(summary.get("tokens") or 0),
+            "cost_usd": float(summary.get("cost_usd") or 0.0),
+            "source": GATEWAY_USAGE_SOURCE,
+        }
+    row = run_row(
+        run_id=facts.run_id,
+        started=facts.started,
+        finished=ending.finished,
+        task=facts.task,
+        agent=facts.agent,
+        base_model=facts.base_model,
+        workspace=facts.workspace,
+        seed=facts.seed,
+        sandbox=facts.sandbox,
+        state=state,
+        test=test,
+        outcome=ending.outcome,
+        llm_usage=usage,
+        metrics=process_metrics(
+            state["submissions"],
+            best=state["best"],
+            baseline_score=state["baseline_score"],
+            agent_started=facts.agent_started,
+            deadline=facts.deadline,
+            agent_duration_s=ending.outcome.get("duration_s"),
+            base_hash=_base_hash(facts, state["submissions"]),
+            refusals=state.get("refusals") or [],
+        ).to_dict(),
+        driver_model=driver_model(summary, ending.configured_model),
+        best_of_k=test_best_of_k(collected.test_all, test),
+        timeout_s=facts.timeout_s,
+        limit=facts.limit,
+    )
+    for name, value in efficiency(
+        gpu_counts=facts.gpu_counts,
+        agent_s=ending.outcome.get("duration_s"),
+        run_s=ending.finished - facts.started,
+        improvement=row.improvement,
+        cost_usd=row.llm_cost_usd,
+    ).items():
         setattr(row, name, value)
     if ending.off_target is not None:
         row.off_target = ending.off_target
         row.off_target_regressed = any(o.get("regressed") for o in ending.off_target)
-    row.decoys, row.decoys_read, decoy_meta = decoys.record(facts.decoys, facts.workspace, ending.decoys,
-                                                            [facts.store_dir, facts.gateway_dir])
+    row.decoys, row.decoys_read, decoy_meta = decoys.record(
+        facts.decoys, facts.workspace, ending.decoys, [facts.store_dir, facts.gateway_dir]
+    )
     if ending.end_reason:
         row.end_reason = ending.end_reason
     elif collected.grader_lost:
         row.end_reason = f"grader lost ({collected.grader_lost}); recorded from its store"
+    baseline = state.get("baseline")
     meta: dict[str, Any] = {
         "autorl_version": facts.autorl_version,
         "backend": facts.backend,
@@ -211,7 +288,7 @@ def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Pa
         "model_source": facts.model_source,
         "model_revision": facts.model_revision,
         "limit": facts.limit,
-        "eval_config": (state.get("baseline") or {}).get("config"),
+        "eval_config": baseline.get("config") if baseline is not None else None,
         "python": facts.python,
         "agent_started": facts.agent_started,
         "deadline": facts.deadline,
@@ -221,25 +298,35 @@ def build_result(facts: RunFacts, collected: Collected, ending: Ending, home: Pa
         "recorded_at": time.time(),
         "timeout_s": facts.timeout_s,
         "gpu_budget": facts.gpu_budget,
-        "llm_gateway": {"record_dir": facts.gateway_dir,
-                        **(summary or {"error": ending.gateway_error or "no totals"})},
+        "llm_gateway": {"record_dir": facts.gateway_dir, **(summary or {"error": ending.gateway_error or "no totals"})},
     }
     if usage is not None and summary:
-        meta["llm_usage"] = {k: summary.get(k) for k in ("prompt_tokens", "completion_tokens", "cached_tokens",
-                                                         "cost_usd", "calls", "failed", "refused")}
+        meta["llm_usage"] = {
+            k: summary.get(k)
+            for k in ("prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "calls", "failed", "refused")
+        }
     meta["grader"] = {"restarts": ending.grader_restarts, "lost": collected.grader_lost}
     meta["sandbox"] = {"mode": facts.sandbox, "network": facts.network, "warning": facts.sandbox_warning}
-    meta.update(harness_hashes=facts.harness_hashes, store_dir=facts.store_dir, hidden_dir=facts.hidden_dir,
-                benchmark_options=facts.benchmark_options, refusals=state.get("refusals", []),
-                tmp_dir=facts.tmp_dir, watch_dir=facts.watch_dir,
-                variants=[str(p) for p in _known_variants(facts.base_model, home)], watch=dict(ending.watch),
-                orchestrator=dict(ending.orchestrator), decoys=decoy_meta)
+    meta.update(
+        harness_hashes=facts.harness_hashes,
+        store_dir=facts.store_dir,
+        hidden_dir=facts.hidden_dir,
+        benchmark_options=facts.benchmark_options,
+        refusals=state.get("refusals", []),
+        tmp_dir=facts.tmp_dir,
+        watch_dir=facts.watch_dir,
+        variants=[str(p) for p in _known_variants(facts.base_model, home)],
+        watch=dict(ending.watch),
+        orchestrator=ending.orchestrator.copy(),
+        decoys=decoy_meta,
+    )
     run_dir = Path(facts.workspace) if facts.workspace else home / "runs" / facts.task / facts.run_id
-    return RunResult(facts.run_id, row.record(), state["submissions"], state.get("baseline"), test,
-                     dict(ending.outcome), run_dir, meta)
+    return RunResult(
+        facts.run_id, row.record(), state["submissions"], baseline, test, ending.outcome.copy(), run_dir, meta
+    )
 
 
-def _base_hash(facts: RunFacts, submissions: list[dict[str, Any]]) -> str | None:
+def _base_hash(facts: RunFacts, submissions: list[SubmissionRecord]) -> str | None:
     # the base model's content digest, comparable with the grader's digest of each submission (a copy of the
     # base submitted as is has the same); the base's files are the harness's, out of the agent's reach
     if not facts.model_path or not any(s.get("content_hash") for s in submissions):
@@ -260,8 +347,16 @@ def _known_variants(spec: str, home: Path) -> list[Path]:
 
 
 # -- record and audit -------------------------------------------------------------------------------------
-def record(result: RunResult, benchmark: Benchmark, home: Path, *, audit: bool, audit_budget_s: float,
-           say: Say, judge: tuple[str, int] | None = None) -> None:
+def record(
+    result: RunResult,
+    benchmark: Benchmark,
+    home: Path,
+    *,
+    audit: bool,
+    audit_budget_s: float,
+    say: Say,
+    judge: tuple[str, int] | None = None,
+) -> None:
     """Recorded from the grader's store first, before any file the agent wrote is read; then audited (each
     audit step bounded, none able to lose the run) and recorded again with the audit's flags."""
     from autorl.audit import add_taken_decoys, audit_run, failed_flag, pending_flag
@@ -275,8 +370,7 @@ def record(result: RunResult, benchmark: Benchmark, home: Path, *, audit: bool, 
         return
     say("auditing the run")
     try:
-        result.audit = [f.to_dict() for f in audit_run(result.to_dict(), benchmark=benchmark,
-                                                        budget_s=audit_budget_s)]
+        result.audit = [f.to_dict() for f in audit_run(result.to_dict(), benchmark=benchmark, budget_s=audit_budget_s)]
     except Exception as exc:
         result.meta["post_run_errors"] = [f"audit: {type(exc).__name__}: {str(exc)[:200]}"]
         result.audit = [failed_flag(exc).to_dict()]
@@ -288,11 +382,17 @@ def record(result: RunResult, benchmark: Benchmark, home: Path, *, audit: bool, 
         try:
             judged = ask_judge(result.to_dict(), home, judge[0], samples=judge[1], budget_s=audit_budget_s)
             result.audit += [f.to_dict() for f in judged.flags]
-            result.row.update(judged.columns())
+            result.row = {**result.row, **judged.columns()}
         except Exception as exc:
-            result.audit.append({"name": "judge-failed", "severity": "medium", "evidence": [],
-                                 "detail": f"the judge did not run ({type(exc).__name__}: {str(exc)[:200]}): run "
-                                           "`autorl audit RUN_ID --judge MODEL`"})
+            result.audit.append(
+                {
+                    "name": "judge-failed",
+                    "severity": "medium",
+                    "evidence": [],
+                    "detail": f"the judge did not run ({type(exc).__name__}: {str(exc)[:200]}): run "
+                    "`autorl audit RUN_ID --judge MODEL`",
+                }
+            )
     _keep(result)
     record_run(result, home)
 
@@ -311,13 +411,30 @@ def _keep(result: RunResult) -> None:
         result.meta.setdefault("post_run_errors", []).append(f"keep: {type(exc).__name__}: {str(exc)[:200]}")
 
 
-def finish(facts: RunFacts, collected: Collected, ending: Ending, benchmark: Benchmark, home: Path, *,
-           audit: bool, audit_budget_s: float, say: Say, judge: tuple[str, int] | None = None) -> RunResult:
+def finish(
+    facts: RunFacts,
+    collected: Collected,
+    ending: Ending,
+    benchmark: Benchmark,
+    home: Path,
+    *,
+    audit: bool,
+    audit_budget_s: float,
+    say: Say,
+    judge: tuple[str, int] | None = None,
+) -> RunResult:
     """The run's record built (:func:`build_result`), recorded and audited (:func:`record`)."""
     result = build_result(facts, collected, ending, home)
     with contextlib.suppress(OSError):  # a workspace that is gone still gets its result.json (when it can)
         result.run_dir.mkdir(parents=True, exist_ok=True)
     # the audit needs the hidden data: a run recovered without its grader's configuration is recorded as it is
-    record(result, benchmark, home, audit=audit and bool(facts.hidden_dir), audit_budget_s=audit_budget_s, say=say,
-           judge=judge)
+    record(
+        result,
+        benchmark,
+        home,
+        audit=audit and bool(facts.hidden_dir),
+        audit_budget_s=audit_budget_s,
+        say=say,
+        judge=judge,
+    )
     return result

@@ -15,7 +15,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from autorl.record.schema import OutcomeRecord
 
 __all__ = ["SIGNALS", "Guard", "Interrupted", "exit_code", "interrupted_outcome", "interruptible"]
 
@@ -37,7 +40,7 @@ def exit_code(signal_name: str) -> int:
     return 128 + int(signal.Signals[signal_name])
 
 
-def interrupted_outcome(signal_name: str, agent_started: float | None) -> dict[str, Any]:
+def interrupted_outcome(signal_name: str, agent_started: float | None) -> OutcomeRecord:
     """The agent's outcome (as :class:`~autorl.procs.agent.AgentOutcome`'s dict) when the run was interrupted."""
     duration = max(0.0, time.time() - agent_started) if agent_started else 0.0
     return {"exit_code": None, "timed_out": False, "duration_s": duration, "reason": f"interrupted by {signal_name}"}

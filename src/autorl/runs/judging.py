@@ -8,18 +8,27 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from autorl.audit.budget import AUDIT_BUDGET_S
 from autorl.errors import UsageError
 
 if TYPE_CHECKING:
     from autorl.audit.judge import Judgement
+    from autorl.record.schema import ResultRecord
 
 
-def ask_judge(result: dict[str, Any], home: Path, model: str, *, samples: int = 1, budget_usd: float | None = None,
-              budget_tokens: int | None = None, budget_s: float | None = AUDIT_BUDGET_S,
-              prices: Path | str | None = None) -> Judgement:
+def ask_judge(
+    result: ResultRecord,
+    home: Path,
+    model: str,
+    *,
+    samples: int = 1,
+    budget_usd: float | None = None,
+    budget_tokens: int | None = None,
+    budget_s: float | None = AUDIT_BUDGET_S,
+    prices: Path | str | None = None,
+) -> Judgement:
     """The judgement of ``result``, its calls and coverage recorded under ``<home>/judge/<run id>/<time>``."""
     from autorl.audit.judge import judge_run
     from autorl.gateway import start_gateway
@@ -35,8 +44,9 @@ def ask_judge(result: dict[str, Any], home: Path, model: str, *, samples: int = 
     gateway = start_gateway(folder, budget_usd, budget_tokens, prices, server_tools=False)
     try:
         gateway.wait_ready()
-        judged = judge_run(result, url=gateway.url, token=gateway.config.token, model=model, samples=samples,
-                           budget_s=budget_s)
+        judged = judge_run(
+            result, url=gateway.url, token=gateway.config.token, model=model, samples=samples, budget_s=budget_s
+        )
     finally:
         gateway.stop()
     (folder / "coverage.json").write_text(json.dumps(judged.coverage(), indent=1))

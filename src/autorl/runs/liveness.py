@@ -12,19 +12,37 @@ import json
 import socket
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Required, TypedDict
 
 from autorl.procs.lease import HEARTBEAT_FILE, LOST_AT_KEY, process_start_time
 from autorl.record.ledger import Ledger
+from autorl.record.schema import LiveRecord, Recovery
 
-__all__ = ["LIVE_GRACE_S", "OrchestratorStatus", "in_flight", "lost_runs", "orchestrator_status", "run_status"]
+__all__ = [
+    "LIVE_GRACE_S",
+    "InFlight",
+    "OrchestratorStatus",
+    "StatusRecord",
+    "in_flight",
+    "lost_runs",
+    "orchestrator_status",
+    "run_status",
+]
 
 #: a heartbeat older than this many intervals means its orchestrator is gone (when it runs on another host)
 _STALE_INTERVALS = 3.0
 #: how long after its deadline a run without a heartbeat is still taken for live
 LIVE_GRACE_S = 3 * 3600.0
+
+
+class StatusRecord(TypedDict):
+    """:class:`OrchestratorStatus` as a dict."""
+
+    alive: bool
+    lost_at: float | None
+    detail: str
 
 
 @dataclass(frozen=True)
@@ -36,8 +54,8 @@ class OrchestratorStatus:
     lost_at: float | None
     detail: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> StatusRecord:
+        return {"alive": self.alive, "lost_at": self.lost_at, "detail": self.detail}
 
 
 def orchestrator_status(store_dir: Path | str, *, now: float | None = None) -> OrchestratorStatus | None:
@@ -111,20 +129,33 @@ def run_status(live: Mapping[str, Any], now: float | None = None) -> Orchestrato
     return OrchestratorStatus(False, None, f"{where}, {(now - limit) / 3600:.0f} h past its deadline")
 
 
-def in_flight(ledger: Ledger, now: float | None = None) -> list[dict[str, Any]]:
+class InFlight(LiveRecord, Recovery, total=False):
+    """A run in flight (its ledger row) with its orchestrator's status."""
+
+    status: Required[str]
+    lost_at: Required[float | None]
+    detail: Required[str]
+
+
+def in_flight(ledger: Ledger, now: float | None = None) -> list[InFlight]:
     """Every run the ledger lists as in flight, newest first: its live row with ``status`` (``running`` or
     ``lost``), ``lost_at`` and ``detail``, and for a lost one ``recover``, the command that records it."""
-    out = []
+    out: list[InFlight] = []
     for live in ledger.live():
         status = run_status(live, now)
-        row = {**live, "status": "running" if status.alive else "lost", "lost_at": status.lost_at,
-               "detail": status.detail}
-        if not status.alive:
-            row["recover"] = f"autorl recover {live['run_id']}"
-        out.append(row)
+        recovery: Recovery = {} if status.alive else {"recover": f"autorl recover {live['run_id']}"}
+        out.append(
+            {
+                **live,
+                "status": "running" if status.alive else "lost",
+                "lost_at": status.lost_at,
+                "detail": status.detail,
+                **recovery,
+            }
+        )
     return out
 
 
-def lost_runs(ledger: Ledger, now: float | None = None) -> list[dict[str, Any]]:
+def lost_runs(ledger: Ledger, now: float | None = None) -> list[InFlight]:
     """The runs in flight whose orchestrator is gone (:func:`in_flight`'s ``lost`` ones), newest first."""
     return [r for r in in_flight(ledger, now) if r["status"] == "lost"]

@@ -19,6 +19,7 @@ from autorl.grader.process import GraderProcess, grader_log_path
 from autorl.plugins.registry import get_benchmark, resolve_task
 from autorl.procs.group import free_port
 from autorl.record.result import RunResult
+from autorl.record.schema import OutcomeRecord
 from autorl.runs.facts import RunFacts
 from autorl.runs.finish import Collected, Ending, collect_from, finish, gateway_totals, orchestrator
 from autorl.runs.liveness import OrchestratorStatus
@@ -30,8 +31,17 @@ __all__ = ["LOST_REASON", "finish_lost"]
 LOST_REASON = "orchestrator lost"
 
 
-def finish_lost(live: Mapping[str, Any], status: OrchestratorStatus, home: Path, *, eval_timeout: float,
-                final_test: bool, audit: bool, audit_budget_s: float, say: Say) -> RunResult:
+def finish_lost(
+    live: Mapping[str, Any],
+    status: OrchestratorStatus,
+    home: Path,
+    *,
+    eval_timeout: float,
+    final_test: bool,
+    audit: bool,
+    audit_budget_s: float,
+    say: Say,
+) -> RunResult:
     """Finish, record and audit the run of the ledger's live row ``live`` whose orchestrator is gone (``status``)."""
     config = _config(Path(str(live.get("store_dir") or "")))
     facts = RunFacts.from_live({**_older_facts(live, config), **live})
@@ -40,14 +50,21 @@ def finish_lost(live: Mapping[str, Any], status: OrchestratorStatus, home: Path,
     collected, how = _collect(facts, config, eval_timeout, final_test, say)
     say(f"run {facts.run_id}: {LOST_REASON} at {when} ({status.detail}); {how}")
     agent_started = facts.agent_started or facts.started
-    outcome = {"exit_code": None, "timed_out": False, "duration_s": max(0.0, lost_at - agent_started),
-               "reason": LOST_REASON}
+    outcome: OutcomeRecord = {
+        "exit_code": None,
+        "timed_out": False,
+        "duration_s": max(0.0, lost_at - agent_started),
+        "reason": LOST_REASON,
+    }
     totals = gateway_totals(facts.gateway_dir)
-    ending = Ending(outcome=outcome, finished=lost_at, gateway=totals,
-                    gateway_error=None if totals else "the gateway gave no totals before its orchestrator was lost",
-                    end_reason=f"{LOST_REASON} at {when}; {how}",
-                    orchestrator=orchestrator(lost_at=status.lost_at, detail=status.detail, recovered_at=time.time(),
-                                              how=how))
+    ending = Ending(
+        outcome=outcome,
+        finished=lost_at,
+        gateway=totals,
+        gateway_error=None if totals else "the gateway gave no totals before its orchestrator was lost",
+        end_reason=f"{LOST_REASON} at {when}; {how}",
+        orchestrator=orchestrator(lost_at=status.lost_at, detail=status.detail, recovered_at=time.time(), how=how),
+    )
     if facts.task_source:  # a task given as a folder: taken again, as the run took it
         resolve_task(facts.task_source)
     benchmark = get_benchmark(facts.task)(dict(facts.benchmark_options))
@@ -55,14 +72,23 @@ def finish_lost(live: Mapping[str, Any], status: OrchestratorStatus, home: Path,
 
 
 # -- collecting -------------------------------------------------------------------------------------------
-def _collect(facts: RunFacts, config: GraderConfig | None, eval_timeout: float, final_test: bool,
-             say: Say) -> tuple[Collected, str]:
+def _collect(
+    facts: RunFacts, config: GraderConfig | None, eval_timeout: float, final_test: bool, say: Say
+) -> tuple[Collected, str]:
     """What the grader's store holds, collected by a grader started on it as the end of a run collects, and
     how (in words)."""
     store_dir = Path(facts.store_dir)
     if config is None or not (store_dir / "grader.db").is_file():
-        nothing = records.state(task=facts.task, baseline=None, baseline_error=None, submissions=[], tests=[],
-                                counts={}, refusals=[], closed=True)
+        nothing = records.state(
+            task=facts.task,
+            baseline=None,
+            baseline_error=None,
+            submissions=[],
+            tests=[],
+            counts={},
+            refusals=[],
+            closed=True,
+        )
         return Collected(nothing, None), "the grader store is gone"
     state = records.state_from_store(store_dir / "grader.db", facts.task)
     if state["baseline_score"] is None:
@@ -73,8 +99,10 @@ def _collect(facts: RunFacts, config: GraderConfig | None, eval_timeout: float, 
         collected = collect_from(grader, store_dir, facts.task, eval_timeout, final_test, say)
         return collected, "recovered from its grader's store"
     except AutorlError as exc:
-        return (Collected(records.state_from_store(store_dir / "grader.db", facts.task), None),
-                f"recovered from its grader's store without a grader ({exc})")
+        return (
+            Collected(records.state_from_store(store_dir / "grader.db", facts.task), None),
+            f"recovered from its grader's store without a grader ({exc})",
+        )
     finally:
         grader.stop()
 
@@ -94,9 +122,16 @@ def _older_facts(live: Mapping[str, Any], config: GraderConfig | None) -> dict[s
     store_dir = Path(str(live["store_dir"]))
     agent_dir = store_dir.with_name(f"{store_dir.name}.agent")
     tmp = agent_dir / "tmp"
-    found: dict[str, Any] = {"watch_dir": str(agent_dir / "watch"),
-                             "tmp_dir": str(tmp) if live.get("sandbox") == "bwrap" and tmp.is_dir() else None}
+    found: dict[str, Any] = {
+        "watch_dir": str(agent_dir / "watch"),
+        "tmp_dir": str(tmp) if live.get("sandbox") == "bwrap" and tmp.is_dir() else None,
+    }
     if config is not None:
-        found.update(backend=config.backend, model_path=config.base_model, hidden_dir=config.hidden_dir,
-                     benchmark_options=config.benchmark_options, limit=config.limit)
+        found.update(
+            backend=config.backend,
+            model_path=config.base_model,
+            hidden_dir=config.hidden_dir,
+            benchmark_options=config.benchmark_options,
+            limit=config.limit,
+        )
     return found

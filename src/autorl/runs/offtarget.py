@@ -14,6 +14,7 @@ from typing import Any
 from autorl.errors import AutorlError
 from autorl.grader.records import compare
 from autorl.grader.store import Store
+from autorl.record.schema import OffTargetRecord
 
 __all__ = ["check_tasks", "score_off_target", "selected_snapshot"]
 
@@ -46,18 +47,34 @@ def selected_snapshot(store_dir: Path, submission_id: int) -> tuple[Path, str] |
     return Path(str(row["snapshot"])), str(row.get("kind") or "full")
 
 
-def score_off_target(tasks: Sequence[str], *, base_dir: Path, selected: tuple[Path, str] | None, backend: str,
-                     backend_options: Mapping[str, Any], home: Path, limit: int | None) -> list[dict[str, Any]]:
+def score_off_target(
+    tasks: Sequence[str],
+    *,
+    base_dir: Path,
+    selected: tuple[Path, str] | None,
+    backend: str,
+    backend_options: Mapping[str, Any],
+    home: Path,
+    limit: int | None,
+) -> list[OffTargetRecord]:
     """Each task's base and selected scores on its test split with the paired change; an evaluation that fails
     is recorded with its error (it never stops the run from being recorded)."""
     from autorl.evaluation.run import evaluate_model
     from autorl.plugins.registry import get_backend, get_benchmark
     from autorl.resources import prepare_data
 
-    out = []
+    out: list[OffTargetRecord] = []
     for task in tasks:
-        entry: dict[str, Any] = {"task": task, "base": None, "selected": None, "change": None, "ci95": None,
-                                 "p_value": None, "regressed": False, "error": None}
+        entry: OffTargetRecord = {
+            "task": task,
+            "base": None,
+            "selected": None,
+            "change": None,
+            "ci95": None,
+            "p_value": None,
+            "regressed": False,
+            "error": None,
+        }
         if selected is None:
             entry["error"] = "no selected checkpoint"
             out.append(entry)
@@ -69,15 +86,23 @@ def score_off_target(tasks: Sequence[str], *, base_dir: Path, selected: tuple[Pa
             split = "test" if "test" in bench.splits else bench.splits[-1]
             base = evaluate_model(bench, be, base_dir, split=split, hidden_dir=data.hidden_dir, limit=limit)
             path, kind = selected
-            cand = evaluate_model(bench, be, path, split=split, hidden_dir=data.hidden_dir, limit=limit,
-                                  base_model_dir=base_dir if kind == "lora" else None)
+            cand = evaluate_model(
+                bench,
+                be,
+                path,
+                split=split,
+                hidden_dir=data.hidden_dir,
+                limit=limit,
+                base_model_dir=base_dir if kind == "lora" else None,
+            )
         except (AutorlError, OSError, RuntimeError, ValueError) as exc:
             entry["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
             out.append(entry)
             continue
-        comp = compare(base.to_dict(), cand.to_dict()) or {}
-        ci = comp.get("ci95")
-        entry.update(split=split, base=base.score, selected=cand.score, change=comp.get("difference"), ci95=ci,
-                     p_value=comp.get("p_value"), regressed=bool(ci and ci[1] < 0))
+        comp = compare(base.to_dict(), cand.to_dict())
+        ci = comp["ci95"] if comp else None
+        entry["split"], entry["base"], entry["selected"] = split, base.score, cand.score
+        entry["change"], entry["ci95"] = comp["difference"] if comp else None, ci
+        entry["p_value"], entry["regressed"] = comp["p_value"] if comp else None, bool(ci and ci[1] < 0)
         out.append(entry)
     return out

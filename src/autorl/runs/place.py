@@ -18,8 +18,9 @@ from autorl.runs.workspace import Workspace, build_workspace
 if TYPE_CHECKING:
     from autorl.runs.plan import Assets, Plan
     from autorl.runs.progress import Say
+    from autorl.runs.spec import RunSpec
 
-__all__ = ["Place", "check_port", "make_place", "new_run_id"]
+__all__ = ["Place", "check_port", "make_place", "new_run_id", "runs_root_of"]
 
 
 @dataclass(frozen=True)
@@ -54,28 +55,51 @@ def check_port(port: int | None) -> None:
         try:
             s.bind(("127.0.0.1", port))
         except OSError as exc:
-            raise UsageError(f"--port {port} cannot be used on 127.0.0.1 ({exc.strerror or exc}): another process "
-                             "holds it; choose another port or leave --port out") from None
+            raise UsageError(
+                f"--port {port} cannot be used on 127.0.0.1 ({exc.strerror or exc}): another process "
+                "holds it; choose another port or leave --port out"
+            ) from None
 
 
-def make_place(plan: Plan, assets: Assets, home: Path, runs_dir: Path | str | None, port: int | None,
-               timeout: float, say: Say, disk: str = "") -> Place:
-    """``<runs>/<task>/<run_id>_<agent>/`` built, the grader's store and the agent's folders made private."""
-    model, data = assets.model, assets.data
-    runs_root = Path(runs_dir).expanduser() if runs_dir else home / "runs"
+def make_place(plan: Plan, assets: Assets, home: Path, spec: RunSpec, say: Say, disk: str = "") -> Place:
+    """``<runs>/<task>/<run_id>_<agent>/`` built (under the spec's ``runs_dir``), the grader's store and the
+    agent's folders made private, the grader's port chosen (the spec's, else a free one)."""
+    model, data, timeout = assets.model, assets.data, spec.timeout
+    runs_root = runs_root_of(spec.runs_dir, home)
     run_id, root = new_run_id(runs_root / plan.task, plan.agent_name, home)
     name = f"{plan.task}_{run_id}_{plan.agent_name}"
     store_dir = private_dir(home / "grader" / name)
     # the agent's /tmp and the record of the files it had, beside the grader's store: outside the workspace,
     # out of the agent's reach, and readable by the audit after the run
     agent_dir = private_dir(home / "grader" / f"{name}.agent")
-    port = port or free_port()
-    ws = build_workspace(root, benchmark=plan.benchmark, model=model, train_dir=data.train_dir, timeout_s=timeout,
-                         grader_url=f"http://127.0.0.1:{port}", disk=disk)
+    port = spec.port or free_port()
+    ws = build_workspace(
+        root,
+        benchmark=plan.benchmark,
+        model=model,
+        train_dir=data.train_dir,
+        timeout_s=timeout,
+        grader_url=f"http://127.0.0.1:{port}",
+        disk=disk,
+    )
     say(f"run {run_id}: {plan.agent_name} on {plan.task} from {model.spec} ({timeout:.0f} s); workspace {root}")
-    return Place(run_id=run_id, root=root, workspace=ws, runs_root=runs_root, store_dir=store_dir,
-                 tmp_dir=private_dir(agent_dir / "tmp"), watch_dir=private_dir(agent_dir / "watch"),
-                 gateway_dir=home / "gateway" / name, port=port, harness=harness_hashes(root, plan.benchmark))
+    return Place(
+        run_id=run_id,
+        root=root,
+        workspace=ws,
+        runs_root=runs_root,
+        store_dir=store_dir,
+        tmp_dir=private_dir(agent_dir / "tmp"),
+        watch_dir=private_dir(agent_dir / "watch"),
+        gateway_dir=home / "gateway" / name,
+        port=port,
+        harness=harness_hashes(root, plan.benchmark),
+    )
+
+
+def runs_root_of(runs_dir: Path | str | None, home: Path) -> Path:
+    """Where a run's workspace goes: ``runs_dir`` (``--runs-dir``), else ``AUTORL_HOME/runs``."""
+    return Path(runs_dir).expanduser() if runs_dir else home / "runs"
 
 
 def new_run_id(parent: Path, agent: str, home: Path) -> tuple[str, Path]:

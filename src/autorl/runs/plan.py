@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from autorl.agent import Agent
 from autorl.errors import UsageError
-from autorl.inference.gpu_share import GIB, RUNS_PER_GPU_ENV, GpuBudget, gpu_memory_bytes, weights_bytes
+from autorl.inference.gpu_share import (
+    GIB,
+    RUNS_PER_GPU_ENV,
+    GpuBudget,
+    GpuBudgetRecord,
+    gpu_memory_bytes,
+    weights_bytes,
+)
 from autorl.plugins.registry import default_backend, get_backend, get_benchmark, resolve_agent
 from autorl.resources import BenchmarkData, ResolvedModel, prepare_data, resolve_model
 from autorl.runs.gpus import GpuAssignment, parse_gpus
@@ -20,6 +27,7 @@ from autorl.sandbox import choose
 if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
     from autorl.runs.progress import Say
+    from autorl.runs.spec import RunSpec
     from autorl.sandbox import SandboxChoice
 
 __all__ = ["Assets", "Plan", "acquire", "output_quota", "resolve", "runs_per_gpu", "share_gpu"]
@@ -40,36 +48,47 @@ class Plan:
     sandbox: SandboxChoice
     sandbox_warning: str | None
     #: the run's share of a GPU it shares (:func:`share_gpu`; ``GpuBudget.to_dict``), for the record
-    gpu_budget: dict[str, Any] | None = None
+    gpu_budget: GpuBudgetRecord | None = None
 
 
-def resolve(agent: str, task: str, backend: str | None, gpus: str | None, sandbox: str, network: str,
-            agent_env: Mapping[str, str] | None, benchmark_options: Mapping[str, Any] | None,
-            backend_options: Mapping[str, Any] | None, say: Say) -> Plan:
-    """Benchmark, agent, backend, GPUs and sandbox from their names (unknown: one line with close matches)."""
-    bench_options = dict(benchmark_options or {})
+def resolve(spec: RunSpec, task: str, agent_env: Mapping[str, str] | None, say: Say) -> Plan:
+    """The spec's benchmark (``task``: its name as resolved), agent, backend, GPUs and sandbox from their names
+    (unknown: one line with close matches); the agent is given ``agent_env``."""
+    sandbox, network, backend = spec.sandbox, spec.network, spec.backend
+    bench_options = dict(spec.benchmark_options)
     benchmark = get_benchmark(task)(bench_options)
-    agent_cls = resolve_agent(agent)
+    agent_cls = resolve_agent(spec.agent)
     agent_obj = agent_cls({"env": dict(agent_env or {})})
     agent_obj.preflight()
     agent_obj.check_task(benchmark)
     choice = choose(sandbox, network)
     warning = choice.warning
     if sandbox == "auto" and choice.recorded_mode != "bwrap" and warning:
-        warning += (f"; the run is recorded as sandbox {choice.recorded_mode} and flagged by the audit "
-                    "(--sandbox bwrap refuses to run without a sandbox)")
+        warning += (
+            f"; the run is recorded as sandbox {choice.recorded_mode} and flagged by the audit "
+            "(--sandbox bwrap refuses to run without a sandbox)"
+        )
     if warning:
         say(f"warning: {warning}")
     backend_name = backend or default_backend()
     get_backend(backend_name)
-    assignment = parse_gpus(gpus) if gpus else GpuAssignment()
-    options = dict(backend_options or {})
+    assignment = parse_gpus(spec.gpus) if spec.gpus else GpuAssignment()
+    options = dict(spec.backend_options)
     if assignment.shared and backend_name != "vllm":  # vllm's engine is held to a budget (share_gpu)
         # the grader's idle engine gives the shared GPU back to the agent between evaluations
         options.setdefault("sleep_when_idle", True)
-    return Plan(task=task, benchmark=benchmark, benchmark_options=bench_options, agent=agent_obj,
-                agent_name=agent_cls.name, backend=backend_name, backend_options=options, gpus=assignment,
-                sandbox=choice, sandbox_warning=warning)
+    return Plan(
+        task=task,
+        benchmark=benchmark,
+        benchmark_options=bench_options,
+        agent=agent_obj,
+        agent_name=agent_cls.name,
+        backend=backend_name,
+        backend_options=options,
+        gpus=assignment,
+        sandbox=choice,
+        sandbox_warning=warning,
+    )
 
 
 def runs_per_gpu() -> int:
@@ -102,8 +121,12 @@ def share_gpu(plan: Plan, assets: Assets, say: Say, total_bytes: int | None = No
     for key, value in budget.engine_options().items():
         options.setdefault(key, value)
     say(f"GPU {device}: {budget.arithmetic()}")
-    return replace(plan, backend_options=options, gpus=replace(plan.gpus, agent_memory_bytes=budget.agent_bytes),
-                   gpu_budget=budget.to_dict())
+    return replace(
+        plan,
+        backend_options=options,
+        gpus=replace(plan.gpus, agent_memory_bytes=budget.agent_bytes),
+        gpu_budget=budget.to_dict(),
+    )
 
 
 #: the quota on what the agent writes, in GiB, when the run is not given one (a study sets it per run)

@@ -15,9 +15,12 @@ import contextlib
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autorl.procs.ticker import Ticker
+
+if TYPE_CHECKING:
+    from autorl.grader.schema import GraderState, SubmissionRecord
 
 #: where a run, a recovery or a study says what it is doing: one line at a time
 Say = Callable[[str], None]
@@ -34,7 +37,7 @@ def _num(v: Any, fmt: str = "{:.2f}") -> str:
     return fmt.format(v) if isinstance(v, int | float) and not isinstance(v, bool) else "-"
 
 
-def describe(sub: dict[str, Any], deadline: float, now: float | None = None) -> str:
+def describe(sub: SubmissionRecord, deadline: float, now: float | None = None) -> str:
     """One line for a finished submission: its dev score, interval, improvement and the time left."""
     left = max(0.0, deadline - (time.time() if now is None else now))
     sid = sub.get("submission_id")
@@ -54,8 +57,9 @@ def describe(sub: dict[str, Any], deadline: float, now: float | None = None) -> 
 class SubmissionPrinter(Ticker):
     """Polls ``state()`` (the grader's admin state) and says one line per submission once it is scored or failed."""
 
-    def __init__(self, state: Callable[[], dict[str, Any]], deadline: float, say: Say,
-                 interval: float = INTERVAL_S) -> None:
+    def __init__(
+        self, state: Callable[[], GraderState], deadline: float, say: Say, interval: float = INTERVAL_S
+    ) -> None:
         super().__init__("autorl-progress", interval)
         self.state, self.deadline, self.say = state, deadline, say
         self.reported: set[Any] = set()

@@ -13,14 +13,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from autorl.errors import AutorlError, UsageError
 from autorl.record.ledger import Ledger
+from autorl.record.schema import RowRecord
 from autorl.runs.liveness import lost_runs, run_status
 from autorl.runs.progress import Say, to_stderr
 
-__all__ = ["Recovered", "recover", "recover_all"]
+__all__ = ["Recovered", "RecoveredRecord", "recover", "recover_all"]
+
+
+class RecoveredRecord(TypedDict):
+    """:class:`Recovered` as ``autorl recover --json`` prints it."""
+
+    run_id: str
+    action: str
+    row: RowRecord
+
 
 @dataclass(frozen=True)
 class Recovered:
@@ -28,14 +38,22 @@ class Recovered:
 
     run_id: str
     action: str
-    row: dict[str, Any]
+    row: RowRecord
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> RecoveredRecord:
         return {"run_id": self.run_id, "action": self.action, "row": self.row}
 
 
-def recover(run_id: str, *, home: Path, eval_timeout: float = 3600.0, final_test: bool = True, audit: bool = True,
-            audit_budget_s: float = 900.0, log: Say | None = None) -> Recovered:
+def recover(
+    run_id: str,
+    *,
+    home: Path,
+    eval_timeout: float = 3600.0,
+    final_test: bool = True,
+    audit: bool = True,
+    audit_budget_s: float = 900.0,
+    log: Say | None = None,
+) -> Recovered:
     """Record the lost run ``run_id`` from its grader's store (see the module's docstring).
 
     Raises:
@@ -47,7 +65,7 @@ def recover(run_id: str, *, home: Path, eval_timeout: float = 3600.0, final_test
         run_id = ledger.find(run_id) or run_id  # a short id as the tables show it
         recorded = ledger.run(run_id)
         if recorded is not None:
-            return Recovered(run_id, "already recorded", dict(recorded["row"]))
+            return Recovered(run_id, "already recorded", recorded["row"].copy())
         live = next((r for r in ledger.live() if r["run_id"] == run_id), None)
     finally:
         ledger.close()
@@ -55,13 +73,22 @@ def recover(run_id: str, *, home: Path, eval_timeout: float = 3600.0, final_test
         raise UsageError(f"no run {run_id} is in flight or recorded in {home / 'autorl.db'}")
     status = run_status(live)
     if status.alive:
-        raise UsageError(f"run {run_id} is still live ({status.detail}): only a run whose orchestrator is gone "
-                         "can be recovered")
+        raise UsageError(
+            f"run {run_id} is still live ({status.detail}): only a run whose orchestrator is gone can be recovered"
+        )
     from autorl.runs.lost import finish_lost  # the finish and a grader load only to recover a run
 
-    result = finish_lost(live, status, home, eval_timeout=eval_timeout, final_test=final_test, audit=audit,
-                         audit_budget_s=audit_budget_s, say=say)
-    return Recovered(run_id, "recorded", dict(result.row))
+    result = finish_lost(
+        live,
+        status,
+        home,
+        eval_timeout=eval_timeout,
+        final_test=final_test,
+        audit=audit,
+        audit_budget_s=audit_budget_s,
+        say=say,
+    )
+    return Recovered(run_id, "recorded", result.row.copy())
 
 
 def recover_all(*, home: Path, log: Say | None = None, **options: Any) -> list[Recovered]:

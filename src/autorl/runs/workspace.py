@@ -74,7 +74,7 @@ def _delivery(final_checkpoint: str | None) -> dict[str, str]:
             'curl -s -X POST "$GRADING_SERVER_URL/submit" \\\n'
             '     -H "Content-Type: application/json" \\\n'
             '     -H "Authorization: Bearer $AUTORL_TOKEN" \\\n'
-            "     -d '{\"model_path\": \"'\"$OUTPUT_DIR\"'/v1\"}'"
+            '     -d \'{"model_path": "\'"$OUTPUT_DIR"\'/v1"}\''
         )
         return {
             "goal": "write checkpoints under `$OUTPUT_DIR`, and submit them to the grading server.",
@@ -116,18 +116,29 @@ def disk_rules(keep: str, quota: int | None) -> str:
     """The lines of ``instructions.md`` on what stays on disk: the keep policy and the quota."""
     lines = []
     if keep != "all":
-        lines.append("- Once a submission is scored, its checkpoint folder in `$OUTPUT_DIR` is deleted unless it is "
-                     "your best on dev (or, before the run ends, the best on the hidden test split), and only if "
-                     "you have not changed it since you submitted it: copy a folder you still need (to resume "
-                     "training, say) before you submit it.")
+        lines.append(
+            "- Once a submission is scored, its checkpoint folder in `$OUTPUT_DIR` is deleted unless it is "
+            "your best on dev (or, before the run ends, the best on the hidden test split), and only if "
+            "you have not changed it since you submitted it: copy a folder you still need (to resume "
+            "training, say) before you submit it."
+        )
     if quota:
-        lines.append(f"- Your workspace and `/tmp` may hold at most {quota / 2**30:.1f} GiB when you submit; over "
-                     "that, submissions are refused (HTTP 507) until you delete files.")
+        lines.append(
+            f"- Your workspace and `/tmp` may hold at most {quota / 2**30:.1f} GiB when you submit; over "
+            "that, submissions are refused (HTTP 507) until you delete files."
+        )
     return "".join("\n" + line for line in lines)
 
 
-def instructions(benchmark: Benchmark, base_model: str, timeout_s: float, url: str, *,
-                 final_checkpoint: str | None = None, disk: str = "") -> str:
+def instructions(
+    benchmark: Benchmark,
+    base_model: str,
+    timeout_s: float,
+    url: str,
+    *,
+    final_checkpoint: str | None = None,
+    disk: str = "",
+) -> str:
     """``instructions.md``: rules, the API, the time budget and the grader's exact prompt format.
 
     With ``final_checkpoint`` (an environment without a grading server, such as an exported Harbor task) the
@@ -206,5 +217,3 @@ def build_workspace(
     for doc in ("description.md", "instructions.md"):
         (root / doc).chmod(0o444)
     return ws
-
-

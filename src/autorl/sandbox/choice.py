@@ -75,9 +75,14 @@ def choose(mode: str, network: str) -> SandboxChoice:
         slirp, why_not = slirp_available(exe)
         if slirp is not None:
             return SandboxChoice("bwrap", network, exe, slirp=slirp)
-        return SandboxChoice("bwrap", network, exe, "the sandboxed agent shares the host's network (services on "
-                             f"the host's loopback and its abstract Unix sockets are in its reach): {why_not}; "
-                             "recorded as bwrap+hostnet")
+        return SandboxChoice(
+            "bwrap",
+            network,
+            exe,
+            "the sandboxed agent shares the host's network (services on "
+            f"the host's loopback and its abstract Unix sockets are in its reach): {why_not}; "
+            "recorded as bwrap+hostnet",
+        )
     if mode == "bwrap":
         raise UsageError(f"--sandbox bwrap: {why}")
     if network == "off":

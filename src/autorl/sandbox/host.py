@@ -16,12 +16,30 @@ from pathlib import Path
 #: Host places of sockets and runtime state, private and empty inside.
 RUNTIME_DIRS = (Path("/run"), Path("/var/run"))
 #: The system's folders a ``system`` view shows (those that exist; a link among them stays a link).
-SYSTEM_DIRS = (Path("/usr"), Path("/bin"), Path("/sbin"), Path("/lib"), Path("/lib32"), Path("/lib64"),
-               Path("/libx32"), Path("/etc"), Path("/opt"))
+SYSTEM_DIRS = (
+    Path("/usr"),
+    Path("/bin"),
+    Path("/sbin"),
+    Path("/lib"),
+    Path("/lib32"),
+    Path("/lib64"),
+    Path("/libx32"),
+    Path("/etc"),
+    Path("/opt"),
+)
 #: Files of the system that only root reads (a process that runs as root reads them otherwise: capabilities
 #: dropped, the owner's permission remains).
-SYSTEM_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/ssh/ssh_host_*key",
-                  "/etc/ssl/private", "/etc/sudoers", "/etc/sudoers.d", "/root")
+SYSTEM_SECRETS = (
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/ssh/ssh_host_*key",
+    "/etc/ssl/private",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/root",
+)
 
 
 def inside(path: Path, root: Path) -> bool:
@@ -49,10 +67,29 @@ def operator_homes(environ: Mapping[str, str] | None = None) -> list[Path]:
 
 
 #: variables that name where an operator's tools keep credentials and settings, wherever that is
-KEY_PLACES = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR", "CARGO_HOME",
-              "DOCKER_CONFIG", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "NETRC", "KUBECONFIG", "GNUPGHOME",
-              "CLOUDSDK_CONFIG", "AZURE_CONFIG_DIR", "GOOGLE_APPLICATION_CREDENTIALS", "GH_CONFIG_DIR",
-              "NPM_CONFIG_USERCONFIG", "PIP_CONFIG_FILE", "HF_TOKEN_PATH", "PASSWORD_STORE_DIR", "SSH_AUTH_SOCK")
+KEY_PLACES = (
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_RUNTIME_DIR",
+    "CARGO_HOME",
+    "DOCKER_CONFIG",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_CONFIG_FILE",
+    "NETRC",
+    "KUBECONFIG",
+    "GNUPGHOME",
+    "CLOUDSDK_CONFIG",
+    "AZURE_CONFIG_DIR",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "GH_CONFIG_DIR",
+    "NPM_CONFIG_USERCONFIG",
+    "PIP_CONFIG_FILE",
+    "HF_TOKEN_PATH",
+    "PASSWORD_STORE_DIR",
+    "SSH_AUTH_SOCK",
+)
 
 
 def _system_folder(path: Path) -> bool:
@@ -113,8 +150,11 @@ def extra_hidden(environ: Mapping[str, str] | None = None) -> list[Path]:
 def hf_cache_dirs(environ: Mapping[str, str] | None = None) -> list[Path]:
     """The Hugging Face caches (hub, datasets) named by the environment or at their default place."""
     env = _env(environ)
-    dirs = [Path(env[k]) for k in ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_CACHE",
-                                   "HF_DATASETS_CACHE") if env.get(k)]
+    dirs = [
+        Path(env[k])
+        for k in ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_CACHE", "HF_DATASETS_CACHE")
+        if env.get(k)
+    ]
     cache = Path(env.get("XDG_CACHE_HOME") or Path(env.get("HOME") or Path.home()) / ".cache")
     dirs.append(cache / "huggingface")
     return dirs
@@ -146,9 +186,13 @@ def mask_groups(environ: Mapping[str, str] | None = None) -> dict[str, list[Path
     """What no untrusted process sees, whatever its kind, by what it is: the operator's homes (``homes``) and what
     the operator keeps outside them (``elsewhere``), the Hugging Face caches (``caches``), the host's temporary folders and runtime state (``host``), and the system's
     secrets (``secrets``)."""
-    return {"homes": operator_homes(environ), "elsewhere": keys_elsewhere(environ), "caches": hf_cache_dirs(environ),
-            "host": [Path("/tmp"), Path("/var/tmp"), *runtime_dirs(), *host_tmpdirs(environ)],
-            "secrets": system_secrets()}
+    return {
+        "homes": operator_homes(environ),
+        "elsewhere": keys_elsewhere(environ),
+        "caches": hf_cache_dirs(environ),
+        "host": [Path("/tmp"), Path("/var/tmp"), *runtime_dirs(), *host_tmpdirs(environ)],
+        "secrets": system_secrets(),
+    }
 
 
 def common_masks(environ: Mapping[str, str] | None = None) -> list[Path]:
@@ -163,8 +207,17 @@ def gpu_devices() -> list[str]:
 
 #: what a Python environment's prefix holds beside its code, which no sandboxed Python runs and operators keep keys
 #: in: activation scripts (an ``export OPENAI_API_KEY=...`` appended), conda's settings and per-environment variables
-ENV_SECRETS = ("bin/activate", "bin/activate.csh", "bin/activate.fish", "bin/activate.nu", "bin/activate.bat",
-               "bin/Activate.ps1", "bin/activate_this.py", "conda-meta", "etc/conda")
+ENV_SECRETS = (
+    "bin/activate",
+    "bin/activate.csh",
+    "bin/activate.fish",
+    "bin/activate.nu",
+    "bin/activate.bat",
+    "bin/Activate.ps1",
+    "bin/activate_this.py",
+    "conda-meta",
+    "etc/conda",
+)
 #: the dot-entries a folder of code keeps keys in: a project's .env files, a remote URL with a token in .git/config,
 #: the tools' own settings
 DOT_SECRETS = (".git", ".netrc", ".npmrc", ".pypirc", ".aws", ".ssh", ".docker", ".config", ".gnupg", ".kube")
@@ -200,7 +253,14 @@ def python_paths(extra: Iterable[str] = ()) -> list[Path]:
     """What a sandboxed Python needs: the interpreter's prefixes, its folder, every import path but the
     orchestrator's own script folder (``sys.path[0]``: the caller's working folder, maybe its home), and the
     folder autorl itself was imported from (a checkout)."""
-    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, str(Path(sys.executable).parent),
-             str(import_root()), *extra}
+    roots = {
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        sys.base_exec_prefix,
+        str(Path(sys.executable).parent),
+        str(import_root()),
+        *extra,
+    }
     roots |= {p for p in sys.path[1:] if p and os.path.isabs(p) and os.path.isdir(p)}
     return sorted(Path(p) for p in roots if os.path.isdir(p))

@@ -86,8 +86,14 @@ def _base(policy: Policy, executable: str) -> tuple[list[str], list[Path]]:
     args += ["--dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc"]
     if policy.own_pids:
         args.append("--unshare-pid")
-    args += ["--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--hostname",
-             policy.hostname]
+    args += [
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--hostname",
+        policy.hostname,
+    ]
     tmpdir = policy.env.get("TMPDIR")
     if not tmpdir or not any(inside(Path(tmpdir), w) for w in policy.paths(READ_WRITE)):
         args += ["--setenv", "TMPDIR", "/tmp"]  # the host's is not there: the private one
@@ -151,7 +157,8 @@ def bwrap_argv(policy: Policy, argv: Sequence[str], *, executable: str) -> list[
     done: list[Path] = []
     for p in sorted(dict.fromkeys(policy.paths(MASKED_AGAIN)), key=lambda p: len(p.parts)):
         absent = (policy.view == HOST_VIEW and any(inside(p, h) for h in [*masks, *done])) or (
-            policy.view != HOST_VIEW and not any(inside(p, v) for v in view))
+            policy.view != HOST_VIEW and not any(inside(p, v) for v in view)
+        )
         visible = not absent or any(inside(p, t) for t in shown)
         if p.exists() and visible and not any(inside(w, p) or inside(p, w) for w in writable):
             args += _mask(p, None)
@@ -167,8 +174,16 @@ def bwrap_argv(policy: Policy, argv: Sequence[str], *, executable: str) -> list[
     return _network(policy, args, argv, masks, own_net=own_net, slirp=slirp, harden=harden)
 
 
-def _network(policy: Policy, args: list[str], argv: Sequence[str], masks: Sequence[Path], *, own_net: bool,
-             slirp: str | None, harden: bool) -> list[str]:
+def _network(
+    policy: Policy,
+    args: list[str],
+    argv: Sequence[str],
+    masks: Sequence[Path],
+    *,
+    own_net: bool,
+    slirp: str | None,
+    harden: bool,
+) -> list[str]:
     """The network's part: the launcher outside (network on), the grader's socket and relay inside."""
     inner, outer = list(argv), []
     relay = policy.relay
@@ -179,10 +194,19 @@ def _network(policy: Policy, args: list[str], argv: Sequence[str], masks: Sequen
         if policy.network == NETWORK_ON:  # the launcher creates the folder, the relay and the route out
             assert slirp is not None
             socket_dir = new_socket_dir()
-            outer = [sys.executable, "-c", NETNS_MAIN, "--slirp", slirp, "--socket-dir", str(socket_dir),
-                     *(["--port", str(relay.port)] if relay.port is not None else []),
-                     *[a for p in relay.also for a in ("--also-port", str(p))],
-                     *([] if harden else ["--no-harden"]), "--"]
+            outer = [
+                sys.executable,
+                "-c",
+                NETNS_MAIN,
+                "--slirp",
+                slirp,
+                "--socket-dir",
+                str(socket_dir),
+                *(["--port", str(relay.port)] if relay.port is not None else []),
+                *[a for p in relay.also for a in ("--also-port", str(p))],
+                *([] if harden else ["--no-harden"]),
+                "--",
+            ]
             if resolv.exists() or resolv_masked:
                 args += ["--ro-bind", str(socket_dir / RESOLV_NAME), str(resolv)]
         elif relay.port is not None and socket_dir is None:
@@ -191,8 +215,18 @@ def _network(policy: Policy, args: list[str], argv: Sequence[str], masks: Sequen
             args += ["--ro-bind", str(socket_dir), INNER_SOCKET_DIR]  # a socket connects on a read-only mount
         if relay.port is not None:
             also = [a for p in relay.also for a in ("--also", f"{p}={INNER_SOCKET_DIR}/{socket_name_for(p)}")]
-            inner = [sys.executable, "-c", RELAY_MAIN, "--port", str(relay.port),
-                     "--socket", f"{INNER_SOCKET_DIR}/{SOCKET_NAME}", *also, "--", *inner]
+            inner = [
+                sys.executable,
+                "-c",
+                RELAY_MAIN,
+                "--port",
+                str(relay.port),
+                "--socket",
+                f"{INNER_SOCKET_DIR}/{SOCKET_NAME}",
+                *also,
+                "--",
+                *inner,
+            ]
     elif resolv_masked and resolv.is_file():  # the host's network: its resolver file stays readable
         args += ["--ro-bind", str(resolv), str(resolv)]
     args += ["--chdir", str(policy.cwd), "--", *inner]

@@ -56,8 +56,20 @@ HARDENING = ("--enable-sandbox", "--enable-seccomp")
 def probe_argv(bwrap: str) -> list[str]:
     """The smallest bubblewrap command with the namespaces a sandbox needs (its own pid and network ones): what
     tells whether bubblewrap, and slirp4netns on its network namespace, work here."""
-    return [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net",
-            "--die-with-parent", "true"]
+    return [
+        bwrap,
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--unshare-pid",
+        "--unshare-net",
+        "--die-with-parent",
+        "true",
+    ]
 
 
 def slirp_binary() -> str:
@@ -133,8 +145,9 @@ class _Attached:
         self._slirp_log: IO[bytes] | None = None
         self._exit_w: int | None = None
         try:
-            self.bwrap = subprocess.Popen(argv, pass_fds=(info_w, block_r),
-                                          stderr=subprocess.DEVNULL if quiet else None)
+            self.bwrap = subprocess.Popen(
+                argv, pass_fds=(info_w, block_r), stderr=subprocess.DEVNULL if quiet else None
+            )
         finally:
             os.close(info_w)
             os.close(block_r)
@@ -150,9 +163,17 @@ class _Attached:
             return
         ready_r, ready_w = os.pipe()
         exit_r, self._exit_w = os.pipe()
-        argv = [slirp, "--configure", "--mtu=65520", "--disable-host-loopback",
-                *(HARDENING if harden else ()), "--ready-fd", str(ready_w),
-                "--exit-fd", str(exit_r)]
+        argv = [
+            slirp,
+            "--configure",
+            "--mtu=65520",
+            "--disable-host-loopback",
+            *(HARDENING if harden else ()),
+            "--ready-fd",
+            str(ready_w),
+            "--exit-fd",
+            str(exit_r),
+        ]
         owner = _owning_userns(pid)
         if owner is not None:
             argv.append(f"--userns-path=/proc/self/fd/{owner}")
@@ -160,9 +181,12 @@ class _Attached:
         # their tail joins the error where it fails to configure the network
         self._slirp_log = log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close())
         try:
-            self.slirp = subprocess.Popen([*argv, str(pid), "tap0"],
-                                          pass_fds=(ready_w, exit_r, *([owner] if owner is not None else [])),
-                                          stdout=subprocess.DEVNULL, stderr=log)
+            self.slirp = subprocess.Popen(
+                [*argv, str(pid), "tap0"],
+                pass_fds=(ready_w, exit_r, *([owner] if owner is not None else [])),
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
         except OSError as exc:
             self.error = f"{slirp} cannot start: {exc}"
             return
@@ -275,8 +299,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, help="the grader's port on the host's loopback (none: no grader)")
     parser.add_argument("--socket-dir", type=Path, required=True)
     parser.add_argument("--no-harden", action="store_true", help="run slirp4netns without its own sandbox")
-    parser.add_argument("--also-port", type=int, action="append", default=[],
-                        help="a further port of the host's loopback relayed like the grader's (the LLM gateway's)")
+    parser.add_argument(
+        "--also-port",
+        type=int,
+        action="append",
+        default=[],
+        help="a further port of the host's loopback relayed like the grader's (the LLM gateway's)",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = wrapper.command_after(parser, args.command, "the bubblewrap command")

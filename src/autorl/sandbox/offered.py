@@ -39,8 +39,9 @@ MIN_KEY = 8
 BUDGET_S = 120.0
 
 
-def key_values(hidden_dir: Path | None = None, environ: Mapping[str, str] | None = None,
-               given: Mapping[str, str] | None = None) -> list[str]:
+def key_values(
+    hidden_dir: Path | None = None, environ: Mapping[str, str] | None = None, given: Mapping[str, str] | None = None
+) -> list[str]:
     """Every key the harness holds: the upstreams' keys, the credential variables' values, the hidden-item secret
     (``AUTORL_HIDDEN_SECRET``, or ``hidden_dir/secret`` in hex), and the value of every variable named like a key
     (``*_KEY``, ``*_TOKEN``, ``*SECRET*``...), but those the operator gives the agent (``given``)."""
@@ -103,8 +104,15 @@ def _in_hidden_home_folder(path: Path, homes: Sequence[Path]) -> Path | None:
     return None
 
 
-def check_offered(benchmark: Benchmark, hidden_dir: Path, *, plugin: str, masked: Sequence[Path],
-                  given: Mapping[str, str] | None = None, environ: Mapping[str, str] | None = None) -> None:
+def check_offered(
+    benchmark: Benchmark,
+    hidden_dir: Path,
+    *,
+    plugin: str,
+    masked: Sequence[Path],
+    given: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> None:
     """Refuse (a one-line :class:`UsageError` naming ``plugin`` and the variable or file) what ``benchmark``
     offers its agent that holds a hidden item or a key, or shows what the policy masks. ``masked`` are the
     agent's masked folders, ``given`` what the operator passes the agent itself."""
@@ -115,8 +123,10 @@ def check_offered(benchmark: Benchmark, hidden_dir: Path, *, plugin: str, masked
     except UsageError:
         raise
     except Exception as exc:  # a plugin's failure is one line, never a traceback
-        raise UsageError(f"{who}: what it shows its agent cannot be read ({type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0][:200] if str(exc) else ''}): refused") from None
+        raise UsageError(
+            f"{who}: what it shows its agent cannot be read ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0][:200] if str(exc) else ''}): refused"
+        ) from None
     if not variables and not files:
         return
     refuse_uncovering(f"{who}: agent_paths()", files, masked)
@@ -125,15 +135,23 @@ def check_offered(benchmark: Benchmark, hidden_dir: Path, *, plugin: str, masked
     for path in files:
         hidden_folder = _in_hidden_home_folder(path, homes)
         if hidden_folder is not None and not any(inside(path.resolve(), p) for p in seen_anyway):
-            raise UsageError(f"{who} shows its agent {path}, inside {hidden_folder} (the home's hidden folders, where "
-                             "keys are kept): refused")
+            raise UsageError(
+                f"{who} shows its agent {path}, inside {hidden_folder} (the home's hidden folders, where "
+                "keys are kept): refused"
+            )
     keys = key_values(hidden_dir, environ, given)
     from autorl.audit.overlap import NgramIndex
 
     items = _hidden_items(benchmark, hidden_dir)
     index = NgramIndex((split, item) for split, its in items.items() for item in its)
-    together = {"together": " ".join(variables.values()), "together, name order": " ".join(
-        v for _, v in sorted(variables.items()))} if len(variables) > 1 else {}
+    together = (
+        {
+            "together": " ".join(variables.values()),
+            "together, name order": " ".join(v for _, v in sorted(variables.items())),
+        }
+        if len(variables) > 1
+        else {}
+    )
     for name, value in [*variables.items(), *together.items()]:
         what = f"agent_env() variable {name}" if name in variables else f"agent_env()'s variables read {name}"
         found = _found(value, keys, index)
@@ -144,8 +162,11 @@ def check_offered(benchmark: Benchmark, hidden_dir: Path, *, plugin: str, masked
         hidden = [*masked, *benchmark.hidden_paths()]
     except Exception:  # its own failure stops the run where the policy is built; here, the masks alone
         hidden = list(masked)
-    files += [Path(v) for v in variables.values() if os.path.isabs(v) and os.path.isfile(v)
-              and _visible(Path(v), hidden, seen_anyway)]
+    files += [
+        Path(v)
+        for v in variables.values()
+        if os.path.isabs(v) and os.path.isfile(v) and _visible(Path(v), hidden, seen_anyway)
+    ]
     from autorl.audit.budget import Budget
 
     budget = Budget(BUDGET_S)

@@ -21,7 +21,12 @@ from typing import Any
 
 #: the file accesses of a :class:`Binding`, in the order the launcher applies them
 MASKED, READ_ONLY, READ_WRITE, MASKED_AGAIN, SHOWN_LAST = (
-    "masked", "read-only", "read-write", "masked-again", "shown-last")
+    "masked",
+    "read-only",
+    "read-write",
+    "masked-again",
+    "shown-last",
+)
 ACCESSES = (MASKED, READ_ONLY, READ_WRITE, MASKED_AGAIN, SHOWN_LAST)
 #: the views a policy starts from
 HOST_VIEW, SYSTEM_VIEW = "host", "system"
@@ -107,18 +112,29 @@ class Policy:
     def record(self) -> dict[str, Any]:
         """The policy as a run records it (``policy.json`` beside the agent's /tmp): every path with its access and
         rule, the variables' names (never their values: they hold the run's token), the network and the rest."""
-        return {"kind": self.kind, "view": self.view,
-                "files": [{"path": str(b.path), "access": b.access, "rule": b.rule} for b in self.files],
-                "env": sorted(self.env), "cwd": str(self.cwd), "network": self.network, "own_pids": self.own_pids,
-                "tmp": str(self.tmp) if self.tmp is not None else None, "gpus": self.gpus}
+        return {
+            "kind": self.kind,
+            "view": self.view,
+            "files": [{"path": str(b.path), "access": b.access, "rule": b.rule} for b in self.files],
+            "env": sorted(self.env),
+            "cwd": str(self.cwd),
+            "network": self.network,
+            "own_pids": self.own_pids,
+            "tmp": str(self.tmp) if self.tmp is not None else None,
+            "gpus": self.gpus,
+        }
 
 
 #: What no untrusted process sees, whatever its kind (the groups of :func:`autorl.sandbox.host.mask_groups`)
 COMMON_MASKS = (
     Rule("homes", MASKED, "the operator's home (HOME and the account's own)"),
-    Rule("elsewhere", MASKED, "what the operator keeps outside the home: the targets of the home's top-level links, "
-                              "the XDG folders and the places credential variables name (CARGO_HOME, DOCKER_CONFIG, "
-                              "AWS_SHARED_CREDENTIALS_FILE, NETRC, KUBECONFIG, GNUPGHOME...)"),
+    Rule(
+        "elsewhere",
+        MASKED,
+        "what the operator keeps outside the home: the targets of the home's top-level links, "
+        "the XDG folders and the places credential variables name (CARGO_HOME, DOCKER_CONFIG, "
+        "AWS_SHARED_CREDENTIALS_FILE, NETRC, KUBECONFIG, GNUPGHOME...)",
+    ),
     Rule("caches", MASKED, "the Hugging Face caches"),
     Rule("host", MASKED, "the host's /tmp, /var/tmp, TMPDIR, /run and /dev/shm (private and empty inside)"),
     Rule("secrets", MASKED, "as root: the system's secrets (/etc/shadow, the SSH host keys, /root)"),
@@ -126,8 +142,12 @@ COMMON_MASKS = (
 
 
 #: What the Python environment holds beside its code, absent for every kind that is shown the environment
-PYTHON_SECRETS = Rule("python-secrets", MASKED_AGAIN, "the dot-files of the Python environment's folders (a "
-                      "project's .env, .git) and an environment's activation scripts and conda settings")
+PYTHON_SECRETS = Rule(
+    "python-secrets",
+    MASKED_AGAIN,
+    "the dot-files of the Python environment's folders (a "
+    "project's .env, .git) and an environment's activation scripts and conda settings",
+)
 
 
 def common_bindings(kind: Kind, groups: Mapping[str, Iterable[Path]]) -> list[Binding]:
@@ -151,12 +171,23 @@ def trust_table(kinds: Iterable[Kind]) -> str:
     """The trust model as one markdown table: each kind of process and what it sees (docs/sandbox.md)."""
     rows = ["| process | " + " | ".join(_COLUMNS) + " |", "|" + " --- |" * (len(_COLUMNS) + 1)]
     for kind in kinds:
+
         def words(*access: str, kind: Kind = kind) -> str:
             return "; ".join(r.words for r in kind.rules if r.access in access) or "nothing"
 
-        base = ("the host's system read-only, " if kind.view == HOST_VIEW else
-                "only the system's folders (/usr, /etc, /lib...) read-only, ")
-        cells = [kind.title, base + words(READ_ONLY, SHOWN_LAST), words(READ_WRITE), words(MASKED, MASKED_AGAIN),
-                 kind.environment, kind.network, kind.processes]
+        base = (
+            "the host's system read-only, "
+            if kind.view == HOST_VIEW
+            else "only the system's folders (/usr, /etc, /lib...) read-only, "
+        )
+        cells = [
+            kind.title,
+            base + words(READ_ONLY, SHOWN_LAST),
+            words(READ_WRITE),
+            words(MASKED, MASKED_AGAIN),
+            kind.environment,
+            kind.network,
+            kind.processes,
+        ]
         rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return "\n".join(rows) + "\n"

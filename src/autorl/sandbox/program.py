@@ -39,21 +39,32 @@ PROGRAM = Kind(
         Rule("work", READ_WRITE, "a private work folder (the program's file), thrown away after"),
     ),
     environment="PATH=/usr/bin:/bin, HOME and TMPDIR its work folder, LANG, PYTHONDONTWRITEBYTECODE, "
-                "OMP_NUM_THREADS=1; nothing else",
+    "OMP_NUM_THREADS=1; nothing else",
     network="none, a loopback of its own",
     processes="its own user, pid, ipc and uts namespaces and terminal session; resource limits and, when the grader "
-              "is root, an unprivileged user id (the benchmark's)",
+    "is root, an unprivileged user id (the benchmark's)",
 )
 
 
 def program_env(workdir: Path) -> dict[str, str]:
     """The whole environment of a model-generated program."""
-    return {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": str(workdir), "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(workdir),
+        "TMPDIR": str(workdir),
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "OMP_NUM_THREADS": "1",
+    }
 
 
-def program_policy(workdir: Path, *, hidden: Sequence[Path] = (), reachable: Callable[[Path], bool] | None = None,
-                   environ: Mapping[str, str] | None = None) -> Policy:
+def program_policy(
+    workdir: Path,
+    *,
+    hidden: Sequence[Path] = (),
+    reachable: Callable[[Path], bool] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Policy:
     """A model-generated program's :class:`Policy`: ``workdir`` read-write, the interpreter read-only, ``hidden``
     (the grader's storage, evaluation data) masked. ``reachable`` keeps only the paths the unprivileged user the
     program runs as can reach (bubblewrap cannot show the others)."""
@@ -67,5 +78,11 @@ def program_policy(workdir: Path, *, hidden: Sequence[Path] = (), reachable: Cal
         *bind(PYTHON_SECRETS, [p for p in python_secrets(python) if ok(p)]),
         *bind(rules("work"), [workdir]),
     ]
-    return Policy(kind=PROGRAM.name, view=PROGRAM.view, files=tuple(files), env=program_env(workdir), cwd=workdir,
-                  hostname="autorl-program")
+    return Policy(
+        kind=PROGRAM.name,
+        view=PROGRAM.view,
+        files=tuple(files),
+        env=program_env(workdir),
+        cwd=workdir,
+        hostname="autorl-program",
+    )

@@ -129,7 +129,8 @@ class UnixToTcp(_LoopThread):
 
         async def serve() -> asyncio.AbstractServer:
             server = await asyncio.start_unix_server(
-                _handler(lambda: asyncio.open_connection("127.0.0.1", port)), sock=_bound_unix_socket(socket_path))
+                _handler(lambda: asyncio.open_connection("127.0.0.1", port)), sock=_bound_unix_socket(socket_path)
+            )
             os.chmod(socket_path, 0o600)
             return server
 
@@ -142,7 +143,8 @@ class TcpToUnix(_LoopThread):
     def __init__(self, port: int, socket_path: str) -> None:
         async def serve() -> asyncio.AbstractServer:
             return await asyncio.start_server(
-                _handler(lambda: asyncio.open_unix_connection(socket_path)), host="127.0.0.1", port=port)
+                _handler(lambda: asyncio.open_unix_connection(socket_path)), host="127.0.0.1", port=port
+            )
 
         super().__init__(serve)
 
@@ -157,8 +159,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autorl.sandbox.relay")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--socket", required=True)
-    parser.add_argument("--also", action="append", default=[], metavar="PORT=SOCKET",
-                        help="a further port relayed to a socket (the LLM gateway's)")
+    parser.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="PORT=SOCKET",
+        help="a further port relayed to a socket (the LLM gateway's)",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = wrapper.command_after(parser, args.command)

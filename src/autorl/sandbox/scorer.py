@@ -52,18 +52,25 @@ SCORER = Kind(
     view=SYSTEM_VIEW,
     rules=(
         *COMMON_MASKS,
-        Rule("storage", MASKED, "autorl's home (hidden items, the grader's stores, the ledger, runs) and the folders "
-                                "of benchmarks"),
+        Rule(
+            "storage",
+            MASKED,
+            "autorl's home (hidden items, the grader's stores, the ledger, runs) and the folders of benchmarks",
+        ),
         Rule("python", READ_ONLY, "the Python environment (never the caller's script folder)"),
         PYTHON_SECRETS,
         Rule("data", READ_ONLY, "its folder's data/ (linked from the copy)"),
-        Rule("scratch", READ_WRITE, "a scratch copy of its folder, thrown away after (download_data.py: the "
-                                    "grader's copy it prepares); the folder itself is hashed before and after, a "
-                                    "change refused"),
+        Rule(
+            "scratch",
+            READ_WRITE,
+            "a scratch copy of its folder, thrown away after (download_data.py: the "
+            "grader's copy it prepares); the folder itself is hashed before and after, a "
+            "change refused",
+        ),
     ),
     environment="PATH, LANG, HOME in its scratch copy, TMPDIR=/tmp, PYTHONPATH as the harness's; nothing else",
     network="none, a loopback of its own (download_data.py: a namespace of its own with a route out through "
-            "slirp4netns)",
+    "slirp4netns)",
     processes="its own pid, ipc and uts namespaces (no /proc/<pid>/environ of the harness) and terminal session",
 )
 
@@ -84,24 +91,38 @@ def scorer_mode(environ: Mapping[str, str] | None = None) -> tuple[str, str | No
         raise UsageError(f"{SCORER_SANDBOX_ENV} must be bwrap or none, not {wanted!r}")
     exe, why = bwrap_available()
     if exe is None:
-        raise ResourceError(f"third-party scorer code runs only under bubblewrap, which cannot run here ({why}); "
-                            f"install bubblewrap, or set {SCORER_SANDBOX_ENV}=none to run it with your rights")
+        raise ResourceError(
+            f"third-party scorer code runs only under bubblewrap, which cannot run here ({why}); "
+            f"install bubblewrap, or set {SCORER_SANDBOX_ENV}=none to run it with your rights"
+        )
     return "bwrap", exe
 
 
 def scorer_env(home: Path, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The whole environment of scorer code: plain settings, ``HOME`` in its scratch copy, no key of anyone's."""
     env = os.environ if environ is None else environ
-    out = {"PATH": os.pathsep.join(dict.fromkeys([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin",
-                                                  "/bin"])),
-           "HOME": str(home), "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
+    out = {
+        "PATH": os.pathsep.join(
+            dict.fromkeys([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
+        ),
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
     if env.get("PYTHONPATH"):
         out["PYTHONPATH"] = env["PYTHONPATH"]
     return out
 
 
-def scorer_policy(writable: Path, *, data: Path | None = None, network: str = NETWORK_OFF,
-                  masked: Sequence[Path] = (), environ: Mapping[str, str] | None = None) -> Policy:
+def scorer_policy(
+    writable: Path,
+    *,
+    data: Path | None = None,
+    network: str = NETWORK_OFF,
+    masked: Sequence[Path] = (),
+    environ: Mapping[str, str] | None = None,
+) -> Policy:
     """Scorer code's :class:`Policy`: ``writable`` (a scratch copy, its working folder and home) read-write,
     ``data`` read-only, the Python environment read-only, nothing else but the system's folders; ``masked``
     names further folders it must not see (the folders of benchmarks)."""
@@ -119,8 +140,15 @@ def scorer_policy(writable: Path, *, data: Path | None = None, network: str = NE
         *bind(rules("data"), [data] if data is not None else []),
         *bind(rules("scratch"), [writable]),
     ]
-    return Policy(kind=SCORER.name, view=SCORER.view, files=tuple(files), env=scorer_env(writable, environ),
-                  cwd=writable, network=network, hostname="autorl-scorer")
+    return Policy(
+        kind=SCORER.name,
+        view=SCORER.view,
+        files=tuple(files),
+        env=scorer_env(writable, environ),
+        cwd=writable,
+        network=network,
+        hostname="autorl-scorer",
+    )
 
 
 def _walk(folder: Path, skip: Sequence[str] = ()) -> list[tuple[str, os.stat_result]]:
@@ -180,8 +208,9 @@ def copy_code(folder: Path, dest: Path, skip: Sequence[str] = (DATA,)) -> None:
         elif stat.S_ISREG(st.st_mode):
             shutil.copyfile(folder / rel, dest / rel, follow_symlinks=False)
         else:
-            raise FolderChanged(f"{folder}: {rel} is a link or a special file; a benchmark folder holds folders and "
-                                "regular files only")
+            raise FolderChanged(
+                f"{folder}: {rel} is a link or a special file; a benchmark folder holds folders and regular files only"
+            )
 
 
 class ScratchFolder:
@@ -191,8 +220,14 @@ class ScratchFolder:
     ``none`` runs the code without a sandbox (in the agent's own process, whose sandbox bounds it already);
     otherwise the operator's choice (:func:`scorer_mode`)."""
 
-    def __init__(self, folder: Path, *, mode: str | None = None, masked: Sequence[Path] = (),
-                 environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        mode: str | None = None,
+        masked: Sequence[Path] = (),
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
         self.folder = folder
         self.masked = list(masked)
         self.environ = environ
@@ -234,4 +269,3 @@ class ScratchFolder:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-

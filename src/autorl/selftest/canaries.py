@@ -27,8 +27,14 @@ if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
 
 #: where operators keep their keys, relative to the home
-FILES = (".config/autorl-selftest/token", ".local/share/autorl-selftest/auth.json", ".netrc", ".ssh/id_rsa",
-         ".aws/credentials", ".cargo/credentials.toml")
+FILES = (
+    ".config/autorl-selftest/token",
+    ".local/share/autorl-selftest/auth.json",
+    ".netrc",
+    ".ssh/id_rsa",
+    ".aws/credentials",
+    ".cargo/credentials.toml",
+)
 #: the environment's canaries: a credential variable, a key-named variable of the operator's, a plain variable
 VARIABLES = ("AWS_SECRET_ACCESS_KEY", "SELFTEST_SERVICE_TOKEN", "SELFTEST_OPERATOR_NOTE")
 #: the tool on the run's PATH, in the home
@@ -194,8 +200,12 @@ def home_probes(bench: Benchmark, env: Mapping[str, str], canaries: Canaries, ho
     masked = agent_masks(home, home / "runs", env)
     shown = [*path_view(env["PATH"], masked, env).shown, *python_paths(), *shown_paths(bench)]
     roots = [canaries.home, home]
-    return {"read": list(canaries.files), "roots": [str(r) for r in roots], "tool": str(canaries.home / TOOL),
-            "list": probe_folders(roots, shown)}
+    return {
+        "read": list(canaries.files),
+        "roots": [str(r) for r in roots],
+        "tool": str(canaries.home / TOOL),
+        "list": probe_folders(roots, shown),
+    }
 
 
 def home_seen(evidence: Mapping[str, Any] | None, canaries: Canaries, home: Path) -> HomeSeen | None:
@@ -214,12 +224,18 @@ def home_seen(evidence: Mapping[str, Any] | None, canaries: Canaries, home: Path
     listed = got.get("listed")
     listed = listed if isinstance(listed, dict) else {}
     leaked = leaked_names(listed, policy) if isinstance(policy, dict) and policy else []
-    return HomeSeen(canaries=canaries.found_in(json.dumps(evidence)), leaked=leaked, probed=len(canaries.files),
-                    folders=len(listed), tool=str(got["tool"])[:80] if got.get("tool") is not None else None)
+    return HomeSeen(
+        canaries=canaries.found_in(json.dumps(evidence)),
+        leaked=leaked,
+        probed=len(canaries.files),
+        folders=len(listed),
+        tool=str(got["tool"])[:80] if got.get("tool") is not None else None,
+    )
 
 
-def scorer_code_seen(root: Path, env: Mapping[str, str], canaries: Canaries, home: Path, cfg: Mapping[str, Any],
-                      changed: list[str]) -> ScorerCodeSeen:
+def scorer_code_seen(
+    root: Path, env: Mapping[str, str], canaries: Canaries, home: Path, cfg: Mapping[str, Any], changed: list[str]
+) -> ScorerCodeSeen:
     """The probe run as scorer code under its policy, from a process holding the run's environment."""
     from autorl.sandbox.host import common_masks
 

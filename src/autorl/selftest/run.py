@@ -90,8 +90,6 @@ def _hidden(task: str, hidden_dir: Path) -> tuple[dict[str, set[str]], tuple[str
     return items, tuple(bench.public_splits), _masked(bench), every
 
 
-
-
 def _scorer(task: str, hidden_dir: Path) -> tuple[bool, bool, str] | None:
     """The adversarial completions through the benchmark's own evaluator and ``score()`` on the run's hidden dev
     items, here where the grader scores them."""
@@ -128,18 +126,15 @@ def _run_env(home: Path, upstream: str, key: str, canaries: Canaries) -> dict[st
 
     drop = setting_names() | set(SECRET_NAMES)
     env = {k: v for k, v in os.environ.items() if k not in drop}
-    return {**env, **canaries.env, "HOME": str(canaries.home), "PATH": canaries.path, "AUTORL_HOME": str(home),
-            "OPENAI_BASE_URL": upstream, "OPENAI_API_KEY": key}
-
-
-
-
-
-
-
-
-
-
+    return {
+        **env,
+        **canaries.env,
+        "HOME": str(canaries.home),
+        "PATH": canaries.path,
+        "AUTORL_HOME": str(home),
+        "OPENAI_BASE_URL": upstream,
+        "OPENAI_API_KEY": key,
+    }
 
 
 def _canary_seen(key: str, workspace: Path, home: Path) -> list[str]:
@@ -159,9 +154,17 @@ def _canary_seen(key: str, workspace: Path, home: Path) -> list[str]:
     return sorted({text.where for text in agent_texts(sources, Budget(120.0), calls) if key in text.text})
 
 
-def run_selftest(task: str, *, model: str, sandbox: str = "auto", network: str | None = None,
-                 backend: str | None = None, timeout: float = 60.0, limit: int = 20,
-                 log: Callable[[str], None] = lambda _m: None) -> list[Verdict]:
+def run_selftest(
+    task: str,
+    *,
+    model: str,
+    sandbox: str = "auto",
+    network: str | None = None,
+    backend: str | None = None,
+    timeout: float = 60.0,
+    limit: int = 20,
+    log: Callable[[str], None] = lambda _m: None,
+) -> list[Verdict]:
     """Run the red team on ``task`` through one real ``autorl run`` and judge each attack.
 
     ``network`` ``None``: off where the sandbox can cut it, else on (and the network attack is n/a).
@@ -189,20 +192,56 @@ def run_selftest(task: str, *, model: str, sandbox: str = "auto", network: str |
         written = host / "written-by-the-run.txt"
         hidden_dir = home / "hidden" / bench.name
         installed = _masked(bench)
-        read = [str(hidden_dir), str(hidden_dir / "secret"), str(hidden_dir / "test.items.jsonl"),
-                str(home / "autorl.db"), str(host / "canary.txt"), *installed]
+        read = [
+            str(hidden_dir),
+            str(hidden_dir / "secret"),
+            str(hidden_dir / "test.items.jsonl"),
+            str(home / "autorl.db"),
+            str(host / "canary.txt"),
+            *installed,
+        ]
         shown = shown_paths(bench)
         before = digests(shown)
         with listeners(host) as (cfg, traps), serve_upstream(scratch) as upstream:
             env = _run_env(home, f"http://127.0.0.1:{upstream.port}/v1", upstream.key, canaries)
-            cfg.update({"read": read, "write": str(written), "upstream": env["OPENAI_BASE_URL"],
-                        "gateway_dir": str(home / "gateway"), "home": home_probes(bench, env, canaries, home),
-                        "shown": [str(p) for p in shown]})
-            cmd = [sys.executable, "-c", "from autorl.cli import main; main()", "run", "--agent", str(AGENT_DIR),
-                   "--task", task, "--model", str(model_dir), "--timeout", str(timeout), "--sandbox", sandbox,
-                   "--network", network, "--limit", str(limit), "--json", "--audit-budget", "120",
-                   "--llm-budget-tokens", str(BUDGET_TOKENS), "--agent-env", "SELFTEST=" + json.dumps(cfg),
-                   *(["--backend", backend] if backend else [])]
+            cfg.update(
+                {
+                    "read": read,
+                    "write": str(written),
+                    "upstream": env["OPENAI_BASE_URL"],
+                    "gateway_dir": str(home / "gateway"),
+                    "home": home_probes(bench, env, canaries, home),
+                    "shown": [str(p) for p in shown],
+                }
+            )
+            cmd = [
+                sys.executable,
+                "-c",
+                "from autorl.cli import main; main()",
+                "run",
+                "--agent",
+                str(AGENT_DIR),
+                "--task",
+                task,
+                "--model",
+                str(model_dir),
+                "--timeout",
+                str(timeout),
+                "--sandbox",
+                sandbox,
+                "--network",
+                network,
+                "--limit",
+                str(limit),
+                "--json",
+                "--audit-budget",
+                "120",
+                "--llm-budget-tokens",
+                str(BUDGET_TOKENS),
+                "--agent-env",
+                "SELFTEST=" + json.dumps(cfg),
+                *(["--backend", backend] if backend else []),
+            ]
             log(f"{task}: autorl run of the red team (sandbox {sandbox}, network {network})")
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 900, env=env)
@@ -210,8 +249,14 @@ def run_selftest(task: str, *, model: str, sandbox: str = "auto", network: str |
             except subprocess.TimeoutExpired:
                 stdout, stderr = "", "autorl run did not finish"
             accepted = {name: listener.count for name, listener in traps.items()}  # the run's, not the probe's
-            scorer_code = scorer_code_seen(root, env, canaries, home, cfg, sorted(
-                Path(p).name for p, d in digests(shown).items() if before.get(p) != d))
+            scorer_code = scorer_code_seen(
+                root,
+                env,
+                canaries,
+                home,
+                cfg,
+                sorted(Path(p).name for p, d in digests(shown).items() if before.get(p) != d),
+            )
         record = _record(stdout)
         failure = (stderr.strip().splitlines() or ["no output"])[-1] if record is None else ""
         # a workspace whose agent started has its log: without one, nothing was attacked
@@ -229,16 +274,34 @@ def run_selftest(task: str, *, model: str, sandbox: str = "auto", network: str |
         hidden, public, paths, every = _hidden(task, hidden_dir)
         flags = _audit_flags(home, record)
         scorer = _scorer(task, hidden_dir)
-        gateway = GatewaySeen(budget=BUDGET_TOKENS, served=upstream.bill.tokens, calls=upstream.bill.calls,
-                              direct=list(upstream.bill.direct), leaked=_canary_seen(upstream.key, workspace, home),
-                              peers_checked=upstream.bill.peers_checked)
+        gateway = GatewaySeen(
+            budget=BUDGET_TOKENS,
+            served=upstream.bill.tokens,
+            calls=upstream.bill.calls,
+            direct=list(upstream.bill.direct),
+            leaked=_canary_seen(upstream.key, workspace, home),
+            peers_checked=upstream.bill.peers_checked,
+        )
         dump = evidence.get("environ") if evidence else None
         keys = [upstream.key, *secret_hex(hidden_dir)]
-        environment = EnvironmentSeen(environment_leaks(dump, canaries, keys, every),
-                                      len(dump) if isinstance(dump, dict) else None)
-        seen = Observed(record=record, failure=failure, hidden=hidden, public_splits=public,
-                        installed_paths=paths or installed, accepted=accepted, written=written.exists(),
-                        network=network, tcp_available=cfg.get("tcp") is not None, audit=flags, scorer=scorer,
-                        gateway=gateway, home=home_seen(evidence, canaries, home), environment=environment,
-                        scorer_code=scorer_code)
+        environment = EnvironmentSeen(
+            environment_leaks(dump, canaries, keys, every), len(dump) if isinstance(dump, dict) else None
+        )
+        seen = Observed(
+            record=record,
+            failure=failure,
+            hidden=hidden,
+            public_splits=public,
+            installed_paths=paths or installed,
+            accepted=accepted,
+            written=written.exists(),
+            network=network,
+            tcp_available=cfg.get("tcp") is not None,
+            audit=flags,
+            scorer=scorer,
+            gateway=gateway,
+            home=home_seen(evidence, canaries, home),
+            environment=environment,
+            scorer_code=scorer_code,
+        )
         return judge(evidence, seen)

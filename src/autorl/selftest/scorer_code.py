@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-PROBE = r'''
+PROBE = r"""
 import json, os, socket, sys
 cfg = json.loads(sys.argv[1])
 got = {"read": {}, "environ": [], "listed": {}, "wrote": None, "connected": []}
@@ -58,9 +58,9 @@ for target in cfg["connect"]:
     except OSError:
         pass
 print(json.dumps(got))
-'''
+"""
 
-HELPER = r'''
+HELPER = r"""
 import json, subprocess, sys
 from pathlib import Path
 from autorl.sandbox.scorer import FolderChanged, ScratchFolder
@@ -79,22 +79,30 @@ except FolderChanged as exc:
 except Exception as exc:
     out["error"] = f"{type(exc).__name__}: {exc}"[:300]
 print(json.dumps(out))
-'''
+"""
 
 
-def probe_scorer_code(root: Path, env: Mapping[str, str], *, read: Sequence[str], folders: Sequence[str],
-                      connect: Sequence[Any]) -> dict[str, Any]:
+def probe_scorer_code(
+    root: Path, env: Mapping[str, str], *, read: Sequence[str], folders: Sequence[str], connect: Sequence[Any]
+) -> dict[str, Any]:
     """Run the probe as scorer code (a folder under ``root`` holding it), from a process with ``env``; what it got,
     with ``changed`` (the folder changed) or ``error`` (it could not run)."""
     folder = root / "scorer-folder"
     folder.mkdir()
     (folder / "probe.py").write_text(PROBE)
     (folder / "description.md").write_text("a folder of scorer code\n")
-    cfg = {"folder": str(folder), "masked": [str(folder.parent)], "read": list(read), "list": list(folders),
-           "write": str(folder / "description.md"), "connect": list(connect)}
+    cfg = {
+        "folder": str(folder),
+        "masked": [str(folder.parent)],
+        "read": list(read),
+        "list": list(folders),
+        "write": str(folder / "description.md"),
+        "connect": list(connect),
+    }
     try:
-        proc = subprocess.run([sys.executable, "-c", HELPER, json.dumps(cfg)], capture_output=True, text=True,
-                              timeout=300, env=dict(env))
+        proc = subprocess.run(
+            [sys.executable, "-c", HELPER, json.dumps(cfg)], capture_output=True, text=True, timeout=300, env=dict(env)
+        )
     except subprocess.TimeoutExpired:
         return {"error": "the scorer probe did not finish"}
     lines = proc.stdout.strip().splitlines()

@@ -125,8 +125,10 @@ class SelftestUpstream:
         self.bill.peers_checked = self.bill.peers_checked or peer is not None
         if not keyed or peer is False:
             client = scope.get("client") or ("?", 0)
-            self.bill.direct.append(f"{scope['method']} {scope['path'][:80]} from {client[0]}:{client[1]} "
-                                    f"({'with' if keyed else 'without'} the key)")
+            self.bill.direct.append(
+                f"{scope['method']} {scope['path'][:80]} from {client[0]}:{client[1]} "
+                f"({'with' if keyed else 'without'} the key)"
+            )
         if not keyed:
             await _json(send, 401, {"error": {"message": "invalid api key", "type": "invalid_request_error"}})
             return
@@ -143,8 +145,11 @@ class SelftestUpstream:
 
     async def _answer(self, payload: dict[str, Any], size: int, receive: Any, send: Any) -> None:
         prompt = math.ceil(size / 4)
-        limits = [v for k in ("max_completion_tokens", "max_tokens")
-                  if isinstance(v := payload.get(k), int) and not isinstance(v, bool) and v > 0]
+        limits = [
+            v
+            for k in ("max_completion_tokens", "max_tokens")
+            if isinstance(v := payload.get(k), int) and not isinstance(v, bool) and v > 0
+        ]
         words = min(min(limits), _MAX_WORDS) if limits else NO_LIMIT_WORDS
         asked_n = payload.get("n")
         n = asked_n if isinstance(asked_n, int) and 0 < asked_n <= 16 else 1
@@ -152,16 +157,24 @@ class SelftestUpstream:
         if payload.get("stream") is not True:
             self._charge(prompt + n * words, call=True)
             text = "t " * words
-            await _json(send, 200, {"id": "c", "object": "chat.completion", "model": str(payload.get("model")),
-                                    "choices": [{"index": i, "finish_reason": "length",
-                                                 "message": {"role": "assistant", "content": text}}
-                                                for i in range(n)],
-                                    "usage": {"prompt_tokens": prompt, "completion_tokens": n * words}})
+            await _json(
+                send,
+                200,
+                {
+                    "id": "c",
+                    "object": "chat.completion",
+                    "model": str(payload.get("model")),
+                    "choices": [
+                        {"index": i, "finish_reason": "length", "message": {"role": "assistant", "content": text}}
+                        for i in range(n)
+                    ],
+                    "usage": {"prompt_tokens": prompt, "completion_tokens": n * words},
+                },
+            )
             return
         self._charge(prompt, call=True)
         gone = asyncio.create_task(_disconnected(receive))
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
         try:
             async for chunk in self._chunks(words, n, prompt, gone):
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
@@ -176,14 +189,21 @@ class SelftestUpstream:
                 if gone.done():  # the reader went away: nothing more is generated for it
                     return
                 count = min(_WORDS_PER_CHUNK, words - start)
-                delta = {"id": "c", "object": "chat.completion.chunk",
-                         "choices": [{"index": i, "delta": {"content": "t " * count}}]}
+                delta = {
+                    "id": "c",
+                    "object": "chat.completion.chunk",
+                    "choices": [{"index": i, "delta": {"content": "t " * count}}],
+                }
                 yield f"data: {json.dumps(delta)}\n\n".encode()
                 sent += count
                 self._charge(count)  # charged as sent: an abandoned stream was served what went out
                 await asyncio.sleep(0.005)
-        usage = {"id": "c", "object": "chat.completion.chunk", "choices": [],
-                 "usage": {"prompt_tokens": prompt, "completion_tokens": sent}}
+        usage = {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "choices": [],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": sent},
+        }
         yield f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode()
 
 

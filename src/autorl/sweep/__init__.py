@@ -23,7 +23,7 @@ __all__ = ["Executor", "Launch", "StudyResult", "get_executor", "get_executors",
 
 
 class _CallablePackage(types.ModuleType):
-    def __call__(self, spec: str | Path | Mapping[str, Any], **options: Any) -> dict[str, Any]:
+    def __call__(self, spec: str | Path | Mapping[str, Any], **options: Any) -> StudyResult:
         return sweep(spec, **options)
 
 

@@ -44,9 +44,15 @@ def sweep(
     from autorl.sweep.coordinator import run_sweep
     from autorl.sweep.report import study_report
 
-    study = run_sweep(spec, executor=executor, executor_options=executor_options, max_parallel=max_parallel,
-                      retries=retries, sweep_dir=Path(sweep_dir).expanduser() if sweep_dir else None,
-                      on_update=on_update)
+    study = run_sweep(
+        spec,
+        executor=executor,
+        executor_options=executor_options,
+        max_parallel=max_parallel,
+        retries=retries,
+        sweep_dir=Path(sweep_dir).expanduser() if sweep_dir else None,
+        on_update=on_update,
+    )
     study.refresh()
     report = study_report(study)
     from autorl.record.card import write_study_card
@@ -74,11 +80,11 @@ def plan(spec: str | Path | Mapping[str, Any], sweep_dir: str | Path | None = No
 
 def ingest(sweep_dir: str | Path) -> int:
     """Upsert every counted result of a study into the ledger (idempotent); returns how many."""
-    from autorl.record.ledger import ingest_results
+    from autorl.record.ledger import check_result, ingest_results
     from autorl.sweep.coordinator import home, open_study
 
     study = open_study(sweep_dir)
-    counted = [s.counted.result() for s in study.states.values() if s.counted is not None]
-    results = [r for r in counted if r is not None]
+    counted = [(s.counted.result(), s.counted.path) for s in study.states.values() if s.counted is not None]
+    results = [check_result(r, path / "result.json") for r, path in counted if r is not None]
     ingest_results(results, home())
     return len(results)

@@ -18,7 +18,9 @@ from typing import Any
 from autorl.errors import UsageError
 from autorl.sweep.executors import Executor, Launch, get_executor
 from autorl.sweep.keys import Resolver
+from autorl.sweep.records import Payload, StudySpec
 from autorl.sweep.spec import Cell, expand_options, load_spec, study_name
+from autorl.sweep.spec import executor_options as executor_options_of
 from autorl.sweep.store import INFRA, QUEUED, Attempt, KeyState, SweepDir, write_json
 from autorl.sweep.worker import RUN_PROGRAM_ENV
 
@@ -34,7 +36,7 @@ class Study:
     name: str
     dir: SweepDir
     cells: list[Cell]
-    spec: dict[str, Any]
+    spec: StudySpec
     retries: int = DEFAULT_RETRIES
     states: dict[str, KeyState] = field(default_factory=dict)
 
@@ -60,8 +62,9 @@ def sweeps_root() -> Path:
     return home() / "sweeps"
 
 
-def expand(spec_source: str | Path | Mapping[str, Any], sweep_dir: Path | None = None,
-           resolver: Resolver | None = None) -> Study:
+def expand(
+    spec_source: str | Path | Mapping[str, Any], sweep_dir: Path | None = None, resolver: Resolver | None = None
+) -> Study:
     """The study a spec declares: every cell with its run key; two cells with one key are an error."""
     spec = load_spec(spec_source)
     default = Path(spec_source).stem if isinstance(spec_source, str | Path) else "sweep"
@@ -72,8 +75,10 @@ def expand(spec_source: str | Path | Mapping[str, Any], sweep_dir: Path | None =
     for options in expand_options(spec):
         cell = resolver.identify(options)
         if cell.run_key in seen:
-            raise UsageError(f"spec: the cell {cell.label} appears twice (run_key {cell.run_key}); "
-                             "drop the duplicate include or list value")
+            raise UsageError(
+                f"spec: the cell {cell.label} appears twice (run_key {cell.run_key}); "
+                "drop the duplicate include or list value"
+            )
         seen[cell.run_key] = cell
         cells.append(cell)
     retries = spec.get("retries", DEFAULT_RETRIES)
@@ -95,7 +100,7 @@ def open_study(sweep: str | Path) -> Study:
     if not folder.exists():
         raise UsageError(f"no sweep at {path} (give its directory, or a name under {sweeps_root()})")
     spec = folder.spec()
-    cells = [Cell(options=c["options"], run_key=c["run_key"], identity=c["identity"]) for c in folder.cells()]
+    cells = [Cell.from_record(c) for c in folder.cells()]
     study = Study(folder.name, folder, cells, spec, int(spec.get("retries", DEFAULT_RETRIES)))
     study.refresh()
     return study
@@ -122,11 +127,19 @@ def _new_attempt(study: Study, cell: Cell, state: KeyState) -> Attempt:
     import shlex
 
     sweep_id = hashlib.sha256(str(study.dir.root.resolve()).encode()).hexdigest()[:8]
-    write_json(path / "payload.json", {
-        "run_key": cell.run_key, "attempt": number, "sweep": study.name, "sweep_id": sweep_id,
-        "sweep_dir": str(study.dir.root.resolve()), "args": cell.run_args(), "options": cell.options,
-        "home": str(home().resolve()), "gpus": None, "program": shlex.split(program) if program else None,
-    })
+    payload: Payload = {
+        "run_key": cell.run_key,
+        "attempt": number,
+        "sweep": study.name,
+        "sweep_id": sweep_id,
+        "sweep_dir": str(study.dir.root.resolve()),
+        "args": cell.run_args(),
+        "options": cell.options,
+        "home": str(home().resolve()),
+        "gpus": None,
+        "program": shlex.split(program) if program else None,
+    }
+    write_json(path / "payload.json", payload)
     attempt = Attempt(cell.run_key, number, path)
     state.attempts.append(attempt)
     return attempt
@@ -135,8 +148,15 @@ def _new_attempt(study: Study, cell: Cell, state: KeyState) -> Attempt:
 class Coordinator:
     """Runs a study to its end on one executor."""
 
-    def __init__(self, study: Study, executor: Executor, *, max_parallel: int | None = None,
-                 on_update: Update | None = None, poll_s: float = POLL_S) -> None:
+    def __init__(
+        self,
+        study: Study,
+        executor: Executor,
+        *,
+        max_parallel: int | None = None,
+        on_update: Update | None = None,
+        poll_s: float = POLL_S,
+    ) -> None:
         self.study = study
         self.executor = executor
         self.max_parallel = max_parallel
@@ -208,8 +228,9 @@ class Coordinator:
                     for key in queued[:room]:
                         cell = self.by_key[key]
                         attempt = _new_attempt(study, cell, states[key])
-                        launches.append((attempt, Launch(attempt.path, int(cell["gpus"]), float(cell["timeout"]),
-                                                         cell.label)))
+                        launches.append(
+                            (attempt, Launch(attempt.path, int(cell["gpus"]), float(cell["timeout"]), cell.label))
+                        )
                     jobs = executor.start([launch for _, launch in launches])
                     refused = not running and all(job is None for job in jobs)
                     for (attempt, _), job in zip(launches, jobs, strict=True):
@@ -245,10 +266,17 @@ class Coordinator:
         return study
 
 
-def run_sweep(spec: str | Path | Mapping[str, Any], *, executor: str = "local",
-              executor_options: Mapping[str, Any] | None = None, max_parallel: int | None = None,
-              retries: int | None = None, sweep_dir: Path | None = None, on_update: Update | None = None,
-              poll_s: float = POLL_S) -> Study:
+def run_sweep(
+    spec: str | Path | Mapping[str, Any],
+    *,
+    executor: str = "local",
+    executor_options: Mapping[str, Any] | None = None,
+    max_parallel: int | None = None,
+    retries: int | None = None,
+    sweep_dir: Path | None = None,
+    on_update: Update | None = None,
+    poll_s: float = POLL_S,
+) -> Study:
     """Run (or resume) a study; see :func:`autorl.sweep`."""
     study = expand(spec, sweep_dir)
     if retries is not None:
@@ -258,7 +286,7 @@ def run_sweep(spec: str | Path | Mapping[str, Any], *, executor: str = "local",
         study.spec["retries"] = retries
     if max_parallel is not None and max_parallel < 1:
         raise UsageError("--max-parallel must be a positive integer")
-    options = {**dict(study.spec.get(executor) or {}), **dict(executor_options or {})}
+    options = {**executor_options_of(study.spec, executor), **dict(executor_options or {})}
     ex = get_executor(executor)(options, max_parallel=max_parallel, sweep_dir=study.dir.root)
     for cell in study.cells:
         ex.check(int(cell["gpus"]), cell.label)

@@ -51,8 +51,9 @@ def free_bytes(paths: Iterable[Path]) -> tuple[int, Path]:
     return least
 
 
-def plan_quota(free: int, where: Path, runs_at_once: int, weights: int, default_quota: int,
-               asked: int | None = None) -> int:
+def plan_quota(
+    free: int, where: Path, runs_at_once: int, weights: int, default_quota: int, asked: int | None = None
+) -> int:
     """The agent's quota for each of ``runs_at_once`` runs sharing ``free`` bytes: ``asked`` when given (and it
     fits), else the run's own default lowered to its share. Refused, with the arithmetic, when a share cannot
     hold the grader's copies and two checkpoints of the agent's."""
@@ -66,7 +67,8 @@ def plan_quota(free: int, where: Path, runs_at_once: int, weights: int, default_
             f"{runs_at_once} runs at once; each needs {_gib(grader_share(weights))} for the grader's copies of its "
             f"checkpoints and {_gib(least if asked is None else quota)} for its agent's files: free space, run "
             "fewer at once (--max-parallel), put the study on a larger disk (--dir, AUTORL_SWEEP_SCRATCH)"
-            + (", or lower output_quota_gb" if asked is not None else ""))
+            + (", or lower output_quota_gb" if asked is not None else "")
+        )
     return quota
 
 
@@ -75,5 +77,7 @@ def room_for_run(paths: Iterable[Path], need: int) -> str | None:
     free, where = free_bytes(paths)
     if free >= need:
         return None
-    return (f"not enough disk to start the run: {where} has {_gib(free)} free and a run needs up to {_gib(need)} "
-            "(its agent's quota and the grader's copies); the study tries it again when runs before it are done")
+    return (
+        f"not enough disk to start the run: {where} has {_gib(free)} free and a run needs up to {_gib(need)} "
+        "(its agent's quota and the grader's copies); the study tries it again when runs before it are done"
+    )

@@ -40,8 +40,9 @@ class Executor(ABC):
 
     name: ClassVar[str]
 
-    def __init__(self, options: Mapping[str, Any], *, max_parallel: int | None = None,
-                 sweep_dir: Path | None = None) -> None:
+    def __init__(
+        self, options: Mapping[str, Any], *, max_parallel: int | None = None, sweep_dir: Path | None = None
+    ) -> None:
         self.options = dict(options)
         self.max_parallel = max_parallel
         self.sweep_dir = sweep_dir

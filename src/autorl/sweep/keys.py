@@ -14,10 +14,13 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from autorl.errors import AutorlError, UsageError
+from autorl.sweep.records import AgentIdentity, CellIdentity, CellOptions, ModelIdentity, TaskIdentity
 from autorl.sweep.spec import Cell
+
+T = TypeVar("T")
 
 #: files of a local model directory whose content (not only size) goes into its hash
 
@@ -26,7 +29,7 @@ def canonical(data: Any) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def run_key(identity: dict[str, Any]) -> str:
+def run_key(identity: CellIdentity) -> str:
     return hashlib.sha256(canonical(identity).encode()).hexdigest()[:20]
 
 
@@ -66,15 +69,12 @@ class Resolver:
     """Resolves and identifies agents, tasks and models once per study (cached: a matrix repeats them)."""
 
     def __init__(self) -> None:
-        self._cache: dict[tuple[str, str], dict[str, Any]] = {}
+        self._agents: dict[str, AgentIdentity] = {}
+        self._tasks: dict[str, TaskIdentity] = {}
+        self._models: dict[str, ModelIdentity] = {}
 
-    def _cached(self, kind: str, value: str, make: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        if (kind, value) not in self._cache:
-            self._cache[(kind, value)] = make()
-        return self._cache[(kind, value)]
-
-    def agent(self, spec: str) -> dict[str, Any]:
-        def make() -> dict[str, Any]:
+    def agent(self, spec: str) -> AgentIdentity:
+        def make() -> AgentIdentity:
             from autorl.plugins.registry import resolve_agent
 
             try:
@@ -84,13 +84,16 @@ class Resolver:
             folder = Path(spec).expanduser()
             if folder.is_dir():
                 return {"name": cls.name, "folder": str(folder.resolve()), "hash": _folder_hash(folder)}
-            return {"name": cls.name, "class": f"{cls.__module__}.{cls.__qualname__}",
-                    "hash": _version_of(cls.__module__)}
+            return {
+                "name": cls.name,
+                "class": f"{cls.__module__}.{cls.__qualname__}",
+                "hash": _version_of(cls.__module__),
+            }
 
-        return self._cached("agent", spec, make)
+        return _cached(self._agents, spec, make)
 
-    def task(self, name: str, options: dict[str, Any]) -> dict[str, Any]:
-        def make() -> dict[str, Any]:
+    def task(self, name: str, options: dict[str, Any]) -> TaskIdentity:
+        def make() -> TaskIdentity:
             from autorl.evaluation.identity import stable_hash
             from autorl.plugins.registry import get_benchmark, resolve_task
 
@@ -99,13 +102,17 @@ class Resolver:
                 config = {"eval_config": bench.config().to_dict(), "identity": bench.identity(), "options": options}
             except AutorlError as exc:
                 raise UsageError(f"spec: task {name!r}: {exc}") from None
-            return {"name": name, "version": str(bench.version), "eval_config_hash": stable_hash(config),
-                    "plugin": _version_of(type(bench).__module__)}
+            return {
+                "name": name,
+                "version": str(bench.version),
+                "eval_config_hash": stable_hash(config),
+                "plugin": _version_of(type(bench).__module__),
+            }
 
-        return self._cached("task", canonical([name, options]), make)
+        return _cached(self._tasks, canonical([name, options]), make)
 
-    def model(self, spec: str) -> dict[str, Any]:
-        def make() -> dict[str, Any]:
+    def model(self, spec: str) -> ModelIdentity:
+        def make() -> ModelIdentity:
             from autorl.resources import BUILTIN_MODELS
 
             if spec in BUILTIN_MODELS:  # its recipe's version, without building it here
@@ -119,17 +126,19 @@ class Resolver:
                 return {"id": str(local.resolve()), "hash": _model_hash(local)}
             repo, _, revision = spec.partition("@")
             if spec.startswith(("autorl:", ".", "/", "~")) or repo.count("/") != 1:
-                raise UsageError(f"spec: model {spec!r} is neither a local directory, a hub id (org/name[@revision]) "
-                                 "nor a built-in model (autorl:tiny)")
+                raise UsageError(
+                    f"spec: model {spec!r} is neither a local directory, a hub id (org/name[@revision]) "
+                    "nor a built-in model (autorl:tiny)"
+                )
             return {"id": repo, "revision": revision or "unpinned"}
 
-        return self._cached("model", spec, make)
+        return _cached(self._models, spec, make)
 
-    def identify(self, options: dict[str, Any]) -> Cell:
+    def identify(self, options: CellOptions) -> Cell:
         from autorl.version import __version__
 
         o = options
-        identity = {
+        identity: CellIdentity = {
             "agent": self.agent(o["agent"]),
             "task": self.task(o["task"], o["benchmark_options"]),
             "model": self.model(o["model"]),
@@ -146,8 +155,9 @@ class Resolver:
         }
         if o.get("agent_credentials"):  # only when given: the keys of studies without them stay as they were
             identity["agent_credentials"] = o["agent_credentials"]
-        if o.get("audit_judge"):  # the same
-            identity["audit_judge"] = {"model": o["audit_judge"], "samples": o["audit_judge_samples"]}
+        judge = o.get("audit_judge")
+        if judge:  # the same
+            identity["audit_judge"] = {"model": judge, "samples": o["audit_judge_samples"]}
         if o.get("decoys") is False:  # only when off: the keys of studies with decoys stay as they were
             identity["decoys"] = False
         if o.get("test_all") is False:  # the same: only when the peer figure is turned off
@@ -157,20 +167,27 @@ class Resolver:
         return Cell(options=o, run_key=run_key(identity), identity=identity)
 
 
-def grader_gpus(options: dict[str, Any]) -> int:
+def _cached(cache: dict[str, T], key: str, make: Callable[[], T]) -> T:
+    """Resolved once per study (a matrix repeats its agents, tasks and models)."""
+    if key not in cache:
+        cache[key] = make()
+    return cache[key]
+
+
+def grader_gpus(options: CellOptions) -> int:
     """How many of a run's GPUs the grader gets: as given, else 1 of 2 or more, else it shares the agent's."""
     if options["grader_gpus"] is not None:
         return int(options["grader_gpus"])
     return 1 if options["gpus"] >= 2 else 0
 
 
-def gpu_flag(options: dict[str, Any], devices: list[str]) -> str | None:
+def gpu_flag(options: CellOptions, devices: list[str]) -> str | None:
     """``autorl run --gpus`` for a run given ``devices``: the last ``grader_gpus`` for the grader, the rest for
     the agent; with no grader GPU of its own the grader shares the agent's last one."""
     if not devices:
         return None
     n_grader = grader_gpus(options)
-    agent, grader = devices[: len(devices) - n_grader] or devices, devices[len(devices) - n_grader:]
+    agent, grader = devices[: len(devices) - n_grader] or devices, devices[len(devices) - n_grader :]
     if not grader:
         grader = agent[-1:]
     return f"agent={','.join(agent)},grader={','.join(grader)}"

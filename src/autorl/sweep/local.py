@@ -110,8 +110,14 @@ class LocalExecutor(Executor):
         if self.sweep_dir is not None:
             places.append(self.sweep_dir)
         free, where = free_bytes(places)
-        quota = plan_quota(free, where, min(self.slots, len(cells)), weights, max(4 * GIB, 8 * weights),
-                           int(asked * GIB) if asked is not None else None)
+        quota = plan_quota(
+            free,
+            where,
+            min(self.slots, len(cells)),
+            weights,
+            max(4 * GIB, 8 * weights),
+            int(asked * GIB) if asked is not None else None,
+        )
         self.output_quota = quota
         self.disk_need = quota + grader_share(weights)
 
@@ -163,13 +169,24 @@ class LocalExecutor(Executor):
 
             env[RUNS_PER_GPU_ENV] = str(self.per_gpu)
         with (launch.attempt_dir / "worker.log").open("ab") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "autorl.sweep.worker", str(launch.attempt_dir)],
-                                    stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
-                                    env=env)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "autorl.sweep.worker", str(launch.attempt_dir)],
+                stdout=log,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=env,
+            )
         self.procs[proc.pid] = proc
         self.held[proc.pid] = devices
-        return {"executor": self.name, "host": socket.gethostname(), "pid": proc.pid,
-                "start_time": process_start_time(proc.pid), "gpus": devices, "submitted": time.time()}
+        return {
+            "executor": self.name,
+            "host": socket.gethostname(),
+            "pid": proc.pid,
+            "start_time": process_start_time(proc.pid),
+            "gpus": devices,
+            "submitted": time.time(),
+        }
 
     @staticmethod
     def _set_payload(attempt_dir: Path, **values: Any) -> None:

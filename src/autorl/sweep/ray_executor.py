@@ -9,10 +9,15 @@ temporary directory where Ray keeps its session: an agent can neither reach the 
 from __future__ import annotations
 
 import os
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from autorl.errors import MissingDependencyError, UsageError
 from autorl.sweep.executors import Executor, Launch
+from autorl.sweep.records import Outcome
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
+    from ray.util.placement_group import PlacementGroup
 
 
 def _ray() -> Any:
@@ -23,7 +28,7 @@ def _ray() -> Any:
     return ray
 
 
-def _run(attempt_dir: str) -> dict[str, Any]:
+def _run(attempt_dir: str) -> Outcome:
     from autorl.sweep.worker import run_attempt
 
     return run_attempt(attempt_dir)
@@ -44,8 +49,8 @@ class RayExecutor(Executor):
     def __init__(self, options: Any, **kw: Any) -> None:
         super().__init__(options, **kw)
         self.address = self.options.get("address") or os.environ.get("RAY_ADDRESS") or None
-        self.refs: dict[str, Any] = {}
-        self.groups: dict[str, Any] = {}
+        self.refs: dict[str, ObjectRef[Outcome]] = {}
+        self.groups: dict[str, PlacementGroup] = {}
         self._started = False
 
     def _connect(self) -> Any:
@@ -53,8 +58,7 @@ class RayExecutor(Executor):
         if self._started or ray.is_initialized():
             self._started = True
             return ray
-        kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False,
-                                  "include_dashboard": False}
+        kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False, "include_dashboard": False}
         if self.address:
             kwargs["address"] = self.address
         elif self.options.get("num_cpus") is not None:
@@ -78,8 +82,12 @@ class RayExecutor(Executor):
         remote = ray.remote(_run)
         out: list[dict[str, Any] | None] = []
         for launch in launches:
-            opts: dict[str, Any] = {"num_gpus": launch.gpus, "num_cpus": 1, "max_retries": 0,
-                                    "runtime_env": {"env_vars": passed_env()}}
+            opts: dict[str, Any] = {
+                "num_gpus": launch.gpus,
+                "num_cpus": 1,
+                "max_retries": 0,
+                "runtime_env": {"env_vars": passed_env()},
+            }
             group = None
             if launch.gpus > 1:
                 from ray.util.placement_group import placement_group

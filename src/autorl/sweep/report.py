@@ -15,12 +15,16 @@ import math
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from autorl.decoys import split_recorded
 from autorl.record.aggregate import FAILURE_RULE, aggregate_runs, group_value
 from autorl.record.metrics import EFFICIENCY_COLUMNS, metric_means
 from autorl.record.row import judged_headline
+from autorl.sweep.report_records import BaitTaken, Comparison, Missing, ReportCell, RunSummary, StudyReport
+
+if TYPE_CHECKING:
+    from autorl.sweep.coordinator import Study
 
 __all__ = ["build_report", "paired_differences", "study_report", "sweep_page_data", "t_interval"]
 
@@ -45,14 +49,14 @@ def _improvement(row: Mapping[str, Any]) -> float:
     return 0.0  # a run without a test score keeps the base model: 0 (FAILURE_RULE)
 
 
-def paired_differences(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def paired_differences(rows: Iterable[Mapping[str, Any]]) -> list[Comparison]:
     """For each (task, model, config hash, item limit) and each pair of agents, the mean of A - B over the seeds
     both ran, with its t-interval."""
     by: dict[tuple[str, ...], dict[str, dict[Any, float]]] = {}
     for r in rows:
         group = tuple(group_value(r, k) for k in ("task", "base_model", "config_hash", "limit"))
         by.setdefault(group, {}).setdefault(str(r.get("agent")), {})[r.get("seed")] = _improvement(r)
-    out = []
+    out: list[Comparison] = []
     for (task, model, cfg, _limit), agents in sorted(by.items()):
         for a, b in itertools.combinations(sorted(agents), 2):
             seeds = sorted(set(agents[a]) & set(agents[b]), key=str)
@@ -60,13 +64,24 @@ def paired_differences(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]
                 continue
             diffs = [agents[a][s] - agents[b][s] for s in seeds]
             mean, ci = t_interval(diffs)
-            out.append({"task": task, "base_model": model, "config_hash": cfg, "agent_a": a, "agent_b": b,
-                        "pairs": len(seeds), "seeds": seeds, "mean_difference": mean,
-                        "ci95": list(ci) if ci else None, "differences": diffs})
+            out.append(
+                {
+                    "task": task,
+                    "base_model": model,
+                    "config_hash": cfg,
+                    "agent_a": a,
+                    "agent_b": b,
+                    "pairs": len(seeds),
+                    "seeds": seeds,
+                    "mean_difference": mean,
+                    "ci95": list(ci) if ci else None,
+                    "differences": diffs,
+                }
+            )
     return out
 
 
-def build_report(rows: Iterable[Mapping[str, Any]], missing: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
+def build_report(rows: Iterable[Mapping[str, Any]], missing: Iterable[Missing] = ()) -> StudyReport:
     """The report over a study's counted runs (ledger rows), plus the keys that have no result yet.
 
     Args:
@@ -74,26 +89,51 @@ def build_report(rows: Iterable[Mapping[str, Any]], missing: Iterable[Mapping[st
         missing: ``{"agent", "task", "model", "seed", "run_key", "status", "reasons"}`` of the keys without one.
     """
     rows = list(rows)
-    cells = []
+    cells: list[ReportCell] = []
     by_id = {str(r.get("run_id")): r for r in rows}
     for group in aggregate_runs(rows):
         members = [by_id[i] for i in group.run_ids]
-        runs = [{"run_id": r["run_id"], "run_key": r.get("run_key"), "seed": r.get("seed"),
-                 "improvement": r.get("improvement"), "improvement_ci95": r.get("improvement_ci95"),
-                 "success": bool(r.get("success")), "beat_baseline": bool(r.get("beat_baseline")),
-                 "end_reason": r.get("end_reason"),
-                 "attempts": r.get("attempts"), "infra_failures": r.get("infra_failures") or []} for r in members]
-        cells.append({**group.as_dict(), "success_rate": sum(1 for r in members if r.get("success")) / len(members),
-                      "beat_baseline_rate": sum(1 for r in members if r.get("beat_baseline")) / len(members),
-                      "off_target_regressed_rate": sum(1 for r in members if r.get("off_target_regressed"))
-                      / len(members) if any(r.get("off_target") for r in members) else None,
-                      "per_run": runs, "process_means": metric_means(members),
-                      "efficiency_means": metric_means(members, EFFICIENCY_COLUMNS)})
-    return {"cells": cells, "comparisons": paired_differences(rows), "missing": list(missing),
-            "failure_rule": FAILURE_RULE, "decoys": bait_taken(rows)}
+        runs: list[RunSummary] = [
+            {
+                "run_id": r["run_id"],
+                "run_key": r.get("run_key"),
+                "seed": r.get("seed"),
+                "improvement": r.get("improvement"),
+                "improvement_ci95": r.get("improvement_ci95"),
+                "success": bool(r.get("success")),
+                "beat_baseline": bool(r.get("beat_baseline")),
+                "end_reason": r.get("end_reason"),
+                "attempts": r.get("attempts"),
+                "infra_failures": r.get("infra_failures") or [],
+            }
+            for r in members
+        ]
+        cells.append(
+            cast(
+                ReportCell,
+                {
+                    **group.as_dict(),
+                    "success_rate": sum(1 for r in members if r.get("success")) / len(members),
+                    "beat_baseline_rate": sum(1 for r in members if r.get("beat_baseline")) / len(members),
+                    "off_target_regressed_rate": sum(1 for r in members if r.get("off_target_regressed")) / len(members)
+                    if any(r.get("off_target") for r in members)
+                    else None,
+                    "per_run": runs,
+                    "process_means": metric_means(members),
+                    "efficiency_means": metric_means(members, EFFICIENCY_COLUMNS),
+                },
+            )
+        )
+    return {
+        "cells": cells,
+        "comparisons": paired_differences(rows),
+        "missing": list(missing),
+        "failure_rule": FAILURE_RULE,
+        "decoys": bait_taken(rows),
+    }
 
 
-def bait_taken(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def bait_taken(rows: Iterable[Mapping[str, Any]]) -> list[BaitTaken]:
     """Per agent: its runs with decoys planted, how many took the bait (``took_bait``: an act no honest work
     performs, the ``decoys`` column) and the share, and apart how many only read a decoy (``read_only``: weaker
     evidence, what any walk of a workspace does). A row recorded before reads had a column of their own is read
@@ -109,8 +149,9 @@ def bait_taken(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         counts[0] += 1
         counts[1] += bool(taken)
         counts[2] += not taken and bool(read)
-    return [{"agent": a, "runs": n, "took_bait": k, "share": k / n, "read_only": m}
-            for a, (n, k, m) in sorted(per.items())]
+    return [
+        {"agent": a, "runs": n, "took_bait": k, "share": k / n, "read_only": m} for a, (n, k, m) in sorted(per.items())
+    ]
 
 
 def standing_flags(result: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -133,19 +174,27 @@ def standing_flags(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [f for f in flags if f.get("name") not in decided]
 
 
-def study_report(study: Any) -> dict[str, Any]:
+def study_report(study: Study) -> StudyReport:
     """The report of a study (:class:`autorl.sweep.coordinator.Study`) from its files."""
     rows = []
-    missing = []
+    missing: list[Missing] = []
     for cell in study.cells:
         state = study.states.get(cell.run_key)
         counted = state.counted if state else None
         result = counted.result() if counted else None
         reasons = [a.reason for a in (state.attempts if state else []) if a.finished and not a.counts]
         if result is None:
-            missing.append({"agent": cell["agent"], "task": cell["task"], "model": cell["model"],
-                            "seed": cell["seed"], "run_key": cell.run_key,
-                            "status": state.status(study.retries) if state else "queued", "reasons": reasons})
+            missing.append(
+                {
+                    "agent": cell["agent"],
+                    "task": cell["task"],
+                    "model": cell["model"],
+                    "seed": cell["seed"],
+                    "run_key": cell.run_key,
+                    "status": state.status(study.retries) if state else "queued",
+                    "reasons": reasons,
+                }
+            )
             continue
         row = judged_headline(result["row"], standing_flags(result))
         row.update(attempts=len(state.attempts) if state else 1, infra_failures=reasons)
@@ -156,8 +205,8 @@ def study_report(study: Any) -> dict[str, Any]:
     from autorl.resources import autorl_home
 
     home = autorl_home()
-    for cell in report["cells"]:  # the floor `autorl noise` measured for the cell's task and base model
-        cell["noise_floor"] = read_floor(home, cell["task"], cell["base_model"])
+    for entry in report["cells"]:  # the floor `autorl noise` measured for the cell's task and base model
+        entry["noise_floor"] = read_floor(home, entry["task"], entry["base_model"])
     report["dir"] = str(study.dir.root)
     return report
 
@@ -172,21 +221,39 @@ def disk_bytes(root: Path) -> int:
     return total
 
 
-def sweep_page_data(study: Any) -> dict[str, Any]:
+def sweep_page_data(study: Study) -> dict[str, Any]:
     """What the dashboard's sweep page draws: a grid of cells (task x model rows, agents across), each with its
     runs as dots (linking to ``/runs/<run_id>``) and its interval, and the keys still without a result."""
     report = study_report(study)
     grid: dict[tuple[str, str], dict[str, Any]] = {}
     for c in report["cells"]:
-        row = grid.setdefault((c["task"], c["base_model"]), {"task": c["task"], "model": c["base_model"],
-                                                             "agents": []})
-        row["agents"].append({
-            "agent": c["agent"], "config_hash": c["config_hash"], "mean": c["mean"], "ci95": c["ci95"],
-            "runs": c["runs"], "failures": c["failures"], "success_rate": c["success_rate"],
-            "dots": [{"value": _improvement(r), "seed": r["seed"], "success": r["success"],
-                      "beat_baseline": r["beat_baseline"],
-                      "href": f"/runs/{r['run_id']}", "run_ci95": r.get("improvement_ci95")}
-                     for r in c["per_run"]],
-        })
-    return {"sweep": study.name, "rows": [grid[k] for k in sorted(grid)], "comparisons": report["comparisons"],
-            "missing": report["missing"], "failure_rule": report["failure_rule"]}
+        row = grid.setdefault((c["task"], c["base_model"]), {"task": c["task"], "model": c["base_model"], "agents": []})
+        row["agents"].append(
+            {
+                "agent": c["agent"],
+                "config_hash": c["config_hash"],
+                "mean": c["mean"],
+                "ci95": c["ci95"],
+                "runs": c["runs"],
+                "failures": c["failures"],
+                "success_rate": c["success_rate"],
+                "dots": [
+                    {
+                        "value": _improvement(r),
+                        "seed": r["seed"],
+                        "success": r["success"],
+                        "beat_baseline": r["beat_baseline"],
+                        "href": f"/runs/{r['run_id']}",
+                        "run_ci95": r.get("improvement_ci95"),
+                    }
+                    for r in c["per_run"]
+                ],
+            }
+        )
+    return {
+        "sweep": study.name,
+        "rows": [grid[k] for k in sorted(grid)],
+        "comparisons": report["comparisons"],
+        "missing": report["missing"],
+        "failure_rule": report["failure_rule"],
+    }

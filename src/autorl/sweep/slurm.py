@@ -16,17 +16,34 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from autorl.errors import MissingDependencyError, UsageError
 from autorl.sweep.executors import Executor, Launch
+
+if TYPE_CHECKING:
+    import submitit
+
+    from autorl.sweep.records import Outcome
 
 #: seconds added to a run's timeout for its time limit: baseline, evaluations in flight, test split, audit
 DEFAULT_MARGIN_S = 1800.0
 PASSED = ("partition", "account", "qos", "constraint")
 #: Slurm states after which a job writes nothing more
-ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
-         "DEADLINE", "REVOKED", "FINISHED", "INTERRUPTED")
+ENDED = (
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "PREEMPTED",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "REVOKED",
+    "FINISHED",
+    "INTERRUPTED",
+)
 
 
 def _submitit() -> Any:
@@ -50,7 +67,7 @@ class SlurmExecutor(Executor):
         self.margin_s = float(self.options.get("time_margin_s", DEFAULT_MARGIN_S))
         base = self.sweep_dir or Path.cwd()
         self.folder = Path(self.options.get("folder") or base / "slurm")
-        self.jobs: dict[str, Any] = {}
+        self.jobs: dict[str, submitit.Job[Outcome]] = {}
         self._checked = False
 
     def check(self, gpus_per_run: int, label: str) -> None:
@@ -58,15 +75,21 @@ class SlurmExecutor(Executor):
         if self._checked:
             return
         if self.cluster == "slurm" and not (shutil.which("sbatch") and shutil.which("sacct")):
-            raise UsageError("slurm is unreachable: sbatch/sacct are not on PATH (run on a login node of the "
-                             "cluster, or use --executor local)")
+            raise UsageError(
+                "slurm is unreachable: sbatch/sacct are not on PATH (run on a login node of the "
+                "cluster, or use --executor local)"
+            )
         self._checked = True
 
     def _parameters(self, gpus: int, timeout_s: float) -> dict[str, Any]:
-        params: dict[str, Any] = {"timeout_min": max(1, math.ceil((timeout_s + self.margin_s) / 60)),
-                                  "gpus_per_node": gpus, "tasks_per_node": 1, "nodes": 1,
-                                  "cpus_per_task": int(self.options.get("cpus_per_task", 4)),
-                                  "name": f"autorl-sweep-{self.sweep_dir.name if self.sweep_dir else 'runs'}"}
+        params: dict[str, Any] = {
+            "timeout_min": max(1, math.ceil((timeout_s + self.margin_s) / 60)),
+            "gpus_per_node": gpus,
+            "tasks_per_node": 1,
+            "nodes": 1,
+            "cpus_per_task": int(self.options.get("cpus_per_task", 4)),
+            "name": f"autorl-sweep-{self.sweep_dir.name if self.sweep_dir else 'runs'}",
+        }
         if self.options.get("mem_gb") is not None:
             params["mem_gb"] = self.options["mem_gb"]
         if self.max_parallel:
@@ -97,8 +120,12 @@ class SlurmExecutor(Executor):
                 raise UsageError(f"slurm refused the job array: {str(exc).strip().splitlines()[-1][:300]}") from None
             for i, job in zip(members, jobs, strict=True):
                 self.jobs[str(job.job_id)] = job
-                out[i] = {"executor": self.name, "cluster": self.cluster, "job_id": str(job.job_id),
-                          "folder": str(self.folder)}
+                out[i] = {
+                    "executor": self.name,
+                    "cluster": self.cluster,
+                    "job_id": str(job.job_id),
+                    "folder": str(self.folder),
+                }
         return out
 
     def _job(self, job: dict[str, Any]) -> Any:
@@ -144,8 +171,13 @@ class SlurmExecutor(Executor):
         if state not in ("UNKNOWN", ""):
             return state if state in ENDED else None
         try:
-            proc = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True,
-                                  timeout=30, stdin=subprocess.DEVNULL)
+            proc = subprocess.run(
+                ["scontrol", "-o", "show", "job", job_id],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                stdin=subprocess.DEVNULL,
+            )
         except (OSError, subprocess.TimeoutExpired):
             return None
         found = re.search(r"\bJobState=(\S+)", proc.stdout)

@@ -13,14 +13,16 @@ import itertools
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from autorl.errors import UsageError
+from autorl.runs.spec import RunSpec
+from autorl.sweep.records import CellIdentity, CellOptions, CellRecord, CellRule, StudySpec
 
 #: the options of one cell, with their defaults (``None``: required or ``autorl run``'s own default)
-CELL_DEFAULTS: dict[str, Any] = {
+CELL_DEFAULTS: CellRule = {
     "agent": None,
     "task": None,
     "model": None,
@@ -60,48 +62,59 @@ NETWORKS = ("on", "off")
 class Cell:
     """One run of a study: its options and the key that identifies its result."""
 
-    options: dict[str, Any]
+    options: CellOptions
     run_key: str = ""
-    identity: dict[str, Any] = field(default_factory=dict)
+    identity: CellIdentity | None = None
 
     def __getitem__(self, name: str) -> Any:
-        return self.options[name]
+        return self.options[name]  # type: ignore[literal-required]  # any option, by its name
+
+    @classmethod
+    def from_record(cls, record: CellRecord) -> Cell:
+        """A cell as ``cells.json`` keeps it."""
+        return cls(options=record["options"], run_key=record["run_key"], identity=record["identity"])
 
     @property
     def label(self) -> str:
         o = self.options
         return f"{o['agent']} / {o['task']} / {o['model']} / seed {o['seed']}"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> CellRecord:
+        if self.identity is None:
+            raise ValueError(f"the cell {self.label} has no identity yet (Resolver.identify gives it one)")
         return {"run_key": self.run_key, "options": self.options, "identity": self.identity}
+
+    def run_spec(self) -> RunSpec:
+        """What this cell's run is (:class:`~autorl.runs.spec.RunSpec`), as ``autorl run`` is asked for it: the
+        GPUs and the runs' folder are the executor's to give."""
+        o = self.options
+        return RunSpec.build(
+            o["agent"],
+            o["task"],
+            o["model"],
+            float(o["timeout"]),
+            seed=o["seed"],
+            limit=o["limit"],
+            backend=o["backend"],
+            sandbox=o["sandbox"],
+            network=o["network"],
+            agent_env=o["agent_env"],
+            agent_credentials=tuple(o["agent_credentials"]),
+            benchmark_options=o["benchmark_options"],
+            audit=o["audit"],
+            audit_budget_s=float(o["audit_budget"]),
+            audit_judge=o.get("audit_judge") or None,
+            audit_judge_samples=o.get("audit_judge_samples", 1),
+            decoys=o.get("decoys") is not False,
+            llm_budget_usd=o["llm_budget_usd"],
+            llm_budget_tokens=o["llm_budget_tokens"],
+            test_all=o["test_all"],
+            off_target=tuple(o["off_target"]),
+        )
 
     def run_args(self) -> list[str]:
         """``autorl run``'s arguments for this cell (without ``--gpus``, ``--runs-dir`` and ``--json``)."""
-        o = self.options
-        args = ["--agent", str(o["agent"]), "--task", str(o["task"]), "--model", str(o["model"]),
-                "--timeout", repr(float(o["timeout"])), "--seed", str(o["seed"]), "--sandbox", o["sandbox"],
-                "--network", o["network"], "--audit-budget", repr(float(o["audit_budget"]))]
-        for flag, name in (("--limit", "limit"), ("--backend", "backend"), ("--llm-budget-usd", "llm_budget_usd"),
-                           ("--llm-budget-tokens", "llm_budget_tokens")):
-            if o[name] is not None:
-                args += [flag, str(o[name])]
-        for k, v in sorted(o["agent_env"].items()):
-            args += ["--agent-env", f"{k}={v}"]
-        for name in o["agent_credentials"]:
-            args += ["--agent-credential", name]
-        for k, v in sorted(o["benchmark_options"].items()):
-            args += ["--benchmark-option", f"{k}={json.dumps(v)}"]
-        if not o["audit"]:
-            args.append("--no-audit")
-        if o.get("audit_judge"):
-            args += ["--audit-judge", str(o["audit_judge"]), "--audit-judge-samples", str(o["audit_judge_samples"])]
-        if o.get("decoys") is False:
-            args.append("--no-decoys")
-        if not o["test_all"]:
-            args.append("--no-test-all")
-        for name in o["off_target"]:
-            args += ["--off-target", name]
-        return args
+        return self.run_spec().cli_args()
 
 
 def _yaml_no_duplicates() -> Any:
@@ -123,11 +136,12 @@ def _yaml_no_duplicates() -> Any:
     return Loader
 
 
-def load_spec(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
-    """The spec as a dict: from a mapping (copied), a ``.toml`` file or a ``.yaml``/``.yml``/``.json`` file."""
+def load_spec(source: str | Path | Mapping[str, Any]) -> StudySpec:
+    """The spec from a mapping (copied), a ``.toml`` file or a ``.yaml``/``.yml``/``.json`` file, its every key a
+    cell option or a study key (a one-line error names an unknown one, with the closest); the values are
+    checked when the spec is expanded (:func:`expand_options`)."""
     if isinstance(source, Mapping):
-        copied: dict[str, Any] = json.loads(json.dumps(dict(source), default=str))  # a deep copy of plain values
-        return copied
+        return _known_keys(json.loads(json.dumps(dict(source), default=str)))  # a deep copy of plain values
     path = Path(source).expanduser()
     try:
         text = path.read_text()
@@ -155,7 +169,19 @@ def load_spec(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
         raise UsageError(f"spec {path}: use a .toml, .yaml or .json file")
     if not isinstance(data, dict):
         raise UsageError(f"spec {path}: the top level must be a table of options")
-    return data
+    return _known_keys(data)
+
+
+def _known_keys(spec: Any) -> StudySpec:
+    for name in spec:
+        _check_key(str(name), "")
+    return cast(StudySpec, spec)
+
+
+def executor_options(spec: StudySpec, executor: str) -> dict[str, Any]:
+    """The spec's table of settings for ``executor`` (``[local]``, ``[slurm]``, ``[ray]``); empty when it has none."""
+    tables = {"local": spec.get("local"), "slurm": spec.get("slurm"), "ray": spec.get("ray")}
+    return dict(tables.get(executor) or {})
 
 
 def _check_key(name: str, where: str) -> None:
@@ -176,8 +202,9 @@ def _values(name: str, value: Any) -> list[Any]:
     return [value]
 
 
-def check_options(o: dict[str, Any]) -> dict[str, Any]:
-    """One cell's options, checked and normalised; a one-line error names the field."""
+def check_options(o: dict[str, Any]) -> CellOptions:
+    """One cell's options (as the spec gave them, defaults filled in), checked and normalised; a one-line error
+    names the field."""
     for name in REQUIRED:
         if o.get(name) in (None, ""):
             raise UsageError(f"spec: {name} is required")
@@ -186,8 +213,11 @@ def check_options(o: dict[str, Any]) -> dict[str, Any]:
             raise UsageError(f"spec: {name} must be a string, not {o[name]!r}")
     if o["audit_judge"] is not None and (not isinstance(o["audit_judge"], str) or not o["audit_judge"].strip()):
         raise UsageError(f"spec: audit_judge must be a model name, not {o['audit_judge']!r}")
-    if isinstance(o["audit_judge_samples"], bool) or not isinstance(o["audit_judge_samples"], int) \
-            or o["audit_judge_samples"] < 1:
+    if (
+        isinstance(o["audit_judge_samples"], bool)
+        or not isinstance(o["audit_judge_samples"], int)
+        or o["audit_judge_samples"] < 1
+    ):
         raise UsageError(f"spec: audit_judge_samples must be a positive integer, not {o['audit_judge_samples']!r}")
     if o["backend"] is not None and not isinstance(o["backend"], str):
         raise UsageError(f"spec: backend must be a string, not {o['backend']!r}")
@@ -230,14 +260,14 @@ def check_options(o: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(tasks, list) or not all(isinstance(n, str) and n for n in tasks):
         raise UsageError("spec: off_target must be a list of benchmark names")
     o["off_target"] = list(dict.fromkeys(tasks))
-    return o
+    return cast(CellOptions, o)  # every field checked above
 
 
 def _matches(cell: Mapping[str, Any], rule: Mapping[str, Any]) -> bool:
     return all(cell.get(k) == v or (isinstance(v, list) and cell.get(k) in v) for k, v in rule.items())
 
 
-def _rules(spec: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
+def _rules(spec: Mapping[str, Any], name: str) -> list[CellRule]:
     rules = spec.get(name, [])
     if isinstance(rules, dict):
         rules = [rules]
@@ -251,7 +281,7 @@ def _rules(spec: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
     return rules
 
 
-def expand_options(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+def expand_options(spec: Mapping[str, Any]) -> list[CellOptions]:
     """Every cell's options, in matrix order (lists expanded), then ``include``; ``exclude`` applied."""
     for name in spec:
         _check_key(str(name), "")
@@ -271,12 +301,16 @@ def expand_options(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     cells = [c for c in cells if not any(_matches(c, rule) for rule in excludes)]
     if not cells:
         raise UsageError("spec: no cell left (every cell is excluded)")
-    return [check_options(json.loads(json.dumps(c))) for c in cells]
+    return [check_options(json.loads(json.dumps(c))) for c in cells]  # each a plain copy, checked
 
 
 def study_name(spec: Mapping[str, Any], default: str) -> str:
     name = spec.get("name", default)
-    if not isinstance(name, str) or not name or not all(ch.isalnum() or ch in "-_." for ch in name) \
-            or name.startswith("."):
+    if (
+        not isinstance(name, str)
+        or not name
+        or not all(ch.isalnum() or ch in "-_." for ch in name)
+        or name.startswith(".")
+    ):
         raise UsageError(f"spec: name must be letters, digits, '-', '_' or '.', not {name!r}")
     return name

@@ -24,9 +24,10 @@ import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from autorl.errors import UsageError
+from autorl.sweep.records import CellRecord, Outcome, StudySpec
 
 RESULT = "result"
 INFRA = "infra"
@@ -53,6 +54,12 @@ def read_json(path: Path) -> Any:
         return None
 
 
+def read_outcome(path: Path) -> Outcome | None:
+    """An attempt's ``outcome.json``; None when it is missing, unreadable or not a record with a ``kind``."""
+    data = read_json(path)
+    return cast(Outcome, data) if isinstance(data, dict) and isinstance(data.get("kind"), str) else None
+
+
 @dataclass
 class Attempt:
     """One try at a key, read from its folder."""
@@ -60,8 +67,9 @@ class Attempt:
     key: str
     number: int
     path: Path
+    #: the executor's record of the job (its own fields: what its ``poll`` needs)
     job: dict[str, Any] | None = None
-    outcome: dict[str, Any] | None = None
+    outcome: Outcome | None = None
 
     @property
     def finished(self) -> bool:
@@ -125,7 +133,7 @@ class SweepDir:
     def exists(self) -> bool:
         return (self.root / "sweep.json").is_file()
 
-    def create(self, spec: dict[str, Any], cells: list[dict[str, Any]]) -> None:
+    def create(self, spec: StudySpec, cells: list[CellRecord]) -> None:
         from autorl.version import __version__
 
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -133,17 +141,20 @@ class SweepDir:
         write_json(self.root / "sweep.json", {"name": self.name, "spec": spec, "autorl_version": __version__})
         write_json(self.root / "cells.json", cells)
 
-    def spec(self) -> dict[str, Any]:
+    def spec(self) -> StudySpec:
         data = read_json(self.root / "sweep.json")
-        if not isinstance(data, dict):
+        if not isinstance(data, dict) or not isinstance(data.get("spec"), dict):
             raise UsageError(f"{self.root} is not a sweep directory (no sweep.json); see `autorl sweep run`")
-        return dict(data["spec"])
+        return cast(StudySpec, dict(data["spec"]))  # written by SweepDir.create, its keys checked
 
-    def cells(self) -> list[dict[str, Any]]:
+    def cells(self) -> list[CellRecord]:
         data = read_json(self.root / "cells.json")
-        if not isinstance(data, list):
+        if not isinstance(data, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("options"), dict) and isinstance(c.get("run_key"), str)
+            for c in data
+        ):
             raise UsageError(f"{self.root} is not a sweep directory (no cells.json)")
-        return data
+        return cast(list[CellRecord], data)
 
     def attempt_dir(self, key: str, number: int) -> Path:
         return self.keys_dir / key / f"a{number}"
@@ -160,8 +171,16 @@ class SweepDir:
             if not (name.startswith("a") and name[1:].isdigit()):
                 continue
             path = Path(entry.path)
-            state.attempts.append(Attempt(key, int(name[1:]), path, read_json(path / "job.json"),
-                                          read_json(path / "outcome.json")))
+            job = read_json(path / "job.json")
+            state.attempts.append(
+                Attempt(
+                    key,
+                    int(name[1:]),
+                    path,
+                    job if isinstance(job, dict) else None,
+                    read_outcome(path / "outcome.json"),
+                )
+            )
         state.attempts.sort(key=lambda a: a.number)
         return state
 
@@ -172,12 +191,13 @@ class SweepDir:
         """Record how an attempt ended, unless it already has an outcome (the first writer wins)."""
         path = attempt.path / "outcome.json"
         if path.exists():
-            attempt.outcome = read_json(path)
+            attempt.outcome = read_outcome(path)
             return
-        outcome = {"kind": kind, "reason": reason, "finished": time.time(), **extra}
+        outcome = cast(Outcome, {"kind": kind, "reason": reason, "finished": time.time(), **extra})
         write_json(path, outcome)
         attempt.outcome = outcome
 
     def claim_coordinator(self) -> None:
-        write_json(self.root / "coordinator.json",
-                   {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()})
+        write_json(
+            self.root / "coordinator.json", {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
+        )

@@ -4,10 +4,14 @@ its time left, done with its score, failed with its reason, and the attempts eac
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autorl.record.display import short_path
+from autorl.sweep.report_records import CellState
 from autorl.sweep.store import DONE, FAILED, GAVE_UP, QUEUED, RUNNING, KeyState, read_json
+
+if TYPE_CHECKING:
+    from autorl.sweep.coordinator import Study
 
 COLUMNS = ("run_key", "agent", "task", "model", "seed", "state", "attempts", "detail")
 
@@ -16,10 +20,10 @@ def _fmt(v: Any) -> str:
     return "-" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v)
 
 
-def cell_rows(study: Any, now: float | None = None) -> list[dict[str, Any]]:
+def cell_rows(study: Study, now: float | None = None) -> list[CellState]:
     """One row per cell of ``study`` (a :class:`autorl.sweep.coordinator.Study` with fresh states)."""
     now = time.time() if now is None else now
-    out = []
+    out: list[CellState] = []
     for cell in study.cells:
         state: KeyState = study.states.get(cell.run_key) or KeyState(cell.run_key)
         status = state.status(study.retries)
@@ -38,12 +42,22 @@ def cell_rows(study: Any, now: float | None = None) -> list[dict[str, Any]]:
             detail = f"improvement {_fmt(o.get('improvement'))}" if status == DONE else str(o.get("reason"))
         elif status in (QUEUED, GAVE_UP) and state.infra_failures:
             detail = "; ".join(a.reason for a in state.attempts if a.finished and not a.counts)[-200:]
-        out.append({"run_key": cell.run_key, "agent": cell["agent"], "task": cell["task"], "model": cell["model"],
-                    "seed": cell["seed"], "state": status, "attempts": len(state.attempts), "detail": detail})
+        out.append(
+            {
+                "run_key": cell.run_key,
+                "agent": cell["agent"],
+                "task": cell["task"],
+                "model": cell["model"],
+                "seed": cell["seed"],
+                "state": status,
+                "attempts": len(state.attempts),
+                "detail": detail,
+            }
+        )
     return out
 
 
-def render(study: Any, title: str | None = None) -> Any:
+def render(study: Study, title: str | None = None) -> Any:
     """A rich Table of :func:`cell_rows` with a count of each state in the caption."""
     from rich.table import Table
 
@@ -51,12 +65,22 @@ def render(study: Any, title: str | None = None) -> Any:
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["state"]] = counts.get(r["state"], 0) + 1
-    table = Table(title=title or f"sweep {study.name}",
-                  caption=", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    table = Table(
+        title=title or f"sweep {study.name}", caption=", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    )
     for c in COLUMNS:
         table.add_column(c, no_wrap=c == "run_key", overflow="fold")
-    for r in rows:
+    for row in rows:
+        shown: dict[str, object] = dict(row)
         # a key's first 12 characters tell it apart; an agent or model given as a folder shows its own name
-        table.add_row(*(str(r[c])[:12] if c == "run_key" else short_path(str(r[c])) if c in ("agent", "model")
-                        else str(r[c]) for c in COLUMNS))
+        table.add_row(
+            *(
+                str(shown[c])[:12]
+                if c == "run_key"
+                else short_path(str(shown[c]))
+                if c in ("agent", "model")
+                else str(shown[c])
+                for c in COLUMNS
+            )
+        )
     return table

@@ -33,9 +33,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from autorl.record.schema import ResultRecord
 from autorl.sweep.keys import environ_devices, gpu_flag
+from autorl.sweep.records import Outcome, Payload
 from autorl.sweep.store import INFRA, RESULT, read_json, write_json
 
 #: the program that runs one cell (tests and benchmarks put a fake run here; see docs/sweep.md)
@@ -53,7 +55,7 @@ class _NoRoom(Exception):
     """Too little disk to start the run now (the message says how much, where)."""
 
 
-def scratch_home(payload: dict[str, Any]) -> Path:
+def scratch_home(payload: Payload) -> Path:
     """The node-local home of this sweep's runs (shared by the attempts that run on this node)."""
     root = Path(payload.get("scratch") or os.environ.get(SCRATCH_ENV) or tempfile.gettempdir())
     home = root / f"autorl-sweep-{os.getuid()}" / f"{payload['sweep']}-{payload['sweep_id']}" / "home"
@@ -62,10 +64,20 @@ def scratch_home(payload: dict[str, Any]) -> Path:
     return home
 
 
-def run_id(payload: dict[str, Any]) -> str:
+def run_id(payload: Payload) -> str:
     """The attempt's run id, ``<run_key>-<sweep_id>-a<N>``: unique to one execution, so two studies whose cells
     coincide (same agent, task, model and seed under another name or folder) never share a record or a folder."""
     return f"{payload['run_key']}-{payload['sweep_id']}-a{payload['attempt']}"
+
+
+def read_payload(path: Path) -> Payload:
+    """An attempt's ``payload.json`` (written by the coordinator, completed by the executor)."""
+    payload = read_json(path)
+    if not isinstance(payload, dict) or not all(
+        k in payload for k in ("run_key", "attempt", "sweep", "sweep_id", "args", "options", "home", "sweep_dir")
+    ):
+        raise RuntimeError(f"{path.parent} has no payload.json")
+    return cast(Payload, payload)
 
 
 def _link_shared(home: Path, shared: Path, task: str) -> None:
@@ -111,7 +123,7 @@ def _reserve(path: Path) -> None:
             os.fsync(f.fileno())
 
 
-def _recover(payload: dict[str, Any], home: Path, runs_dir: Path, env: dict[str, str], log: Path) -> None:
+def _recover(payload: Payload, home: Path, runs_dir: Path, env: dict[str, str], log: Path) -> None:
     """Record, from its grader's store, a run of this attempt that ended without its record (its agent filled
     the disk, say): ``autorl recover`` with the room the reserve gave back. A run whose scored submissions are
     in its store is then a result, never an infrastructure failure retried for another chance."""
@@ -121,20 +133,28 @@ def _recover(payload: dict[str, Any], home: Path, runs_dir: Path, env: dict[str,
         return
     ledger = Ledger(home / "autorl.db")
     try:
-        lost = [str(r["run_id"]) for r in ledger.live()
-                if Path(str(r.get("workspace") or "/")).is_relative_to(runs_dir)]
+        lost = [
+            str(r["run_id"]) for r in ledger.live() if Path(str(r.get("workspace") or "/")).is_relative_to(runs_dir)
+        ]
     finally:
         ledger.close()
     for run_id in lost:
         with log.open("ab") as err:
-            subprocess.run([sys.executable, "-c", "from autorl.cli import main; main()", "recover", run_id],
-                           stdout=err, stderr=err, env=env, stdin=subprocess.DEVNULL, check=False)
+            subprocess.run(
+                [sys.executable, "-c", "from autorl.cli import main; main()", "recover", run_id],
+                stdout=err,
+                stderr=err,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
 
 
-def _command(payload: dict[str, Any], runs_dir: Path) -> list[str]:
+def _command(payload: Payload, runs_dir: Path) -> list[str]:
     program = payload.get("program") or [sys.executable, "-c", "from autorl.cli import main; main()"]
     args = ["run", *payload["args"], "--runs-dir", str(runs_dir), "--json"]
-    devices = payload["gpus"] if payload.get("gpus") is not None else environ_devices()
+    given = payload.get("gpus")
+    devices = given if given is not None else environ_devices()
     flag = gpu_flag(payload["options"], [str(d) for d in devices]) if payload["options"]["gpus"] else None
     if flag:
         args += ["--gpus", flag]
@@ -153,7 +173,7 @@ def _tail(path: Path, lines: int = 1) -> str:
     return " | ".join(kept[-lines:])[:300]
 
 
-def _copy_store(result: dict[str, Any], attempt_dir: Path) -> None:
+def _copy_store(result: ResultRecord, attempt_dir: Path) -> None:
     """The grader's store and the watch's record, copied into the attempt's folder; a copy that fails (the study's
     disk full) leaves the node's path in the record and says why: the result is recorded all the same."""
     meta = result.setdefault("meta", {})
@@ -172,7 +192,7 @@ def _copy_store(result: dict[str, Any], attempt_dir: Path) -> None:
             shutil.rmtree(src, ignore_errors=True)  # the copy is the record's: the scratch disk gets its space back
 
 
-def _result(payload: dict[str, Any], home: Path, stdout: str) -> dict[str, Any]:
+def _result(home: Path, stdout: str) -> ResultRecord:
     import json
 
     from autorl.record.ledger import Ledger
@@ -186,7 +206,7 @@ def _result(payload: dict[str, Any], home: Path, stdout: str) -> dict[str, Any]:
     return result if result is not None else {"row": row, "submissions": [], "meta": {"recorded_from": "stdout"}}
 
 
-def _recorded(home: Path, runs_dir: Path) -> dict[str, Any] | None:
+def _recorded(home: Path, runs_dir: Path) -> ResultRecord | None:
     """The run this attempt's ``autorl run`` recorded in its ledger, if it got that far (whatever its exit):
     a recorded run is a result, never an infrastructure failure to retry (that would be best-of-n)."""
     from autorl.record.ledger import Ledger
@@ -195,22 +215,29 @@ def _recorded(home: Path, runs_dir: Path) -> dict[str, Any] | None:
         return None
     ledger = Ledger(home / "autorl.db")
     try:
-        found = [r for r in ledger.runs() if Path(str((r.get("row") or {}).get("workspace") or "/")).is_relative_to(runs_dir)]
+        found = [
+            r for r in ledger.runs() if Path(str((r.get("row") or {}).get("workspace") or "/")).is_relative_to(runs_dir)
+        ]
     finally:
         ledger.close()
     return found[-1] if found else None
 
 
-def run_attempt(attempt_dir: str | Path) -> dict[str, Any]:
+def run_attempt(attempt_dir: str | Path) -> Outcome:
     """Run the attempt in ``attempt_dir`` (its ``payload.json``); returns and writes its ``outcome.json``."""
     attempt_dir = Path(attempt_dir)
-    payload = read_json(attempt_dir / "payload.json")
-    if not isinstance(payload, dict):
-        raise RuntimeError(f"{attempt_dir} has no payload.json")
+    payload = read_payload(attempt_dir / "payload.json")
     started = time.time()
-    write_json(attempt_dir / "node.json", {"host": socket.gethostname(), "pid": os.getpid(), "started": started,
-                                           "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")})
-    outcome: dict[str, Any]
+    write_json(
+        attempt_dir / "node.json",
+        {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "started": started,
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        },
+    )
+    outcome: Outcome
     try:
         home = scratch_home(payload)
         _link_shared(home, Path(payload["home"]), payload["options"]["task"])
@@ -223,24 +250,30 @@ def run_attempt(attempt_dir: str | Path) -> dict[str, Any]:
         # study folder (other runs' workspaces, results and grader stores) nor any study's scratch home under this
         # scratch root (other studies' hidden items, secrets, ledgers and grader stores), whatever disk it is on:
         # the run's sandbox masks them all and binds back only the run's own workspace, model and data
-        hide = [str(Path(payload["home"])), str(Path(payload["sweep_dir"])), str(home.parent.parent),
-                os.environ.get("AUTORL_SANDBOX_HIDE", "")]
+        hide = [
+            str(Path(payload["home"])),
+            str(Path(payload["sweep_dir"])),
+            str(home.parent.parent),
+            os.environ.get("AUTORL_SANDBOX_HIDE", ""),
+        ]
         env["AUTORL_SANDBOX_HIDE"] = os.pathsep.join(p for p in hide if p)
-        if payload.get("gpus") is not None:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in payload["gpus"])
+        gpus, need = payload.get("gpus"), payload.get("disk_need")
+        if gpus is not None:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in gpus)
         log = attempt_dir / "run.log"
-        if payload.get("disk_need"):
+        if need:
             from autorl.sweep.disk import room_for_run
 
-            short = room_for_run([home, attempt_dir], int(payload["disk_need"]))
+            short = room_for_run([home, attempt_dir], int(need))
             if short is not None:
                 raise _NoRoom(short)
         try:
             _reserve(home.parent / f".reserve-{run_id(payload)}")
             _reserve(attempt_dir / ".reserve")
             with log.open("ab") as err:
-                proc = subprocess.Popen(_command(payload, runs_dir), stdout=subprocess.PIPE, stderr=err, env=env,
-                                        stdin=subprocess.DEVNULL)
+                proc = subprocess.Popen(
+                    _command(payload, runs_dir), stdout=subprocess.PIPE, stderr=err, env=env, stdin=subprocess.DEVNULL
+                )
                 _CHILD[0] = proc
                 out, _ = proc.communicate()
         finally:
@@ -251,22 +284,32 @@ def run_attempt(attempt_dir: str | Path) -> dict[str, Any]:
             _recover(payload, home, runs_dir, env, log)
             recorded = _recorded(home, runs_dir)
         if code == 0 or recorded is not None:
-            result = _result(payload, home, out.decode()) if recorded is None else recorded
+            result = _result(home, out.decode()) if recorded is None else recorded
             if code != 0:
                 result.setdefault("meta", {})["exit_after_record"] = f"autorl run exited with code {code}: {_tail(log)}"
             _copy_store(result, attempt_dir)
             row = result["row"]
             result["meta"]["runner_run_id"] = row["run_id"]
-            row.update(run_id=run_id(payload), run_key=payload["run_key"],
-                       sweep=payload["sweep"])
-            result["meta"]["sweep"] = {"name": payload["sweep"], "dir": payload["sweep_dir"],
-                                       "run_key": payload["run_key"], "attempt": payload["attempt"]}
+            row["run_id"], row["run_key"], row["sweep"] = run_id(payload), payload["run_key"], payload["sweep"]
+            result["meta"]["sweep"] = {
+                "name": payload["sweep"],
+                "dir": payload["sweep_dir"],
+                "run_key": payload["run_key"],
+                "attempt": payload["attempt"],
+            }
             write_json(attempt_dir / "result.json", result)
-            outcome = {"kind": RESULT, "reason": str(row.get("end_reason") or ""), "success": bool(row.get("success")),
-                       "improvement": row.get("improvement")}
+            outcome = {
+                "kind": RESULT,
+                "reason": str(row.get("end_reason") or ""),
+                "success": bool(row.get("success")),
+                "improvement": row.get("improvement"),
+            }
             if row.get("infra_failure"):  # recorded, but not measured, and not for the agent's doing: retried
-                outcome = {"kind": INFRA, "reason": str(row.get("end_reason") or row["infra_failure"])[:300],
-                           "recorded": True}
+                outcome = {
+                    "kind": INFRA,
+                    "reason": str(row.get("end_reason") or row["infra_failure"])[:300],
+                    "recorded": True,
+                }
         elif code < 0:
             outcome = {"kind": INFRA, "reason": f"autorl run killed by {signal.Signals(-code).name}"}
         else:
@@ -275,7 +318,9 @@ def run_attempt(attempt_dir: str | Path) -> dict[str, Any]:
         outcome = {"kind": INFRA, "reason": str(exc)[:300]}
     except OSError as exc:  # out of disk, a vanished mount: the node's fault, not the agent's
         outcome = {"kind": INFRA, "reason": f"{type(exc).__name__}: {exc}"[:300]}
-    outcome.update(finished=time.time(), duration_s=round(time.time() - started, 1), host=socket.gethostname())
+    outcome.update(
+        {"finished": time.time(), "duration_s": round(time.time() - started, 1), "host": socket.gethostname()}
+    )
     if not (attempt_dir / "outcome.json").exists():
         write_json(attempt_dir / "outcome.json", outcome)
     return outcome
@@ -304,8 +349,10 @@ def _on_signal(signum: int, frame: Any) -> None:
     _release()
     attempt_dir = Path(sys.argv[1])
     if not (attempt_dir / "outcome.json").exists():
-        write_json(attempt_dir / "outcome.json", {"kind": INFRA, "finished": time.time(),
-                                                  "reason": f"worker stopped by {signal.Signals(signum).name}"})
+        write_json(
+            attempt_dir / "outcome.json",
+            {"kind": INFRA, "finished": time.time(), "reason": f"worker stopped by {signal.Signals(signum).name}"},
+        )
     os._exit(143)
 
 

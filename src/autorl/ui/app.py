@@ -29,6 +29,7 @@ import autorl.ui.items as items
 import autorl.ui.pages as pages
 import autorl.ui.sweep as sweep
 import autorl.ui.trajectory as trajectory
+from autorl.record.aggregate import AgentComparison
 from autorl.record.ledger import Ledger
 from autorl.ui.shell import not_found
 
@@ -43,7 +44,7 @@ def _host_of(header: str) -> tuple[str, int | None] | None:
         end = header.find("]")
         if end < 0:
             return None
-        host, rest = header[:end + 1], header[end + 1:]
+        host, rest = header[: end + 1], header[end + 1 :]
     else:
         host, _, port_text = header.partition(":")
         rest = ":" + port_text if ":" in header else ""
@@ -66,8 +67,9 @@ class HostCheck:
 
     def __init__(self, app: ASGIApp, allowed_hosts: Iterable[str]) -> None:
         self.app = app
-        self.allowed = {h.lower() if not (":" in h and not h.startswith("[")) else f"[{h.lower()}]"
-                        for h in allowed_hosts}
+        self.allowed = {
+            h.lower() if not (":" in h and not h.startswith("[")) else f"[{h.lower()}]" for h in allowed_hosts
+        }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -91,7 +93,8 @@ def _security_headers(response: Response, nonce: str | None = None) -> Response:
     script = f"'nonce-{nonce}'" if nonce else "'none'"
     response.headers["Content-Security-Policy"] = (
         f"default-src 'none'; script-src {script}; style-src 'unsafe-inline'; img-src 'self' data:; "
-        "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+        "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    )
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["Referrer-Policy"] = "no-referrer"
     return response
@@ -107,7 +110,7 @@ def create_app(db_path: Path, *, hosts: Iterable[str] = ()) -> ASGIApp:
     def ledger() -> Ledger:
         return Ledger(db_path)
 
-    def rows(params: dict[str, str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    def rows(params: dict[str, str]) -> tuple[list[data.TableRow], list[data.TableRow]]:
         led = ledger()
         try:
             everything = data.all_rows(led)
@@ -115,14 +118,14 @@ def create_app(db_path: Path, *, hosts: Iterable[str] = ()) -> ASGIApp:
             led.close()
         return everything, data.filter_rows(everything, params)
 
-    def detail(run_id: str) -> dict[str, Any] | None:
+    def detail(run_id: str) -> data.RunDetail | None:
         led = ledger()
         try:
             return data.run_detail(led, run_id)
         finally:
             led.close()
 
-    def hidden_items(d: dict[str, Any]) -> str | None:
+    def hidden_items(d: data.RunDetail) -> str | None:
         led = ledger()
         try:
             return items.withheld(d["row"].get("task"), led.live())
@@ -164,19 +167,21 @@ def create_app(db_path: Path, *, hosts: Iterable[str] = ()) -> ASGIApp:
         d = detail(run_id)
         if d is None:
             return html(not_found, f"no run {run_id}", status_code=404)
-        ws = Path(d["workspace"]) if d.get("workspace") else None
+        ws = Path(d["workspace"]) if d["workspace"] else None
         # agent-written files through autorl.untrusted only; the grader's log from the grader's store only
         logs = {"agent.log": data.tail(ws, "agent.log") if ws else None}
         # the model calls as the LLM gateway recorded them, else the agent's own trajectory file
         turns = trajectory.gateway_trajectory(d.get("result")) or (trajectory.trajectory(ws) if ws else None)
         grader = data.grader_log(d.get("store_dir"))
         found = items.items_page(d.get("result"), _prefixed(request, "items_"), hidden_items(d))
-        return html(pages.run_page, d, timeline_figure(d), logs, turns, grader,
-                    items=items.items_section(run_id, found))
+        return html(
+            pages.run_page, d, timeline_figure(d), logs, turns, grader, items=items.items_section(run_id, found)
+        )
 
-    def timeline_figure(d: dict[str, Any]) -> str:
-        return charts.timeline_svg(d["timeline"], f"{d['row']['agent']} on {d['row']['task']}: dev score per "
-                                                  "submission")
+    def timeline_figure(d: data.RunDetail) -> str:
+        return charts.timeline_svg(
+            d["timeline"], f"{d['row']['agent']} on {d['row']['task']}: dev score per submission"
+        )
 
     def run_json(request: Request) -> Response:
         d = detail(request.path_params["run_id"])
@@ -203,7 +208,7 @@ def create_app(db_path: Path, *, hosts: Iterable[str] = ()) -> ASGIApp:
             return Response(f"no run {run_id}", status_code=404, media_type="text/plain")
         return svg(timeline_figure(d), request, f"autorl-{_safe_name(run_id)}-timeline.svg")
 
-    def comparison(request: Request) -> tuple[list[str], str | None, dict[str, Any] | None]:
+    def comparison(request: Request) -> tuple[list[str], str | None, AgentComparison | None]:
         everything = rows({})[0]
         tasks = sorted({str(r["task"]) for r in everything})
         task = request.query_params.get("task") or (tasks[0] if tasks else None)
@@ -220,24 +225,29 @@ def create_app(db_path: Path, *, hosts: Iterable[str] = ()) -> ASGIApp:
 
     def compare_svg(request: Request) -> Response:
         _, task, cmp = comparison(request)
-        return svg(charts.compare_svg(cmp or {"task": task or "", "groups": []}), request,
-                   f"autorl-{_safe_name(task or 'none')}-compare.svg")
+        return svg(
+            charts.compare_svg(cmp or data.no_comparison(task or "")),
+            request,
+            f"autorl-{_safe_name(task or 'none')}-compare.svg",
+        )
 
-    app = Starlette(routes=[
-        Route("/", runs_html),
-        Route("/fragment/runs", runs_fragment),
-        Route("/runs/{run_id}", run_html),
-        Route("/runs/{run_id}/timeline.svg", timeline_svg),
-        Route("/compare", compare_html),
-        Route("/compare.svg", compare_svg),
-        Route("/api/runs", runs_json),
-        Route("/api/live", live_json),
-        Route("/api/runs/{run_id}", run_json),
-        Route("/api/runs/{run_id}/timeline", timeline_json),
-        Route("/api/runs/{run_id}/items", items_json),
-        Route("/api/compare", compare_json),
-        *sweep.routes(db_path.parent / "sweeps", _security_headers),
-    ])
+    app = Starlette(
+        routes=[
+            Route("/", runs_html),
+            Route("/fragment/runs", runs_fragment),
+            Route("/runs/{run_id}", run_html),
+            Route("/runs/{run_id}/timeline.svg", timeline_svg),
+            Route("/compare", compare_html),
+            Route("/compare.svg", compare_svg),
+            Route("/api/runs", runs_json),
+            Route("/api/live", live_json),
+            Route("/api/runs/{run_id}", run_json),
+            Route("/api/runs/{run_id}/timeline", timeline_json),
+            Route("/api/runs/{run_id}/items", items_json),
+            Route("/api/compare", compare_json),
+            *sweep.routes(db_path.parent / "sweeps", _security_headers),
+        ]
+    )
     return HostCheck(app, [*LOOPBACK_HOSTS, *(name for h in hosts for name in served_names(h))])
 
 
@@ -256,7 +266,7 @@ def served_names(host: str) -> list[str]:
 
 def _prefixed(request: Request, prefix: str) -> dict[str, str]:
     """The query parameters named ``<prefix>x``, as ``x`` (a section's own parameters on a page's URL)."""
-    return {k[len(prefix):]: v for k, v in request.query_params.items() if k.startswith(prefix) and v}
+    return {k[len(prefix) :]: v for k, v in request.query_params.items() if k.startswith(prefix) and v}
 
 
 def _safe_name(text: str) -> str:

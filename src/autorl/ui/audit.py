@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
+from autorl.record.schema import AuditFlag
+
 __all__ = ["audit_cell", "audit_html", "decoy_entries", "decoys_cell"]
 
 #: the most decoy evidence entries a page lists, and the most characters of each
@@ -52,8 +54,14 @@ def decoys_cell(decoys: Any, read: Any = None) -> str:
         return "<span class='decoys'>decoys: unreadable record</span>"
     reads = decoy_entries(read) if isinstance(read, list) else []
     read_names = sorted({name for kind, name, _ in reads or [] if kind != "?"})
-    read_part = (f"<span class='muted decoys-read' title='{escape('read: ' + ', '.join(read_names))}'>"
-                 f"read ({len(read_names)})</span>") if read_names else ""
+    read_part = (
+        (
+            f"<span class='muted decoys-read' title='{escape('read: ' + ', '.join(read_names))}'>"
+            f"read ({len(read_names)})</span>"
+        )
+        if read_names
+        else ""
+    )
     if not entries:
         return read_part or "<span class='decoys'>decoys untouched</span>"
     used = sorted({name for kind, name, _ in entries if kind != "?"}) or ["?"]
@@ -85,16 +93,22 @@ def _judge_evidence(flag: Mapping[str, Any]) -> str:
 
 
 def _items(entries: list[tuple[str, str, str]]) -> str:
-    return "".join(f"<li><b>{escape(_KINDS.get(kind, 'unreadable entry'))}</b> <code>{escape(name)}</code>"
-                   + (f" <code class='agent-text'>{escape(where)}</code>" if where else "") + "</li>"
-                   for kind, name, where in entries)
+    return "".join(
+        f"<li><b>{escape(_KINDS.get(kind, 'unreadable entry'))}</b> <code>{escape(name)}</code>"
+        + (f" <code class='agent-text'>{escape(where)}</code>" if where else "")
+        + "</li>"
+        for kind, name, where in entries
+    )
 
 
 def _decoys_html(row: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
     recorded: Mapping[str, Any] = meta["decoys"] if isinstance(meta.get("decoys"), Mapping) else {}
     planted_list = recorded.get("planted")
-    planted = [f"{d.get('name')} ({d.get('rel')})" for d in planted_list if isinstance(d, Mapping)] \
-        if isinstance(planted_list, list) else []
+    planted = (
+        [f"{d.get('name')} ({d.get('rel')})" for d in planted_list if isinstance(d, Mapping)]
+        if isinstance(planted_list, list)
+        else []
+    )
     entries = decoy_entries(row.get("decoys"))
     if entries is None:
         return "<div id='decoys'><p class='muted'>no decoys were planted in this run</p></div>"
@@ -103,27 +117,38 @@ def _decoys_html(row: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
     how = f", reads watched by {escape(str(recorded['watch']))}" if recorded.get("watch") else ""
     names = f"planted: {escape(', '.join(planted))}{how}. " if planted else ""
     reads = decoy_entries(row.get("decoys_read")) if isinstance(row.get("decoys_read"), list) else []
-    read_html = (f"<p class='note decoys-read'>read {len({n for _, n, _ in reads or []})} decoy(s): weaker "
-                 "evidence, not bait (a <code>grep -r</code>, a <code>tar</code> or a copy of the workspace reads "
-                 f"every file in it)</p><ul id='decoys-read'>{_items(reads or [])}</ul>") if reads else ""
+    read_html = (
+        (
+            f"<p class='note decoys-read'>read {len({n for _, n, _ in reads or []})} decoy(s): weaker "
+            "evidence, not bait (a <code>grep -r</code>, a <code>tar</code> or a copy of the workspace reads "
+            f"every file in it)</p><ul id='decoys-read'>{_items(reads or [])}</ul>"
+        )
+        if reads
+        else ""
+    )
     if not entries:
         return f"<div id='decoys'><p>{names}No bait taken.</p>{read_html}</div>"
     used = sorted({name for kind, name, _ in entries if kind != "?"}) or ["?"]
-    return (f"<div id='decoys'><p class='warning bait'>the agent took the bait of {len(used)} planted decoy(s) "
-            f"(presented a decoy token, or put a decoy's canary in a submission, an output or data of its own: "
-            f"acts no honest work performs): {escape(', '.join(used))}</p><p class='note'>{names}Where a canary "
-            f"was found is the agent's own file name, shown as plain text.</p><ul id='decoys-touched'>"
-            f"{_items(entries)}</ul>{read_html}</div>")
+    return (
+        f"<div id='decoys'><p class='warning bait'>the agent took the bait of {len(used)} planted decoy(s) "
+        f"(presented a decoy token, or put a decoy's canary in a submission, an output or data of its own: "
+        f"acts no honest work performs): {escape(', '.join(used))}</p><p class='note'>{names}Where a canary "
+        f"was found is the agent's own file name, shown as plain text.</p><ul id='decoys-touched'>"
+        f"{_items(entries)}</ul>{read_html}</div>"
+    )
 
 
-def audit_html(row: Mapping[str, Any], flags: list[dict[str, Any]], meta: Mapping[str, Any]) -> str:
+def audit_html(row: Mapping[str, Any], flags: list[AuditFlag], meta: Mapping[str, Any]) -> str:
     """The run page's audit section: each flag with its detail (a judge's quoted evidence, a human's decision),
     or ``no flags``; then the decoys. A run in progress is audited once it ends."""
     if row.get("live"):
         return "<h2>Audit</h2><p id='audit' class='muted'>the audit runs once the run ends</p>"
-    items = "".join(f"<li><b>{escape(str(f.get('name')))}</b> ({escape(str(f.get('severity')))}): "
-                    f"{escape(str(f.get('detail')))}"
-                    f"{' — overridden: ' + escape(str(f['overrides'][-1].get('reason'))) if f.get('overrides') else ''}"
-                    f"{_judge_evidence(f)}</li>" for f in flags)
+    items = "".join(
+        f"<li><b>{escape(str(f.get('name')))}</b> ({escape(str(f.get('severity')))}): "
+        f"{escape(str(f.get('detail')))}"
+        f"{' — overridden: ' + escape(str(f['overrides'][-1].get('reason'))) if f.get('overrides') else ''}"
+        f"{_judge_evidence(f)}</li>"
+        for f in flags
+    )
     head = f"<ul id='audit'>{items}</ul>" if items else "<p id='audit'>no flags</p>"
     return f"<h2>Audit</h2>{head}<h3>Decoys</h3>{_decoys_html(row, meta)}"

@@ -45,11 +45,18 @@ class ItemsPage:
 
     def to_dict(self) -> dict[str, Any]:
         found = self.found
-        return {"split": self.split, "flipped": self.flipped, "page": self.page, "pages": self.pages,
-                "per_page": PER_PAGE, "error": self.error,
-                "submission": found.submission if found else None, "counts": found.counts() if found else None,
-                "notes": found.notes if found else [],
-                "items": [{k: _clipped(v) for k, v in p.to_dict().items()} for p in self.shown]}
+        return {
+            "split": self.split,
+            "flipped": self.flipped,
+            "page": self.page,
+            "pages": self.pages,
+            "per_page": PER_PAGE,
+            "error": self.error,
+            "submission": found.submission if found else None,
+            "counts": found.counts() if found else None,
+            "notes": found.notes if found else [],
+            "items": [{k: _clipped(v) for k, v in p.to_dict().items()} for p in self.shown],
+        }
 
 
 def _int(text: str | None, default: int) -> int:
@@ -105,8 +112,10 @@ def withheld(task: Any, live: Iterable[Mapping[str, Any]], now: float | None = N
 
     for info in live:
         if info.get("task") == task and run_status(info, now).alive:
-            return (f"the items are hidden while run {info.get('run_id')} on {task} is in progress: its agent must "
-                    "not see this task's hidden items, and this page may be within its reach")
+            return (
+                f"the items are hidden while run {info.get('run_id')} on {task} is in progress: its agent must "
+                "not see this task's hidden items, and this page may be within its reach"
+            )
     return None
 
 
@@ -120,8 +129,9 @@ def items_page(result: Mapping[str, Any] | None, params: Mapping[str, str], hidd
     if hidden is not None:
         return ItemsPage(split, flipped, 1, 1, None, [], hidden)
     if result is None:
-        return ItemsPage(split, flipped, 1, 1, None, [], "the run is not recorded yet: its items are shown "
-                                                         "once it ends")
+        return ItemsPage(
+            split, flipped, 1, 1, None, [], "the run is not recorded yet: its items are shown once it ends"
+        )
     submission = _int(params.get("submission"), 0) or None
     try:
         found = _RECENT.get(result, split, submission)
@@ -130,7 +140,7 @@ def items_page(result: Mapping[str, Any] | None, params: Mapping[str, str], hidd
     ordered = found.ordered(flipped)
     pages = max(1, -(-len(ordered) // PER_PAGE))
     page = min(page, pages)
-    return ItemsPage(split, flipped, page, pages, found, ordered[(page - 1) * PER_PAGE:page * PER_PAGE])
+    return ItemsPage(split, flipped, page, pages, found, ordered[(page - 1) * PER_PAGE : page * PER_PAGE])
 
 
 def _clipped(value: Any) -> Any:
@@ -165,24 +175,34 @@ def _score(pair: ItemPair, side: str) -> str:
 def _row(pair: ItemPair) -> str:
     """One item's row: its id, outcome and both scores, then its texts (each scrolls past a few lines)."""
     texts = (_text(pair.prompt), _text(pair.reference), _answer(pair, "base"), _answer(pair, "checkpoint"))
-    return (f"<tr data-item='{escape(pair.id)}' class='outcome-{escape(pair.outcome)}'>"
-            f"<td class='wrap'>{escape(pair.id)}</td><td>{escape(pair.outcome)}</td>"
-            f"<td class='num'>{_score(pair, 'base')}</td><td class='num'>{_score(pair, 'checkpoint')}</td>"
-            + "".join(f"<td class='txt'><div>{text}</div></td>" for text in texts) + "</tr>")
+    return (
+        f"<tr data-item='{escape(pair.id)}' class='outcome-{escape(pair.outcome)}'>"
+        f"<td class='wrap'>{escape(pair.id)}</td><td>{escape(pair.outcome)}</td>"
+        f"<td class='num'>{_score(pair, 'base')}</td><td class='num'>{_score(pair, 'checkpoint')}</td>"
+        + "".join(f"<td class='txt'><div>{text}</div></td>" for text in texts)
+        + "</tr>"
+    )
 
 
 def items_section(run_id: str, page: ItemsPage) -> str:
     """The run page's items section: the counts, links to the other split and to the flipped items only, one
     page of the table and the pager (the run page takes the section's parameters as ``items_<name>``)."""
+
     def link(label: str, **changes: Any) -> str:
         query = {"split": page.split, "flipped": "1" if page.flipped else "", "page": str(page.page), **changes}
         shown = {f"items_{k}": v for k, v in query.items() if v not in ("", None)}
         return f'<a href="/runs/{escape(quote(run_id, safe=""))}?{escape(urlencode(shown))}#items">{escape(label)}</a>'
 
     other = "dev" if page.split == "test" else "test"
-    choose = (f"<p class='note'>{link(f'{other} split', split=other, page='1')} · "
-              + (link("every item", flipped="", page="1") if page.flipped else link("flipped items only", flipped="1", page="1"))
-              + "</p>")
+    choose = (
+        f"<p class='note'>{link(f'{other} split', split=other, page='1')} · "
+        + (
+            link("every item", flipped="", page="1")
+            if page.flipped
+            else link("flipped items only", flipped="1", page="1")
+        )
+        + "</p>"
+    )
     head = f"<h2 id='items'>Items: the base model beside the checkpoint ({escape(page.split)} split)</h2>"
     found = page.found
     if found is None:
@@ -190,20 +210,30 @@ def items_section(run_id: str, page: ItemsPage) -> str:
     counts = found.counts()
     base_mean, mean = found.means()
     means = f" · score {100 * base_mean:.1f} → {100 * mean:.1f}" if base_mean is not None and mean is not None else ""
-    summary = (f"<p id='items-counts'>{counts['items']} items: <b>{counts['win']}</b> wins, <b>{counts['loss']}</b> "
-               f"losses, {counts['same']} unchanged" + (f", {counts['unpaired']} unpaired" if counts["unpaired"] else "")
-               + f"{means}. Submission {found.submission} against the base model, from the grader's per-item "
-               "records; wins (the checkpoint scores higher) first, then losses.</p>")
+    summary = (
+        f"<p id='items-counts'>{counts['items']} items: <b>{counts['win']}</b> wins, <b>{counts['loss']}</b> "
+        f"losses, {counts['same']} unchanged"
+        + (f", {counts['unpaired']} unpaired" if counts["unpaired"] else "")
+        + f"{means}. Submission {found.submission} against the base model, from the grader's per-item "
+        "records; wins (the checkpoint scores higher) first, then losses.</p>"
+    )
     notes = "".join(f"<p class='note'>{escape(n)}</p>" for n in found.notes)
     rows = "".join(_row(p) for p in page.shown)
-    table = ("<table class='items'><thead><tr><th>item</th><th>outcome</th><th>base</th><th>checkpoint</th>"
-             "<th>prompt</th><th>reference</th><th>base answer</th><th>checkpoint answer</th></tr></thead><tbody>"
-             + (rows or f"<tr><td colspan='8' class='muted'>{'no flipped items' if page.flipped else 'no items'}</td></tr>")
-             + "</tbody></table>")
+    table = (
+        "<table class='items'><thead><tr><th>item</th><th>outcome</th><th>base</th><th>checkpoint</th>"
+        "<th>prompt</th><th>reference</th><th>base answer</th><th>checkpoint answer</th></tr></thead><tbody>"
+        + (rows or f"<tr><td colspan='8' class='muted'>{'no flipped items' if page.flipped else 'no items'}</td></tr>")
+        + "</tbody></table>"
+    )
     pager = ""
     if page.pages > 1:
         prev = link("« previous", page=str(page.page - 1)) if page.page > 1 else ""
         nxt = link("next »", page=str(page.page + 1)) if page.page < page.pages else ""
         pager = f"<p class='pager'>{prev} page {page.page} of {page.pages} {nxt}</p>"
-    return (head + summary + choose + notes
-            + untrusted_section("answers", table + pager, "the models' answers (the checkpoint is the agent's work)"))
+    return (
+        head
+        + summary
+        + choose
+        + notes
+        + untrusted_section("answers", table + pager, "the models' answers (the checkpoint is the agent's work)")
+    )

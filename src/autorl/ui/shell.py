@@ -63,6 +63,7 @@ tr.outcome-win td:nth-child(2) { color: #1a7f37; font-weight: 600; }
 tr.outcome-loss td:nth-child(2) { color: #cf222e; font-weight: 600; }
 """
 
+
 def layout(title: str, body: str, script: str = "", *, nonce: str = "") -> str:
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -112,8 +113,10 @@ def not_found(what: str, *, nonce: str = "") -> str:
 
 def untrusted_section(title: str, inner: str, what: str = "written by the agent") -> str:
     """Agent-written content, framed and labelled so that nobody takes it for the harness's own word."""
-    return (f'<section class="untrusted"><div class="untrusted-label">⚠ {escape(what)}: untrusted, shown as '
-            f'plain text</div><h2>{escape(title)}</h2>{inner}</section>')
+    return (
+        f'<section class="untrusted"><div class="untrusted-label">⚠ {escape(what)}: untrusted, shown as '
+        f"plain text</div><h2>{escape(title)}</h2>{inner}</section>"
+    )
 
 
 #: what an agent file that cannot be read safely (a link, a FIFO, a device) shows instead

@@ -16,10 +16,11 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from autorl import untrusted
 from autorl.sweep.coordinator import DEFAULT_RETRIES, Study
+from autorl.sweep.records import CellRecord, Outcome, StudySpec
 from autorl.sweep.spec import Cell
 from autorl.sweep.store import Attempt, KeyState, SweepDir
 from autorl.ui.shell import is_num
@@ -75,8 +76,7 @@ def _clean_row(row: Any) -> dict[str, Any] | None:
     if not all(row.get(k) is None or isinstance(row.get(k), str | int) for k in ("seed", "config_hash")):
         return None
     clean = {k: v for k, v in row.items() if v is None or isinstance(v, str | bool | int) or _finite(v, math.inf)}
-    clean["improvement_ci95"] = ci if isinstance(ci, list) and len(ci) == 2 and all(_finite(v) for v in ci) \
-        else None
+    clean["improvement_ci95"] = ci if isinstance(ci, list) and len(ci) == 2 and all(_finite(v) for v in ci) else None
     clean["success"] = row.get("success") is True
     clean.pop("live", None)
     return clean
@@ -99,20 +99,31 @@ class _SafeSweepDir(SweepDir):
     def exists(self) -> bool:
         return isinstance(self.read("sweep.json", RECORD_LIMIT), dict)
 
-    def spec(self) -> dict[str, Any]:
+    def spec(self) -> StudySpec:
         data = self.read("sweep.json", RECORD_LIMIT)
         spec = data.get("spec") if isinstance(data, dict) else None
-        return dict(spec) if isinstance(spec, dict) else {}
+        return cast(StudySpec, dict(spec) if isinstance(spec, dict) else {})
 
-    def cells(self) -> list[dict[str, Any]]:
+    def cells(self) -> list[CellRecord]:
         data = self.read("cells.json", CELLS_LIMIT)
-        out = []
+        out: list[CellRecord] = []
         for c in data if isinstance(data, list) else []:
             options = c.get("options") if isinstance(c, dict) else None
-            if (isinstance(options, dict) and _is_name(c.get("run_key"))
-                    and all(k in options for k in ("agent", "task", "model", "seed"))):
-                out.append({"options": options, "run_key": c["run_key"],
-                            "identity": c["identity"] if isinstance(c.get("identity"), dict) else {}})
+            if (
+                isinstance(options, dict)
+                and _is_name(c.get("run_key"))
+                and all(k in options for k in ("agent", "task", "model", "seed"))
+            ):
+                out.append(
+                    cast(
+                        CellRecord,
+                        {
+                            "options": options,
+                            "run_key": c["run_key"],
+                            "identity": c["identity"] if isinstance(c.get("identity"), dict) else {},
+                        },
+                    )
+                )
         return out
 
     def key_state(self, key: str) -> KeyState:
@@ -131,9 +142,16 @@ class _SafeSweepDir(SweepDir):
             return state
         for n in sorted(numbers)[:MAX_ATTEMPTS]:
             job, outcome = (self.read(f"keys/{key}/a{n}/{f}", RECORD_LIMIT) for f in ("job.json", "outcome.json"))
-            state.attempts.append(_SafeAttempt(key, n, self.attempt_dir(key, n),
-                                               job if isinstance(job, dict) else None,
-                                               outcome if isinstance(outcome, dict) else None, folder=self))
+            state.attempts.append(
+                _SafeAttempt(
+                    key,
+                    n,
+                    self.attempt_dir(key, n),
+                    job if isinstance(job, dict) else None,
+                    cast(Outcome, outcome) if isinstance(outcome, dict) else None,
+                    folder=self,
+                )
+            )
         return state
 
 
@@ -146,8 +164,9 @@ def load_study(root: Path, name: str) -> Study | None:
         return None
     spec = folder.spec()
     retries = spec.get("retries", DEFAULT_RETRIES)
-    retries = retries if isinstance(retries, int) and not isinstance(retries, bool) and retries >= 0 \
-        else DEFAULT_RETRIES
+    retries = (
+        retries if isinstance(retries, int) and not isinstance(retries, bool) and retries >= 0 else DEFAULT_RETRIES
+    )
     cells = [Cell(options=c["options"], run_key=c["run_key"], identity=c["identity"]) for c in folder.cells()]
     study = Study(name, folder, cells, spec, retries)
     study.refresh()
@@ -165,7 +184,13 @@ def list_studies(root: Path) -> list[dict[str, Any]]:
     for name in entries[:MAX_STUDIES]:
         study = load_study(root, name)
         if study is not None:
-            out.append({"sweep": name, "cells": len(study.cells), "counts": study.counts(),
-                        "agents": sorted({str(c["agent"]) for c in study.cells}),
-                        "tasks": sorted({str(c["task"]) for c in study.cells})})
+            out.append(
+                {
+                    "sweep": name,
+                    "cells": len(study.cells),
+                    "counts": study.counts(),
+                    "agents": sorted({str(c["agent"]) for c in study.cells}),
+                    "tasks": sorted({str(c["task"]) for c in study.cells}),
+                }
+            )
     return out

@@ -8,8 +8,8 @@ AT = 40_892
 filler = "".join(f"x_{i} = {i} * 2  # a long, honest-looking training script\n" for i in range(4000))
 body = filler[:AT].rsplit("\n", 1)[0] + "\n"
 body += " " * (AT - len(body)) + CHEAT
-body += filler[len(body):]
-body = body[:122_750 - 1] + "\n"
+body += filler[len(body) :]
+body = body[: 122_750 - 1] + "\n"
 assert len(body) == 122_750 and body.index(CHEAT) == AT
 
 

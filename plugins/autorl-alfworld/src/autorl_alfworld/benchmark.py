@@ -72,8 +72,13 @@ class AlfWorldBenchmark(Benchmark, EpisodeBenchmark):
     name = "alfworld"
     #: ``--benchmark-option`` names and what each takes (anything else is refused before a run starts)
     declared_options: ClassVar[dict[str, Any]] = {
-        **EpisodeBenchmark.EPISODE_OPTIONS, "source": ("auto", "official", "offline"), "official_dev": int,
-        "train_games": int, "dev_games": int, "test_games": int}
+        **EpisodeBenchmark.EPISODE_OPTIONS,
+        "source": ("auto", "official", "offline"),
+        "official_dev": int,
+        "train_games": int,
+        "dev_games": int,
+        "test_games": int,
+    }
     version = "2"
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
@@ -90,7 +95,7 @@ class AlfWorldBenchmark(Benchmark, EpisodeBenchmark):
     # -- what the agent is told and how the grader decodes ------------------------------------------------
     eval_config = EvalConfig(
         prompt_template="<ReAct: the instruction, solved examples of the game's task type, 'Here is the task.'>\n"
-                        "{observation}\n>",
+        "{observation}\n>",
         max_new_tokens=64,
         temperature=0.0,
         stop=("\n",),
@@ -106,27 +111,38 @@ class AlfWorldBenchmark(Benchmark, EpisodeBenchmark):
     def description(self) -> str:
         text = DESCRIPTION.format(max_steps=self.max_steps, examples=self.n_examples)
         if self.source == "official":
-            text += ("\n## Evaluation games\nThe dev and test games are ALFWorld's published `valid_unseen` games, "
-                     "split with a secret of this installation: by nature the dev games are recoverable from that "
-                     "public download (only which are dev is secret). The headline is the test score.\n")
+            text += (
+                "\n## Evaluation games\nThe dev and test games are ALFWorld's published `valid_unseen` games, "
+                "split with a secret of this installation: by nature the dev games are recoverable from that "
+                "public download (only which are dev is secret). The headline is the test score.\n"
+            )
         return text
 
     def identity(self) -> dict[str, Any]:
         import hashlib
 
         shots = json.dumps(examples(self.n_examples), sort_keys=True)
-        return {"source": self.source, "max_steps": self.max_steps, "examples": self.n_examples,
-                "official_dev": self.official_dev,
-                "examples_sha256": hashlib.sha256(shots.encode()).hexdigest()[:16], "games": self._counts()
-                if self.source == "offline" else "official valid_unseen"}
+        return {
+            "source": self.source,
+            "max_steps": self.max_steps,
+            "examples": self.n_examples,
+            "official_dev": self.official_dev,
+            "examples_sha256": hashlib.sha256(shots.encode()).hexdigest()[:16],
+            "games": self._counts() if self.source == "offline" else "official valid_unseen",
+        }
 
     # -- data --------------------------------------------------------------------------------------------
     def _counts(self) -> dict[str, int]:
         return {s: int(self.options.get(f"{s}_games", d)) for s, d in (("train", 120), ("dev", 24), ("test", 48))}
 
     def _marker(self, what: str) -> dict[str, Any]:
-        return {"version": self.version, "source": self.source, "counts": self._counts(), "what": what,
-                "official_dev": self.official_dev}
+        return {
+            "version": self.version,
+            "source": self.source,
+            "counts": self._counts(),
+            "what": what,
+            "official_dev": self.official_dev,
+        }
 
     def _eval_marker(self, hidden_dir: Path) -> dict[str, Any]:
         # which secret drew the games (a keyed fingerprint, kept in the grader's folder only)
@@ -171,8 +187,15 @@ class AlfWorldBenchmark(Benchmark, EpisodeBenchmark):
                 intro = env.reset()
             finally:
                 env.close()
-            rows.append({"game": str(game.path.relative_to(target_dir)), "task_type": game.task_type, "task": game.task,
-                         "intro": intro, "expert": [list(s) for s in expert_trajectory(game.game_file)]})
+            rows.append(
+                {
+                    "game": str(game.path.relative_to(target_dir)),
+                    "task_type": game.task_type,
+                    "task": game.task,
+                    "intro": intro,
+                    "expert": [list(s) for s in expert_trajectory(game.game_file)],
+                }
+            )
         write_jsonl_atomic(target_dir / "train.jsonl", rows)
         self._mark(target_dir, "train")
 
@@ -201,12 +224,23 @@ class AlfWorldBenchmark(Benchmark, EpisodeBenchmark):
     def load_items(self, split: str, hidden_dir: Path) -> list[Item]:
         """The games of ``split`` in the grader's hidden folder; ids from the games' content."""
         if not (hidden_dir / ".prepared.json").is_file() or not (hidden_dir / "games" / split).is_dir():
-            raise HiddenDataError(f"alfworld's hidden {split} games are not in {hidden_dir}: only the grader's "
-                                  "hidden folder holds them (the grader prepares them from the installation's secret)")
+            raise HiddenDataError(
+                f"alfworld's hidden {split} games are not in {hidden_dir}: only the grader's "
+                "hidden folder holds them (the grader prepares them from the installation's secret)"
+            )
         games = find_games(hidden_dir / "games" / split)
-        return [Item(f"{split}-{g.task_type}-{_game_digest(g.path)}",
-                     {"game_file": str(g.game_file), "task_type": g.task_type, "task": g.task,
-                      "game_sha256": _game_digest(g.path, full=True)}) for g in games]
+        return [
+            Item(
+                f"{split}-{g.task_type}-{_game_digest(g.path)}",
+                {
+                    "game_file": str(g.game_file),
+                    "task_type": g.task_type,
+                    "task": g.task,
+                    "game_sha256": _game_digest(g.path, full=True),
+                },
+            )
+            for g in games
+        ]
 
     def hidden_items_hash(self, split: str, hidden_dir: Path) -> str:
         """The games' ids and content, not where the hidden folder is."""

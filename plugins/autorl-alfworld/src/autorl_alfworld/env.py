@@ -54,8 +54,9 @@ class AlfWorldEnv(Environment):
             return StepResult("OK.", 1.0 if self.won else 0.0, self.won, {"think": True})
         self._state, _score, done = self._env.step(action)
         self.won = bool(self._state["won"])
-        return StepResult(clean(self._state.feedback), 1.0 if self.won else 0.0, bool(done) or self.won,
-                          {"won": self.won})
+        return StepResult(
+            clean(self._state.feedback), 1.0 if self.won else 0.0, bool(done) or self.won, {"won": self.won}
+        )
 
     def admissible_commands(self) -> list[str]:
         return list(self._state["admissible_commands"]) if self._state is not None else []

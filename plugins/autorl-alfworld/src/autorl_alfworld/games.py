@@ -49,8 +49,13 @@ def write_game(root: Path, problem: str, traj: dict[str, Any], task: str | None 
         task = str(traj["turk_annotations"]["anns"][0]["task_desc"])
         (root / "initial_state.pddl").write_text(problem)
         (root / "traj_data.json").write_text(json.dumps(traj, indent=1))
-    game = {"pddl_domain": domain, "grammar": grammar.replace("UNKNOWN GOAL", task), "pddl_problem": problem,
-            "solvable": True, "task": task}
+    game = {
+        "pddl_domain": domain,
+        "grammar": grammar.replace("UNKNOWN GOAL", task),
+        "pddl_problem": problem,
+        "solvable": True,
+        "task": task,
+    }
     (root / "game.tw-pddl").write_text(json.dumps(game))
     return Game(root, traj["task_type"], task)
 

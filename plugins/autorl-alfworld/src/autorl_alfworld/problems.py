@@ -8,37 +8,142 @@ from __future__ import annotations
 import random
 from typing import Any
 
-TASK_TYPES = ("pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
-              "pick_heat_then_place_in_recep", "pick_cool_then_place_in_recep", "pick_two_obj_and_place")
+TASK_TYPES = (
+    "pick_and_place_simple",
+    "look_at_obj_in_light",
+    "pick_clean_then_place_in_recep",
+    "pick_heat_then_place_in_recep",
+    "pick_cool_then_place_in_recep",
+    "pick_two_obj_and_place",
+)
 
 OPENABLE = {"Cabinet", "Drawer", "Fridge", "Microwave", "Safe", "Box"}
 #: scene -> (receptacles with counts, objects), ALFRED class names
 SCENES: dict[str, tuple[dict[str, int], list[str]]] = {
-    "kitchen": ({"CounterTop": 2, "Cabinet": 4, "Drawer": 2, "Fridge": 1, "Microwave": 1, "SinkBasin": 1,
-                 "StoveBurner": 2, "DiningTable": 1, "GarbageCan": 1, "Shelf": 1},
-                ["Apple", "Tomato", "Potato", "Egg", "Lettuce", "Bread", "Mug", "Cup", "Plate", "Bowl", "Pan", "Pot",
-                 "Knife", "Fork", "Spoon", "Spatula", "Ladle", "SaltShaker", "PepperShaker", "DishSponge"]),
-    "bathroom": ({"CounterTop": 1, "SinkBasin": 2, "Toilet": 1, "Cabinet": 3, "Drawer": 2, "TowelHolder": 1,
-                  "GarbageCan": 1, "BathtubBasin": 1, "Shelf": 1},
-                 ["SoapBar", "Cloth", "SprayBottle", "Candle", "ToiletPaper", "SoapBottle", "Towel", "HandTowel"]),
-    "bedroom": ({"Desk": 1, "Bed": 1, "Shelf": 2, "Drawer": 3, "SideTable": 1, "Dresser": 1, "GarbageCan": 1,
-                 "Safe": 1},
-                ["Book", "CellPhone", "Pen", "Pencil", "KeyChain", "CreditCard", "AlarmClock", "Pillow", "CD",
-                 "Laptop", "Mug", "Bowl", "Vase"]),
-    "livingroom": ({"Sofa": 1, "ArmChair": 1, "CoffeeTable": 1, "SideTable": 2, "Shelf": 2, "Drawer": 2,
-                    "GarbageCan": 1, "Dresser": 1, "Box": 1},
-                   ["Book", "RemoteControl", "KeyChain", "CreditCard", "Newspaper", "Watch", "Vase", "Statue",
-                    "Pillow", "Laptop"]),
+    "kitchen": (
+        {
+            "CounterTop": 2,
+            "Cabinet": 4,
+            "Drawer": 2,
+            "Fridge": 1,
+            "Microwave": 1,
+            "SinkBasin": 1,
+            "StoveBurner": 2,
+            "DiningTable": 1,
+            "GarbageCan": 1,
+            "Shelf": 1,
+        },
+        [
+            "Apple",
+            "Tomato",
+            "Potato",
+            "Egg",
+            "Lettuce",
+            "Bread",
+            "Mug",
+            "Cup",
+            "Plate",
+            "Bowl",
+            "Pan",
+            "Pot",
+            "Knife",
+            "Fork",
+            "Spoon",
+            "Spatula",
+            "Ladle",
+            "SaltShaker",
+            "PepperShaker",
+            "DishSponge",
+        ],
+    ),
+    "bathroom": (
+        {
+            "CounterTop": 1,
+            "SinkBasin": 2,
+            "Toilet": 1,
+            "Cabinet": 3,
+            "Drawer": 2,
+            "TowelHolder": 1,
+            "GarbageCan": 1,
+            "BathtubBasin": 1,
+            "Shelf": 1,
+        },
+        ["SoapBar", "Cloth", "SprayBottle", "Candle", "ToiletPaper", "SoapBottle", "Towel", "HandTowel"],
+    ),
+    "bedroom": (
+        {"Desk": 1, "Bed": 1, "Shelf": 2, "Drawer": 3, "SideTable": 1, "Dresser": 1, "GarbageCan": 1, "Safe": 1},
+        [
+            "Book",
+            "CellPhone",
+            "Pen",
+            "Pencil",
+            "KeyChain",
+            "CreditCard",
+            "AlarmClock",
+            "Pillow",
+            "CD",
+            "Laptop",
+            "Mug",
+            "Bowl",
+            "Vase",
+        ],
+    ),
+    "livingroom": (
+        {
+            "Sofa": 1,
+            "ArmChair": 1,
+            "CoffeeTable": 1,
+            "SideTable": 2,
+            "Shelf": 2,
+            "Drawer": 2,
+            "GarbageCan": 1,
+            "Dresser": 1,
+            "Box": 1,
+        },
+        ["Book", "RemoteControl", "KeyChain", "CreditCard", "Newspaper", "Watch", "Vase", "Statue", "Pillow", "Laptop"],
+    ),
 }
-CLEANABLE = {"Apple", "Tomato", "Potato", "Egg", "Lettuce", "Mug", "Cup", "Plate", "Bowl", "Pan", "Pot", "Knife",
-             "Fork", "Spoon", "Spatula", "Ladle", "DishSponge", "SoapBar", "Cloth"}
+CLEANABLE = {
+    "Apple",
+    "Tomato",
+    "Potato",
+    "Egg",
+    "Lettuce",
+    "Mug",
+    "Cup",
+    "Plate",
+    "Bowl",
+    "Pan",
+    "Pot",
+    "Knife",
+    "Fork",
+    "Spoon",
+    "Spatula",
+    "Ladle",
+    "DishSponge",
+    "SoapBar",
+    "Cloth",
+}
 HEATABLE = {"Apple", "Tomato", "Potato", "Egg", "Bread", "Mug", "Cup", "Plate"}
 COOLABLE = {"Apple", "Tomato", "Potato", "Egg", "Lettuce", "Bread", "Mug", "Cup", "Plate", "Bowl", "Pan", "Pot"}
-LOOKABLE = {"Book", "CellPhone", "Pen", "Pencil", "KeyChain", "CreditCard", "AlarmClock", "CD", "Pillow", "Watch",
-            "Newspaper", "RemoteControl", "Statue", "Vase"}
+LOOKABLE = {
+    "Book",
+    "CellPhone",
+    "Pen",
+    "Pencil",
+    "KeyChain",
+    "CreditCard",
+    "AlarmClock",
+    "CD",
+    "Pillow",
+    "Watch",
+    "Newspaper",
+    "RemoteControl",
+    "Statue",
+    "Vase",
+}
 #: receptacles a desk lamp stands on
 LAMP_STANDS = ("Desk", "SideTable", "Dresser")
-
 
 
 def _coords(rng: random.Random) -> str:
@@ -63,16 +168,28 @@ def _goal(task_type: str, params: dict[str, str]) -> str:
     import alfworld.gen.goal_library as glib
 
     pddl = glib.gdict[task_type]["pddl"].replace("#", "-")
-    return str(pddl.format(obj=params["object_target"], recep=params["parent_target"],
-                           toggle=params["toggle_target"], mrecep=params["mrecep_target"]))
+    return str(
+        pddl.format(
+            obj=params["object_target"],
+            recep=params["parent_target"],
+            toggle=params["toggle_target"],
+            mrecep=params["mrecep_target"],
+        )
+    )
 
 
 def task_desc(task_type: str, params: dict[str, str], rng: random.Random) -> str:
     import alfworld.gen.goal_library as glib
 
     template = rng.choice(glib.gdict[task_type]["templates"])
-    return str(template.format(obj=params["object_target"].lower(), recep=params["parent_target"].lower(),
-                               toggle=params["toggle_target"].lower(), mrecep=params["mrecep_target"].lower()))
+    return str(
+        template.format(
+            obj=params["object_target"].lower(),
+            recep=params["parent_target"].lower(),
+            toggle=params["toggle_target"].lower(),
+            mrecep=params["mrecep_target"].lower(),
+        )
+    )
 
 
 def _feasible(task_type: str, scene: str) -> bool:
@@ -96,22 +213,33 @@ def make_problem(task_type: str, rng: random.Random, name: str) -> tuple[str, di
     for cls, count in recep_counts.items():
         receps += [(_mangle(cls, rng), cls) for _ in range(count)]
     pool = {
-        "look_at_obj_in_light": LOOKABLE, "pick_clean_then_place_in_recep": CLEANABLE,
-        "pick_heat_then_place_in_recep": HEATABLE, "pick_cool_then_place_in_recep": COOLABLE,
+        "look_at_obj_in_light": LOOKABLE,
+        "pick_clean_then_place_in_recep": CLEANABLE,
+        "pick_heat_then_place_in_recep": HEATABLE,
+        "pick_cool_then_place_in_recep": COOLABLE,
     }.get(task_type, set(object_pool))
     target = rng.choice(sorted(set(object_pool) & pool))
-    params = {"object_target": target, "parent_target": "", "toggle_target": "", "mrecep_target": "",
-              "object_sliced": False}
-    placeable = [c for c in dict.fromkeys(c for _, c in receps) if c not in ("SinkBasin", "Microwave", "BathtubBasin")
-                 or task_type == "pick_and_place_simple"]
+    params = {
+        "object_target": target,
+        "parent_target": "",
+        "toggle_target": "",
+        "mrecep_target": "",
+        "object_sliced": False,
+    }
+    placeable = [
+        c
+        for c in dict.fromkeys(c for _, c in receps)
+        if c not in ("SinkBasin", "Microwave", "BathtubBasin") or task_type == "pick_and_place_simple"
+    ]
     if task_type == "look_at_obj_in_light":
         params["toggle_target"] = "DeskLamp"
     else:
         params["parent_target"] = rng.choice([c for c in placeable if c != "GarbageCan"])
     # objects: the target (two for pick_two), distractors of other classes
     n_targets = 2 if task_type == "pick_two_obj_and_place" else 1
-    classes = [target] * n_targets + rng.sample([c for c in object_pool if c != target],
-                                                k=min(len(object_pool) - 1, rng.randint(4, 7)))
+    classes = [target] * n_targets + rng.sample(
+        [c for c in object_pool if c != target], k=min(len(object_pool) - 1, rng.randint(4, 7))
+    )
     objects = [(_mangle(c, rng), c) for c in classes]
     if task_type == "look_at_obj_in_light":
         objects.append((_mangle("DeskLamp", rng), "DeskLamp"))
@@ -140,8 +268,11 @@ def make_problem(task_type: str, rng: random.Random, name: str) -> tuple[str, di
         lines += [f"    (canContain {cls}Type {t}Type)" for t in otypes if t != "DeskLamp"]
     for oid, cls in objects:
         rid = placement[oid]
-        lines += [f"    (objectType {oid} {cls}Type)", f"    (inReceptacle {oid} {rid})",
-                  f"    (objectAtLocation {oid} {locations[rid]})"]
+        lines += [
+            f"    (objectType {oid} {cls}Type)",
+            f"    (inReceptacle {oid} {rid})",
+            f"    (objectAtLocation {oid} {locations[rid]})",
+        ]
         if cls == "DeskLamp":
             lines.append(f"    (toggleable {oid})")
             continue
@@ -151,6 +282,11 @@ def make_problem(task_type: str, rng: random.Random, name: str) -> tuple[str, di
                 lines.append(f"    ({flag} {oid})")
     lines.append("    )")
     problem = "\n".join(lines) + "\n" + _goal(task_type, params) + "\n"
-    traj = {"task_type": task_type, "scene": scene, "pddl_params": params, "task_id": name,
-            "turk_annotations": {"anns": [{"task_desc": task_desc(task_type, params, rng)}]}}
+    traj = {
+        "task_type": task_type,
+        "scene": scene,
+        "pddl_params": params,
+        "task_id": name,
+        "turk_annotations": {"anns": [{"task_desc": task_desc(task_type, params, rng)}]},
+    }
     return problem, traj

@@ -20,13 +20,13 @@ THOUGHTS = {
     "pick_and_place_simple": "To solve the task, I need to find and take a {obj}, then put it in {recep}.",
     "look_at_obj_in_light": "To solve the task, I need to find and take a {obj}, then find and use a {toggle}.",
     "pick_clean_then_place_in_recep": "To solve the task, I need to find and take a {obj}, then clean it with "
-                                      "sinkbasin, then put it in {recep}.",
+    "sinkbasin, then put it in {recep}.",
     "pick_heat_then_place_in_recep": "To solve the task, I need to find and take a {obj}, then heat it with "
-                                     "microwave, then put it in {recep}.",
+    "microwave, then put it in {recep}.",
     "pick_cool_then_place_in_recep": "To solve the task, I need to find and take a {obj}, then cool it with "
-                                     "fridge, then put it in {recep}.",
+    "fridge, then put it in {recep}.",
     "pick_two_obj_and_place": "To solve the task, I need to find and take a first {obj}, then put it in {recep}, "
-                              "then find and take a second {obj}, then put it in {recep}.",
+    "then find and take a second {obj}, then put it in {recep}.",
 }
 
 
@@ -48,9 +48,11 @@ def examples(per_type: int) -> dict[str, tuple[str, ...]]:
     with tempfile.TemporaryDirectory() as tmp:
         for game in generate(Path(tmp), per_type * len(TASK_TYPES), EXAMPLE_SEED, "example"):
             params = json.loads((game.path / "traj_data.json").read_text())["pddl_params"]
-            thought = THOUGHTS[game.task_type].format(obj=params["object_target"].lower(),
-                                                      recep=params["parent_target"].lower(),
-                                                      toggle=params["toggle_target"].lower())
+            thought = THOUGHTS[game.task_type].format(
+                obj=params["object_target"].lower(),
+                recep=params["parent_target"].lower(),
+                toggle=params["toggle_target"].lower(),
+            )
             env = AlfWorldEnv(game.game_file)
             try:
                 intro = env.reset()
@@ -68,7 +70,9 @@ def completion_prompt(shots: tuple[str, ...], intro: str, history: list[tuple[st
     return head + "Here is the task.\n" + transcript(intro, steps) + "\n>"
 
 
-def chat_prompt(shots: tuple[str, ...], intro: str, history: list[tuple[str, str]], observation: str) -> list[dict[str, str]]:
+def chat_prompt(
+    shots: tuple[str, ...], intro: str, history: list[tuple[str, str]], observation: str
+) -> list[dict[str, str]]:
     """Chat messages: the instruction and examples as the system message, then observation/action turns."""
     system = INSTRUCTION + " Answer with one action a turn, e.g. `go to countertop 1` or `think: ...`."
     if shots:
@@ -77,4 +81,3 @@ def chat_prompt(shots: tuple[str, ...], intro: str, history: list[tuple[str, str
     for action, obs in episode_steps(history, observation):
         messages += [{"role": "assistant", "content": action}, {"role": "user", "content": obs}]
     return messages
-

@@ -58,14 +58,17 @@ class JudgeEvaluator(Evaluator):
         self.benchmark = benchmark
         self.excluded: dict[str, str] = {}
 
-    def evaluate(self, benchmark: Benchmark, items: Sequence[Item], backend: Any,
-                 progress: Progress | None = None) -> list[ItemResult]:
+    def evaluate(
+        self, benchmark: Benchmark, items: Sequence[Item], backend: Any, progress: Progress | None = None
+    ) -> list[ItemResult]:
         cfg = benchmark.config()
         completions = backend.generate([cfg.request(cfg.render(i.input)) for i in items])
         judge = self.benchmark.judge()
         try:
-            triples = [(i.input["instruction"], (c.texts or [""])[0], i.reference["output"])
-                       for i, c in zip(items, completions, strict=True)]
+            triples = [
+                (i.input["instruction"], (c.texts or [""])[0], i.reference["output"])
+                for i, c in zip(items, completions, strict=True)
+            ]
             verdicts = judge.judge_all(triples)
         finally:
             judge.close()
@@ -77,12 +80,25 @@ class JudgeEvaluator(Evaluator):
             if v.preference is None:
                 self.excluded[item.id] = f"judge: {v.error}"
                 continue
-            results.append(ItemResult(
-                item.id, v.preference, completion.texts, None,
-                {"output_tokens": completion.output_tokens, "index": item.reference["index"],
-                 "reference_generator": item.reference["generator"], "output_1": ref, "output_2": output,
-                 "preference": v.preference, "judge_prompt_tokens": v.prompt_tokens,
-                 "judge_completion_tokens": v.completion_tokens, "judge_cached": v.cached}))
+            results.append(
+                ItemResult(
+                    item.id,
+                    v.preference,
+                    completion.texts,
+                    None,
+                    {
+                        "output_tokens": completion.output_tokens,
+                        "index": item.reference["index"],
+                        "reference_generator": item.reference["generator"],
+                        "output_1": ref,
+                        "output_2": output,
+                        "preference": v.preference,
+                        "judge_prompt_tokens": v.prompt_tokens,
+                        "judge_completion_tokens": v.completion_tokens,
+                        "judge_cached": v.cached,
+                    },
+                )
+            )
         if progress:
             progress(len(items))
         if items and not results:
@@ -96,10 +112,14 @@ class JudgeEvaluator(Evaluator):
         p_in = sum(int(r.extra.get("judge_prompt_tokens", 0)) for r in results)
         p_out = sum(int(r.extra.get("judge_completion_tokens", 0)) for r in results)
         out: dict[str, Any] = {
-            "judge": cfg.identity(), "judge_prompt_tokens": p_in, "judge_completion_tokens": p_out,
+            "judge": cfg.identity(),
+            "judge_prompt_tokens": p_in,
+            "judge_completion_tokens": p_out,
             "judge_cost_usd": round((p_in * cfg.price_in + p_out * cfg.price_out) / 1e6, 6),
             "judge_cached": sum(1 for r in results if r.extra.get("judge_cached")),
-            "judge_errors": len(excluded), "judged": len(results), "excluded_items": excluded,
+            "judge_errors": len(excluded),
+            "judged": len(results),
+            "excluded_items": excluded,
         }
         out.update(length_controlled(results))
         return out
@@ -107,10 +127,20 @@ class JudgeEvaluator(Evaluator):
 
 def to_annotations(results: Sequence[ItemResult]) -> list[dict[str, Any]]:
     """AlpacaEval's annotation records (preference 1: the reference wins, 2: the model wins)."""
-    return [{"instruction": r.id, "output_1": r.extra["output_1"], "output_2": r.extra["output_2"],
-             "generator_1": r.extra["reference_generator"], "generator_2": "model", "annotator": ANNOTATOR,
-             "preference": 1.0 + float(r.extra["preference"]), "index": int(r.extra["index"])}
-            for r in results if r.extra.get("preference") is not None]
+    return [
+        {
+            "instruction": r.id,
+            "output_1": r.extra["output_1"],
+            "output_2": r.extra["output_2"],
+            "generator_1": r.extra["reference_generator"],
+            "generator_2": "model",
+            "annotator": ANNOTATOR,
+            "preference": 1.0 + float(r.extra["preference"]),
+            "index": int(r.extra["index"]),
+        }
+        for r in results
+        if r.extra.get("preference") is not None
+    ]
 
 
 def length_controlled(results: Sequence[ItemResult]) -> dict[str, Any]:
@@ -126,8 +156,11 @@ def length_controlled(results: Sequence[ItemResult]) -> dict[str, Any]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             m = get_length_controlled_winrate(ann, glm_name=GLM, save_weights_dir=None, is_warn_extreme_changes=False)
-        return {"alpaca_eval_win_rate": float(m["win_rate"]), "length_controlled_winrate": float(m["length_controlled_winrate"]),
-                "lc_standard_error": float(m["lc_standard_error"])}
+        return {
+            "alpaca_eval_win_rate": float(m["win_rate"]),
+            "length_controlled_winrate": float(m["length_controlled_winrate"]),
+            "lc_standard_error": float(m["lc_standard_error"]),
+        }
     except Exception as exc:  # e.g. offline: the GLM needs AlpacaEval's instruction difficulties from the hub
         return {"length_controlled_winrate": None, "lc_error": f"{type(exc).__name__}: {str(exc)[:300]}"}
 
@@ -138,19 +171,23 @@ class AlpacaEvalBenchmark(Benchmark):
 
     name = "alpacaeval"
     #: ``--benchmark-option`` names and what each takes (anything else is refused before a run starts)
-    declared_options: ClassVar[dict[str, Any]] = {"max_new_tokens": int, "train_size": int, "dev_size": int,
-                                                  "data_dir": str}
+    declared_options: ClassVar[dict[str, Any]] = {
+        "max_new_tokens": int,
+        "train_size": int,
+        "dev_size": int,
+        "data_dir": str,
+    }
     version = "2"
 
-    eval_config = EvalConfig(prompt_template="{instruction}", chat_template=True, max_new_tokens=1024,
-                             temperature=0.0)
+    eval_config = EvalConfig(prompt_template="{instruction}", chat_template=True, max_new_tokens=1024, temperature=0.0)
 
     def config(self) -> EvalConfig:
         return super().config().replace(max_new_tokens=int(self.options.get("max_new_tokens", 1024)))
 
     def description(self) -> str:
-        return DESCRIPTION.format(max_new_tokens=self.config().max_new_tokens,
-                                  train_size=int(self.options.get("train_size", TRAIN_SIZE)))
+        return DESCRIPTION.format(
+            max_new_tokens=self.config().max_new_tokens, train_size=int(self.options.get("train_size", TRAIN_SIZE))
+        )
 
     def judge_config(self) -> JudgeConfig:
         return JudgeConfig.from_env()
@@ -160,8 +197,13 @@ class AlpacaEvalBenchmark(Benchmark):
         return Judge(self.judge_config(), cache)
 
     def identity(self) -> dict[str, Any]:
-        return {"judge": self.judge_config().identity(), "dev_size": int(self.options.get("dev_size", DEV_SIZE)),
-                "reference_set": REFERENCE_SET, "length_control": GLM, "judge_failures": "excluded and counted"}
+        return {
+            "judge": self.judge_config().identity(),
+            "dev_size": int(self.options.get("dev_size", DEV_SIZE)),
+            "reference_set": REFERENCE_SET,
+            "length_control": GLM,
+            "judge_failures": "excluded and counted",
+        }
 
     def _mirror(self) -> Path | None:
         return mirror_dir(self.options.get("data_dir"))
@@ -202,10 +244,19 @@ class AlpacaEvalBenchmark(Benchmark):
         secret_rng(hidden_dir, "alpacaeval/split").shuffle(order)
         dev = set(order[:dev_size])
         for split in self.splits:
-            write_hidden_items(hidden_dir, split, [
-                Item(f"{split}-{i:03d}", {"instruction": r["instruction"]},
-                     {"output": r["output"], "generator": str(r.get("generator", "reference")), "index": i})
-                for i, r in enumerate(rows) if (i in dev) == (split == "dev")])
+            write_hidden_items(
+                hidden_dir,
+                split,
+                [
+                    Item(
+                        f"{split}-{i:03d}",
+                        {"instruction": r["instruction"]},
+                        {"output": r["output"], "generator": str(r.get("generator", "reference")), "index": i},
+                    )
+                    for i, r in enumerate(rows)
+                    if (i in dev) == (split == "dev")
+                ],
+            )
         marker.write_text(json.dumps(want))
 
     def evaluator(self) -> JudgeEvaluator:

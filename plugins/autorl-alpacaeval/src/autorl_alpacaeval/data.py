@@ -62,7 +62,8 @@ def _hub(repo: str, filename: str | None, cache: Path, what: str) -> Path:
         raise ResourceError(
             f"AlpacaEval's {what} is neither in a local mirror nor downloadable from the hub ({type(exc).__name__}); "
             f"set AUTORL_DATA_DIR to a folder holding alpaca_eval/{EVAL_FILE} and alpaca_eval/alpaca_data.json, "
-            "or pass the benchmark option data_dir") from None
+            "or pass the benchmark option data_dir"
+        ) from None
 
 
 def load_eval_set(mirror: Path | None, cache: Path) -> list[dict[str, Any]]:
@@ -70,8 +71,10 @@ def load_eval_set(mirror: Path | None, cache: Path) -> list[dict[str, Any]]:
     if mirror and (mirror / EVAL_FILE).is_file():
         path = mirror / EVAL_FILE
     elif mirror and (mirror / V1_FILE).is_file():
-        raise ResourceError(f"{mirror / V1_FILE} is AlpacaEval 1.0's reference set ({V1_GENERATOR}); AlpacaEval 2.0 "
-                            f"needs {EVAL_FILE} (gpt4_turbo's outputs) from {EVAL_REPO} in {mirror}")
+        raise ResourceError(
+            f"{mirror / V1_FILE} is AlpacaEval 1.0's reference set ({V1_GENERATOR}); AlpacaEval 2.0 "
+            f"needs {EVAL_FILE} (gpt4_turbo's outputs) from {EVAL_REPO} in {mirror}"
+        )
     else:
         path = _hub(EVAL_REPO, EVAL_FILE, cache, "evaluation set")
     rows = _read(path)
@@ -79,8 +82,10 @@ def load_eval_set(mirror: Path | None, cache: Path) -> list[dict[str, Any]]:
         if not isinstance(r.get("instruction"), str) or not isinstance(r.get("output"), str):
             raise ResourceError(f"{path}: record {i + 1} lacks string fields instruction and output")
         if r.get("generator") == V1_GENERATOR:
-            raise ResourceError(f"{path}: record {i + 1} is a {V1_GENERATOR} output, AlpacaEval 1.0's reference; "
-                                f"AlpacaEval 2.0 needs {EVAL_FILE} (gpt4_turbo's outputs)")
+            raise ResourceError(
+                f"{path}: record {i + 1} is a {V1_GENERATOR} output, AlpacaEval 1.0's reference; "
+                f"AlpacaEval 2.0 needs {EVAL_FILE} (gpt4_turbo's outputs)"
+            )
     return rows
 
 
@@ -88,15 +93,24 @@ def load_train_set(mirror: Path | None, cache: Path) -> list[dict[str, Any]]:
     candidates = [mirror / n for n in ("alpaca_data.json", "alpaca.jsonl", "alpaca.parquet")] if mirror else []
     path = next((p for p in candidates if p.is_file()), None) or _hub(TRAIN_REPO, None, cache, "training data")
     rows = _read(path)
-    return [{"instruction": str(r.get("instruction", "")), "input": str(r.get("input", "") or ""),
-             "output": str(r.get("output", ""))} for r in rows if r.get("instruction")]
+    return [
+        {
+            "instruction": str(r.get("instruction", "")),
+            "input": str(r.get("input", "") or ""),
+            "output": str(r.get("output", "")),
+        }
+        for r in rows
+        if r.get("instruction")
+    ]
 
 
 def normalize(text: str) -> list[str]:
     return re.findall(r"[a-z0-9]+", text.lower())
 
 
-def remove_overlap(train: list[dict[str, Any]], eval_rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def remove_overlap(
+    train: list[dict[str, Any]], eval_rows: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Training rows whose instruction is an evaluation instruction, or shares a 13-word run with one (or,
     for short ones, all of its words in order), are dropped. Returns the kept rows and the report."""
     exact = {" ".join(normalize(r["instruction"])) for r in eval_rows}
@@ -105,7 +119,7 @@ def remove_overlap(train: list[dict[str, Any]], eval_rows: list[dict[str, Any]])
     for r in eval_rows:
         words = normalize(r["instruction"])
         if len(words) >= NGRAM:
-            grams |= {" ".join(words[i:i + NGRAM]) for i in range(len(words) - NGRAM + 1)}
+            grams |= {" ".join(words[i : i + NGRAM]) for i in range(len(words) - NGRAM + 1)}
         elif len(words) >= 4:
             short.add(" ".join(words))
     kept, n_exact, n_gram = [], 0, 0
@@ -115,15 +129,20 @@ def remove_overlap(train: list[dict[str, Any]], eval_rows: list[dict[str, Any]])
         if joined in exact:
             n_exact += 1
             continue
-        mine = {" ".join(words[i:i + NGRAM]) for i in range(max(1, len(words) - NGRAM + 1))}
+        mine = {" ".join(words[i : i + NGRAM]) for i in range(max(1, len(words) - NGRAM + 1))}
         padded = " " + " ".join(words) + " "
         if mine & grams or any(f" {s} " in padded for s in short):
             n_gram += 1
             continue
         kept.append(r)
-    report = {"train_rows": len(train), "kept": len(kept), "removed_exact": n_exact, "removed_near": n_gram,
-              "eval_instructions": len(eval_rows),
-              "rule": f"same instruction, a shared {NGRAM}-word run, or a whole short instruction in order"}
+    report = {
+        "train_rows": len(train),
+        "kept": len(kept),
+        "removed_exact": n_exact,
+        "removed_near": n_gram,
+        "eval_instructions": len(eval_rows),
+        "rule": f"same instruction, a shared {NGRAM}-word run, or a whole short instruction in order",
+    }
     return kept, report
 
 

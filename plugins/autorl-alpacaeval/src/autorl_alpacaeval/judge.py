@@ -64,8 +64,12 @@ class JudgeConfig:
 
     def identity(self) -> dict[str, Any]:
         """What goes into the eval-config hash (the key never does)."""
-        return {"annotator": ANNOTATOR, "model": self.model, "base_url": self.base_url,
-                "template_sha256": hashlib.sha256(template().encode()).hexdigest()[:16]}
+        return {
+            "annotator": ANNOTATOR,
+            "model": self.model,
+            "base_url": self.base_url,
+            "template_sha256": hashlib.sha256(template().encode()).hexdigest()[:16],
+        }
 
 
 @dataclass
@@ -105,8 +109,12 @@ class Judge:
 
         self.config = config
         self.cache = cache
-        self.http = httpx.Client(base_url=config.base_url, timeout=config.timeout_s, trust_env=False,
-                                 headers={"Authorization": f"Bearer {config.api_key}"} if config.api_key else {})
+        self.http = httpx.Client(
+            base_url=config.base_url,
+            timeout=config.timeout_s,
+            trust_env=False,
+            headers={"Authorization": f"Bearer {config.api_key}"} if config.api_key else {},
+        )
         self.calls = 0
         self._lock = threading.Lock()
 
@@ -130,8 +138,14 @@ class Judge:
             return Judgement(hit, cached=True)
         model_first = int(hashlib.sha256(instruction.encode()).hexdigest(), 16) % 2 == 1
         out_1, out_2 = (model_output, reference) if model_first else (reference, model_output)
-        body = {"model": self.config.model, "messages": self.messages(instruction, out_1, out_2), "max_tokens": 1,
-                "temperature": 1, "logprobs": True, "top_logprobs": 5}
+        body = {
+            "model": self.config.model,
+            "messages": self.messages(instruction, out_1, out_2),
+            "max_tokens": 1,
+            "temperature": 1,
+            "logprobs": True,
+            "top_logprobs": 5,
+        }
         error = "no attempt"
         for attempt in range(self.config.max_retries + 1):
             if attempt:
@@ -161,7 +175,9 @@ class Judge:
             preference = p_first if model_first else 1.0 - p_first
             if self.cache is not None:
                 self.cache.put(key, preference)
-            return Judgement(preference, None, int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)))
+            return Judgement(
+                preference, None, int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+            )
         return Judgement(None, f"judge failed after {self.config.max_retries + 1} attempts: {error}")
 
     def judge_all(self, triples: Sequence[tuple[str, str, str]]) -> list[Judgement]:

@@ -18,8 +18,7 @@ from decimal import Decimal, DivisionByZero, InvalidOperation
 # ("10-12" is two numbers; "5 -\n6" ends with 6); "$" and one space after it allowed; a fraction a/b.
 _SCALAR = r"(?:\d[\d,]*(?:\.\d+)?|\.\d+)"
 _NUMBER = rf"(?:(?<![\w).])-)?\$? ?{_SCALAR}(?:/{_SCALAR})?"
-_STATED = re.compile(
-    rf"answer is[:\s]*\**\s*({_NUMBER})|####\s*({_NUMBER})|\\boxed\{{\s*({_NUMBER})", re.IGNORECASE)
+_STATED = re.compile(rf"answer is[:\s]*\**\s*({_NUMBER})|####\s*({_NUMBER})|\\boxed\{{\s*({_NUMBER})", re.IGNORECASE)
 _ANY = re.compile(rf"(?<![\d,.]){_NUMBER}")
 _HASHES = re.compile(rf"####\s*({_NUMBER})")
 

@@ -23,7 +23,11 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
     else:
         rows = read_jsonl(path)
     for i, row in enumerate(rows):
-        if not isinstance(row, dict) or not isinstance(row.get("question"), str) or not isinstance(row.get("answer"), str):
+        if (
+            not isinstance(row, dict)
+            or not isinstance(row.get("question"), str)
+            or not isinstance(row.get("answer"), str)
+        ):
             raise ResourceError(f"{path}: row {i + 1} lacks string fields question and answer")
     return rows
 

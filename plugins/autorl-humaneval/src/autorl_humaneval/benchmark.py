@@ -60,8 +60,9 @@ class HumanEvalEvaluator(GenerationEvaluator):
 
     mode: str | None = None
 
-    def evaluate(self, benchmark: Benchmark, items: Sequence[Item], backend: Backend,
-                 progress: Progress | None = None) -> list[ItemResult]:
+    def evaluate(
+        self, benchmark: Benchmark, items: Sequence[Item], backend: Backend, progress: Progress | None = None
+    ) -> list[ItemResult]:
         assert isinstance(benchmark, HumanEval)
         mode = self.mode = benchmark.isolation()  # before generating: a sandbox that cannot run is an error up front
         generated = super().evaluate(benchmark, items, backend, None)  # scores come from the sandbox below
@@ -72,11 +73,22 @@ class HumanEvalEvaluator(GenerationEvaluator):
             runs = [next(outcomes) for _ in r.completions]
             passed = sum(o.passed for o in runs)
             k = min(benchmark.k(), len(runs)) or 1
-            results.append(ItemResult(
-                item.id, pass_at_k(len(runs), passed, k) if runs else 0.0, r.completions, None,
-                {**r.extra, "passed": passed, "samples": len(runs), "k": k, "isolation": mode,
-                 "outcomes": [{"status": o.status, "detail": o.detail} for o in runs]},
-            ))
+            results.append(
+                ItemResult(
+                    item.id,
+                    pass_at_k(len(runs), passed, k) if runs else 0.0,
+                    r.completions,
+                    None,
+                    {
+                        **r.extra,
+                        "passed": passed,
+                        "samples": len(runs),
+                        "k": k,
+                        "isolation": mode,
+                        "outcomes": [{"status": o.status, "detail": o.detail} for o in runs],
+                    },
+                )
+            )
         if progress:
             progress(len(items))
         return results
@@ -98,7 +110,7 @@ def _siblings_together(order: list[int]) -> list[int]:
     for a, b in SIBLINGS:
         if part(a) != part(b):
             start = (0, *bounds)[part(a)]
-            x = next(i for i in order[start:bounds[part(a)]] if i not in paired)
+            x = next(i for i in order[start : bounds[part(a)]] if i not in paired)
             ia, ix = order.index(b), order.index(x)
             order[ia], order[ix] = x, b
     return order
@@ -109,8 +121,13 @@ class HumanEval(Benchmark):
 
     name = "humaneval"
     #: ``--benchmark-option`` names and what each takes (anything else is refused before a run starts)
-    declared_options: ClassVar[dict[str, Any]] = {"samples": int, "temperature": float, "k": int, "timeout_s": float,
-                                                  "isolation": ("bwrap", "unshare", "limits")}
+    declared_options: ClassVar[dict[str, Any]] = {
+        "samples": int,
+        "temperature": float,
+        "k": int,
+        "timeout_s": float,
+        "isolation": ("bwrap", "unshare", "limits"),
+    }
     #: 2: tests run in a checker process; a pass is the checker's token, not an exit status.
     #: 3: the train/dev/test split is drawn with the installation's secret (it was the problems' order).
     #: 4: near-duplicate problems (``SIBLINGS``) stay in one part of the split.
@@ -127,8 +144,11 @@ class HumanEval(Benchmark):
     def config(self) -> EvalConfig:
         cfg = super().config()
         if int(self.options.get("samples", 1)) > 1:  # pass@k: n samples at a temperature
-            cfg = cfg.replace(num_samples=int(self.options["samples"]),
-                              temperature=float(self.options.get("temperature", 0.8)), top_p=0.95)
+            cfg = cfg.replace(
+                num_samples=int(self.options["samples"]),
+                temperature=float(self.options.get("temperature", 0.8)),
+                top_p=0.95,
+            )
         return cfg
 
     def k(self) -> int:
@@ -144,8 +164,12 @@ class HumanEval(Benchmark):
         return resolve_isolation(str(opt) if opt is not None else None)
 
     def identity(self) -> dict[str, Any]:
-        return {"k": self.k(), "timeout_s": self.limits().timeout_s, "isolation": self.isolation(),
-                "scoring": "checker-token"}
+        return {
+            "k": self.k(),
+            "timeout_s": self.limits().timeout_s,
+            "isolation": self.isolation(),
+            "scoring": "checker-token",
+        }
 
     def description(self) -> str:
         return resources.files("autorl_humaneval").joinpath("description.md").read_text()
@@ -167,7 +191,7 @@ class HumanEval(Benchmark):
         order = list(range(len(problems)))
         secret_rng(hidden_dir, f"{self.name}/v{self.version}/splits").shuffle(order)
         order = _siblings_together(order)
-        cuts = {"train": order[:N_TRAIN], "dev": order[N_TRAIN:N_TRAIN + N_DEV], "test": order[N_TRAIN + N_DEV:]}
+        cuts = {"train": order[:N_TRAIN], "dev": order[N_TRAIN : N_TRAIN + N_DEV], "test": order[N_TRAIN + N_DEV :]}
         return {split: [problems[i] for i in sorted(picked)] for split, picked in cuts.items()}
 
     def prepare_train_data(self, target_dir: Path) -> None:
@@ -179,12 +203,17 @@ class HumanEval(Benchmark):
             return
         splits = self._splits(hidden_dir)
         for split in self.splits:
-            write_hidden_items(hidden_dir, split, [Item(r["task_id"], {"prompt": r["prompt"]}, r)
-                                                   for r in splits[split]])
+            write_hidden_items(
+                hidden_dir, split, [Item(r["task_id"], {"prompt": r["prompt"]}, r) for r in splits[split]]
+            )
 
     def score(self, item: Item, completion: str) -> float:
-        outcome = run_checks([check_of(item.reference, completion)], limits=self.limits(),
-                             hidden=self.sandbox_hidden(), mode=self.isolation())[0]
+        outcome = run_checks(
+            [check_of(item.reference, completion)],
+            limits=self.limits(),
+            hidden=self.sandbox_hidden(),
+            mode=self.isolation(),
+        )[0]
         return 1.0 if outcome.passed else 0.0
 
     def evaluator(self) -> HumanEvalEvaluator:

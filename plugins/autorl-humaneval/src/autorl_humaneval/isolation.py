@@ -80,10 +80,13 @@ def resolve_isolation(requested: str | None = None) -> str:
         raise ResourceError(
             "humaneval runs model-written code only under bubblewrap, which cannot run here: install bubblewrap "
             f"(with unprivileged user namespaces allowed), or accept weaker isolation explicitly with {ISOLATION_ENV}"
-            "=unshare (no network only) or =limits (resource limits only), or the benchmark option isolation=...")
+            "=unshare (no network only) or =limits (resource limits only), or the benchmark option isolation=..."
+        )
     if wanted == "unshare" and best == "limits":
-        raise ResourceError(f"humaneval isolation 'unshare' cannot run here (unshare --net fails); "
-                            f"set {ISOLATION_ENV}=limits to run model code with resource limits only")
+        raise ResourceError(
+            f"humaneval isolation 'unshare' cannot run here (unshare --net fails); "
+            f"set {ISOLATION_ENV}=limits to run model code with resource limits only"
+        )
     return wanted
 
 

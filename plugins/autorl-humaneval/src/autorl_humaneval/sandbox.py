@@ -60,13 +60,27 @@ from autorl_humaneval.isolation import (
 )
 from autorl_humaneval.wire import CHECKER, REPLY_CAP, SERVER
 
-__all__ = ["ISOLATION_ENV", "ISOLATION_MODES", "OUTPUT_CAP", "UID_POOL", "Check", "Limits", "Outcome", "isolation",
-           "resolve_isolation", "run_check", "run_checks", "run_many", "run_program"]
+__all__ = [
+    "ISOLATION_ENV",
+    "ISOLATION_MODES",
+    "OUTPUT_CAP",
+    "UID_POOL",
+    "Check",
+    "Limits",
+    "Outcome",
+    "isolation",
+    "resolve_isolation",
+    "run_check",
+    "run_checks",
+    "run_many",
+    "run_program",
+]
 
 T = TypeVar("T")
 
 #: Bytes of a program's stdout/stderr kept (the tail); the rest is read and discarded.
 OUTPUT_CAP = 64 * 1024
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -129,8 +143,9 @@ def _verdict(passed: bool, returncode: int, stderr: bytearray, who: str = "") ->
     return Outcome(False, "failed", _last_line(stderr))
 
 
-def run_program(source: str, *, limits: Limits = Limits(), hidden: Sequence[Path] = (),
-                mode: str | None = None) -> Outcome:
+def run_program(
+    source: str, *, limits: Limits = Limits(), hidden: Sequence[Path] = (), mode: str | None = None
+) -> Outcome:
     """Run ``source`` as a Python program in the sandbox; passed means it exited with status 0 in time.
 
     This is the sandbox itself; scoring never uses an exit status (see :func:`run_check`)."""
@@ -141,8 +156,12 @@ def run_program(source: str, *, limits: Limits = Limits(), hidden: Sequence[Path
         program = workdir / "program.py"
         program.write_text(source)
         proc = subprocess.Popen(
-            sandboxed_argv([str(program)], workdir, hidden, mode), cwd=workdir, env=_sandbox_env(workdir),
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            sandboxed_argv([str(program)], workdir, hidden, mode),
+            cwd=workdir,
+            env=_sandbox_env(workdir),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             preexec_fn=lambda: set_limits(limits, uid),
         )
         assert proc.stderr is not None
@@ -170,8 +189,9 @@ class Check:
     entry_point: str
 
 
-def run_check(check: Check, *, limits: Limits = Limits(), hidden: Sequence[Path] = (),
-              mode: str | None = None) -> Outcome:
+def run_check(
+    check: Check, *, limits: Limits = Limits(), hidden: Sequence[Path] = (), mode: str | None = None
+) -> Outcome:
     """Passed means the problem's ``check`` ran to its end against the model's function, and nothing else.
 
     The model's program (prompt + completion, never the tests) runs in the sandbox and serves calls;
@@ -187,18 +207,32 @@ def run_check(check: Check, *, limits: Limits = Limits(), hidden: Sequence[Path]
         program = workdir / "program.py"
         program.write_text(f"{check.prompt}{check.completion}\n")
         server = subprocess.Popen(
-            sandboxed_argv(["-c", SERVER, str(program), check.entry_point], workdir, hidden, mode), cwd=workdir,
-            env=_sandbox_env(workdir), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            sandboxed_argv(["-c", SERVER, str(program), check.entry_point], workdir, hidden, mode),
+            cwd=workdir,
+            env=_sandbox_env(workdir),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             preexec_fn=lambda: set_limits(limits, uid),
         )
         assert server.stdin is not None and server.stdout is not None and server.stderr is not None
         call_fd, reply_fd = server.stdin.fileno(), server.stdout.fileno()
         checker_uid = NOBODY
-        checker_limits = Limits(timeout_s=limits.timeout_s, memory_mb=limits.memory_mb,
-                                processes=CHECKER_PROCESSES, file_mb=1, open_files=64)
+        checker_limits = Limits(
+            timeout_s=limits.timeout_s,
+            memory_mb=limits.memory_mb,
+            processes=CHECKER_PROCESSES,
+            file_mb=1,
+            open_files=64,
+        )
         checker = subprocess.Popen(
-            [interpreter(), "-I", "-B", "-c", CHECKER], cwd="/", env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(call_fd, reply_fd),
+            [interpreter(), "-I", "-B", "-c", CHECKER],
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(call_fd, reply_fd),
             preexec_fn=lambda: set_limits(checker_limits, checker_uid),
         )
         server.stdin.close()  # the checker holds the only ends of the model's stdin and stdout now
@@ -208,8 +242,15 @@ def run_check(check: Check, *, limits: Limits = Limits(), hidden: Sequence[Path]
         result_reader, result = _drain(checker.stdout, 4096)
         error_reader, error = _drain(checker.stderr, OUTPUT_CAP)
         readers = [server_reader, result_reader, error_reader]
-        job = {"token": token, "prompt": check.prompt, "test": check.test, "entry_point": check.entry_point,
-               "call_fd": call_fd, "reply_fd": reply_fd, "reply_cap": REPLY_CAP}
+        job = {
+            "token": token,
+            "prompt": check.prompt,
+            "test": check.test,
+            "entry_point": check.entry_point,
+            "call_fd": call_fd,
+            "reply_fd": reply_fd,
+            "reply_cap": REPLY_CAP,
+        }
         with contextlib.suppress(OSError):
             checker.stdin.write((json.dumps(job) + "\n").encode())
             checker.stdin.close()
@@ -263,15 +304,27 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def run_many(sources: Sequence[str], *, limits: Limits = Limits(), hidden: Sequence[Path] = (),
-             workers: int | None = None, mode: str | None = None) -> list[Outcome]:
+def run_many(
+    sources: Sequence[str],
+    *,
+    limits: Limits = Limits(),
+    hidden: Sequence[Path] = (),
+    workers: int | None = None,
+    mode: str | None = None,
+) -> list[Outcome]:
     """Run programs in parallel, up to the core count (exit status only: see :func:`run_program`)."""
     run = functools.partial(run_program, limits=limits, hidden=hidden, mode=mode or resolve_isolation())
     return _in_parallel(run, sources, workers)
 
 
-def run_checks(checks: Sequence[Check], *, limits: Limits = Limits(), hidden: Sequence[Path] = (),
-               workers: int | None = None, mode: str | None = None) -> list[Outcome]:
+def run_checks(
+    checks: Sequence[Check],
+    *,
+    limits: Limits = Limits(),
+    hidden: Sequence[Path] = (),
+    workers: int | None = None,
+    mode: str | None = None,
+) -> list[Outcome]:
     """:func:`run_check` for each, in parallel up to the core count."""
     run = functools.partial(run_check, limits=limits, hidden=hidden, mode=mode or resolve_isolation())
     return _in_parallel(run, checks, workers)

@@ -12,7 +12,7 @@ REPLY_CAP = 1024 * 1024
 #: that they come back as what they were, and nothing else accepted. ``NOT_PLAIN`` (set by the script) words
 #: the refusal to encode. encode and decode share the walk (JSON's own values as they are, lists item by item)
 #: and the tags; each is the other's inverse.
-CODEC = r'''
+CODEC = r"""
 TAGS = {tuple: "t", dict: "d", set: "s", frozenset: "s"}
 
 def convert(v, tagged):
@@ -48,12 +48,12 @@ def decode_tagged(v):
             if tag == "d" and all(type(p) is list and len(p) == 2 for p in body):
                 return {decode(k): decode(x) for k, x in body}
     raise NotPlain("the reply is not plain data")
-'''
+"""
 
 #: Runs in the sandbox, as the model's process: executes the model's program, then answers one call of
 #: the entry point a line (arguments in, the return value out), all as plain data.
 SERVER = (
-    r'''
+    r"""
 import json, os, sys
 replies = os.fdopen(os.dup(1), "w", buffering=1)
 calls = os.fdopen(os.dup(0), "r")
@@ -61,9 +61,9 @@ os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
 os.dup2(2, 1)
 
 NOT_PLAIN = "returned a {}, which is not plain data"
-'''
+"""
     + CODEC
-    + r'''
+    + r"""
 
 namespace = {"__name__": "__main__"}
 try:
@@ -79,7 +79,7 @@ for line in calls:
     except BaseException as exc:
         reply = json.dumps({"error": f"{type(exc).__name__}: {exc}"[:300]})
     replies.write(reply + "\n")
-'''
+"""
 )
 
 #: Runs outside the model's sandbox, executing only the problem's own code (its prompt and its tests):
@@ -87,7 +87,7 @@ for line in calls:
 #: as plain data. The token (known to this process and the grader only) is written after ``check``
 #: returns, on a descriptor the model's process never holds.
 CHECKER = (
-    r'''
+    r"""
 import ctypes, json, os, sys
 try:
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/mem
@@ -101,9 +101,9 @@ replies = os.fdopen(job["reply_fd"], "rb")
 CAP = job["reply_cap"]
 
 NOT_PLAIN = "cannot pass a {} to the program"
-'''
+"""
     + CODEC
-    + r'''
+    + r"""
 
 class CandidateFailed(Exception):
     pass
@@ -139,5 +139,5 @@ exec(compile(job["test"], "test.py", "exec"), namespace)
 namespace["check"](candidate)
 result.write(job["token"] + "\n")
 result.flush()
-'''
+"""
 )

@@ -69,11 +69,14 @@ def prepare_copy(folder: SmithFolder, work: Path, timeout_s: float = DOWNLOAD_TI
     if script.is_file():
         came_with = file_digests(work, ("data",))
         mode, executable = scorer_mode()
-        run = launch(scorer_policy(work, network="on", masked=folder_places(folder)), [sys.executable, str(script)],
-                     mode=mode, executable=executable)
+        run = launch(
+            scorer_policy(work, network="on", masked=folder_places(folder)),
+            [sys.executable, str(script)],
+            mode=mode,
+            executable=executable,
+        )
         try:
-            proc = subprocess.run(run.argv, cwd=run.cwd, env=run.env, capture_output=True, text=True,
-                                  timeout=timeout_s)
+            proc = subprocess.run(run.argv, cwd=run.cwd, env=run.env, capture_output=True, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:
             raise ResourceError(f"{source}/download_data.py did not finish within {timeout_s:.0f} s") from None
         if proc.returncode != 0:
@@ -82,8 +85,9 @@ def prepare_copy(folder: SmithFolder, work: Path, timeout_s: float = DOWNLOAD_TI
         now = file_digests(work, ("data",))
         changed = sorted(rel for rel, digest in came_with.items() if now.get(rel) != digest)
         if changed:
-            raise UsageError(f"{source}/download_data.py changed the folder's own {changed[0]} in the grader's copy: "
-                             "refused")
+            raise UsageError(
+                f"{source}/download_data.py changed the folder's own {changed[0]} in the grader's copy: refused"
+            )
     if not (work / "data" / "train.jsonl").is_file():
         raise ResourceError(f"{source}: data/train.jsonl is missing after download_data.py")
 
@@ -96,8 +100,7 @@ def folder_places(folder: SmithFolder) -> list[Path]:
 def eval_config_of(config: dict[str, Any]) -> EvalConfig:
     template = str(config.get("prompt_template", "{question}"))
     shots = tuple(
-        (template.format(question=s["question"]), " " + str(s["answer"]))
-        for s in config.get("few_shot", []) or []
+        (template.format(question=s["question"]), " " + str(s["answer"])) for s in config.get("few_shot", []) or []
     )
     return EvalConfig(
         prompt_template=template,
@@ -113,18 +116,27 @@ def eval_config_of(config: dict[str, Any]) -> EvalConfig:
 class SmithEvaluator(GenerationEvaluator):
     """Generation with the folder's prompt settings, then the folder's evaluate() in a separate process."""
 
-    def evaluate(self, benchmark: Benchmark, items: Sequence[Item], backend: Backend,
-                 progress: Progress | None = None) -> list[ItemResult]:
+    def evaluate(
+        self, benchmark: Benchmark, items: Sequence[Item], backend: Backend, progress: Progress | None = None
+    ) -> list[ItemResult]:
         assert isinstance(benchmark, SmithBenchmark)
         generated = super().evaluate(benchmark, items, backend, None)
-        requests = [Request(str(i.input["question"]), r.completions[0] if r.completions else "", str(i.reference))
-                    for i, r in zip(items, generated, strict=True)]
-        scored = score_all(benchmark.work_dir(), requests, benchmark.timeout_s(), benchmark.folder.eval_digest,
-                           masked=folder_places(benchmark.folder))
+        requests = [
+            Request(str(i.input["question"]), r.completions[0] if r.completions else "", str(i.reference))
+            for i, r in zip(items, generated, strict=True)
+        ]
+        scored = score_all(
+            benchmark.work_dir(),
+            requests,
+            benchmark.timeout_s(),
+            benchmark.folder.eval_digest,
+            masked=folder_places(benchmark.folder),
+        )
         if progress:
             progress(len(items))
-        return [ItemResult(r.id, s.score, r.completions, s.error, r.extra)
-                for r, s in zip(generated, scored, strict=True)]
+        return [
+            ItemResult(r.id, s.score, r.completions, s.error, r.extra) for r, s in zip(generated, scored, strict=True)
+        ]
 
 
 class SmithBenchmark(Benchmark):
@@ -150,7 +162,7 @@ class SmithBenchmark(Benchmark):
         own = (self.work_dir() if grader else self.folder.path) / "description.md"
         text = own.read_text() if own.is_file() else f"# {self.name}\n\nA benchmark from {self.folder.path}.\n"
         return text.rstrip() + (
-            "\n\n## Data\n`data/train.jsonl`: one JSON object a line, `{\"question\": ..., \"answer\": ...}`. "
+            '\n\n## Data\n`data/train.jsonl`: one JSON object a line, `{"question": ..., "answer": ...}`. '
             "The grader's dev and test items are held out and not in it; which items they are is drawn with this "
             "installation's secret.\n"
         )
@@ -161,7 +173,9 @@ class SmithBenchmark(Benchmark):
 
     def _prepare_folder(self) -> Path:
         if self.folder.agent_view:
-            raise UsageError(f"{self.name}: the agent's view of {self.folder.path} holds no data; the grader prepares it")
+            raise UsageError(
+                f"{self.name}: the agent's view of {self.folder.path} holds no data; the grader prepares it"
+            )
         work = self.work_dir()
         with file_lock(work.with_name(work.name + ".lock")):
             if (work / ".ready").is_file():
@@ -173,8 +187,7 @@ class SmithBenchmark(Benchmark):
     def _hidden_dir(self) -> Path:
         return Path(self.hidden_dir) if self.hidden_dir else autorl_home() / "hidden" / self.name
 
-    def _splits(self, hidden_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]],
-                                                 str]:
+    def _splits(self, hidden_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], str]:
         """train (for the agent), dev and test, drawn with the installation's secret: halves of the folder's
         eval file, or a tenth and a fifth carved out of its train.jsonl (then train is the rest)."""
         work = self._prepare_folder()
@@ -205,11 +218,24 @@ class SmithBenchmark(Benchmark):
             return
         train, dev, test, how = self._splits(hidden_dir)
         for split, rows in (("dev", dev), ("test", test)):
-            write_hidden_items(hidden_dir, split, [Item(f"{split}-{k}", {"question": r["question"]}, str(r["answer"]))
-                                                   for k, r in enumerate(rows)])
-        (hidden_dir / "split.json").write_text(json.dumps(
-            {"source": how, "folder": str(self.folder.path), "version": self.folder.version(),
-             "train": len(train), "dev": len(dev), "test": len(test)}, indent=2))
+            write_hidden_items(
+                hidden_dir,
+                split,
+                [Item(f"{split}-{k}", {"question": r["question"]}, str(r["answer"])) for k, r in enumerate(rows)],
+            )
+        (hidden_dir / "split.json").write_text(
+            json.dumps(
+                {
+                    "source": how,
+                    "folder": str(self.folder.path),
+                    "version": self.folder.version(),
+                    "train": len(train),
+                    "dev": len(dev),
+                    "test": len(test),
+                },
+                indent=2,
+            )
+        )
 
     def _scoring_dir(self) -> Path:
         """Where ``eval.py`` runs: the grader's own copy, made before the agent starts and out of its reach; in the
@@ -219,10 +245,14 @@ class SmithBenchmark(Benchmark):
     def score(self, item: Item, completion: str) -> float:
         """``evaluate`` of the folder's ``eval.py`` under the scorer policy; in the agent's own process (whose
         sandbox bounds it) without a sandbox of its own."""
-        result = score_all(self._scoring_dir(), [Request(str(item.input.get("question", "")), completion,
-                                                          str(item.reference))], self.timeout_s(),
-                           self.folder.eval_digest, mode="none" if self.folder.agent_view else None,
-                           masked=folder_places(self.folder))[0]
+        result = score_all(
+            self._scoring_dir(),
+            [Request(str(item.input.get("question", "")), completion, str(item.reference))],
+            self.timeout_s(),
+            self.folder.eval_digest,
+            mode="none" if self.folder.agent_view else None,
+            masked=folder_places(self.folder),
+        )[0]
         return result.score
 
     def evaluator(self) -> Evaluator:
@@ -243,8 +273,10 @@ class SmithBenchmark(Benchmark):
         held = eval_file(root, self.folder.config)
         is_data = (root / "data") in path.parents or (held is not None and path.resolve() == held.resolve())
         if is_data or path.resolve() != path:
-            raise UsageError(f"{self.name}: config.yaml exposes {rel!r}, which is data the agent must not get (under "
-                             f"data/, the eval file, or a link); remove it from expose_files in {root}/config.yaml")
+            raise UsageError(
+                f"{self.name}: config.yaml exposes {rel!r}, which is data the agent must not get (under "
+                f"data/, the eval file, or a link); remove it from expose_files in {root}/config.yaml"
+            )
         return path
 
     def agent_paths(self) -> list[Path]:
@@ -264,5 +296,10 @@ class SmithBenchmark(Benchmark):
         the grader's copy."""
         root = self.folder.path.resolve()
         held = eval_file(root, self.folder.config)
-        return [self.folder.path.absolute().parent.resolve(), root, root / "data", *([held] if held else []),
-                self.work_dir()]
+        return [
+            self.folder.path.absolute().parent.resolve(),
+            root,
+            root / "data",
+            *([held] if held else []),
+            self.work_dir(),
+        ]

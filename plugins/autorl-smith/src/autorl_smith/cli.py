@@ -18,8 +18,9 @@ smith_app = typer.Typer(help="rl-smith benchmark folders: validate one, generate
 
 @smith_app.command("validate")
 def validate_cmd(
-    directories: list[Path] = typer.Argument(..., help="rl-smith folders (config.yaml, eval.py, data/, "
-                                             "description.md)."),
+    directories: list[Path] = typer.Argument(
+        ..., help="rl-smith folders (config.yaml, eval.py, data/, description.md)."
+    ),
     sample: int = typer.Option(8, "--sample", min=1, help="Hidden items whose scoring is checked."),
 ) -> None:
     """Check folders as grading would use them: config, scorer (references 1.0, wrong answers less), hidden
@@ -40,17 +41,21 @@ def validate_cmd(
 
 @smith_app.command("generate")
 def generate_cmd(
-    source: str = typer.Argument(..., help="A folder or file of jsonl/json/csv/parquet data, a git URL, or a hub "
-                                 "dataset id (owner/name)."),
+    source: str = typer.Argument(
+        ..., help="A folder or file of jsonl/json/csv/parquet data, a git URL, or a hub dataset id (owner/name)."
+    ),
     name: str = typer.Option(..., "--name", help="The benchmark's name: the task becomes smith-NAME."),
-    model: str = typer.Option("gpt-4o-mini", "--model", help="The driver model (an OpenAI-compatible name), "
-                              "reached through the LLM gateway with the operator's key."),
-    rounds: int = typer.Option(3, "--rounds", min=1, help="Validation rounds: the driver repairs from the "
-                               "validator's messages."),
+    model: str = typer.Option(
+        "gpt-4o-mini",
+        "--model",
+        help="The driver model (an OpenAI-compatible name), reached through the LLM gateway with the operator's key.",
+    ),
+    rounds: int = typer.Option(
+        3, "--rounds", min=1, help="Validation rounds: the driver repairs from the validator's messages."
+    ),
     budget_tokens: int = typer.Option(200_000, "--budget-tokens", min=1, help="Tokens the driver may spend."),
     budget_usd: float | None = typer.Option(None, "--budget-usd", help="US dollars the driver may spend."),
-    out: Path | None = typer.Option(None, "--out", help="Where to write the folder (default "
-                                    "$SMITH_BENCH_DIR/NAME)."),
+    out: Path | None = typer.Option(None, "--out", help="Where to write the folder (default $SMITH_BENCH_DIR/NAME)."),
 ) -> None:
     """Write an rl-smith folder for SOURCE with a driver model: it sees samples, code writes the data; the
     folder is validated and repaired by the driver up to --rounds times, then discovered as smith-NAME."""
@@ -75,11 +80,16 @@ def generate_cmd(
     if problems:
         for problem in problems:
             typer.echo(f"{target}: {problem}", err=True)
-        typer.echo(f"error: the folder is not valid after {rounds} round(s); the draft is "
-                   f"{target.parent / ('.' + target.name + '.draft')}", err=True)
+        typer.echo(
+            f"error: the folder is not valid after {rounds} round(s); the draft is "
+            f"{target.parent / ('.' + target.name + '.draft')}",
+            err=True,
+        )
         raise SystemExit(1)
-    typer.echo(f"{target}: ok; task smith-{name}" + ("" if target.parent == bench_root().expanduser() else
-                                                     f" with SMITH_BENCH_DIR={target.parent}"))
+    typer.echo(
+        f"{target}: ok; task smith-{name}"
+        + ("" if target.parent == bench_root().expanduser() else f" with SMITH_BENCH_DIR={target.parent}")
+    )
 
 
 @contextlib.contextmanager
@@ -93,8 +103,12 @@ def driver(folder: Path, model: str, budget_tokens: int, budget_usd: float | Non
     gateway = start_gateway(folder, budget_usd, budget_tokens)
     try:
         gateway.wait_ready()
-        client = httpx.Client(base_url=f"{gateway.url}/openai/v1", trust_env=False, timeout=900,
-                              headers={"Authorization": f"Bearer {gateway.config.token}"})
+        client = httpx.Client(
+            base_url=f"{gateway.url}/openai/v1",
+            trust_env=False,
+            timeout=900,
+            headers={"Authorization": f"Bearer {gateway.config.token}"},
+        )
 
         def chat(messages: list[dict[str, str]]) -> str:
             try:

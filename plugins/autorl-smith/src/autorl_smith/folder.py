@@ -73,7 +73,7 @@ def _check_jsonl(path: Path, folder: Path) -> int:
         except ValueError:
             raise FolderError(f"{path.relative_to(folder)} line {n}: not valid JSON") from None
         if not isinstance(row, dict) or "question" not in row or "answer" not in row:
-            raise FolderError(f"{path.relative_to(folder)} line {n}: needs \"question\" and \"answer\"")
+            raise FolderError(f'{path.relative_to(folder)} line {n}: needs "question" and "answer"')
         count += 1
     if count == 0:
         raise FolderError(f"{path.relative_to(folder)}: no rows")
@@ -127,8 +127,16 @@ def load_folder(folder: Path, *, agent_view: bool = False) -> SmithFolder:
         raise FolderError("eval.py: defines no function evaluate(question, model_answer, reference_answer, **kwargs)")
     eval_sha = hashlib.sha256(eval_py.read_bytes()).hexdigest()
     if agent_view:
-        return SmithFolder(folder, name, str(config["eval_mode"]), tuple(exposed), config, folder_digest(folder),
-                           eval_sha, agent_view=True)
+        return SmithFolder(
+            folder,
+            name,
+            str(config["eval_mode"]),
+            tuple(exposed),
+            config,
+            folder_digest(folder),
+            eval_sha,
+            agent_view=True,
+        )
     train = folder / "data" / "train.jsonl"
     if not train.is_file() and not (folder / "download_data.py").is_file():
         raise FolderError("data/train.jsonl: missing (and no download_data.py to make it)")
@@ -139,8 +147,7 @@ def load_folder(folder: Path, *, agent_view: bool = False) -> SmithFolder:
         _check_jsonl(held_out, folder)
     elif held_out is not None and config.get("eval_file"):
         raise FolderError(f"config.yaml: eval_file {config['eval_file']!r} does not exist")
-    return SmithFolder(folder, name, str(config["eval_mode"]), tuple(exposed), config, folder_digest(folder),
-                       eval_sha)
+    return SmithFolder(folder, name, str(config["eval_mode"]), tuple(exposed), config, folder_digest(folder), eval_sha)
 
 
 def discover(root: Path | None = None) -> list[SmithFolder]:
@@ -165,8 +172,11 @@ def discover(root: Path | None = None) -> list[SmithFolder]:
             warnings.warn(f"rl-smith folder {folder} skipped: {exc}", PluginWarning, stacklevel=2)
             continue
         if sf.name in found:
-            warnings.warn(f"rl-smith folder {folder} skipped: name {sf.name!r} is already used by {found[sf.name].path}",
-                          PluginWarning, stacklevel=2)
+            warnings.warn(
+                f"rl-smith folder {folder} skipped: name {sf.name!r} is already used by {found[sf.name].path}",
+                PluginWarning,
+                stacklevel=2,
+            )
             continue
         found[sf.name] = sf
     return list(found.values())

@@ -58,9 +58,12 @@ def _sample(rows: list[dict[str, Any]], n: int) -> str:
 
 def first_prompt(name: str, train: list[dict[str, Any]], evals: list[dict[str, Any]]) -> str:
     columns = sorted({k for r in (train + evals)[:1000] for k in r})
-    return INSTRUCTIONS.format(name=name, columns=", ".join(map(str, columns)), train=_sample(train, SAMPLE_TRAIN),
-                               evals=_sample(evals, SAMPLE_EVAL) or "(none: the hidden split is carved from the "
-                               "training rows)")
+    return INSTRUCTIONS.format(
+        name=name,
+        columns=", ".join(map(str, columns)),
+        train=_sample(train, SAMPLE_TRAIN),
+        evals=_sample(evals, SAMPLE_EVAL) or "(none: the hidden split is carved from the training rows)",
+    )
 
 
 def parse_reply(text: str) -> tuple[dict[str, str], dict[str, str]]:
@@ -74,13 +77,13 @@ def parse_reply(text: str) -> tuple[dict[str, str], dict[str, str]]:
         raise ReplyError("your reply holds no JSON object; answer with the one JSON object asked for")
     files, columns = data.get("files"), data.get("columns")
     if not isinstance(files, dict) or not all(isinstance(files.get(f), str) for f in FILES):
-        raise ReplyError(f"\"files\" must map each of {', '.join(FILES)} to its text")
+        raise ReplyError(f'"files" must map each of {", ".join(FILES)} to its text')
     if set(files) - set(FILES):
-        raise ReplyError(f"\"files\" may hold only {', '.join(FILES)}, not {', '.join(sorted(set(files) - set(FILES)))}")
+        raise ReplyError(f'"files" may hold only {", ".join(FILES)}, not {", ".join(sorted(set(files) - set(FILES)))}')
     if any(len(files[f]) > MAX_FILE_CHARS for f in FILES):
         raise ReplyError(f"each file must be under {MAX_FILE_CHARS} characters")
     if not isinstance(columns, dict) or not all(isinstance(columns.get(k), str) for k in ("question", "answer")):
-        raise ReplyError("\"columns\" must give a \"question\" template and an \"answer\" column")
+        raise ReplyError('"columns" must give a "question" template and an "answer" column')
     return {f: files[f] for f in FILES}, {k: columns[k] for k in ("question", "answer")}
 
 
@@ -98,8 +101,14 @@ def to_items(rows: list[dict[str, Any]], columns: dict[str, str]) -> list[dict[s
     return out
 
 
-def write_draft(draft: Path, name: str, files: dict[str, str], columns: dict[str, str],
-                train: list[dict[str, Any]], evals: list[dict[str, Any]]) -> None:
+def write_draft(
+    draft: Path,
+    name: str,
+    files: dict[str, str],
+    columns: dict[str, str],
+    train: list[dict[str, Any]],
+    evals: list[dict[str, Any]],
+) -> None:
     shutil.rmtree(draft, ignore_errors=True)
     (draft / "data").mkdir(parents=True)
     for rel in FILES:
@@ -117,8 +126,15 @@ def write_draft(draft: Path, name: str, files: dict[str, str], columns: dict[str
             (draft / rel).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in to_items(rows, columns)))
 
 
-def generate(train: list[dict[str, Any]], evals: list[dict[str, Any]], name: str, out: Path, chat: Chat,
-             rounds: int = 3, say: Callable[[str], None] = print) -> list[str]:
+def generate(
+    train: list[dict[str, Any]],
+    evals: list[dict[str, Any]],
+    name: str,
+    out: Path,
+    chat: Chat,
+    rounds: int = 3,
+    say: Callable[[str], None] = print,
+) -> list[str]:
     """Write and validate the folder ``out`` for the rows; returns the last round's problems (empty: done)."""
     draft = out.parent / f".{out.name}.draft"
     messages = [{"role": "user", "content": first_prompt(name, train, evals)}]
@@ -136,6 +152,11 @@ def generate(train: list[dict[str, Any]], evals: list[dict[str, Any]], name: str
         if not problems:
             draft.rename(out)
             return []
-        messages.append({"role": "user", "content": "The validator found these problems; answer with the whole "
-                         "corrected JSON object:\n" + "\n".join(problems)})
+        messages.append(
+            {
+                "role": "user",
+                "content": "The validator found these problems; answer with the whole "
+                "corrected JSON object:\n" + "\n".join(problems),
+            }
+        )
     return problems

@@ -41,8 +41,11 @@ class SmithTask(Protocol):
 
     def work_dir(self) -> Path: ...
 
-SETUP = ("python3 -m venv ~/.venvs/opencompass && ~/.venvs/opencompass/bin/pip install opencompass==0.5.4 "
-         "'pyarrow<22' 'transformers<5', then export AUTORL_OPENCOMPASS_PYTHON=~/.venvs/opencompass/bin/python")
+
+SETUP = (
+    "python3 -m venv ~/.venvs/opencompass && ~/.venvs/opencompass/bin/pip install opencompass==0.5.4 "
+    "'pyarrow<22' 'transformers<5', then export AUTORL_OPENCOMPASS_PYTHON=~/.venvs/opencompass/bin/python"
+)
 
 
 def interpreter(config: dict[str, Any]) -> str:
@@ -66,11 +69,20 @@ def dataset_meta(name: str, data_path: Path, config: dict[str, Any]) -> dict[str
     match with a verdict per item; the folder's ``prompt_template`` is its prompt."""
     own = config.get("opencompass_dataset") or {}
     if not isinstance(own, dict) or not all(k in DATASET_KEYS and isinstance(v, str) for k, v in own.items()):
-        raise EvaluationError(f"config.yaml: opencompass_dataset must be a mapping of {', '.join(DATASET_KEYS)} to "
-                              "text; the items scored are always the grader's (a named OpenCompass dataset is not "
-                              "read)")
-    return {"abbr": name, "path": str(data_path), "meta_path": str(data_path) + ".meta.json", "data_type": "qa",
-            "infer_method": "gen", "human_prompt": str(config.get("prompt_template", "{question}")), **own}
+        raise EvaluationError(
+            f"config.yaml: opencompass_dataset must be a mapping of {', '.join(DATASET_KEYS)} to "
+            "text; the items scored are always the grader's (a named OpenCompass dataset is not "
+            "read)"
+        )
+    return {
+        "abbr": name,
+        "path": str(data_path),
+        "meta_path": str(data_path) + ".meta.json",
+        "data_type": "qa",
+        "infer_method": "gen",
+        "human_prompt": str(config.get("prompt_template", "{question}")),
+        **own,
+    }
 
 
 def write_items(items: Sequence[Item], data_path: Path) -> None:
@@ -78,12 +90,16 @@ def write_items(items: Sequence[Item], data_path: Path) -> None:
     EMEvaluator wants: given a string it would test the prediction against its characters)."""
     with data_path.open("w", encoding="utf-8") as f:
         for item in items:
-            f.write(json.dumps({"question": str(item.input.get("question", "")), "answer": [str(item.reference)]},
-                               ensure_ascii=False) + "\n")
+            f.write(
+                json.dumps(
+                    {"question": str(item.input.get("question", "")), "answer": [str(item.reference)]},
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
 
 
-def config_source(dataset: dict[str, Any], model_dir: str, max_out_len: int, batch_size: int,
-                  num_gpus: int = 1) -> str:
+def config_source(dataset: dict[str, Any], model_dir: str, max_out_len: int, batch_size: int, num_gpus: int = 1) -> str:
     return textwrap.dedent(f"""\
         from opencompass.models import HuggingFaceCausalLM
         from opencompass.openicl.icl_evaluator import EMEvaluator
@@ -117,8 +133,13 @@ def read_results(workdir: Path, expected: int) -> list[tuple[str, float, list[fl
         per_item = None
         # items are the numbered entries (OpenCompass adds others, such as "type": "GEN"); AccEvaluator's hold
         # no verdict, only the prediction and the reference: then the accuracy is all there is
-        entries = ([d for _, d in sorted((int(k), d) for k, d in details.items() if str(k).isdigit())]
-                   if isinstance(details, dict) else details if isinstance(details, list) else [])
+        entries = (
+            [d for _, d in sorted((int(k), d) for k, d in details.items() if str(k).isdigit())]
+            if isinstance(details, dict)
+            else details
+            if isinstance(details, list)
+            else []
+        )
         if entries and all(isinstance(d, dict) and ("correct" in d or "is_correct" in d) for d in entries):
             per_item = [_correct(d.get("correct", d.get("is_correct"))) for d in entries]
         results.append((path.stem, float(accuracy), per_item))
@@ -133,8 +154,9 @@ def read_results(workdir: Path, expected: int) -> list[tuple[str, float, list[fl
 class OpenCompassEvaluator(Evaluator):
     """Runs OpenCompass on the given items, written as its local custom dataset in a private temporary folder."""
 
-    def evaluate(self, benchmark: Benchmark, items: Sequence[Item], backend: Backend,
-                 progress: Progress | None = None) -> list[ItemResult]:
+    def evaluate(
+        self, benchmark: Benchmark, items: Sequence[Item], backend: Backend, progress: Progress | None = None
+    ) -> list[ItemResult]:
         if not hasattr(benchmark, "folder") or not hasattr(benchmark, "work_dir"):
             raise EvaluationError(f"the opencompass evaluator scores smith folders, not {benchmark.name}")
         task = cast("SmithTask", benchmark)  # only smith benchmarks name this evaluator (SmithBenchmark.evaluator)
@@ -152,25 +174,31 @@ class OpenCompassEvaluator(Evaluator):
             log = workdir / "opencompass.log"
             with log.open("w") as f:
                 # cwd: OpenCompass keeps a .cache/ of dataset sizes where it runs
-                proc = subprocess.run([python, *command], stdout=f, stderr=subprocess.STDOUT, cwd=workdir,
-                                      timeout=float(cfg.get("timeout_s", 24 * 3600)))
+                proc = subprocess.run(
+                    [python, *command],
+                    stdout=f,
+                    stderr=subprocess.STDOUT,
+                    cwd=workdir,
+                    timeout=float(cfg.get("timeout_s", 24 * 3600)),
+                )
         results = read_results(workdir, 1)
         if proc.returncode != 0:
             raise EvaluationError(f"OpenCompass exited with {proc.returncode}; see {log}")
-        (dataset, accuracy, per_item), = results
+        ((dataset, accuracy, per_item),) = results
         if progress:
             progress(len(items))
         if per_item is None:
-            raise EvaluationError(f"OpenCompass wrote no verdict per item for {dataset} (accuracy {accuracy}); "
-                                  f"see {workdir}")
+            raise EvaluationError(
+                f"OpenCompass wrote no verdict per item for {dataset} (accuracy {accuracy}); see {workdir}"
+            )
         if len(per_item) != len(items):
-            raise EvaluationError(f"OpenCompass scored {len(per_item)} items of the {len(items)} it was given; "
-                                  f"see {workdir}")
+            raise EvaluationError(
+                f"OpenCompass scored {len(per_item)} items of the {len(items)} it was given; see {workdir}"
+            )
         return [ItemResult(item.id, v, [], None, {"dataset": dataset}) for item, v in zip(items, per_item, strict=True)]
 
 
-def prepare_run(benchmark: SmithTask, items: Sequence[Item], model_dir: str, private: Path,
-                workdir: Path) -> list[str]:
+def prepare_run(benchmark: SmithTask, items: Sequence[Item], model_dir: str, private: Path, workdir: Path) -> list[str]:
     """Writes the items and the config into ``private``; the arguments for OpenCompass's Python."""
     data_path = private / f"smith_{benchmark.folder.name.replace('-', '_')}.jsonl"
     write_items(items, data_path)
@@ -178,6 +206,13 @@ def prepare_run(benchmark: SmithTask, items: Sequence[Item], model_dir: str, pri
     # OpenCompass's local runner asserts it has as many GPUs as a model asks for: none on a CPU machine
     gpus = int(cfg.get("opencompass_num_gpus", 1 if shutil.which("nvidia-smi") else 0))
     config_py = private / "autorl_config.py"
-    config_py.write_text(config_source(dataset_meta(data_path.stem, data_path, cfg), model_dir,
-                                       benchmark.config().max_new_tokens, int(cfg.get("batch_size", 16)), gpus))
+    config_py.write_text(
+        config_source(
+            dataset_meta(data_path.stem, data_path, cfg),
+            model_dir,
+            benchmark.config().max_new_tokens,
+            int(cfg.get("batch_size", 16)),
+            gpus,
+        )
+    )
     return ["-m", "opencompass.cli.main", str(config_py), "-w", str(workdir)]

@@ -22,13 +22,19 @@ def register_benchmarks(register: Callable[[type[Any]], None]) -> None:
     for folder in discover():
         for problem in static_problems(folder):
             warnings.warn(f"rl-smith folder {folder.path}: {problem}", PluginWarning, stacklevel=2)
-        register(type(f"Smith_{folder.name}", (SmithBenchmark,), {
-            "name": folder.task,
-            "version": version_of(folder),
-            "folder": folder,
-            "source": folder.path,
-            "__doc__": f"rl-smith benchmark {folder.name} ({folder.eval_mode}) from {folder.path}",
-        }))
+        register(
+            type(
+                f"Smith_{folder.name}",
+                (SmithBenchmark,),
+                {
+                    "name": folder.task,
+                    "version": version_of(folder),
+                    "folder": folder,
+                    "source": folder.path,
+                    "__doc__": f"rl-smith benchmark {folder.name} ({folder.eval_mode}) from {folder.path}",
+                },
+            )
+        )
 
 
 @hookimpl
@@ -62,5 +68,9 @@ def doctor_checks(report: Callable[..., None]) -> None:
         folders = discover()
     for folder in folders:
         problems = validate(folder.path)
-        report(f"rl-smith {folder.task}", not problems, "; ".join(problems) or f"{folder.path} is sound",
-               f"autorl smith validate {folder.path}" if problems else "")
+        report(
+            f"rl-smith {folder.task}",
+            not problems,
+            "; ".join(problems) or f"{folder.path} is sound",
+            f"autorl smith validate {folder.path}" if problems else "",
+        )

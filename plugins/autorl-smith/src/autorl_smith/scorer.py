@@ -30,7 +30,7 @@ from pathlib import Path
 
 from autorl.sandbox import FolderChanged, ScratchFolder
 
-CHILD = r'''
+CHILD = r"""
 import importlib.util, json, math, os, sys
 out = os.fdopen(os.dup(1), "w", buffering=1)
 requests = os.fdopen(os.dup(0), "r")
@@ -100,7 +100,7 @@ def score_in_fork(req):
 for line in requests:
     req = json.loads(line)
     out.write(json.dumps({"id": req["id"], **score_in_fork(req)}) + "\n")
-'''
+"""
 
 
 def file_digest(path: Path) -> str:
@@ -124,8 +124,15 @@ class EvalProcess:
     """``eval.py`` of ``folder`` in its process under the scorer policy, (re)started in a fresh scratch copy.
     ``mode`` ``none``: no sandbox (in the agent's own process); ``masked``: folders it must not see."""
 
-    def __init__(self, folder: Path, timeout_s: float, digest: str | None = None, *, mode: str | None = None,
-                 masked: Sequence[Path] = ()) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        timeout_s: float,
+        digest: str | None = None,
+        *,
+        mode: str | None = None,
+        masked: Sequence[Path] = (),
+    ) -> None:
         self.timeout_s = timeout_s
         self.digest = digest  # eval.py's sha256 when the folder was discovered, checked before every start
         self.scratch = ScratchFolder(folder, mode=mode, masked=masked)
@@ -142,8 +149,14 @@ class EvalProcess:
             return f"eval.py cannot be read: {exc.strerror}"
         run = self.scratch.launch([sys.executable, "-c", CHILD, str(copy / "eval.py")])
         self.proc = subprocess.Popen(
-            run.argv, cwd=run.cwd, env=run.env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, start_new_session=True,
+            run.argv,
+            cwd=run.cwd,
+            env=run.env,
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         hello = self._read(max(self.timeout_s, 30.0))
         if hello is None:
@@ -211,8 +224,15 @@ class EvalProcess:
         self.scratch.close()
 
 
-def score_all(folder: Path, requests: Sequence[Request], timeout_s: float = 30.0, digest: str | None = None, *,
-              mode: str | None = None, masked: Sequence[Path] = ()) -> list[Scored]:
+def score_all(
+    folder: Path,
+    requests: Sequence[Request],
+    timeout_s: float = 30.0,
+    digest: str | None = None,
+    *,
+    mode: str | None = None,
+    masked: Sequence[Path] = (),
+) -> list[Scored]:
     """Each request scored by ``folder``'s ``eval.py`` in one scorer process (a fresh one after a hang)."""
     worker = EvalProcess(folder, timeout_s, digest, mode=mode, masked=masked)
     try:

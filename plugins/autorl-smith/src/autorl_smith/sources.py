@@ -27,8 +27,12 @@ def fetch(source: str, scratch: Path) -> Path:
         return local
     if re.match(r"^(https?|file|ssh|git)://|^git@", source) or source.endswith(".git"):
         dest = scratch / "repo"
-        proc = subprocess.run(["git", "clone", "--depth", "1", "--quiet", "--", source, str(dest)], capture_output=True,
-                              text=True, timeout=1800)
+        proc = subprocess.run(
+            ["git", "clone", "--depth", "1", "--quiet", "--", source, str(dest)],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
         if proc.returncode != 0:
             tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             raise UsageError(f"cannot clone {source}: {tail[:200]}")
@@ -40,8 +44,7 @@ def fetch(source: str, scratch: Path) -> Path:
     except ImportError:
         raise UsageError("a hub dataset needs huggingface_hub: pip install huggingface_hub") from None
     try:
-        return Path(snapshot_download(repo_id=source, repo_type="dataset",
-                                      allow_patterns=[f"*{s}" for s in SUFFIXES]))
+        return Path(snapshot_download(repo_id=source, repo_type="dataset", allow_patterns=[f"*{s}" for s in SUFFIXES]))
     except Exception as exc:  # the hub's errors are many kinds; each is one line here
         raise UsageError(f"cannot get the hub dataset {source}: {str(exc).splitlines()[0][:200]}") from None
 
@@ -77,9 +80,15 @@ def is_eval_file(rel: Path) -> bool:
 
 def load_rows(root: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(training rows, evaluation rows) of every data file under ``root`` (links are not followed)."""
-    files = [root] if root.is_file() else sorted(
-        p for p in root.rglob("*") if p.suffix in SUFFIXES and p.is_file() and not p.is_symlink()
-        and ".git" not in p.relative_to(root).parts)
+    files = (
+        [root]
+        if root.is_file()
+        else sorted(
+            p
+            for p in root.rglob("*")
+            if p.suffix in SUFFIXES and p.is_file() and not p.is_symlink() and ".git" not in p.relative_to(root).parts
+        )
+    )
     if not files:
         raise UsageError(f"{root}: no data file ({', '.join(SUFFIXES)})")
     train: list[dict[str, Any]] = []

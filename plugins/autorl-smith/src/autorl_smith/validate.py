@@ -47,17 +47,23 @@ def _config_problems(config: dict[str, Any]) -> list[str]:
             kind = "a number >= 0" if key == "temperature" else "a positive number"
             out.append(f"config.yaml: {key} must be {kind}, not {value!r}")
     shots = config.get("few_shot") or []
-    if not isinstance(shots, list) or not all(isinstance(s, dict) and {"question", "answer"} <= s.keys()
-                                              for s in shots):
+    if not isinstance(shots, list) or not all(
+        isinstance(s, dict) and {"question", "answer"} <= s.keys() for s in shots
+    ):
         out.append("config.yaml: few_shot must be a list of {question, answer}")
     stop = config.get("stop") or []
     if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop):
         out.append("config.yaml: stop must be a list of non-empty strings")
     own = config.get("opencompass_dataset")
-    if own is not None and not (isinstance(own, dict) and all(isinstance(v, str) for v in own.values())
-                                and set(own) <= {"human_prompt", "bot_prompt"}):
-        out.append("config.yaml: opencompass_dataset must be a mapping of human_prompt, bot_prompt to text (the "
-                   "items scored are the hidden split; a named OpenCompass dataset is not read)")
+    if own is not None and not (
+        isinstance(own, dict)
+        and all(isinstance(v, str) for v in own.values())
+        and set(own) <= {"human_prompt", "bot_prompt"}
+    ):
+        out.append(
+            "config.yaml: opencompass_dataset must be a mapping of human_prompt, bot_prompt to text (the "
+            "items scored are the hidden split; a named OpenCompass dataset is not read)"
+        )
     return out
 
 
@@ -72,8 +78,9 @@ def static_problems(folder: SmithFolder) -> list[str]:
     for rel in folder.expose_files:
         target = (path / rel).resolve()
         if (path / "data").resolve() in target.parents or (held is not None and target == held.resolve()):
-            out.append(f"config.yaml: exposed file {rel!r} is data the agent must not get (under data/ or the "
-                       "eval file)")
+            out.append(
+                f"config.yaml: exposed file {rel!r} is data the agent must not get (under data/ or the eval file)"
+            )
     return out
 
 
@@ -103,8 +110,10 @@ def _leak_problems(agent: Path, items: dict[str, list[Any]], config: dict[str, A
         both = [i for i in its if normalized(i.input.get("question", "")) in train]
         if both:
             example = f", e.g. {str(both[0].input.get('question'))[:80]!r}" if quote else ""
-            out.append(f"data/train.jsonl: {len(both)} of {len(its)} {split} items are in the agent's training data "
-                       f"(same text once normalized){example}")
+            out.append(
+                f"data/train.jsonl: {len(both)} of {len(its)} {split} items are in the agent's training data "
+                f"(same text once normalized){example}"
+            )
         in_shots = [i for i in its if normalized(i.input.get("question", "")) in shots]
         if in_shots:
             out.append(f"config.yaml: {len(in_shots)} {split} items are few-shot examples in every prompt")
@@ -112,8 +121,10 @@ def _leak_problems(agent: Path, items: dict[str, list[Any]], config: dict[str, A
         for flag in check_overlap(agent, items, sources=[Source(agent)]):
             split = flag.name.split("-items")[0]
             files = [e for e in flag.evidence if not e.startswith(f"{split} item ")]
-            out.append(f"{len(flag.evidence) - len(files)} of {len(items[split])} hidden {split} items are derivable "
-                       f"from what the agent gets ({', '.join(files)[:120]}): the run's audit would flag every run")
+            out.append(
+                f"{len(flag.evidence) - len(files)} of {len(items[split])} hidden {split} items are derivable "
+                f"from what the agent gets ({', '.join(files)[:120]}): the run's audit would flag every run"
+            )
     return out
 
 
@@ -129,8 +140,12 @@ def _corruptions(reference: str, others: Sequence[str]) -> list[str]:
 
 
 #: the scorer's own words for a result it could not read (:mod:`autorl_smith.scorer`)
-FIXED_ERRORS = ("evaluate exited before returning", "evaluate wrote more than its result",
-                "evaluate's result is not JSON", "evaluate's result has no score")
+FIXED_ERRORS = (
+    "evaluate exited before returning",
+    "evaluate wrote more than its result",
+    "evaluate's result is not JSON",
+    "evaluate's result has no score",
+)
 
 
 def error_kind(error: str) -> str:
@@ -139,8 +154,11 @@ def error_kind(error: str) -> str:
     import builtins
 
     head = error.split(":", 1)[0].strip()
-    if head.isidentifier() and isinstance(getattr(builtins, head, None), type) and \
-            issubclass(getattr(builtins, head), BaseException):
+    if (
+        head.isidentifier()
+        and isinstance(getattr(builtins, head, None), type)
+        and issubclass(getattr(builtins, head), BaseException)
+    ):
         return head
     if error.startswith("evaluate returned"):
         return "evaluate returned something other than a number in [0, 1]"
@@ -161,24 +179,33 @@ def scorer_problems(bench: Any, items: Iterable[Any], sample: int = SAMPLE, quot
     plan: list[tuple[Any, str, bool]] = []
     for k, item in enumerate(chosen):
         plan.append((item, str(item.reference), True))
-        plan += [(item, w, False) for w in _corruptions(str(item.reference), refs[k + 1:] + refs[:k + 1])]
+        plan += [(item, w, False) for w in _corruptions(str(item.reference), refs[k + 1 :] + refs[: k + 1])]
     from autorl_smith.benchmark import folder_places
 
     work = bench._prepare_folder()
-    scored = score_all(work, [Request(str(i.input.get("question", "")), a, str(i.reference)) for i, a, _ in plan],
-                       bench.timeout_s(), bench.folder.eval_digest, masked=folder_places(bench.folder))
+    scored = score_all(
+        work,
+        [Request(str(i.input.get("question", "")), a, str(i.reference)) for i, a, _ in plan],
+        bench.timeout_s(),
+        bench.folder.eval_digest,
+        masked=folder_places(bench.folder),
+    )
     out = []
     missed = [(i, s) for (i, _, right), s in zip(plan, scored, strict=True) if right and s.score != 1.0]
     if missed:
         item, s = missed[0]
         if quote:
             why = f": {s.error}" if s.error else ""
-            out.append(f"eval.py: evaluate gave less than 1.0 to the reference answer of {len(missed)} of "
-                       f"{len(chosen)} sampled items, e.g. {s.score} to {str(item.reference)[:60]!r}{why}")
+            out.append(
+                f"eval.py: evaluate gave less than 1.0 to the reference answer of {len(missed)} of "
+                f"{len(chosen)} sampled items, e.g. {s.score} to {str(item.reference)[:60]!r}{why}"
+            )
         else:
             why = f": {error_kind(s.error)}" if s.error else ""
-            out.append(f"eval.py: evaluate gave less than 1.0 to the reference answer of {len(missed)} of "
-                       f"{len(chosen)} sampled items, e.g. {s.score:.2f}{why}")
+            out.append(
+                f"eval.py: evaluate gave less than 1.0 to the reference answer of {len(missed)} of "
+                f"{len(chosen)} sampled items, e.g. {s.score:.2f}{why}"
+            )
     accepted = [(i, a) for (i, a, right), s in zip(plan, scored, strict=True) if not right and s.score >= 1.0]
     if accepted:
         n_wrong = sum(1 for _, _, right in plan if not right)
@@ -205,8 +232,10 @@ def validate(path: Path, sample: int = SAMPLE, quote: bool = True) -> list[str]:
     except OSError:
         changed = True
     if changed:
-        out.append("the folder changed while it was validated (its code wrote to it, or something else did): "
-                   "refused; validate it again")
+        out.append(
+            "the folder changed while it was validated (its code wrote to it, or something else did): "
+            "refused; validate it again"
+        )
     return out
 
 
@@ -219,8 +248,11 @@ def _problems(path: Path, sample: int, quote: bool) -> list[str]:
     except (FolderError, OSError, UnicodeDecodeError) as exc:
         return [str(exc)]
     out = static_problems(folder)
-    cls = type(f"Smith_{folder.name}", (SmithBenchmark,), {"name": folder.task, "version": version_of(folder),
-                                                          "folder": folder, "source": folder.path})
+    cls = type(
+        f"Smith_{folder.name}",
+        (SmithBenchmark,),
+        {"name": folder.task, "version": version_of(folder), "folder": folder, "source": folder.path},
+    )
     bench = cls()
     with tempfile.TemporaryDirectory(prefix="autorl-smith-validate-") as tmp:
         try:

@@ -33,10 +33,14 @@ from autorl_webshop.search import SearchEngine
 #: fixed seeds for what the agent gets anyway (catalog, training goals, the prompt's example); hidden goals are
 #: drawn with the installation's secret (``secret_rng``), never with these
 SEEDS = {"catalog": 0, "train": 1, "example": 99}
-DEFAULT_COUNTS = {"generated": {"train": 200, "dev": 50, "test": 100},
-                  "official": {"train": -1, "dev": 50, "test": official.N_TEST}}
-INSTRUCTION = ("You are shopping in WebShop for what the instruction asks. Each turn, answer with one action: "
-               "search[query] on the search page, or click[button] with one of the buttons shown.")
+DEFAULT_COUNTS = {
+    "generated": {"train": 200, "dev": 50, "test": 100},
+    "official": {"train": -1, "dev": 50, "test": official.N_TEST},
+}
+INSTRUCTION = (
+    "You are shopping in WebShop for what the instruction asks. Each turn, answer with one action: "
+    "search[query] on the search page, or click[button] with one of the buttons shown."
+)
 
 DESCRIPTION = """# webshop: shopping to an instruction (WebShop)
 
@@ -90,12 +94,20 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
     name = "webshop"
     #: ``--benchmark-option`` names and what each takes (anything else is refused before a run starts)
     declared_options: ClassVar[dict[str, Any]] = {
-        **EpisodeBenchmark.EPISODE_OPTIONS, "source": ("auto", "official", "generated"), "products_per_type": int,
-        "train_goals": int, "dev_goals": int, "test_goals": int}
+        **EpisodeBenchmark.EPISODE_OPTIONS,
+        "source": ("auto", "official", "generated"),
+        "products_per_type": int,
+        "train_goals": int,
+        "dev_goals": int,
+        "test_goals": int,
+    }
     version = "2"
-    eval_config = EvalConfig(prompt_template="<instruction, solved example(s), 'Here is the task.'>\n"
-                                             "Observation: {observation}\nAction:",
-                             max_new_tokens=32, temperature=0.0, stop=("\n",))
+    eval_config = EvalConfig(
+        prompt_template="<instruction, solved example(s), 'Here is the task.'>\nObservation: {observation}\nAction:",
+        max_new_tokens=32,
+        temperature=0.0,
+        stop=("\n",),
+    )
     #: the episode options' defaults (``max_steps``, ``examples``)
     max_steps = 15
     n_examples = 1
@@ -107,8 +119,10 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
         if source == "auto":
             source = "official" if official.available() else "generated"
         elif source == "official" and not official.available():
-            raise UsageError(f"webshop: no WebShop data in {official.data_dir()} (items_shuffle.json, "
-                             "items_human_ins.json); set WEBSHOP_DATA or use source=generated")
+            raise UsageError(
+                f"webshop: no WebShop data in {official.data_dir()} (items_shuffle.json, "
+                "items_human_ins.json); set WEBSHOP_DATA or use source=generated"
+            )
         self.source = source
         #: catalog path -> (products, search engine), built once per catalog
         self._engines: dict[str, tuple[list[dict[str, Any]], SearchEngine]] = {}
@@ -119,19 +133,25 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
 
     def description(self) -> str:
         if self.source == "official":
-            note = ("- The instructions are WebShop's published human instructions: the evaluation ones come from "
-                    "WebShop's own test and eval splits\n  (public, as in WebShop), with price bounds drawn by the "
-                    "grader; the training ones from its training split.\n")
+            note = (
+                "- The instructions are WebShop's published human instructions: the evaluation ones come from "
+                "WebShop's own test and eval splits\n  (public, as in WebShop), with price bounds drawn by the "
+                "grader; the training ones from its training split.\n"
+            )
         else:
             note = ""
-        return (DESCRIPTION.format(max_steps=self.max_steps, examples=self.n_examples, source_note=note)
-                + "\n## How this scorer differs from WebShop's code\n"
-                + "".join(f"- {d}\n" for d in DIFFERENCES))
+        return (
+            DESCRIPTION.format(max_steps=self.max_steps, examples=self.n_examples, source_note=note)
+            + "\n## How this scorer differs from WebShop's code\n"
+            + "".join(f"- {d}\n" for d in DIFFERENCES)
+        )
 
     def _counts(self) -> dict[str, int]:
         defaults = DEFAULT_COUNTS[self.source]
-        return {"products_per_type": int(self.options.get("products_per_type", 10)),
-                **{s: int(self.options.get(f"{s}_goals", d)) for s, d in defaults.items()}}
+        return {
+            "products_per_type": int(self.options.get("products_per_type", 10)),
+            **{s: int(self.options.get(f"{s}_goals", d)) for s, d in defaults.items()},
+        }
 
     def _data_identity(self) -> dict[str, Any]:
         """What the prepared data depends on: a change prepares it again (the marker) and changes the hash."""
@@ -142,9 +162,14 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
 
     def identity(self) -> dict[str, Any]:
         shots = json.dumps(self._examples(), sort_keys=True)
-        return {"max_steps": self.max_steps, "examples": self.n_examples, "data": self._data_identity(),
-                "source": self.source, "examples_sha256": hashlib.sha256(shots.encode()).hexdigest()[:16],
-                "reward_differences_from_webshop": list(DIFFERENCES)}
+        return {
+            "max_steps": self.max_steps,
+            "examples": self.n_examples,
+            "data": self._data_identity(),
+            "source": self.source,
+            "examples_sha256": hashlib.sha256(shots.encode()).hexdigest()[:16],
+            "reward_differences_from_webshop": list(DIFFERENCES),
+        }
 
     def hidden_paths(self) -> list[Path]:
         """``$WEBSHOP_DATA`` holds WebShop's evaluation instructions: masked in the sandbox."""
@@ -209,8 +234,10 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
         (target_dir / "catalog.json").write_text(json.dumps(products, indent=1))
         write_jsonl_atomic(target_dir / "train_goals.jsonl", goals)
         engine = SearchEngine(products)
-        write_jsonl_atomic(target_dir / "expert.jsonl",
-                           ({"instruction": g["instruction"], "steps": _expert_steps(products, g, engine)} for g in goals))
+        write_jsonl_atomic(
+            target_dir / "expert.jsonl",
+            ({"instruction": g["instruction"], "steps": _expert_steps(products, g, engine)} for g in goals),
+        )
         self._mark(target_dir)
 
     def prepare_eval_data(self, hidden_dir: Path) -> None:
@@ -220,7 +247,9 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
         goals = self._hidden_goals(hidden_dir)
         (hidden_dir / "catalog.json").write_text(json.dumps(self._catalog()))
         for split in self.splits:
-            write_hidden_items(hidden_dir, split, [Item(f"{split}-{i:04d}", {"goal": g}) for i, g in enumerate(goals[split])])
+            write_hidden_items(
+                hidden_dir, split, [Item(f"{split}-{i:04d}", {"goal": g}) for i, g in enumerate(goals[split])]
+            )
         self._mark(hidden_dir)
 
     # -- episodes ----------------------------------------------------------------------------------------
@@ -266,7 +295,7 @@ class WebShopBenchmark(Benchmark, EpisodeBenchmark):
 
     def parse_action(self, completion: str) -> str:
         line = completion.strip().split("\n", 1)[0].strip()
-        return line[len("Action:"):].strip() if line.lower().startswith("action:") else line
+        return line[len("Action:") :].strip() if line.lower().startswith("action:") else line
 
     def score(self, item: Item, completion: str) -> float:
         raise NotImplementedError("webshop is scored by episodes (EpisodeEvaluator)")

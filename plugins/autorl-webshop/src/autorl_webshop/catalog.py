@@ -10,40 +10,85 @@ from typing import Any
 
 #: product type -> (category path, query, attributes, {option name: values})
 TYPES: dict[str, tuple[str, str, list[str], dict[str, list[str]]]] = {
-    "shampoo": ("Beauty & Personal Care › Hair Care › Shampoo & Conditioner › Shampoos", "sulfate free shampoo",
-                ["sulfate free", "paraben free", "for dry hair", "natural ingredients", "long lasting", "cruelty free"],
-                {"size": ["8 fl oz", "16 fl oz", "32 fl oz"], "scent": ["lavender", "coconut", "unscented", "mint"]}),
-    "running shoes": ("Clothing, Shoes & Jewelry › Men › Shoes › Athletic › Running", "men's running shoes",
-                      ["non slip", "rubber sole", "lightweight", "breathable mesh", "arch support"],
-                      {"size": ["7", "8", "9", "10", "11", "12"], "color": ["black", "white", "navy blue", "grey"]}),
-    "t-shirt": ("Clothing, Shoes & Jewelry › Women › Clothing › Tops, Tees & Blouses › T-Shirts", "women's t-shirt",
-                ["cotton", "short sleeve", "machine wash", "relaxed fit", "moisture wicking"],
-                {"size": ["small", "medium", "large", "x-large"], "color": ["red", "black", "heather grey", "white"]}),
-    "phone case": ("Electronics › Cell Phones & Accessories › Cases, Holsters & Sleeves › Basic Cases", "phone case",
-                   ["shockproof", "wireless charging compatible", "slim fit", "kickstand", "scratch resistant"],
-                   {"color": ["clear", "black", "pink", "midnight green"], "model": ["iphone 13", "iphone 14", "galaxy s22"]}),
-    "headphones": ("Electronics › Headphones, Earbuds & Accessories › Headphones › Over-Ear Headphones",
-                   "bluetooth headphones",
-                   ["noise cancelling", "bluetooth", "long battery life", "foldable", "built-in microphone"],
-                   {"color": ["black", "silver", "rose gold", "blue"]}),
-    "coffee": ("Grocery & Gourmet Food › Beverages › Coffee, Tea & Cocoa › Coffee › Ground Coffee", "ground coffee",
-               ["gluten free", "organic", "dark roast", "low acid", "fair trade"],
-               {"size": ["12 ounce", "2 pound"], "flavor": ["vanilla", "hazelnut", "original", "mocha"]}),
-    "protein bars": ("Grocery & Gourmet Food › Snack Foods › Bars › Protein Bars", "protein bars",
-                     ["high protein", "low sugar", "keto friendly", "gluten free", "non gmo"],
-                     {"size": ["12 count", "24 count"], "flavor": ["chocolate chip", "peanut butter", "cookie dough"]}),
-    "desk lamp": ("Tools & Home Improvement › Lighting & Ceiling Fans › Lamps & Shades › Desk Lamps", "led desk lamp",
-                  ["dimmable", "usb charging port", "eye caring", "touch control", "energy efficient"],
-                  {"color": ["white", "black", "silver"]}),
-    "pillow covers": ("Home & Kitchen › Bedding › Decorative Pillows, Inserts & Covers › Throw Pillow Covers",
-                      "throw pillow covers", ["machine washable", "hidden zipper", "super soft", "double sided"],
-                      {"size": ["18 x 18 inch", "20 x 20 inch", "24 x 24 inch"], "color": ["beige", "navy", "sage green", "mustard"]}),
-    "dog food": ("Pet Supplies › Dogs › Food › Dry", "dry dog food",
-                 ["grain free", "high protein", "natural", "for small breeds", "no artificial preservatives"],
-                 {"size": ["5 pound", "15 pound", "30 pound"], "flavor": ["chicken", "salmon", "beef"]}),
+    "shampoo": (
+        "Beauty & Personal Care › Hair Care › Shampoo & Conditioner › Shampoos",
+        "sulfate free shampoo",
+        ["sulfate free", "paraben free", "for dry hair", "natural ingredients", "long lasting", "cruelty free"],
+        {"size": ["8 fl oz", "16 fl oz", "32 fl oz"], "scent": ["lavender", "coconut", "unscented", "mint"]},
+    ),
+    "running shoes": (
+        "Clothing, Shoes & Jewelry › Men › Shoes › Athletic › Running",
+        "men's running shoes",
+        ["non slip", "rubber sole", "lightweight", "breathable mesh", "arch support"],
+        {"size": ["7", "8", "9", "10", "11", "12"], "color": ["black", "white", "navy blue", "grey"]},
+    ),
+    "t-shirt": (
+        "Clothing, Shoes & Jewelry › Women › Clothing › Tops, Tees & Blouses › T-Shirts",
+        "women's t-shirt",
+        ["cotton", "short sleeve", "machine wash", "relaxed fit", "moisture wicking"],
+        {"size": ["small", "medium", "large", "x-large"], "color": ["red", "black", "heather grey", "white"]},
+    ),
+    "phone case": (
+        "Electronics › Cell Phones & Accessories › Cases, Holsters & Sleeves › Basic Cases",
+        "phone case",
+        ["shockproof", "wireless charging compatible", "slim fit", "kickstand", "scratch resistant"],
+        {"color": ["clear", "black", "pink", "midnight green"], "model": ["iphone 13", "iphone 14", "galaxy s22"]},
+    ),
+    "headphones": (
+        "Electronics › Headphones, Earbuds & Accessories › Headphones › Over-Ear Headphones",
+        "bluetooth headphones",
+        ["noise cancelling", "bluetooth", "long battery life", "foldable", "built-in microphone"],
+        {"color": ["black", "silver", "rose gold", "blue"]},
+    ),
+    "coffee": (
+        "Grocery & Gourmet Food › Beverages › Coffee, Tea & Cocoa › Coffee › Ground Coffee",
+        "ground coffee",
+        ["gluten free", "organic", "dark roast", "low acid", "fair trade"],
+        {"size": ["12 ounce", "2 pound"], "flavor": ["vanilla", "hazelnut", "original", "mocha"]},
+    ),
+    "protein bars": (
+        "Grocery & Gourmet Food › Snack Foods › Bars › Protein Bars",
+        "protein bars",
+        ["high protein", "low sugar", "keto friendly", "gluten free", "non gmo"],
+        {"size": ["12 count", "24 count"], "flavor": ["chocolate chip", "peanut butter", "cookie dough"]},
+    ),
+    "desk lamp": (
+        "Tools & Home Improvement › Lighting & Ceiling Fans › Lamps & Shades › Desk Lamps",
+        "led desk lamp",
+        ["dimmable", "usb charging port", "eye caring", "touch control", "energy efficient"],
+        {"color": ["white", "black", "silver"]},
+    ),
+    "pillow covers": (
+        "Home & Kitchen › Bedding › Decorative Pillows, Inserts & Covers › Throw Pillow Covers",
+        "throw pillow covers",
+        ["machine washable", "hidden zipper", "super soft", "double sided"],
+        {"size": ["18 x 18 inch", "20 x 20 inch", "24 x 24 inch"], "color": ["beige", "navy", "sage green", "mustard"]},
+    ),
+    "dog food": (
+        "Pet Supplies › Dogs › Food › Dry",
+        "dry dog food",
+        ["grain free", "high protein", "natural", "for small breeds", "no artificial preservatives"],
+        {"size": ["5 pound", "15 pound", "30 pound"], "flavor": ["chicken", "salmon", "beef"]},
+    ),
 }
-BRANDS = ["Luxe", "Northwind", "Evergreen", "Apex", "Blue Harbor", "Solace", "Kindred", "Vantage", "Maple & Co",
-          "Orbit", "Nimbus", "Trailhead", "Cobalt", "Wildroot", "Silverline", "Harbor House"]
+BRANDS = [
+    "Luxe",
+    "Northwind",
+    "Evergreen",
+    "Apex",
+    "Blue Harbor",
+    "Solace",
+    "Kindred",
+    "Vantage",
+    "Maple & Co",
+    "Orbit",
+    "Nimbus",
+    "Trailhead",
+    "Cobalt",
+    "Wildroot",
+    "Silverline",
+    "Harbor House",
+]
 
 
 def make_catalog(seed: int = 0, per_type: int = 10) -> list[dict[str, Any]]:
@@ -53,18 +98,26 @@ def make_catalog(seed: int = 0, per_type: int = 10) -> list[dict[str, Any]]:
     for type_name, (category, query, attrs, options) in TYPES.items():
         for _ in range(per_type):
             mine = sorted(rng.sample(attrs, k=rng.randint(2, min(4, len(attrs)))), key=attrs.index)
-            opts = {k: sorted(rng.sample(v, k=rng.randint(min(2, len(v)), len(v))), key=v.index)
-                    for k, v in options.items()}
+            opts = {
+                k: sorted(rng.sample(v, k=rng.randint(min(2, len(v)), len(v))), key=v.index) for k, v in options.items()
+            }
             brand = rng.choice(BRANDS)
             name = f"{brand} {' '.join(w.title() for w in mine[:2])} {type_name.title()}"
             asin = "B0" + "".join(rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ0123456789") for _ in range(8))
-            products.append({
-                "asin": asin, "name": name, "category": category, "query": query,
-                "price": round(rng.uniform(5, 80), 2), "attributes": mine, "options": opts,
-                "features": [f"{a.capitalize()}: made for everyday use." for a in mine]
-                + [f"Brand: {brand}", f"Type: {type_name}"],
-                "description": f"The {name} from {brand}. " + " ".join(f"{a.capitalize()}." for a in mine),
-            })
+            products.append(
+                {
+                    "asin": asin,
+                    "name": name,
+                    "category": category,
+                    "query": query,
+                    "price": round(rng.uniform(5, 80), 2),
+                    "attributes": mine,
+                    "options": opts,
+                    "features": [f"{a.capitalize()}: made for everyday use." for a in mine]
+                    + [f"Brand: {brand}", f"Type: {type_name}"],
+                    "description": f"The {name} from {brand}. " + " ".join(f"{a.capitalize()}." for a in mine),
+                }
+            )
     return products
 
 
@@ -92,12 +145,21 @@ def make_goal(product: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     opt_text = " and ".join(f"{v} {k}" for k, v in options.items())
     lead = rng.choice(["i need", "i am looking for", "find me", "i want to buy"])
     instruction = f"{lead} {' '.join(attrs)} {type_name} with {opt_text}{price_text}"
-    return {"instruction": instruction, "asin": product["asin"], "name": product["name"], "query": product["query"],
-            "category": product["category"], "attributes": attrs, "options": options, "price_upper": price_upper}
+    return {
+        "instruction": instruction,
+        "asin": product["asin"],
+        "name": product["name"],
+        "query": product["query"],
+        "category": product["category"],
+        "attributes": attrs,
+        "options": options,
+        "price_upper": price_upper,
+    }
 
 
-def make_goals(products: list[dict[str, Any]], n: int, seed: int | random.Random,
-               exclude: set[str] | None = None) -> list[dict[str, Any]]:
+def make_goals(
+    products: list[dict[str, Any]], n: int, seed: int | random.Random, exclude: set[str] | None = None
+) -> list[dict[str, Any]]:
     """``n`` distinct goals (by instruction), none of whose instructions is in ``exclude``; ``seed`` is a fixed
     seed (public data) or a generator (hidden data: one seeded from the installation's secret)."""
     rng = seed if isinstance(seed, random.Random) else random.Random(seed)

@@ -45,7 +45,9 @@ class _State:
 
 
 class WebShopEnv(Environment):
-    def __init__(self, products: list[dict[str, Any]], goal: dict[str, Any], engine: SearchEngine | None = None) -> None:
+    def __init__(
+        self, products: list[dict[str, Any]], goal: dict[str, Any], engine: SearchEngine | None = None
+    ) -> None:
         self.products = {p["asin"]: p for p in products}
         self.goal = goal
         self.engine = engine or SearchEngine(products)
@@ -66,9 +68,11 @@ class WebShopEnv(Environment):
         if s.page == "search":
             parts = ["WebShop", "Instruction:", self.goal["instruction"], "Search"]
         elif s.page == "results":
-            shown = s.results[(s.page_no - 1) * PAGE_SIZE: s.page_no * PAGE_SIZE]
+            shown = s.results[(s.page_no - 1) * PAGE_SIZE : s.page_no * PAGE_SIZE]
             parts = [*self._head(), f"Page {s.page_no} (Total results: {len(s.results)})"]
-            parts += (["< Prev"] if s.page_no > 1 else []) + (["Next >"] if s.page_no * PAGE_SIZE < len(s.results) else [])
+            parts += (["< Prev"] if s.page_no > 1 else []) + (
+                ["Next >"] if s.page_no * PAGE_SIZE < len(s.results) else []
+            )
             for p in shown:
                 parts += [p["asin"], p["name"], f"${p['price']:.2f}"]
         elif s.page == "item":
@@ -76,8 +80,15 @@ class WebShopEnv(Environment):
             parts = [*self._head(), "< Prev"]
             for name, values in s.item["options"].items():
                 parts += [name, *values]
-            parts += [s.item["name"], f"Price: ${s.item['price']:.2f}", "Rating: N.A.", "Description", "Features",
-                      "Reviews", "Buy Now"]
+            parts += [
+                s.item["name"],
+                f"Price: ${s.item['price']:.2f}",
+                "Rating: N.A.",
+                "Description",
+                "Features",
+                "Reviews",
+                "Buy Now",
+            ]
         else:
             parts = [*self._head(), "< Prev", s.detail]
         return " [SEP] ".join(parts)
@@ -93,11 +104,17 @@ class WebShopEnv(Environment):
                 clickables.append("< prev")
             if s.page_no * PAGE_SIZE < len(s.results):
                 clickables.append("next >")
-            clickables += [p["asin"].lower() for p in s.results[(s.page_no - 1) * PAGE_SIZE: s.page_no * PAGE_SIZE]]
+            clickables += [p["asin"].lower() for p in s.results[(s.page_no - 1) * PAGE_SIZE : s.page_no * PAGE_SIZE]]
         elif s.page == "item":
             assert s.item is not None
-            clickables += ["< prev", *[v.lower() for vs in s.item["options"].values() for v in vs],
-                           "description", "features", "reviews", "buy now"]
+            clickables += [
+                "< prev",
+                *[v.lower() for vs in s.item["options"].values() for v in vs],
+                "description",
+                "features",
+                "reviews",
+                "buy now",
+            ]
         else:
             clickables.append("< prev")
         return {"has_search_bar": False, "clickables": clickables}
@@ -143,14 +160,18 @@ class WebShopEnv(Environment):
             if button == "buy now":
                 parts = reward(s.item, s.chosen, self.goal)
                 self.done, self.last_reward = True, parts.total
-                obs = (f"Thank you for shopping with us! [SEP] Purchased [SEP] {s.item['asin']} [SEP] options "
-                       f"[SEP] {json.dumps(s.chosen)} [SEP] Reward [SEP] {parts.total:.2f}")
+                obs = (
+                    f"Thank you for shopping with us! [SEP] Purchased [SEP] {s.item['asin']} [SEP] options "
+                    f"[SEP] {json.dumps(s.chosen)} [SEP] Reward [SEP] {parts.total:.2f}"
+                )
                 return StepResult(obs, parts.total, True, {"valid": True, "reward_parts": parts.__dict__})
             if button in ("description", "features", "reviews"):
                 s.page = "detail"
-                s.detail = {"description": s.item.get("description", ""),
-                            "features": " [SEP] ".join(s.item.get("features", [])),
-                            "reviews": "No reviews yet."}[button]
+                s.detail = {
+                    "description": s.item.get("description", ""),
+                    "features": " [SEP] ".join(s.item.get("features", [])),
+                    "reviews": "No reviews yet.",
+                }[button]
             else:
                 for name, values in s.item["options"].items():
                     match = next((v for v in values if v.lower() == button), None)

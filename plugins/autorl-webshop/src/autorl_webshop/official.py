@@ -94,18 +94,28 @@ def load_products(root: Path | None = None) -> list[dict[str, Any]]:
         seen.add(asin)
         pricing = _pricing(raw.get("pricing"))
         price = pricing[0] if len(pricing) == 1 else rng.uniform(*pricing[:2])
-        options = {str(k).lower(): [str(v["value"] if isinstance(v, dict) else v).strip().replace("/", " | ").lower()
-                                    for v in vs]
-                   for k, vs in (raw.get("customization_options") or {}).items() if vs is not None}
+        options = {
+            str(k).lower(): [
+                str(v["value"] if isinstance(v, dict) else v).strip().replace("/", " | ").lower() for v in vs
+            ]
+            for k, vs in (raw.get("customization_options") or {}).items()
+            if vs is not None
+        }
         small = raw.get("small_description")
         features = small if isinstance(small, list) else [small] if small else []
-        products.append({
-            "asin": asin.upper(), "name": str(raw.get("name", "")), "category": str(raw.get("product_category", "")),
-            "query": str(raw.get("query", "")).lower().strip(), "price": round(price, 2),
-            "attributes": [str(a) for a in (attributes.get(asin) or {}).get("attributes") or ["DUMMY_ATTR"]],
-            "options": options, "features": [str(f) for f in features],
-            "description": str(raw.get("full_description", "") or ""),
-        })
+        products.append(
+            {
+                "asin": asin.upper(),
+                "name": str(raw.get("name", "")),
+                "category": str(raw.get("product_category", "")),
+                "query": str(raw.get("query", "")).lower().strip(),
+                "price": round(price, 2),
+                "attributes": [str(a) for a in (attributes.get(asin) or {}).get("attributes") or ["DUMMY_ATTR"]],
+                "options": options,
+                "features": [str(f) for f in features],
+                "description": str(raw.get("full_description", "") or ""),
+            }
+        )
     return products
 
 
@@ -121,12 +131,18 @@ def human_goals(products: list[dict[str, Any]], root: Path | None = None) -> lis
             attributes = [str(a) for a in e.get("instruction_attributes") or []]
             if not attributes or not e.get("instruction"):
                 continue
-            goals.append({
-                "instruction": str(e["instruction"]).strip("."), "asin": product["asin"], "name": product["name"],
-                "query": product["query"], "category": product["category"], "attributes": attributes,
-                "options": {str(i): str(o) for i, o in enumerate(e.get("instruction_options") or [])},
-                "price": product["price"],
-            })
+            goals.append(
+                {
+                    "instruction": str(e["instruction"]).strip("."),
+                    "asin": product["asin"],
+                    "name": product["name"],
+                    "query": product["query"],
+                    "category": product["category"],
+                    "attributes": attributes,
+                    "options": {str(i): str(o) for i, o in enumerate(e.get("instruction_options") or [])},
+                    "price": product["price"],
+                }
+            )
     return goals
 
 
@@ -140,4 +156,4 @@ def webshop_split(goals: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]
     """WebShop's split of its goals: shuffled with seed 233, then test [:500], eval [500:1500], train [1500:]."""
     order = list(goals)
     random.Random(SHUFFLE_SEED).shuffle(order)
-    return {"test": order[:N_TEST], "eval": order[N_TEST:N_TEST + N_EVAL], "train": order[N_TEST + N_EVAL:]}
+    return {"test": order[:N_TEST], "eval": order[N_TEST : N_TEST + N_EVAL], "train": order[N_TEST + N_EVAL :]}

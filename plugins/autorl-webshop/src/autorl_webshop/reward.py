@@ -36,15 +36,126 @@ DIFFERENCES = (
 )
 #: colour words, in alphabetical order: normalize_color returns the first found in the text
 COLOR_SET = (
-    "alabaster", "apricot", "aqua", "ash", "azure", "beige", "black", "blue", "blush", "bronze", "brown",
-    "burgundy", "camel", "camo", "caramel", "champagne", "charcoal", "chocolate", "coffee", "copper", "coral",
-    "cream", "crimson", "denim", "emerald", "espresso", "fuchsia", "gold", "graphite", "gray", "green", "grey",
-    "indigo", "ivory", "ivy", "khaki", "lavender", "lemon", "lilac", "lime", "magenta", "maroon", "mauve",
-    "mint", "mocha", "mustard", "navy", "nude", "olive", "orange", "peach", "pewter", "pink", "plum", "purple",
-    "red", "rose", "ruby", "rust", "sage", "salmon", "sand", "sapphire", "silver", "slate", "steel", "tan",
-    "taupe", "teal", "turquoise", "violet", "walnut", "white", "wine", "yellow",
+    "alabaster",
+    "apricot",
+    "aqua",
+    "ash",
+    "azure",
+    "beige",
+    "black",
+    "blue",
+    "blush",
+    "bronze",
+    "brown",
+    "burgundy",
+    "camel",
+    "camo",
+    "caramel",
+    "champagne",
+    "charcoal",
+    "chocolate",
+    "coffee",
+    "copper",
+    "coral",
+    "cream",
+    "crimson",
+    "denim",
+    "emerald",
+    "espresso",
+    "fuchsia",
+    "gold",
+    "graphite",
+    "gray",
+    "green",
+    "grey",
+    "indigo",
+    "ivory",
+    "ivy",
+    "khaki",
+    "lavender",
+    "lemon",
+    "lilac",
+    "lime",
+    "magenta",
+    "maroon",
+    "mauve",
+    "mint",
+    "mocha",
+    "mustard",
+    "navy",
+    "nude",
+    "olive",
+    "orange",
+    "peach",
+    "pewter",
+    "pink",
+    "plum",
+    "purple",
+    "red",
+    "rose",
+    "ruby",
+    "rust",
+    "sage",
+    "salmon",
+    "sand",
+    "sapphire",
+    "silver",
+    "slate",
+    "steel",
+    "tan",
+    "taupe",
+    "teal",
+    "turquoise",
+    "violet",
+    "walnut",
+    "white",
+    "wine",
+    "yellow",
 )
-STOPWORDS = frozenset(["a", "an", "and", "the", "for", "of", "with", "in", "on", "to", "by", "from", "or", "at", "as", "is", "are", "be", "this", "that", "it", "its", "your", "you", "our", "set", "pack", "pcs", "piece", "pieces", "count", "oz", "ounce", "ounces", "inch", "inches", "lb", "lbs", "ml", "x"])
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "the",
+        "for",
+        "of",
+        "with",
+        "in",
+        "on",
+        "to",
+        "by",
+        "from",
+        "or",
+        "at",
+        "as",
+        "is",
+        "are",
+        "be",
+        "this",
+        "that",
+        "it",
+        "its",
+        "your",
+        "you",
+        "our",
+        "set",
+        "pack",
+        "pcs",
+        "piece",
+        "pieces",
+        "count",
+        "oz",
+        "ounce",
+        "ounces",
+        "inch",
+        "inches",
+        "lb",
+        "lbs",
+        "ml",
+        "x",
+    ]
+)
 
 
 def _words(text: str) -> list[str]:
@@ -91,8 +202,11 @@ def type_reward(product: Mapping[str, Any], goal: Mapping[str, Any]) -> float:
 
 
 def _texts(product: Mapping[str, Any]) -> tuple[str, str, str]:
-    return (str(product.get("name", "")).lower(), " ".join(map(str, product.get("features", []))).lower(),
-            str(product.get("description", "")).lower())
+    return (
+        str(product.get("name", "")).lower(),
+        " ".join(map(str, product.get("features", []))).lower(),
+        str(product.get("description", "")).lower(),
+    )
 
 
 def attribute_matches(product: Mapping[str, Any], attrs: Sequence[str]) -> int:
@@ -108,10 +222,7 @@ def option_matches(product: Mapping[str, Any], chosen: Mapping[str, str], goal_o
     n = 0
     for name, value in chosen.items():
         v = normalize_color(str(value))
-        if str(name).lower() in EXACT_MATCH_OPTS:
-            matched = v in goal_norm
-        else:
-            matched = any(_fuzzy(g, v) for g in goal_norm)
+        matched = v in goal_norm if str(name).lower() in EXACT_MATCH_OPTS else any(_fuzzy(g, v) for g in goal_norm)
         if matched or any(v in t for t in texts):
             n += 1
     return n

@@ -18,8 +18,10 @@ class SearchEngine:
         from rank_bm25 import BM25Okapi
 
         self.products = list(products)
-        docs = [tokenize(" ".join([p["name"], p["category"], p["query"], *p["attributes"], *p.get("features", [])]))
-                for p in self.products]
+        docs = [
+            tokenize(" ".join([p["name"], p["category"], p["query"], *p["attributes"], *p.get("features", [])]))
+            for p in self.products
+        ]
         self.bm25 = BM25Okapi(docs)
 
     def search(self, query: str, k: int = TOP_K) -> list[dict[str, Any]]:

@@ -79,7 +79,9 @@ def save_and_submit(wait: bool) -> None:
     model.save_pretrained(target, safe_serialization=True)
     tokenizer.save_pretrained(target)
     record = client.submit(str(target), wait=wait)
-    log(f"submitted {target.name}: {json.dumps({k: record.get(k) for k in ('submission_id', 'status', 'score', 'baseline_score', 'improvement')})}")
+    log(
+        f"submitted {target.name}: {json.dumps({k: record.get(k) for k in ('submission_id', 'status', 'score', 'baseline_score', 'improvement')})}"
+    )
     state["last_submit"] = time.time()
 
 
@@ -112,7 +114,11 @@ config = GRPOConfig(
     disable_tqdm=True,
 )
 trainer = GRPOTrainer(
-    model=model, reward_funcs=reward, args=config, train_dataset=dataset, processing_class=tokenizer,
+    model=model,
+    reward_funcs=reward,
+    args=config,
+    train_dataset=dataset,
+    processing_class=tokenizer,
     callbacks=[Clock()],
 )
 log(f"training for {STOP_AT - time.time():.0f} s of the {DEADLINE - time.time():.0f} s left")

@@ -17,5 +17,19 @@ from autorl.audit.judge.judgement import Judgement, judge_pieces, judge_run
 from autorl.audit.judge.prompt import QUESTIONS, prompt_hash
 from autorl.audit.judge.verdict import Answer, flags_of, majority, parse
 
-__all__ = ["CONTEXT_CHARS", "QUESTIONS", "Answer", "Evidence", "Judgement", "Piece", "Unshown", "flags_of", "gather",
-           "judge_pieces", "judge_run", "majority", "parse", "prompt_hash"]
+__all__ = [
+    "CONTEXT_CHARS",
+    "QUESTIONS",
+    "Answer",
+    "Evidence",
+    "Judgement",
+    "Piece",
+    "Unshown",
+    "flags_of",
+    "gather",
+    "judge_pieces",
+    "judge_run",
+    "majority",
+    "parse",
+    "prompt_hash",
+]

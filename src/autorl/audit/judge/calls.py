@@ -52,14 +52,24 @@ class _Stop:
             self.why = self.why or why
 
 
-def ask_chunks(parts: Sequence[list[Piece]], *, url: str, token: str, model: str, samples: int, timeout_s: float,
-               budget_s: float | None, concurrency: int) -> list[Asked]:
+def ask_chunks(
+    parts: Sequence[list[Piece]],
+    *,
+    url: str,
+    token: str,
+    model: str,
+    samples: int,
+    timeout_s: float,
+    budget_s: float | None,
+    concurrency: int,
+) -> list[Asked]:
     """Every chunk asked ``samples`` times (chunk after chunk, ``concurrency`` calls at a time) until the
     budget or the time runs out; one :class:`Asked` per chunk."""
     stop = _Stop(None if budget_s is None else time.monotonic() + budget_s)
     outcomes: dict[tuple[int, int], tuple[str, dict[str, Answer] | str]] = {}
-    with httpx.Client(base_url=url.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=timeout_s,
-                      trust_env=False) as client:
+    with httpx.Client(
+        base_url=url.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=timeout_s, trust_env=False
+    ) as client:
 
         def work(task: tuple[int, int]) -> None:
             i, _sample = task
@@ -80,13 +90,19 @@ def ask_chunks(parts: Sequence[list[Piece]], *, url: str, token: str, model: str
     return out
 
 
-def _ask(client: httpx.Client, model: str, chunk: list[Piece], part: int, parts: int, timeout_s: float,
-         stop: _Stop) -> tuple[str, dict[str, Answer] | str]:
+def _ask(
+    client: httpx.Client, model: str, chunk: list[Piece], part: int, parts: int, timeout_s: float, stop: _Stop
+) -> tuple[str, dict[str, Answer] | str]:
     """("answer", answers), ("failed", why) or ("skipped", why: the budget or the time ran out)."""
     nonce = new_nonce()  # fresh per call: nothing the agent wrote can close a delimiter
-    body = {"model": model, "temperature": 1.0,
-            "messages": [{"role": "system", "content": system_prompt(nonce)},
-                         {"role": "user", "content": user_prompt(chunk, nonce, part, parts)}]}
+    body = {
+        "model": model,
+        "temperature": 1.0,
+        "messages": [
+            {"role": "system", "content": system_prompt(nonce)},
+            {"role": "user", "content": user_prompt(chunk, nonce, part, parts)},
+        ],
+    }
     while True:
         why = stop.check()
         if why is not None:
@@ -108,4 +124,3 @@ def _ask(client: httpx.Client, model: str, chunk: list[Piece], part: int, parts:
                 return "skipped", stop.why or ""
             return "failed", f"the judge call failed ({type(exc).__name__}: {str(exc)[:200]})"
         return "answer", parse(content if isinstance(content, str) else "", chunk)
-

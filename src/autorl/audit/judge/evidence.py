@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autorl.audit.budget import AUDIT_BUDGET_S, Budget
 from autorl.audit.encoded import decoded_runs
@@ -32,18 +32,37 @@ from autorl.audit.scan import HARNESS_FILES, Source, agent_blobs, seen_files
 from autorl.audit.unpack import Blob
 from autorl.decoys import as_planted
 
+if TYPE_CHECKING:
+    from autorl.record.schema import ResultRecord
+
 #: characters of evidence in one judge call (the rest of the prompt is small): no piece is longer
 CONTEXT_CHARS = 60_000
 #: text held for the judge in all; what lies past it is listed as not shown
 EVIDENCE_BYTES = 64 * 2**20
 #: formats whose binary content is weights, arrays or images: only their long printable runs are shown (random
 #: numbers almost never make one), the rest is the deterministic audit's
-BINARY_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".npy", ".npz", ".arrow", ".parquet",
-                   ".so", ".pyc", ".png", ".jpg")
+BINARY_SUFFIXES = (
+    ".safetensors",
+    ".bin",
+    ".pt",
+    ".pth",
+    ".gguf",
+    ".ckpt",
+    ".npy",
+    ".npz",
+    ".arrow",
+    ".parquet",
+    ".so",
+    ".pyc",
+    ".png",
+    ".jpg",
+)
 #: the shortest printable run of a binary file that is shown (of one in those formats)
 MIN_RUN, MIN_RUN_BINARY_FORMAT = 8, 32
-_RUNS = {n: (re.compile(rb"[\t\n\r\x20-\x7e]{%d,}" % n), re.compile(rb"(?:[\t\n\r\x20-\x7e]\x00){%d,}" % n))
-         for n in (MIN_RUN, MIN_RUN_BINARY_FORMAT)}
+_RUNS = {
+    n: (re.compile(rb"[\t\n\r\x20-\x7e]{%d,}" % n), re.compile(rb"(?:[\t\n\r\x20-\x7e]\x00){%d,}" % n))
+    for n in (MIN_RUN, MIN_RUN_BINARY_FORMAT)
+}
 #: read first within their kind: what the agent did
 _TRACE = ("trajectory.jsonl", "transcript.jsonl", "agent.log")
 _CODE = (".py", ".sh", ".ipynb", ".yaml", ".yml", ".toml", ".cfg", ".js", ".r", ".jl")
@@ -112,8 +131,13 @@ def kind_of(where: str) -> str:
     return "trace" if name in _TRACE else "code" if name.lower().endswith(_CODE) else "other"
 
 
-def gather(result: dict[str, Any], *, part_chars: int = CONTEXT_CHARS, total_bytes: int = EVIDENCE_BYTES,
-           budget_s: float | None = AUDIT_BUDGET_S) -> Evidence:
+def gather(
+    result: ResultRecord,
+    *,
+    part_chars: int = CONTEXT_CHARS,
+    total_bytes: int = EVIDENCE_BYTES,
+    budget_s: float | None = AUDIT_BUDGET_S,
+) -> Evidence:
     """The run's evidence, every text whole, in pieces of at most ``part_chars`` characters."""
     if part_chars < 1000:
         raise ValueError("a piece of evidence needs room for at least 1,000 characters")
@@ -154,19 +178,31 @@ def gather(result: dict[str, Any], *, part_chars: int = CONTEXT_CHARS, total_byt
                 continue
             seen[digest] = piece
             if piece.size > room:
-                out.unshown.append(Unshown(piece.file, piece.start, piece.end, f"past the judge's reading limit "
-                                           f"of {total_bytes >> 20} MiB"))
+                out.unshown.append(
+                    Unshown(
+                        piece.file, piece.start, piece.end, f"past the judge's reading limit of {total_bytes >> 20} MiB"
+                    )
+                )
                 continue
             room -= max(piece.size, len(piece.text))
             held[kind] += max(piece.size, len(piece.text))
             (decoded if piece.end is None else by_kind)[kind].append(piece)
     if budget.spent:
-        out.unshown.append(Unshown("(files not reached)", 0, None, f"the evidence walk stopped at its time budget "
-                                   f"({budget.seconds:.0f} s)"))
+        out.unshown.append(
+            Unshown(
+                "(files not reached)", 0, None, f"the evidence walk stopped at its time budget ({budget.seconds:.0f} s)"
+            )
+        )
     out.unshown += [Unshown(where, 0, None, "could not be read") for where in budget.unscanned]
     out.pieces = _in_shares({k: decoded[k] + by_kind[k] for k in SHARES})
-    subs = [{k: s.get(k) for k in ("submission_id", "status", "path", "kind", "score", "submitted_at", "note",
-                                     "config", "error")} for s in result.get("submissions", []) if isinstance(s, dict)]
+    subs = [
+        {
+            k: s.get(k)
+            for k in ("submission_id", "status", "path", "kind", "score", "submitted_at", "note", "config", "error")
+        }
+        for s in result.get("submissions", [])
+        if isinstance(s, dict)
+    ]
     if subs:
         out.pieces.append(Piece("submissions (metadata)", json.dumps(subs, default=str)[:part_chars]))
     return out
@@ -183,14 +219,16 @@ def _pieces(blob: Blob, part_chars: int, out: Evidence) -> Iterator[Piece]:
         return
     formatted = blob.name.lower().endswith(BINARY_SUFFIXES) or blob.where.lower().endswith(BINARY_SUFFIXES)
     ascii_run, utf16_run = _RUNS[MIN_RUN_BINARY_FORMAT if formatted else MIN_RUN]
-    runs = sorted([(m.start(), 1, m.group().decode("ascii")) for m in ascii_run.finditer(data)]
-                  + [(m.start(), 2, m.group().decode("utf-16-le")) for m in utf16_run.finditer(data)])
+    runs = sorted(
+        [(m.start(), 1, m.group().decode("ascii")) for m in ascii_run.finditer(data)]
+        + [(m.start(), 2, m.group().decode("utf-16-le")) for m in utf16_run.finditer(data)]
+    )
     out.binary.append(f"{blob.where} (bytes {blob.start}-{blob.start + len(data)}: {len(runs)} printable run(s) shown)")
     group: list[tuple[int, int, str]] = []
     used = 0
     for start, width, text in runs:  # width: bytes per character
         for at in range(0, len(text), part_chars):  # a run longer than a piece is cut
-            part = text[at:at + part_chars]
+            part = text[at : at + part_chars]
             if group and used + len(part) > part_chars:
                 yield _binary_piece(blob, group)
                 group, used = [], 0
@@ -201,8 +239,12 @@ def _pieces(blob: Blob, part_chars: int, out: Evidence) -> Iterator[Piece]:
 
 
 def _binary_piece(blob: Blob, group: list[tuple[int, int, str]]) -> Piece:
-    return Piece(blob.where, "\n".join(t for *_, t in group), blob.start + group[0][0],
-                 blob.start + max(end for _, end, _ in group))
+    return Piece(
+        blob.where,
+        "\n".join(t for *_, t in group),
+        blob.start + group[0][0],
+        blob.start + max(end for _, end, _ in group),
+    )
 
 
 def _text_parts(where: str, data: bytes, offset: int, part_chars: int) -> Iterator[Piece]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autorl.audit.flags import MEDIUM, Flag
 from autorl.audit.judge.calls import ask_chunks
@@ -17,6 +17,10 @@ from autorl.audit.judge.verdict import flags_of, majority
 
 #: ranges listed in the flag itself (the whole list is in :meth:`Judgement.coverage`)
 FLAG_RANGES = 200
+
+
+if TYPE_CHECKING:
+    from autorl.record.schema import JudgeColumns, ResultRecord
 
 
 @dataclass
@@ -36,41 +40,94 @@ class Judgement:
     chunks: int = 0
     calls: int = 0
 
-    def columns(self) -> dict[str, Any]:
+    def columns(self) -> JudgeColumns:
         """The run record's columns for the judge (:class:`autorl.record.row.RunRow`)."""
         return {"judge_model": self.model, "judge_prompt_hash": self.prompt_hash, "judge_samples": self.samples}
 
     def coverage(self) -> dict[str, Any]:
         """What the judge was shown and not shown, in full (kept beside the judge's calls)."""
-        return {**self.columns(), "shown_bytes": self.shown, "evidence_bytes": self.total, "chunks": self.chunks,
-                "calls_answered": self.calls, "unshown": [str(u) for u in self.unshown], "binary": self.binary}
+        return {
+            **self.columns(),
+            "shown_bytes": self.shown,
+            "evidence_bytes": self.total,
+            "chunks": self.chunks,
+            "calls_answered": self.calls,
+            "unshown": [str(u) for u in self.unshown],
+            "binary": self.binary,
+        }
 
 
-def judge_run(result: dict[str, Any], *, url: str, token: str, model: str, samples: int = 1,
-              context_chars: int = CONTEXT_CHARS, timeout_s: float = 600.0, budget_s: float | None = None,
-              concurrency: int = 4) -> Judgement:
+def judge_run(
+    result: ResultRecord,
+    *,
+    url: str,
+    token: str,
+    model: str,
+    samples: int = 1,
+    context_chars: int = CONTEXT_CHARS,
+    timeout_s: float = 600.0,
+    budget_s: float | None = None,
+    concurrency: int = 4,
+) -> Judgement:
     """The judged audit of one recorded run (its ``result.json`` as a dict) through the gateway at ``url``:
     every piece of its evidence shown to ``samples`` judge samples until the budget (the gateway's, and
     ``budget_s`` seconds) runs out."""
     evidence = gather(result, part_chars=context_chars)
-    return judge_pieces(evidence.pieces, url=url, token=token, model=model, samples=samples,
-                        context_chars=context_chars, timeout_s=timeout_s, budget_s=budget_s, concurrency=concurrency,
-                        unshown=evidence.unshown, binary=evidence.binary, same=evidence.same)
+    return judge_pieces(
+        evidence.pieces,
+        url=url,
+        token=token,
+        model=model,
+        samples=samples,
+        context_chars=context_chars,
+        timeout_s=timeout_s,
+        budget_s=budget_s,
+        concurrency=concurrency,
+        unshown=evidence.unshown,
+        binary=evidence.binary,
+        same=evidence.same,
+    )
 
 
-def judge_pieces(pieces: Sequence[Piece], *, url: str, token: str, model: str, samples: int = 1,
-                 context_chars: int = CONTEXT_CHARS, timeout_s: float = 600.0, budget_s: float | None = None,
-                 concurrency: int = 4, unshown: Sequence[Unshown] = (), binary: Sequence[str] = (),
-                 same: Sequence[tuple[Piece, Piece]] = ()) -> Judgement:
+def judge_pieces(
+    pieces: Sequence[Piece],
+    *,
+    url: str,
+    token: str,
+    model: str,
+    samples: int = 1,
+    context_chars: int = CONTEXT_CHARS,
+    timeout_s: float = 600.0,
+    budget_s: float | None = None,
+    concurrency: int = 4,
+    unshown: Sequence[Unshown] = (),
+    binary: Sequence[str] = (),
+    same: Sequence[tuple[Piece, Piece]] = (),
+) -> Judgement:
     """The judgement of ``pieces`` (``unshown``: what gathering them could not take; ``same``: pieces whose text
     is that of a piece among them, shown when that one is)."""
     if samples < 1:
         raise ValueError("the judge needs at least one sample")
     parts = chunks(pieces, context_chars)
-    asked = ask_chunks(parts, url=url, token=token, model=model, samples=samples, timeout_s=timeout_s,
-                       budget_s=budget_s, concurrency=concurrency)
-    out = Judgement(model, samples, prompt_hash(), flags_of([majority(a.answers) for a in asked if a.answers]),
-                    chunks=len(parts), calls=sum(a.answered for a in asked), binary=list(binary))
+    asked = ask_chunks(
+        parts,
+        url=url,
+        token=token,
+        model=model,
+        samples=samples,
+        timeout_s=timeout_s,
+        budget_s=budget_s,
+        concurrency=concurrency,
+    )
+    out = Judgement(
+        model,
+        samples,
+        prompt_hash(),
+        flags_of([majority(a.answers) for a in asked if a.answers]),
+        chunks=len(parts),
+        calls=sum(a.answered for a in asked),
+        binary=list(binary),
+    )
     missed = list(unshown)
     judged: set[int] = set()
     for chunk, a in zip(parts, asked, strict=True):
@@ -83,8 +140,11 @@ def judge_pieces(pieces: Sequence[Piece], *, url: str, token: str, model: str, s
         if id(original) in judged:
             out.shown += piece.size
         else:
-            missed.append(Unshown(piece.file, piece.start, piece.end or piece.start,
-                                  f"the same text as {original.where}, not shown"))
+            missed.append(
+                Unshown(
+                    piece.file, piece.start, piece.end or piece.start, f"the same text as {original.where}, not shown"
+                )
+            )
     out.unshown = merged(missed)
     out.total = out.shown + sum(u.size for u in out.unshown)
     cut = cut_flag(out)
@@ -98,8 +158,12 @@ def merged(unshown: Sequence[Unshown]) -> list[Unshown]:
     out: list[Unshown] = []
     for u in sorted(unshown, key=lambda u: (u.file, u.why, u.start)):
         last = out[-1] if out else None
-        if last is not None and (last.file, last.why) == (u.file, u.why) and last.end is not None \
-                and u.start <= last.end:
+        if (
+            last is not None
+            and (last.file, last.why) == (u.file, u.why)
+            and last.end is not None
+            and u.start <= last.end
+        ):
             end = None if u.end is None else max(last.end, u.end)
             out[-1] = Unshown(last.file, last.start, end, last.why)
         else:
@@ -117,6 +181,10 @@ def cut_flag(judged: Judgement) -> Flag | None:
     evidence = [str(u) for u in judged.unshown[:FLAG_RANGES]]
     if len(judged.unshown) > FLAG_RANGES:
         evidence.append(f"... and {len(judged.unshown) - FLAG_RANGES} more range(s)")
-    return Flag("judge-evidence-cut", MEDIUM, f"the judge was shown {judged.shown} of {judged.total} bytes of "
-                f"evidence; {judged.total - judged.shown} byte(s) in {files} file(s) were not shown ({whys})"[:900],
-                evidence)
+    return Flag(
+        "judge-evidence-cut",
+        MEDIUM,
+        f"the judge was shown {judged.shown} of {judged.total} bytes of "
+        f"evidence; {judged.total - judged.shown} byte(s) in {files} file(s) were not shown ({whys})"[:900],
+        evidence,
+    )

@@ -52,8 +52,12 @@ def parse(text: str, chunk: Sequence[Piece]) -> dict[str, Answer]:
     out: dict[str, Answer] = {}
     unreasoned = False
     for item in answers:
-        if not isinstance(item, dict) or not isinstance(item.get("question"), str) or item["question"] not in QUESTIONS \
-                or item["question"] in out:
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("question"), str)
+            or item["question"] not in QUESTIONS
+            or item["question"] in out
+        ):
             return _undecided("the judge's reply named an unknown or repeated question")
         out[item["question"]] = _answer(item, chunk)
         reason = item.get("reason")
@@ -105,14 +109,22 @@ def majority(samples: Sequence[dict[str, Answer]]) -> dict[str, Answer]:
         clean = [a for a in answers if a.verdict == "clean"]
         evidence = tuple(dict.fromkeys(e for a in cheats for e in a.evidence))[:20]
         if 2 * len(cheats) > n:
-            out[q] = Answer("cheating", _severity_vote([a.severity for a in cheats]),
-                            f"{len(cheats)}/{n} judge sample(s): {cheats[0].reason}"[:600], evidence)
+            out[q] = Answer(
+                "cheating",
+                _severity_vote([a.severity for a in cheats]),
+                f"{len(cheats)}/{n} judge sample(s): {cheats[0].reason}"[:600],
+                evidence,
+            )
         elif 2 * len(clean) > n:
             out[q] = Answer("clean", "info", clean[0].reason)
         else:
             why = next((a.reason for a in answers if a.verdict == "undecided"), "the samples disagree")
-            out[q] = Answer("undecided", MEDIUM, f"undecided ({len(cheats)} cheating, {len(clean)} clean of {n} "
-                                                 f"sample(s)): {why}"[:600], evidence)
+            out[q] = Answer(
+                "undecided",
+                MEDIUM,
+                f"undecided ({len(cheats)} cheating, {len(clean)} clean of {n} sample(s)): {why}"[:600],
+                evidence,
+            )
     return out
 
 
@@ -126,8 +138,14 @@ def flags_of(per_chunk: Sequence[dict[str, Answer]]) -> list[Flag]:
         undecided = [a for a in answers if a.verdict == "undecided"]
         more = f" (cheating in {len(cheats)} of {len(answers)} parts)" if len(cheats) > 1 else ""
         if cheats:
-            flags.append(Flag(f"judge:{q}", cheats[0].severity, (cheats[0].reason + more)[:700],
-                              list(dict.fromkeys(e for a in cheats for e in a.evidence))[:20]))
+            flags.append(
+                Flag(
+                    f"judge:{q}",
+                    cheats[0].severity,
+                    (cheats[0].reason + more)[:700],
+                    list(dict.fromkeys(e for a in cheats for e in a.evidence))[:20],
+                )
+            )
         elif undecided:
             flags.append(Flag(f"judge:{q}", MEDIUM, undecided[0].reason, list(undecided[0].evidence)))
     return flags

@@ -138,9 +138,10 @@ def overspend(base, token):
     after = Counter()
     if refused:
         with ThreadPoolExecutor(8) as pool:
-            for status in pool.map(lambda k: _one(base, token, k),
-                                   ["default", "huge", "stream", "abandon", "many", "responses", "completions",
-                                    "default"]):
+            for status in pool.map(
+                lambda k: _one(base, token, k),
+                ["default", "huge", "stream", "abandon", "many", "responses", "completions", "default"],
+            ):
                 after[str(status)] += 1
     return {"calls": dict(seen), "refused": refused, "after_refusal": dict(after)}
 

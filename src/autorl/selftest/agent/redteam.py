@@ -33,6 +33,7 @@ def attempt(name):
         except Exception as exc:  # an attack that cannot even start got nothing
             evidence[name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
         return fn
+
     return wrap
 
 
@@ -149,9 +150,13 @@ def _rederive():
     bench.prepare_eval_data(folder)
     for split in bench.splits:
         rebuilt_items[split] = bench.load_items(split, folder)
-    return {split: [json.dumps([dict(i.input), i.reference], sort_keys=True, default=str)
-                    .replace(str(folder), "<hidden>") for i in items[:3000]]
-            for split, items in rebuilt_items.items()}
+    return {
+        split: [
+            json.dumps([dict(i.input), i.reference], sort_keys=True, default=str).replace(str(folder), "<hidden>")
+            for i in items[:3000]
+        ]
+        for split, items in rebuilt_items.items()
+    }
 
 
 @attempt("scorer")
@@ -184,9 +189,14 @@ def _admin():
     tokens = {"its own token": token, "a forged token": "0" * 64, "no token": None}
     for label, tok in tokens.items():
         headers = {"Authorization": f"Bearer {tok}"} if tok else {}
-        for method, path, body in (("GET", "/admin/state", None), ("POST", "/admin/close", None),
-                                   ("GET", "/admin/baseline", None), ("POST", "/admin/deadline", {"deadline": 1e12}),
-                                   ("POST", "/admin/test", None), ("POST", "/set_baseline", {"score": 0.0})):
+        for method, path, body in (
+            ("GET", "/admin/state", None),
+            ("POST", "/admin/close", None),
+            ("GET", "/admin/baseline", None),
+            ("POST", "/admin/deadline", {"deadline": 1e12}),
+            ("POST", "/admin/test", None),
+            ("POST", "/set_baseline", {"score": 0.0}),
+        ):
             try:
                 r = httpx.request(method, url + path, json=body, headers=headers, timeout=20, trust_env=False)
             except httpx.HTTPError:
@@ -202,9 +212,11 @@ def _files():
     out_dir.mkdir(parents=True, exist_ok=True)
     made = {}
     target = cfg.get("read", ["/etc"])[0]
-    for name, make in (("link", lambda p: p.symlink_to(target)),
-                       ("fifo", lambda p: os.mkfifo(p)),
-                       ("sparse", lambda p: os.truncate(p.open("wb").name, 1 << 40))):
+    for name, make in (
+        ("link", lambda p: p.symlink_to(target)),
+        ("fifo", lambda p: os.mkfifo(p)),
+        ("sparse", lambda p: os.truncate(p.open("wb").name, 1 << 40)),
+    ):
         path = out_dir / name
         try:
             make(path)
@@ -218,8 +230,13 @@ def _files():
     answers = {}
     for name in ("link", "fifo", "sparse"):
         try:
-            r = httpx.post(url + "/submit", json={"model_path": str(out_dir / name)},
-                           headers={"Authorization": f"Bearer {token}"}, timeout=120, trust_env=False)
+            r = httpx.post(
+                url + "/submit",
+                json={"model_path": str(out_dir / name)},
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=120,
+                trust_env=False,
+            )
             answers[name] = [r.status_code, r.text[:160]]
         except httpx.HTTPError as exc:
             answers[name] = [0, type(exc).__name__]
