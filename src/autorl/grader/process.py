@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TypedDict, TypeVar
 
 from autorl.errors import GraderError
 from autorl.grader.client import GraderClient
@@ -24,6 +24,14 @@ from autorl.procs.service import ServiceProcess
 T = TypeVar("T")
 #: how many times a run's grader is started again after dying before the run gives up on it
 MAX_RESTARTS = 3
+
+
+class Restart(TypedDict):
+    """One restart of the grader during a run, as the run's record keeps it (``meta.grader.restarts``)."""
+
+    #: when it was found dead (Unix time)
+    at: float
+    exit_code: int
 
 
 def grader_log_path(store_dir: Path) -> Path:
@@ -45,7 +53,7 @@ class GraderProcess(ServiceProcess):
         self._lock = threading.Lock()
         self._stopping = False
         self._watcher: threading.Thread | None = None
-        self.restarts: list[dict[str, object]] = []
+        self.restarts: list[Restart] = []
         self.error: str | None = None
         super().__init__("autorl.grader.server", config_path, port, log_path, what="the grader")
         self.admin = GraderClient(self.url, config.admin_token, timeout=None)
@@ -74,7 +82,7 @@ class GraderProcess(ServiceProcess):
                 if len(self.restarts) >= MAX_RESTARTS:
                     self.error = f"the grader died {len(self.restarts) + 1} times (last exit code {code})"
                     return
-                self.restarts.append({"at": time.time(), "exit_code": code})
+                self.restarts.append(Restart(at=time.time(), exit_code=code))
                 kill_group(self.proc.pid)  # what the dead grader left in its group (its evaluation worker) goes too
                 proc = self.respawn()
             try:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from autorl.benchmark import Benchmark
     from autorl.decoys import WatchedRecord
     from autorl.grader.client import GraderClient
-    from autorl.grader.process import GraderProcess
+    from autorl.grader.process import GraderProcess, Restart
     from autorl.grader.schema import GraderState, SubmissionRecord, TestRecord
     from autorl.procs.agent import AgentOutcome
     from autorl.runs.facts import RunFacts
@@ -201,7 +201,7 @@ class Ending:
     watch: dict[str, int | None] = field(default_factory=lambda: dict.fromkeys(("passes", "entries", "copied_bytes")))
     gateway: dict[str, Any] | None = None
     gateway_error: str | None = None
-    grader_restarts: list[dict[str, Any]] | None = None
+    grader_restarts: list[Restart] | None = None
     end_reason: str | None = None
     #: the decoys read while the agent ran and how that was watched (None: not watched; access times then)
     decoys: WatchedRecord | None = None
