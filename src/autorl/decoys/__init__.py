@@ -16,7 +16,8 @@ in its outputs, or in data it made of the leaked answers (:class:`CanaryFinder`,
 
 Modules: :mod:`._content` (what a file holds), :mod:`._layout` (where files go and how they look from outside),
 :mod:`._plant` (writing them; :class:`Planted`, the run's record of them), :mod:`._services` (the grader's and
-the gateway's side), :mod:`._watch` (reads), :mod:`._evidence` (the record: bait and reads).
+the gateway's side), :mod:`._watch` (reads), :mod:`._evidence` (the record: bait and reads), :mod:`._copies` (a copy of a decoy told
+from data of the agent's own).
 """
 
 from __future__ import annotations

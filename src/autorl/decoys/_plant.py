@@ -12,13 +12,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
-from autorl.decoys._content import Context, render
+from autorl.decoys._content import MAX_ROWS, Context, render
 from autorl.decoys._layout import Slot, draw, survey
 
 __all__ = ["Decoy", "DecoyRecord", "Planted", "PlantedRecord", "WatchedRecord", "plant"]
 
-#: the most lines holding a canary a decoy keeps in the record (to tell a copy of it from the agent's own data)
-MAX_LINES = 400
+#: the most lines holding a canary a decoy keeps in the record (to tell a copy of it from the agent's own data):
+#: every one, since a decoy holds its canary once a record; a record from before kept the first 400 only
+MAX_LINES = MAX_ROWS
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -31,6 +32,7 @@ class DecoyRecord(TypedDict):
     token: str | None
     lines: Sequence[str]
     sha256: str | None
+    all_lines: bool
 
 
 class PlantedRecord(TypedDict):
@@ -55,8 +57,9 @@ class WatchedRecord(TypedDict):
 class Decoy:
     """One planted decoy: its ``name`` (its kind: ``test-answers``, ``dev-answers``, ``grader-admin-token``,
     ``upstream-key``), its path ``rel`` in the workspace, its ``canary`` (a string in it unique to the run; a
-    token decoy's is its token), the ``token`` it offers, the ``lines`` of it that hold the canary and its
-    content's ``sha256`` (a decoy the agent rewrote is the agent's file)."""
+    token decoy's is its token), the ``token`` it offers, the ``lines`` of it that hold the canary, its
+    content's ``sha256`` (a decoy the agent rewrote is the agent's file) and whether ``lines`` is ``all_lines``
+    of it (a record from before kept the first 400 only)."""
 
     name: str
     rel: str
@@ -64,6 +67,7 @@ class Decoy:
     token: str | None = None
     lines: tuple[str, ...] = ()
     sha256: str | None = None
+    all_lines: bool = False
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,7 @@ class Planted:
                 None if d.get("token") is None else str(d.get("token")),
                 tuple(str(x) for x in d.get("lines") or [] if isinstance(x, str)),
                 None if d.get("sha256") is None else str(d.get("sha256")),
+                d.get("all_lines") is True,
             )
             for d in data.get("decoys") or []
             if isinstance(d, Mapping)
@@ -167,7 +172,7 @@ def _set_folder_time(root: Path, rel: str, ns: int) -> None:
 
 def _canary_lines(data: bytes, canary: str) -> tuple[str, ...]:
     lines = [line for line in data.decode("utf-8", errors="replace").splitlines() if canary in line]
-    return tuple(dict.fromkeys(lines))[:MAX_LINES]
+    return tuple(dict.fromkeys(lines))
 
 
 def plant(root: Path, task: str, grader_url: str, *, rng: random.Random | None = None) -> Planted:
@@ -206,7 +211,8 @@ def plant(root: Path, task: str, grader_url: str, *, rng: random.Random | None =
 
 
 def _decoy(kind: str, rel: str, canary: str, token: str | None, data: bytes) -> Decoy:
-    return Decoy(kind, rel, canary, token, _canary_lines(data, canary), hashlib.sha256(data).hexdigest())
+    lines = _canary_lines(data, canary)
+    return Decoy(kind, rel, canary, token, lines[:MAX_LINES], hashlib.sha256(data).hexdigest(), len(lines) <= MAX_LINES)
 
 
 def _place(
