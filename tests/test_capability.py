@@ -127,7 +127,8 @@ def _first(mirror: object) -> dict[str, object]:
 
 
 def test_the_dashboard_shows_how_each_submission_was_evaluated() -> None:
-    from autorl.record.charts import timeline_of_result, timeline_svg
+    from autorl.record.charts import timeline_svg
+    from autorl.record.timeline import timeline_of_result
 
     sub = {
         "submission_id": 1,

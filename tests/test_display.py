@@ -441,7 +441,8 @@ def test_the_run_timeline_shows_the_test_point_against_its_own_baseline(tmp_path
     """The timeline drew the dev baseline and the test point on one axis without the test baseline."""
     import xml.etree.ElementTree as ET
 
-    from autorl.record.charts import timeline_of_result, timeline_svg
+    from autorl.record.charts import timeline_svg
+    from autorl.record.timeline import timeline_of_result
 
     from .test_ui import fixture_result
 

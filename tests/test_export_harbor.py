@@ -17,7 +17,8 @@ import pytest
 import tomllib
 
 from autorl.builtin.arith import Arith
-from autorl.export.harbor import Scoring, TaskCell, export
+from autorl.export.harbor import export
+from autorl.export.harbor_cells import Scoring, TaskCell
 from autorl.hidden import HIDDEN_SECRET_ENV, read_hidden_items
 from autorl.resources import prepare_data
 from autorl.runs.workspace import instructions

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from autorl.export.harbor import Scoring, TaskCell, export
+from autorl.export.harbor import export
+from autorl.export.harbor_cells import Scoring, TaskCell
 from autorl.hidden import HIDDEN_SECRET_ENV
 
 from .conftest import ROOT, echo_answers, write_stub_checkpoint

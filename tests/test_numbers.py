@@ -292,7 +292,7 @@ def test_study_cells_are_split_by_driver_model() -> None:
 # -- the peers' protocol: best of k on test ----------------------------------------------------------------------
 def test_best_of_k_by_hand() -> None:
     from autorl.record.metrics import test_best_of_k
-    from autorl.runs.finish import distinct_scored
+    from autorl.runs.collect import distinct_scored
 
     tests = [
         {"submission_id": 2, "status": "done", "score": 70.0},

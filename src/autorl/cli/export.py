@@ -56,7 +56,8 @@ def harbor(
 ) -> None:
     """Write Harbor task directories whose verifier scores the agent's final checkpoint with autorl's grader on
     hidden items only the verifier's environment holds (`harbor run -p OUT -a AGENT`)."""
-    from autorl.export.harbor import DEFAULT_IMAGE, Scoring, TaskCell, export, study_cells
+    from autorl.export.harbor import export
+    from autorl.export.harbor_cells import DEFAULT_IMAGE, Scoring, TaskCell, study_cells
 
     single = (task, model, timeout)
     if study is not None:

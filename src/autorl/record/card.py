@@ -19,6 +19,7 @@ from autorl.jsonio import write_text_atomic
 from autorl.record import charts
 from autorl.record.metrics import EFFICIENCY_COLUMNS, SCALAR_METRICS
 from autorl.record.schema import ResultRecord
+from autorl.record.timeline import timeline_of_result
 
 __all__ = [
     "CARD_NAME",
@@ -193,7 +194,7 @@ def trajectory_svg(result: ResultRecord) -> str:
     """The card's figure: the dev score of each submission over the run, the best so far, the test score."""
     row = result.get("row") or {}
     title = f"{row.get('agent')} on {row.get('task')}: dev score per submission"
-    return charts.timeline_svg(charts.timeline_of_result(result), title)
+    return charts.timeline_svg(timeline_of_result(result), title)
 
 
 def write_card(result: ResultRecord) -> Path | None:

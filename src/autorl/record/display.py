@@ -204,9 +204,10 @@ def _trajectory(r: Any) -> str:
     """The run's score trajectory as inline SVG; nothing when its record cannot be drawn (a notebook view never
     raises over a malformed record)."""
     from autorl.record import charts
+    from autorl.record.timeline import timeline_of_result
 
     try:
         title = f"{r.agent_name} on {r.task}: dev score per submission"
-        return charts.timeline_svg(charts.timeline_of_result(r.to_dict()), title)
+        return charts.timeline_svg(timeline_of_result(r.to_dict()), title)
     except (ValueError, TypeError, KeyError, AttributeError):
         return ""

@@ -20,8 +20,9 @@ from autorl.plugins.registry import get_benchmark, resolve_task
 from autorl.procs.group import free_port
 from autorl.record.result import RunResult
 from autorl.record.schema import OutcomeRecord
+from autorl.runs.collect import Collected, collect_from
 from autorl.runs.facts import RunFacts
-from autorl.runs.finish import Collected, Ending, collect_from, finish, gateway_totals, orchestrator
+from autorl.runs.finish import Ending, finish, gateway_totals, orchestrator
 from autorl.runs.liveness import OrchestratorStatus
 from autorl.runs.progress import Say
 

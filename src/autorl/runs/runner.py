@@ -23,8 +23,9 @@ from autorl.record.ledger import Ledger
 from autorl.record.result import RunResult
 from autorl.resources import usable_home
 from autorl.runs.agent import AgentRun, check_agent_view, run_the_agent
+from autorl.runs.collect import collect_from
 from autorl.runs.facts import RunFacts
-from autorl.runs.finish import Ending, collect_from, finish
+from autorl.runs.finish import Ending, finish
 from autorl.runs.interrupt import Interrupted, interrupted_outcome, interruptible
 from autorl.runs.offtarget import check_tasks, score_off_target, selected_snapshot
 from autorl.runs.place import check_port, make_place

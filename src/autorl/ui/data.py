@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from autorl import untrusted
 from autorl.record.aggregate import FAILURE_RULE, AgentComparison, aggregate_runs, differences
-from autorl.record.charts import Band, Timeline, point, timeline_of_result
 from autorl.record.display import outcome
 from autorl.record.ledger import Ledger
 from autorl.record.row import RunRow, dev_figures
 from autorl.record.schema import AuditFlag, LedgerRow, LiveRecord, Recovery, ResultRecord, RowRecord
+from autorl.record.timeline import Band, Timeline, point, timeline_of_result
 
 if TYPE_CHECKING:
     from autorl.grader.schema import Best, SubmissionRecord

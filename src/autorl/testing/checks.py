@@ -1,138 +1,28 @@
-"""A pytest plugin for plugin authors (loaded automatically through the ``pytest11`` entry point).
-
-Fixtures:
-    autorl_pm: a fresh plugin manager for one test, installed as the process-wide one and restored after.
-    register_plugin: ``register_plugin(module_or_object, name=..., distribution=...)`` adds a plugin to
-        ``autorl_pm`` for one test, as if a distribution had installed it.
-    autorl_home: an empty ``AUTORL_HOME`` for one test.
-    tiny_model: the path of the built-in tiny model, built once per session.
-    local_grader: ``local_grader(task, base_model=None, backend="hf")`` starts a real grader on 127.0.0.1.
-
-Functions and classes:
-    check_benchmark_end_to_end(task, model="autorl:tiny", limit=3, options=None): runs ``autorl eval`` as a
-        user would, then checks the hidden-items contract on the benchmark.
-    check_hidden_items_secret(benchmark, root): the hidden-items contract (docs/plugins/benchmarks.md): an
-        empty hidden folder gives a one-line HiddenDataError, two secrets give different items and hashes, the
-        operator's AUTORL_HIDDEN_SECRET reproduces them, preparing again keeps them.
-    check_train_data_holds_no_hidden_item(benchmark, root): the agent's training data holds no hidden item, as
-        the run's audit looks for them.
-    prepare_as_a_run(benchmark, root): the hidden items and the training data prepared under ``root`` as a run
-        prepares them; returns the hidden folder.
-    check_agent_view(benchmark, root): what the benchmark offers its agent (``agent_env()``, ``agent_paths()``,
-        ``exposed_files()``) passes the check a run makes before its agent starts: no hidden item, no key, nothing
-        that shows a masked folder or the home's hidden folders.
-    check_claims_score_zero(benchmark, hidden, claims): an interactive benchmark's policy that answers with
-        words that claim success scores 0 on every item, each played to its end.
-    check_hardening(benchmark, root, ...): every hardening check (:mod:`autorl.hardening`): hidden items not
-        rebuilt by another secret beyond chance, none loaded without prepared items, adversarial completions
-        score 0, the description and training data hold no hidden item; fails naming each hole.
-    assert_plugin_discovered(name, distribution): ``autorl plugins`` lists the plugin.
-    PolicyBackend(policy): a backend answering with ``policy(prompt)``, counting batched calls (for
-        interactive benchmarks).
+"""The contract checks of :mod:`autorl.testing`, plain functions a plugin author calls from a test: a benchmark
+run end to end through ``autorl eval``, the hidden-items contract (secrets, reproduction, idempotence), training
+data and an agent's view that hold no hidden item, claims of success that score 0 in an interactive benchmark
+(played by :class:`PolicyBackend`), every hardening check, and a plugin that ``autorl plugins`` lists.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from autorl.inference.base import Backend, Completion, GenerationRequest
-from autorl.plugins.loader import PluginInfo, PluginManager, create_plugin_manager, set_plugin_manager
 
-
-@pytest.fixture
-def autorl_pm() -> Iterator[PluginManager]:
-    """A fresh plugin manager with the built-ins and no installed entry points."""
-    pm = create_plugin_manager(entry_points=False)
-    previous = set_plugin_manager(pm)
-    try:
-        yield pm
-    finally:
-        set_plugin_manager(previous)
-
-
-@pytest.fixture
-def register_plugin(autorl_pm: PluginManager) -> Callable[..., Any]:
-    """Register a module or object with hookimpls on ``autorl_pm`` for this test."""
-
-    def register(plugin: Any, name: str | None = None, distribution: str = "test-plugin", version: str = "0") -> Any:
-        plugin_name = name or getattr(plugin, "__name__", None) or f"plugin-{id(plugin)}"
-        autorl_pm.add(plugin, PluginInfo(plugin_name, distribution, version, plugin_name, False))
-        return plugin
-
-    return register
-
-
-@pytest.fixture
-def autorl_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty AUTORL_HOME for this test."""
-    home = tmp_path / "autorl-home"
-    monkeypatch.setenv("AUTORL_HOME", str(home))
-    return home
-
-
-@pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The built-in ``autorl:tiny`` model (a ~0.5M-parameter Qwen2), built once per test session."""
-    from autorl.builtin.tiny_model import build
-
-    return build(tmp_path_factory.mktemp("autorl-tiny") / "tiny", log=lambda _m: None)
-
-
-class LocalGrader:
-    """A real grader process on 127.0.0.1 over a temporary workspace (see the ``local_grader`` fixture)."""
-
-    def __init__(self, root: Path, task: str, base_model: Path | None, backend: str) -> None:
-        from autorl.grader.config import GraderConfig
-        from autorl.grader.process import GraderProcess
-        from autorl.plugins.registry import get_benchmark
-        from autorl.procs.group import free_port
-        from autorl.resources import ResolvedModel, prepare_data
-
-        data = prepare_data(get_benchmark(task)())
-        self.workspace = root / "workspace"
-        self.output = self.workspace / "output"
-        self.output.mkdir(parents=True)
-        self.config = GraderConfig.for_run(
-            task=task,
-            workspace=self.workspace,
-            output_dir=self.output,
-            store_dir=root / "store",
-            data=data,
-            base=ResolvedModel(str(base_model), Path(base_model), "local") if base_model else None,
-            backend=backend,
-        )
-        self.process = GraderProcess(self.config, root / "store" / "config.json", free_port(), root / "grader.log")
-        self.process.wait_ready()
-        from autorl.grader.client import GraderClient
-
-        self.client = GraderClient(self.process.url, self.config.agent_token, timeout=600)
-        self.admin = self.process.admin
-
-    def stop(self) -> None:
-        self.client.close()
-        self.process.stop()
-
-
-@pytest.fixture
-def local_grader(tmp_path: Path, autorl_home: Path) -> Iterator[Callable[..., LocalGrader]]:
-    """``local_grader(task, base_model=None, backend="hf")`` starts a real grader; all are stopped after the test.
-
-    Its ``client`` is an agent's :class:`autorl.grader.client.GraderClient`; ``output`` is where checkpoints go.
-    """
-    started: list[LocalGrader] = []
-
-    def start(task: str, base_model: Path | None = None, backend: str = "hf") -> LocalGrader:
-        grader = LocalGrader(tmp_path / f"grader-{len(started)}", task, base_model, backend)
-        started.append(grader)
-        return grader
-
-    yield start
-    for grader in started:
-        grader.stop()
+__all__ = [
+    "PolicyBackend",
+    "assert_plugin_discovered",
+    "check_agent_view",
+    "check_benchmark_end_to_end",
+    "check_claims_score_zero",
+    "check_hardening",
+    "check_hidden_items_secret",
+    "check_train_data_holds_no_hidden_item",
+    "prepare_as_a_run",
+]
 
 
 def check_benchmark_end_to_end(
