@@ -109,6 +109,6 @@ def timeline_of_result(result: ResultRecord) -> Timeline:
         "points": [point(s, float(t0)) for s in subs],
         "baseline": _band(baseline) if baseline else None,
         "test": _test_mark(test) if test else None,
-        "timeout_s": meta.get("timeout_s") or result["row"].get("duration_s"),
+        "timeout_s": meta.get("timeout_s") or (result.get("row") or {}).get("duration_s"),
         "elapsed_s": None,
     }
