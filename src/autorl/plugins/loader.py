@@ -126,7 +126,9 @@ def add_source_folder(pm: PluginManager, source: SourcePlugin) -> list[str]:
     if str(source.folder) not in folders:
         os.environ[SOURCE_FOLDERS_ENV] = os.pathsep.join([*folders, str(source.folder)])
     if str(source.import_root) not in sys.path:
-        sys.path.insert(0, str(source.import_root))
+        # before every installed package, after the caller's own script folder: sys.path[0] stays what it was,
+        # which the agent's sandbox tells apart from the Python environment it shows (autorl.sandbox.host)
+        sys.path.insert(1 if sys.path else 0, str(source.import_root))
     names = []
     for name, value in sorted(source.entry_points.items()):
         if name in pm.infos:  # loaded already: from this folder before, or installed under the same name
